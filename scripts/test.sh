@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds gatewayd twice (RelWithDebInfo in build/, ASan+UBSan Debug in
+# build-asan/) and runs every test in both. Exits non-zero on any failure; the last line is a
+# one-line summary. Run as root from any directory.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+# shellcheck source=scripts/lib/deps.sh
+source scripts/lib/deps.sh
+
+JOBS=$(nproc)
+START=$SECONDS
+STAGE="install dependencies"
+FAILED=()
+
+summary() {
+  local rc=$?
+  local took=$((SECONDS - START))
+  local problems=("${FAILED[@]}")
+  if ((rc != 0)) && [[ "$STAGE" != "final" ]]; then
+    problems+=("stage '${STAGE}' (exit ${rc})")
+  fi
+  if ((${#problems[@]} == 0)); then
+    echo "test.sh: PASS - release and sanitizer builds, all tests passed (${took}s)"
+  else
+    local IFS=';'
+    echo "test.sh: FAIL - ${problems[*]} (${took}s)"
+  fi
+}
+trap summary EXIT
+
+stage() {
+  STAGE=$1
+  echo
+  echo "==> ${STAGE}"
+}
+
+# Runs ctest in build dir $1; a failure is recorded so the other build still runs.
+run_ctest() {
+  local dir=$1 label=$2
+  stage "${label}: ctest"
+  if ! ctest --test-dir "$dir" --output-on-failure; then
+    FAILED+=("${label} tests")
+  fi
+}
+
+stage "install dependencies"
+gw_install_deps
+
+stage "release: configure + build (build/)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGATEWAY_WERROR=ON -DGATEWAY_SANITIZE=OFF
+cmake --build build -j"$JOBS"
+run_ctest build release
+
+stage "sanitizers: configure + build (build-asan/)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGATEWAY_WERROR=ON -DGATEWAY_SANITIZE=ON
+cmake --build build-asan -j"$JOBS"
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# Leak suppressions are scoped to third-party libraries only (see the file); never to our code.
+if [[ -f "$ROOT/scripts/lsan.supp" ]]; then
+  export LSAN_OPTIONS="suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0"
+fi
+run_ctest build-asan sanitizer
+
+STAGE="final"
+((${#FAILED[@]} == 0))

@@ -1,0 +1,231 @@
+#include "commands/decide.h"
+
+#include <charconv>
+
+#include "commands/fields.h"
+#include "verify/challenge.h"
+
+namespace gw {
+
+namespace {
+
+Error not_found(Kind kind, const std::string& id) {
+  return make_error(Code::kNotFound, std::string(kind_name(kind)) + " " + id + " not found");
+}
+
+Error team_mismatch() {
+  return make_error(Code::kTenantMismatch, "team_id in the body must equal the X-Tenant-ID header");
+}
+
+const std::string& spec_team(const Spec& spec) {
+  return std::visit(
+      [](const auto& s) -> const std::string& {
+        if constexpr (std::is_same_v<std::decay_t<decltype(s)>, DomainSpec>) {
+          return s.domain.meta.team_id;
+        } else {
+          return s.meta.team_id;
+        }
+      },
+      spec);
+}
+
+// The record a spec describes (user fields only; server fields are filled in by the decision).
+Record record_of(const Spec& spec) {
+  return std::visit(
+      [](const auto& s) -> Record {
+        if constexpr (std::is_same_v<std::decay_t<decltype(s)>, DomainSpec>) {
+          return s.domain;
+        } else {
+          return s;
+        }
+      },
+      spec);
+}
+
+// The live record `id` of `kind` owned by the actor's team, or not_found: another team's record,
+// a deleted one and one that never existed are indistinguishable to the caller.
+Result<Stored> load_own(Kind kind, const std::string& id, const Actor& actor, Lookups& lookups) {
+  auto stored = lookups.load(id);
+  if (!stored || kind_of(stored->record) != kind) return not_found(kind, id);
+  const Meta& m = meta_of(stored->record);
+  if (m.team_id != actor.tenant || m.deleted_at != 0) return not_found(kind, id);
+  return std::move(*stored);
+}
+
+std::optional<Claim> other_team_claim(const std::string& hostname, const std::string& team,
+                                      Lookups& lookups) {
+  for (auto& c : lookups.claims_covering(hostname)) {
+    if (c.team_id != team) return std::move(c);
+  }
+  return std::nullopt;
+}
+
+Error claimed(const std::string& hostname) {
+  return make_error(Code::kHostnameConflict,
+                    "hostname " + hostname + " is covered by a domain another team has verified");
+}
+
+// A profile's hostname is unique among live profiles of all teams and not covered by another
+// team's verified domain. `self` is the profile being updated (empty on create).
+std::optional<Error> check_profile_hostname(const std::string& hostname, const std::string& team,
+                                            const std::string& self, Lookups& lookups) {
+  auto holder = lookups.live_profile_by_hostname(hostname);
+  if (holder && *holder != self) {
+    return make_error(Code::kHostnameConflict,
+                      "hostname " + hostname + " already has a gateway security profile");
+  }
+  if (other_team_claim(hostname, team, lookups)) return claimed(hostname);
+  return std::nullopt;
+}
+
+// Server-controlled domain fields may be sent only with the value the server holds.
+std::optional<Error> check_echoes(const DomainSpec& s, const Domain& current) {
+  FieldErrors errors;
+  auto same = [&errors](const char* name, const auto& sent, const auto& held) {
+    if (sent && *sent != held) errors.add(name, "is set by the server and cannot be changed");
+  };
+  same("status", s.status, current.status);
+  same("verification_hostname", s.verification_hostname, current.verification_hostname);
+  same("verification_value", s.verification_value, current.verification_value);
+  same("verification_parent_id", s.verification_parent_id, current.verification_parent_id);
+  same("verification_error", s.verification_error, current.verification_error);
+  same("verified_at", s.verified_at, current.verified_at);
+  if (errors.empty()) return std::nullopt;
+  return errors.to_error();
+}
+
+Result<Decision> create_domain(const DomainSpec& s, const Actor& actor, const Fresh& fresh,
+                               Lookups& lookups) {
+  Domain d = s.domain;
+  if (d.scope.empty()) d.scope = fields::is_registrable_domain(d.hostname) ? "subtree" : "exact";
+  d.status = "pending";
+  d.verification_hostname = verification_hostname(d.hostname);
+  d.verification_value = fresh.verification_value;
+  // Echoed server fields are compared with what a new domain starts with.
+  Domain fresh_state = d;
+  if (auto e = check_echoes(s, fresh_state)) return std::move(*e);
+  if (lookups.live_domain_by_hostname(actor.tenant, d.hostname)) {
+    return make_error(Code::kHostnameConflict,
+                      "your team already has a domain with hostname " + d.hostname);
+  }
+  std::optional<Claim> inherited;
+  for (auto& c : lookups.claims_covering(d.hostname)) {
+    if (c.team_id != actor.tenant) return claimed(d.hostname);
+    if (c.scope == "subtree" && c.hostname != d.hostname && !inherited) inherited = std::move(c);
+  }
+  if (inherited) {
+    d.status = "verified";
+    d.verified_at = fresh.now;
+    d.verification_parent_id = inherited->domain_id;
+  }
+  d.meta.id = fresh.id;
+  d.meta.created_at = d.meta.updated_at = fresh.now;
+  Record r = std::move(d);
+  return Decision{{Change{event_type(Kind::kDomain, "created"), r}}, r};
+}
+
+Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now) {
+  FieldErrors errors;
+  if (s.domain.hostname != current.hostname) errors.add("hostname", "cannot change after create");
+  if (!errors.empty()) return errors.to_error();
+  if (auto e = check_echoes(s, current)) return std::move(*e);
+  current.redirect_to = s.domain.redirect_to;
+  current.workload_id = s.domain.workload_id;
+  if (!s.domain.scope.empty()) current.scope = s.domain.scope;
+  current.meta.updated_at = now;
+  Record r = std::move(current);
+  return Decision{{Change{event_type(Kind::kDomain, "updated"), r}}, r};
+}
+
+}  // namespace
+
+std::string event_type(Kind kind, const char* verb) {
+  return std::string(kind_name(kind)) + "." + verb;
+}
+
+std::string etag_of(uint64_t version) { return "\"" + std::to_string(version) + "\""; }
+
+bool if_match_matches(std::string_view header, uint64_t version) {
+  const std::string want = etag_of(version);
+  size_t pos = 0;
+  while (pos <= header.size()) {
+    size_t comma = header.find(',', pos);
+    if (comma == std::string_view::npos) comma = header.size();
+    std::string_view item = header.substr(pos, comma - pos);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (item == "*" || item == want) return true;  // weak tags (W/...) never match: strong compare
+    pos = comma + 1;
+  }
+  return false;
+}
+
+Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh& fresh,
+                               Lookups& lookups) {
+  if (spec_team(spec) != actor.tenant) return team_mismatch();
+  if (const auto* ds = std::get_if<DomainSpec>(&spec)) {
+    return create_domain(*ds, actor, fresh, lookups);
+  }
+  Record r = record_of(spec);
+  if (const auto* p = std::get_if<Profile>(&r)) {
+    if (auto e = check_profile_hostname(p->hostname, actor.tenant, "", lookups)) {
+      return std::move(*e);
+    }
+  }
+  Meta& m = meta_of(r);
+  m.id = fresh.id;
+  m.created_at = m.updated_at = fresh.now;
+  m.deleted_at = 0;
+  return Decision{{Change{event_type(kind_of(r), "created"), r}}, r};
+}
+
+Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spec,
+                               const Actor& actor, const std::optional<std::string>& if_match,
+                               int64_t now, Lookups& lookups) {
+  auto loaded = load_own(kind, id, actor, lookups);
+  if (!loaded.ok()) return std::move(loaded.error());
+  Stored& stored = loaded.value();
+  if (spec_team(spec) != actor.tenant) return team_mismatch();
+  if (if_match && !if_match_matches(*if_match, stored.version)) {
+    return make_error(Code::kPreconditionFailed,
+                      "If-Match does not match the current ETag " + etag_of(stored.version));
+  }
+  if (const auto* ds = std::get_if<DomainSpec>(&spec)) {
+    return update_domain(*ds, std::get<Domain>(stored.record), now);
+  }
+  const Meta old_meta = meta_of(stored.record);
+  Record r = record_of(spec);
+  if (auto* p = std::get_if<Profile>(&r)) {
+    const auto& old = std::get<Profile>(stored.record);
+    if (p->hostname != old.hostname) {
+      if (auto e = check_profile_hostname(p->hostname, actor.tenant, id, lookups)) {
+        return std::move(*e);
+      }
+    }
+  }
+  Meta& m = meta_of(r);
+  m = old_meta;
+  m.updated_at = now;
+  return Decision{{Change{event_type(kind, "updated"), r}}, r};
+}
+
+Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& actor, int64_t now,
+                               Lookups& lookups) {
+  auto loaded = load_own(kind, id, actor, lookups);
+  if (!loaded.ok()) return std::move(loaded.error());
+  Record r = std::move(loaded.value().record);
+  Meta& m = meta_of(r);
+  m.deleted_at = now;
+  m.updated_at = now;
+  return Decision{{Change{event_type(kind, "deleted"), r}}, r};
+}
+
+Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups) {
+  auto loaded = load_own(Kind::kDomain, id, actor, lookups);
+  if (!loaded.ok()) return std::move(loaded.error());
+  Record r = std::move(loaded.value().record);
+  if (std::get<Domain>(r).status == "verified") return Decision{{}, r};
+  return Decision{{Change{event_type(Kind::kDomain, "verification_requested"), r}}, r};
+}
+
+}  // namespace gw

@@ -1,0 +1,91 @@
+// decide: the stateful rules of every command, as pure functions. A decision reads the current
+// state only through `Lookups` (the read model as the single writer sees it, pending writes
+// included) and takes ids and time as arguments; it does no I/O of its own.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands/parse.h"
+#include "commands/records.h"
+#include "core/error.h"
+
+namespace gw {
+
+// A record as stored: its value, its aggregate version (number of events so far) and the sequence
+// number of the event that created it (the list order).
+struct Stored {
+  Record record;
+  uint64_t version = 0;
+  uint64_t create_seq = 0;
+};
+
+// A verified domain claim: team `team_id` proved `hostname` (and, for subtree, all names under it).
+struct Claim {
+  std::string team_id;
+  std::string domain_id;
+  std::string hostname;
+  std::string scope;
+};
+
+// Read access to current state for decisions. Implementations see the writer's pending batch.
+class Lookups {
+ public:
+  virtual ~Lookups() = default;
+  // The record with this id, deleted ones included; nullopt if it never existed.
+  virtual std::optional<Stored> load(const std::string& id) = 0;
+  // Id of the live profile using `hostname` (any team).
+  virtual std::optional<std::string> live_profile_by_hostname(const std::string& hostname) = 0;
+  // Id of the team's live domain using `hostname`.
+  virtual std::optional<std::string> live_domain_by_hostname(const std::string& team,
+                                                             const std::string& hostname) = 0;
+  // Verified claims equal to `hostname`, or subtree claims on one of its ancestors.
+  virtual std::vector<Claim> claims_covering(const std::string& hostname) = 0;
+};
+
+// One event to append: its type and the full record after it.
+struct Change {
+  std::string type;
+  Record record;
+};
+
+// What a command decided: the events to append (empty: nothing changes, e.g. verifying a
+// verified domain) and the record to answer with.
+struct Decision {
+  std::vector<Change> changes;
+  Record result;
+};
+
+struct Actor {
+  std::string tenant;  // X-Tenant-ID, already checked against the token
+  std::string name;    // token name, recorded on events
+};
+
+// Values a create may need, made by the caller (ids and unguessable values are not decided here).
+struct Fresh {
+  std::string id;
+  int64_t now = 0;
+  std::string verification_value;  // full CNAME target for a new domain
+};
+
+// The ETag of a stored record version, quoted: "\"<version>\"".
+std::string etag_of(uint64_t version);
+// True if an If-Match header value (a list of ETags, or `*`) matches `version`.
+bool if_match_matches(std::string_view header, uint64_t version);
+
+Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh& fresh,
+                               Lookups& lookups);
+// `if_match`: the raw If-Match header, if sent.
+Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spec,
+                               const Actor& actor, const std::optional<std::string>& if_match,
+                               int64_t now, Lookups& lookups);
+Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& actor, int64_t now,
+                               Lookups& lookups);
+Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups);
+
+// The event type of a record change, e.g. "domain.created".
+std::string event_type(Kind kind, const char* verb);
+
+}  // namespace gw

@@ -1,0 +1,377 @@
+// Field rules of CONTRACT.md section 3 (everything except waf_directives, which lives in
+// waf_directives.cc). Pure functions over bytes and RapidJSON values; no I/O.
+#include "commands/fields.h"
+
+#include <libpsl.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace gw::fields {
+namespace {
+
+constexpr size_t kMaxHostname = 253;
+constexpr size_t kMaxLabel = 63;
+constexpr size_t kMaxCorsBytes = 4096;
+constexpr size_t kMaxRedirectBytes = 2048;
+constexpr size_t kMaxCountries = 250;
+constexpr int kMaxOverrideDepth = 8;
+constexpr size_t kMaxOverrideMembers = 256;
+constexpr size_t kMaxExclusions = 256;
+constexpr size_t kMaxExclusionIds = 256;
+constexpr size_t kMaxPathPrefix = 1024;
+constexpr int64_t kMaxExcludedRuleId = 99999999;
+
+// ISO 3166-1 alpha-2 codes assigned as of 2024 (249), sorted for binary search.
+constexpr std::string_view kCountries =
+    "ADAEAFAGAIALAMAOAQARASATAUAWAXAZBABBBDBEBFBGBHBIBJBLBMBNBOBQBRBSBTBVBWBYBZCACCCDCFCGCH"
+    "CICKCLCMCNCOCRCUCVCWCXCYCZDEDJDKDMDODZECEEEGEHERESETFIFJFKFMFOFRGAGBGDGEGFGGGHGIGLGMGN"
+    "GPGQGRGSGTGUGWGYHKHMHNHRHTHUIDIEILIMINIOIQIRISITJEJMJOJPKEKGKHKIKMKNKPKRKWKYKZLALBLCLI"
+    "LKLRLSLTLULVLYMAMCMDMEMFMGMHMKMLMMMNMOMPMQMRMSMTMUMVMWMXMYMZNANCNENFNGNINLNONPNRNUNZOM"
+    "PAPEPFPGPHPKPLPMPNPRPSPTPWPYQARERORSRURWSASBSCSDSESGSHSISJSKSLSMSNSOSRSSSTSVSXSYSZTCTD"
+    "TFTGTHTJTKTLTMTNTOTRTTTVTWTZUAUGUMUSUYUZVAVCVEVGVIVNVUWFWSYEYTZAZMZW";
+static_assert(kCountries.size() == 249 * 2);
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool is_assigned_country(std::string_view code) {
+  size_t lo = 0;
+  size_t hi = kCountries.size() / 2;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    std::string_view c = kCountries.substr(mid * 2, 2);
+    if (c == code) return true;
+    if (c < code) lo = mid + 1; else hi = mid;
+  }
+  return false;
+}
+
+// True for a C0/C1 control character or DEL starting at s[i] (s is valid UTF-8).
+bool control_at(std::string_view s, size_t i) {
+  auto b = static_cast<unsigned char>(s[i]);
+  if (b < 0x20 || b == 0x7f) return true;
+  return b == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0x9f;
+}
+
+bool has_control(std::string_view s) {
+  for (size_t i = 0; i < s.size(); ++i) if (control_at(s, i)) return true;
+  return false;
+}
+
+// Dotted-quad IPv4 without leading zeros, e.g. 127.0.0.1.
+bool is_ipv4(std::string_view s) {
+  int parts = 0;
+  size_t i = 0;
+  while (true) {
+    size_t start = i;
+    int value = 0;
+    while (i < s.size() && is_digit(s[i]) && i - start < 3) value = value * 10 + (s[i++] - '0');
+    size_t len = i - start;
+    if (len == 0 || value > 255 || (len > 1 && s[start] == '0')) return false;
+    if (++parts == 4) return i == s.size();
+    if (i >= s.size() || s[i] != '.') return false;
+    ++i;
+  }
+}
+
+// Decimal port 1..65535 without leading zeros.
+bool is_port(std::string_view s) {
+  if (s.empty() || s.size() > 5 || s[0] == '0') return false;
+  int value = 0;
+  for (char c : s) {
+    if (!is_digit(c)) return false;
+    value = value * 10 + (c - '0');
+  }
+  return value <= 65535;
+}
+
+// RFC 9110 tchar.
+bool is_tchar(char c) {
+  return is_alpha(c) || is_digit(c) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+// Splits a comma list, trimming spaces and tabs around items. Fails on empty items.
+Problem split_list(std::string_view in, std::vector<std::string_view>* items) {
+  size_t pos = 0;
+  while (true) {
+    size_t comma = in.find(',', pos);
+    std::string_view item = in.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (item.empty()) return "must not contain empty items (check for doubled or trailing commas)";
+    items->push_back(item);
+    if (comma == std::string_view::npos) return std::nullopt;
+    pos = comma + 1;
+  }
+}
+
+// Host of an origin: `localhost`, an IPv4 literal, or a lower-case hostname without trailing dot.
+Problem origin_host(std::string_view host) {
+  if (host == "localhost" || is_ipv4(host)) return std::nullopt;
+  std::string normalized;
+  if (auto p = hostname(host, &normalized)) return "origin host " + *p;
+  if (normalized != host) return "origin hosts must be lower case without a trailing dot";
+  return std::nullopt;
+}
+
+Problem origin(std::string_view o) {
+  std::string_view rest;
+  if (o.starts_with("https://")) rest = o.substr(8);
+  else if (o.starts_with("http://")) rest = o.substr(7);
+  else return "origins must start with http:// or https://";
+  if (rest.find_first_of(" \t") != std::string_view::npos) return "must separate origins with commas";
+  if (rest.starts_with('[')) return "origin hosts must be hostnames, IPv4 addresses or localhost";
+  if (rest.find_first_of("/?#@\\") != std::string_view::npos) return "origins must be scheme://host[:port] with no path, query or userinfo";
+  size_t colon = rest.rfind(':');
+  if (colon != std::string_view::npos) {
+    if (!is_port(rest.substr(colon + 1))) return "origin ports must be 1-65535";
+    rest = rest.substr(0, colon);
+  }
+  return origin_host(rest);
+}
+
+std::string index_prefix(size_t i) { return "[" + std::to_string(i) + "]"; }
+
+// A client-supplied name cut to at most 64 bytes on a UTF-8 boundary, for messages.
+std::string clip(std::string_view name) {
+  if (name.size() <= 64) return std::string(name);
+  size_t n = 64;
+  while (n > 0 && (static_cast<unsigned char>(name[n]) & 0xc0) == 0x80) --n;
+  return std::string(name.substr(0, n)) + "...";
+}
+
+// Object members in the order given, failing on duplicates or names outside `allowed`.
+Problem check_members(const rapidjson::Value& obj, std::initializer_list<std::string_view> allowed) {
+  std::set<std::string_view> seen;
+  for (const auto& m : obj.GetObject()) {
+    std::string_view name(m.name.GetString(), m.name.GetStringLength());
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      return "has unknown member \"" + clip(name) + "\"";
+    }
+    if (!seen.insert(name).second) return "has duplicate member \"" + clip(name) + "\"";
+  }
+  for (auto name : allowed) {
+    if (!seen.contains(name)) return "is missing member \"" + std::string(name) + "\"";
+  }
+  return std::nullopt;
+}
+
+Problem exclusion(const rapidjson::Value& e) {
+  if (!e.IsObject()) return " must be an object";
+  if (auto p = check_members(e, {"path_prefix", "remove_rule_ids"})) return " " + *p;
+  const auto& prefix = e["path_prefix"];
+  if (!prefix.IsString()) return ".path_prefix must be a string";
+  std::string_view path(prefix.GetString(), prefix.GetStringLength());
+  if (!path.starts_with('/')) return ".path_prefix must start with '/'";
+  if (path.size() > kMaxPathPrefix) return ".path_prefix must be at most 1024 bytes";
+  if (has_control(path) || path.find(' ') != std::string_view::npos) {
+    return ".path_prefix must not contain spaces or control characters";
+  }
+  const auto& ids = e["remove_rule_ids"];
+  if (!ids.IsArray()) return ".remove_rule_ids must be an array";
+  if (ids.Empty() || ids.Size() > kMaxExclusionIds) return ".remove_rule_ids must hold 1-256 rule ids";
+  for (rapidjson::SizeType i = 0; i < ids.Size(); ++i) {
+    if (!ids[i].IsInt64() || ids[i].GetInt64() < 1 || ids[i].GetInt64() > kMaxExcludedRuleId) {
+      return ".remove_rule_ids" + index_prefix(i) + " must be an integer in 1..99999999";
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Problem hostname(std::string_view in, std::string* normalized) {
+  std::string h;
+  h.reserve(in.size());
+  for (char c : in) {
+    if (static_cast<unsigned char>(c) >= 0x80) return "must be ASCII (send internationalized names as punycode xn-- labels)";
+    h.push_back(lower(c));
+  }
+  if (!h.empty() && h.back() == '.') h.pop_back();
+  if (h.empty()) return "must not be empty";
+  if (h.size() > kMaxHostname) return "must be at most 253 bytes";
+  if (h.front() == '[' || h.find(':') != std::string::npos) return "must be a hostname, not an IP address or host:port";
+  if (h.find('*') != std::string::npos) return "must not contain wildcards";
+  size_t labels = 0;
+  size_t start = 0;
+  std::string_view last;
+  while (start <= h.size()) {
+    size_t dot = std::min(h.find('.', start), h.size());
+    std::string_view label(h.data() + start, dot - start);
+    if (label.empty()) return "must not contain empty labels";
+    if (label.size() > kMaxLabel) return "labels must be at most 63 bytes";
+    for (char c : label) {
+      if (!is_alpha(c) && !is_digit(c) && c != '-') return "may contain only letters, digits, hyphens and dots";
+    }
+    if (label.front() == '-' || label.back() == '-') return "labels must not start or end with a hyphen";
+    ++labels;
+    last = label;
+    start = dot + 1;
+  }
+  if (labels < 2) return "must have at least two labels";
+  if (std::all_of(last.begin(), last.end(), is_digit)) return "must be a hostname, not an IP address";
+  *normalized = std::move(h);
+  return std::nullopt;
+}
+
+bool is_at_or_under(std::string_view name, std::string_view zone) {
+  if (zone.empty()) return false;
+  if (name == zone) return true;
+  return name.size() > zone.size() && name.ends_with(zone) && name[name.size() - zone.size() - 1] == '.';
+}
+
+Problem cors_origins(std::string_view in) {
+  if (in.size() > kMaxCorsBytes) return "must be at most 4096 bytes";
+  if (in.empty()) return std::nullopt;
+  std::vector<std::string_view> items;
+  if (auto p = split_list(in, &items)) return p;
+  std::set<std::string_view> seen;
+  for (auto item : items) {
+    if (item == "*") {
+      if (items.size() > 1) return "must use * alone, not in a list";
+      continue;
+    }
+    if (auto p = origin(item)) return p;
+    if (!seen.insert(item).second) return "must not repeat an origin";
+  }
+  return std::nullopt;
+}
+
+Problem cors_methods(std::string_view in) {
+  static constexpr std::array<std::string_view, 7> kMethods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+  if (in.size() > kMaxCorsBytes) return "must be at most 4096 bytes";
+  if (in.empty()) return std::nullopt;
+  std::vector<std::string_view> items;
+  if (auto p = split_list(in, &items)) return p;
+  std::set<std::string_view> seen;
+  for (auto item : items) {
+    if (std::find(kMethods.begin(), kMethods.end(), item) == kMethods.end()) {
+      return "must list only GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)";
+    }
+    if (!seen.insert(item).second) return "must not repeat a method";
+  }
+  return std::nullopt;
+}
+
+Problem cors_headers(std::string_view in) {
+  if (in.size() > kMaxCorsBytes) return "must be at most 4096 bytes";
+  if (in.empty()) return std::nullopt;
+  std::vector<std::string_view> items;
+  if (auto p = split_list(in, &items)) return p;
+  std::set<std::string> seen;
+  for (auto item : items) {
+    if (!std::all_of(item.begin(), item.end(), is_tchar)) return "must list only header names (RFC 9110 tokens)";
+    std::string key(item);
+    std::transform(key.begin(), key.end(), key.begin(), lower);
+    if (!seen.insert(std::move(key)).second) return "must not repeat a header name";
+  }
+  return std::nullopt;
+}
+
+Problem geo_policy(const rapidjson::Value& v) {
+  if (v.IsNull()) return std::nullopt;
+  if (!v.IsObject()) return "must be null or an object";
+  if (auto p = check_members(v, {"mode", "countries"})) return p;
+  const auto& mode = v["mode"];
+  std::string_view m = mode.IsString() ? std::string_view(mode.GetString(), mode.GetStringLength()) : "";
+  if (m != "allow" && m != "block") return ".mode must be one of allow, block";
+  const auto& countries = v["countries"];
+  if (!countries.IsArray()) return ".countries must be an array";
+  if (countries.Empty() || countries.Size() > kMaxCountries) return ".countries must hold 1-250 country codes";
+  std::set<std::string_view> seen;
+  for (rapidjson::SizeType i = 0; i < countries.Size(); ++i) {
+    const auto& c = countries[i];
+    std::string_view code = c.IsString() ? std::string_view(c.GetString(), c.GetStringLength()) : std::string_view();
+    if (code.size() != 2 || !is_assigned_country(code)) {
+      return ".countries" + index_prefix(i) + " must be an assigned ISO 3166-1 alpha-2 code in upper case";
+    }
+    if (!seen.insert(code).second) return ".countries" + index_prefix(i) + " repeats " + std::string(code);
+  }
+  return std::nullopt;
+}
+
+Problem waf_overrides(const rapidjson::Value& v) {
+  if (v.IsNull()) return std::nullopt;
+  if (!v.IsObject()) return "must be null or an object";
+  size_t members = 0;
+  std::vector<std::pair<const rapidjson::Value*, int>> stack = {{&v, 1}};
+  while (!stack.empty()) {
+    auto [value, depth] = stack.back();
+    stack.pop_back();
+    if (depth > kMaxOverrideDepth) return "must be nested at most 8 levels deep";
+    if (value->IsObject()) {
+      members += value->MemberCount();
+      if (members > kMaxOverrideMembers) return "must have at most 256 members in all";
+      for (const auto& m : value->GetObject()) {
+        if (m.value.IsObject() || m.value.IsArray()) stack.emplace_back(&m.value, depth + 1);
+      }
+    } else {
+      for (const auto& e : value->GetArray()) {
+        if (e.IsObject() || e.IsArray()) stack.emplace_back(&e, depth + 1);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+Problem waf_rule_exclusions(const rapidjson::Value& v) {
+  if (v.IsNull()) return std::nullopt;
+  if (!v.IsArray()) return "must be null or an array";
+  if (v.Size() > kMaxExclusions) return "must hold at most 256 entries";
+  for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+    if (auto p = exclusion(v[i])) return index_prefix(i) + *p;
+  }
+  return std::nullopt;
+}
+
+bool is_registrable_domain(std::string_view host) {
+  const psl_ctx_t* psl = psl_builtin();
+  if (psl == nullptr || host.empty()) return false;
+  std::string h(host);
+  const char* registrable = psl_registrable_domain(psl, h.c_str());
+  return registrable == h.c_str();
+}
+
+Problem opaque_id(std::string_view in, size_t max_bytes) {
+  if (in.empty()) return "must not be empty";
+  if (in.size() > max_bytes) return "must be at most " + std::to_string(max_bytes) + " bytes";
+  if (has_control(in)) return "must not contain control characters";
+  return std::nullopt;
+}
+
+Problem redirect_to(std::string_view in) {
+  if (in.empty()) return std::nullopt;
+  if (in.size() > kMaxRedirectBytes) return "must be at most 2048 bytes";
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (control_at(in, i) || in[i] == ' ' || in[i] == '\\') {
+      return "must not contain spaces, backslashes or control characters";
+    }
+  }
+  std::string normalized;
+  if (in.find("://") == std::string_view::npos) {
+    if (hostname(in, &normalized)) return "must be a hostname or an http:// or https:// URL";
+    return std::nullopt;
+  }
+  std::string_view rest;
+  if (in.starts_with("https://")) rest = in.substr(8);
+  else if (in.starts_with("http://")) rest = in.substr(7);
+  else return "URLs must start with http:// or https://";
+  std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (authority.find('@') != std::string_view::npos) return "URLs must not contain userinfo";
+  if (authority.starts_with('[')) return "URL hosts must be hostnames, not IP addresses";
+  size_t colon = authority.rfind(':');
+  if (colon != std::string_view::npos) {
+    if (!is_port(authority.substr(colon + 1))) return "URL ports must be 1-65535";
+    authority = authority.substr(0, colon);
+  }
+  if (auto p = hostname(authority, &normalized)) return "URL host " + *p;
+  return std::nullopt;
+}
+
+}  // namespace gw::fields

@@ -1,0 +1,66 @@
+// Field rules of CONTRACT.md section 3, one pure function per rule. Each returns std::nullopt when
+// the value is acceptable, or a short human-readable message ("must be ...") saying why not.
+// Stateless and thread-safe. None of them recurses on untrusted input (JSON walks use explicit
+// stacks), so any nesting that RapidJSON's iterative parser accepted is safe to pass in.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <rapidjson/document.h>
+
+namespace gw::fields {
+
+using Problem = std::optional<std::string>;
+
+// Hostname: lower-cased, one trailing dot dropped, 2+ labels, LDH labels of 1-63 bytes (no leading
+// or trailing hyphen), 253 bytes max, `xn--` labels allowed, no IP literals, no wildcards.
+// On success *normalized holds the canonical form.
+Problem hostname(std::string_view in, std::string* normalized);
+
+// True when `name` equals `zone` or lies under it (both already normalized).
+bool is_at_or_under(std::string_view name, std::string_view zone);
+
+// `*` alone, or a comma list of `scheme://host[:port]` origins (scheme http or https, host a
+// hostname, IPv4 literal or `localhost`, port 1-65535, no path/query/userinfo). Empty string is
+// accepted (no origins configured). At most 4096 bytes.
+Problem cors_origins(std::string_view in);
+// Comma list of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case; no duplicates). Empty ok.
+Problem cors_methods(std::string_view in);
+// Comma list of RFC 9110 tokens. Empty ok. At most 4096 bytes.
+Problem cors_headers(std::string_view in);
+
+// null, or {"mode": "allow"|"block", "countries": [1..250 distinct ISO 3166-1 alpha-2 codes]}
+// (assigned codes only, upper case). No other members.
+Problem geo_policy(const rapidjson::Value& v);
+
+// A JSON object of depth at most 8 (the object itself is depth 1) with at most 256 members in all
+// (counting members of nested objects too). null is accepted (= none).
+Problem waf_overrides(const rapidjson::Value& v);
+
+// null, or an array of at most 256 {"path_prefix": "/...", "remove_rule_ids": [int...]} objects:
+// path_prefix a string starting with '/' (at most 1024 bytes, no control characters or spaces),
+// 1..256 ids each, each an integer in 1..99999999. No other members.
+Problem waf_rule_exclusions(const rapidjson::Value& v);
+
+// WAF custom directives (at most 65536 bytes). Must parse as ModSecurity directives with
+// libmodsecurity (the engine's own message is returned on failure), and must stay inside the
+// tenant's own rules: no Include, SecRemoteRules*, SecRuleEngine, SecAuditLog*, Sec*Dir,
+// file operators (@*FromFile, @inspectFile), exec action, ctl:ruleEngine; every SecRule/SecAction
+// needs an `id` in 1..99999, unique within the text (chained rules carry the id on the first link).
+// Empty text is accepted.
+Problem waf_directives(std::string_view text);
+
+// The Public Suffix List says `hostname` is a registrable domain (public suffix + one label).
+bool is_registrable_domain(std::string_view hostname);
+
+// Opaque identifier strings supplied by clients (team ids, workload ids, external ids):
+// 1..max_bytes bytes, valid UTF-8 already guaranteed by the parser, no control characters.
+Problem opaque_id(std::string_view in, size_t max_bytes);
+
+// A redirect target: empty, a hostname, or an absolute http(s) URL whose host is a hostname.
+// At most 2048 bytes.
+Problem redirect_to(std::string_view in);
+
+}  // namespace gw::fields

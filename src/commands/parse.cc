@@ -1,0 +1,335 @@
+#include "commands/parse.h"
+
+#include <array>
+#include <cctype>
+#include <string_view>
+
+#include "commands/fields.h"
+
+namespace gw {
+
+namespace {
+
+enum class Type { kString, kBool, kInt, kObject, kArray };
+
+struct FieldDef {
+  const char* name;
+  Type type;
+  bool required;
+  bool nullable;  // null accepted and means "not given"
+};
+
+const char* type_word(Type t) {
+  switch (t) {
+    case Type::kString: return "a string";
+    case Type::kBool: return "a boolean";
+    case Type::kInt: return "an integer";
+    case Type::kObject: return "an object";
+    case Type::kArray: return "an array";
+  }
+  return "";
+}
+
+bool has_type(const rapidjson::Value& v, Type t) {
+  switch (t) {
+    case Type::kString: return v.IsString();
+    case Type::kBool: return v.IsBool();
+    case Type::kInt: return v.IsInt64();
+    case Type::kObject: return v.IsObject();
+    case Type::kArray: return v.IsArray();
+  }
+  return false;
+}
+
+// Response-only members: ignored when sent, so GET-edit-PUT works.
+bool response_only(Kind kind, std::string_view name) {
+  return name == id_field(kind) || name == "created_at" || name == "updated_at" ||
+         name == "deleted_at";
+}
+
+// Walks the body once: reports unknown members, wrong types and missing required members, and
+// gives typed access to the members that passed.
+class BodyReader {
+ public:
+  template <size_t N>
+  BodyReader(Kind kind, const rapidjson::Value& body, const std::array<FieldDef, N>& defs,
+             FieldErrors& errors)
+      : body_(body), errors_(errors) {
+    std::array<bool, N> seen{};
+    for (auto it = body.MemberBegin(); it != body.MemberEnd(); ++it) {
+      std::string_view name(it->name.GetString(), it->name.GetStringLength());
+      if (response_only(kind, name)) continue;
+      const FieldDef* def = nullptr;
+      for (size_t i = 0; i < N; ++i) {
+        if (name == defs[i].name) {
+          def = &defs[i];
+          if (seen[i]) {
+            errors_.add(defs[i].name, "is given more than once");
+            bad_.push_back(defs[i].name);
+          }
+          seen[i] = true;
+        }
+      }
+      if (def == nullptr) {
+        errors_.add(std::string(name), "unknown field");
+        continue;
+      }
+      if (it->value.IsNull() && def->nullable) continue;
+      if (!has_type(it->value, def->type)) {
+        errors_.add(def->name, std::string("must be ") + type_word(def->type));
+        bad_.push_back(def->name);
+      }
+    }
+    for (const auto& d : defs) {
+      if (!d.required) continue;
+      auto it = body.FindMember(d.name);
+      if (it == body.MemberEnd() || it->value.IsNull()) errors_.add(d.name, "is required");
+    }
+  }
+
+  // The member if present, non-null and of its declared type.
+  const rapidjson::Value* get(const char* name) const {
+    auto it = body_.FindMember(name);
+    if (it == body_.MemberEnd() || it->value.IsNull()) return nullptr;
+    for (const char* b : bad_) {
+      if (std::string_view(b) == name) return nullptr;
+    }
+    return &it->value;
+  }
+  std::optional<std::string> str(const char* name) const {
+    const auto* v = get(name);
+    if (v == nullptr) return std::nullopt;
+    return std::string(v->GetString(), v->GetStringLength());
+  }
+  std::optional<bool> boolean(const char* name) const {
+    const auto* v = get(name);
+    if (v == nullptr) return std::nullopt;
+    return v->GetBool();
+  }
+  std::optional<int64_t> integer(const char* name) const {
+    const auto* v = get(name);
+    if (v == nullptr) return std::nullopt;
+    return v->GetInt64();
+  }
+
+  void check(const char* name, const fields::Problem& problem) {
+    if (problem) errors_.add(name, *problem);
+  }
+
+  // Runs `rule` on the string member when present; stores it in *out.
+  template <typename Rule>
+  void string_field(const char* name, std::string* out, Rule rule) {
+    if (auto s = str(name)) {
+      check(name, rule(*s));
+      *out = std::move(*s);
+    }
+  }
+
+ private:
+  const rapidjson::Value& body_;
+  FieldErrors& errors_;
+  std::vector<const char*> bad_;
+};
+
+template <size_t N>
+fields::Problem one_of(std::string_view value, const std::array<const char*, N>& allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (value == a) return std::nullopt;
+    if (!list.empty()) list += ", ";
+    list += a;
+  }
+  return "must be one of " + list;
+}
+
+constexpr std::array<const char*, 3> kWafModes{"off", "monitor", "block"};
+constexpr std::array<const char*, 7> kWafTemplates{
+    "platform_default", "workload_default", "api_strict", "nextjs", "django", "wordpress",
+    "custom"};
+constexpr std::array<const char*, 2> kScopes{"exact", "subtree"};
+constexpr std::array<const char*, 2> kDomainStatuses{"pending", "verified"};
+constexpr std::array<const char*, 2> kProviders{"github", "gitlab"};
+constexpr std::array<const char*, 2> kWebhookStatuses{"active", "inactive"};
+
+constexpr size_t kWorkloadIdMax = 128;
+constexpr size_t kExternalIdMax = 256;
+constexpr size_t kCorsMax = 4096;
+constexpr size_t kDirectivesMax = 65536;
+constexpr int64_t kMaxBodyBytesMax = 2147483647;
+
+void read_team(BodyReader& r, Meta* meta) {
+  if (auto team = r.str("team_id")) {
+    if (!valid_tenant_id(*team)) {
+      r.check("team_id", std::string("must be 1-128 characters of A-Z a-z 0-9 _ . -"));
+    }
+    meta->team_id = std::move(*team);
+  }
+}
+
+void read_hostname(BodyReader& r, std::string* out) {
+  if (auto h = r.str("hostname")) {
+    std::string normalized;
+    auto problem = fields::hostname(*h, &normalized);
+    r.check("hostname", problem);
+    *out = problem ? *h : normalized;
+  }
+}
+
+Result<Spec> parse_profile(const rapidjson::Value& body) {
+  static constexpr std::array<FieldDef, 16> kDefs{{
+      {"team_id", Type::kString, true, false},
+      {"hostname", Type::kString, true, false},
+      {"enabled", Type::kBool, true, false},
+      {"force_https", Type::kBool, true, false},
+      {"hsts_enabled", Type::kBool, true, false},
+      {"cors_enabled", Type::kBool, true, false},
+      {"cors_headers", Type::kString, false, true},
+      {"cors_methods", Type::kString, false, true},
+      {"cors_origins", Type::kString, false, true},
+      {"max_body_bytes", Type::kInt, false, true},
+      {"geo_policy", Type::kObject, false, true},
+      {"waf_mode", Type::kString, true, false},
+      {"waf_template", Type::kString, true, false},
+      {"waf_custom_directives", Type::kString, false, true},
+      {"waf_overrides", Type::kObject, false, true},
+      {"waf_rule_exclusions", Type::kArray, false, true},
+  }};
+  FieldErrors errors;
+  BodyReader r(Kind::kProfile, body, kDefs, errors);
+  Profile p;
+  read_team(r, &p.meta);
+  read_hostname(r, &p.hostname);
+  p.enabled = r.boolean("enabled").value_or(true);
+  p.force_https = r.boolean("force_https").value_or(true);
+  p.hsts_enabled = r.boolean("hsts_enabled").value_or(true);
+  p.cors_enabled = r.boolean("cors_enabled").value_or(true);
+  r.string_field("cors_headers", &p.cors_headers, fields::cors_headers);
+  r.string_field("cors_methods", &p.cors_methods, fields::cors_methods);
+  r.string_field("cors_origins", &p.cors_origins, fields::cors_origins);
+  for (const char* name : {"cors_headers", "cors_methods", "cors_origins"}) {
+    if (auto s = r.str(name); s && s->size() > kCorsMax) r.check(name, "must be at most 4096 bytes");
+  }
+  if (auto n = r.integer("max_body_bytes")) {
+    if (*n < 0 || *n > kMaxBodyBytesMax) r.check("max_body_bytes", "must be 0..2147483647");
+    p.max_body_bytes = *n;
+  }
+  if (const auto* g = r.get("geo_policy")) {
+    r.check("geo_policy", fields::geo_policy(*g));
+    p.geo_policy = canonical_json(*g);
+  }
+  r.string_field("waf_mode", &p.waf_mode,
+                 [](std::string_view v) { return one_of(v, kWafModes); });
+  r.string_field("waf_template", &p.waf_template,
+                 [](std::string_view v) { return one_of(v, kWafTemplates); });
+  if (auto d = r.str("waf_custom_directives")) {
+    if (d->size() > kDirectivesMax) {
+      r.check("waf_custom_directives", "must be at most 65536 bytes");
+    } else if (!d->empty() && p.waf_template != "custom") {
+      r.check("waf_custom_directives", "must be empty unless waf_template is custom");
+    } else {
+      r.check("waf_custom_directives", fields::waf_directives(*d));
+    }
+    p.waf_custom_directives = std::move(*d);
+  }
+  if (const auto* o = r.get("waf_overrides")) {
+    r.check("waf_overrides", fields::waf_overrides(*o));
+    p.waf_overrides = canonical_json(*o);
+  }
+  if (const auto* x = r.get("waf_rule_exclusions")) {
+    r.check("waf_rule_exclusions", fields::waf_rule_exclusions(*x));
+    p.waf_rule_exclusions = canonical_json(*x);
+  }
+  if (!errors.empty()) return errors.to_error();
+  return Spec{std::move(p)};
+}
+
+Result<Spec> parse_domain(const rapidjson::Value& body, const FieldPolicy& policy) {
+  static constexpr std::array<FieldDef, 11> kDefs{{
+      {"team_id", Type::kString, true, false},
+      {"hostname", Type::kString, true, false},
+      {"redirect_to", Type::kString, false, true},
+      {"scope", Type::kString, false, true},
+      {"workload_id", Type::kString, false, true},
+      {"status", Type::kString, false, true},
+      {"verification_hostname", Type::kString, false, true},
+      {"verification_value", Type::kString, false, true},
+      {"verification_parent_id", Type::kString, false, true},
+      {"verified_at", Type::kInt, false, true},
+      {"verification_error", Type::kString, false, true},
+  }};
+  FieldErrors errors;
+  BodyReader r(Kind::kDomain, body, kDefs, errors);
+  DomainSpec s;
+  Domain& d = s.domain;
+  read_team(r, &d.meta);
+  read_hostname(r, &d.hostname);
+  if (!d.hostname.empty() && (fields::is_at_or_under(d.hostname, policy.platform_domain) ||
+                              fields::is_at_or_under(d.hostname, policy.platform_run_domain))) {
+    r.check("hostname", "is reserved for platform-managed routes (" + policy.platform_domain +
+                            ", " + policy.platform_run_domain + ")");
+  }
+  r.string_field("redirect_to", &d.redirect_to, fields::redirect_to);
+  r.string_field("scope", &d.scope, [](std::string_view v) { return one_of(v, kScopes); });
+  if (auto w = r.str("workload_id"); w && !w->empty()) {
+    r.check("workload_id", fields::opaque_id(*w, kWorkloadIdMax));
+    d.workload_id = std::move(*w);
+  }
+  s.status = r.str("status");
+  if (s.status) r.check("status", one_of(*s.status, kDomainStatuses));
+  s.verification_hostname = r.str("verification_hostname");
+  s.verification_value = r.str("verification_value");
+  s.verification_parent_id = r.str("verification_parent_id");
+  s.verification_error = r.str("verification_error");
+  s.verified_at = r.integer("verified_at");
+  if (!errors.empty()) return errors.to_error();
+  return Spec{std::move(s)};
+}
+
+Result<Spec> parse_webhook(const rapidjson::Value& body) {
+  static constexpr std::array<FieldDef, 5> kDefs{{
+      {"team_id", Type::kString, true, false},
+      {"workload_id", Type::kString, true, false},
+      {"provider", Type::kString, true, false},
+      {"status", Type::kString, true, false},
+      {"external_id", Type::kString, false, true},
+  }};
+  FieldErrors errors;
+  BodyReader r(Kind::kWebhook, body, kDefs, errors);
+  Webhook h;
+  read_team(r, &h.meta);
+  r.string_field("workload_id", &h.workload_id,
+                 [](std::string_view v) { return fields::opaque_id(v, kWorkloadIdMax); });
+  r.string_field("provider", &h.provider, [](std::string_view v) { return one_of(v, kProviders); });
+  r.string_field("status", &h.status,
+                 [](std::string_view v) { return one_of(v, kWebhookStatuses); });
+  if (auto e = r.str("external_id"); e && !e->empty()) {
+    r.check("external_id", fields::opaque_id(*e, kExternalIdMax));
+    h.external_id = std::move(*e);
+  }
+  if (!errors.empty()) return errors.to_error();
+  return Spec{std::move(h)};
+}
+
+}  // namespace
+
+bool valid_tenant_id(std::string_view tenant) {
+  if (tenant.empty() || tenant.size() > 128) return false;
+  if (std::isalnum(static_cast<unsigned char>(tenant[0])) == 0) return false;
+  for (char c : tenant) {
+    auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) == 0 && c != '_' && c != '.' && c != '-') return false;
+  }
+  return true;
+}
+
+Result<Spec> parse_spec(Kind kind, const rapidjson::Value& body, const FieldPolicy& policy) {
+  if (!body.IsObject()) return make_error(Code::kInvalidJson, "the request body must be a JSON object");
+  switch (kind) {
+    case Kind::kProfile: return parse_profile(body);
+    case Kind::kDomain: return parse_domain(body, policy);
+    case Kind::kWebhook: return parse_webhook(body);
+  }
+  return make_error(Code::kInternal, "unknown kind");
+}
+
+}  // namespace gw

@@ -1,0 +1,41 @@
+// Request bodies to validated specs. Every field rule of CONTRACT.md section 3 is checked here and
+// every problem found is reported (not only the first). Pure and thread-safe; runs on the HTTP
+// worker threads so the single writer thread only does the stateful part of a command.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+
+#include <rapidjson/document.h>
+
+#include "commands/records.h"
+#include "core/error.h"
+
+namespace gw {
+
+// Settings that field rules depend on.
+struct FieldPolicy {
+  std::string platform_domain = "platform.test";
+  std::string platform_run_domain = "run.platform.test";
+};
+
+// A domain body: the user's fields in `domain`, plus the server-controlled fields the client sent
+// back (allowed only with their current value, so a GET-edit-PUT round trip works).
+struct DomainSpec {
+  Domain domain;  // scope empty = not given
+  std::optional<std::string> status, verification_hostname, verification_value,
+      verification_parent_id, verification_error;
+  std::optional<int64_t> verified_at;
+};
+
+using Spec = std::variant<Profile, DomainSpec, Webhook>;
+
+// Parses and validates a create/update body of `kind`. `body` is any JSON value; a non-object is
+// kInvalidJson. Field problems are one kValidationFailed error listing all of them.
+Result<Spec> parse_spec(Kind kind, const rapidjson::Value& body, const FieldPolicy& policy);
+
+// Tenant ids (X-Tenant-ID, token tenants): 1..128 bytes of [A-Za-z0-9_.-], starting alphanumeric.
+bool valid_tenant_id(std::string_view tenant);
+
+}  // namespace gw

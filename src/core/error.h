@@ -1,0 +1,83 @@
+// Errors as values. A Code says what the caller should do next; the HTTP edge maps each code to a
+// status in exactly one place (http/problem.cc). Plain value types, safe to copy between threads.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace gw {
+
+enum class Code {
+  kInvalidJson,
+  kInvalidQuery,
+  kMissingTenant,
+  kUnauthorized,
+  kTenantMismatch,
+  kNotFound,
+  kMethodNotAllowed,
+  kHostnameConflict,
+  kPreconditionFailed,
+  kPayloadTooLarge,
+  kUnsupportedMediaType,
+  kValidationFailed,
+  kRateLimited,
+  kInternal,
+  kUnavailable,
+};
+
+// The stable, machine-readable name of a code, e.g. "validation_failed".
+const char* code_name(Code code);
+
+struct FieldError {
+  std::string field;
+  std::string message;
+  bool operator==(const FieldError&) const = default;
+};
+
+struct Error {
+  Code code;
+  std::string detail;
+  std::vector<FieldError> errors;  // every field problem found, for kValidationFailed
+};
+
+inline Error make_error(Code code, std::string detail) { return Error{code, std::move(detail), {}}; }
+
+// A value or an Error. Deliberately tiny: ok(), value(), error().
+template <typename T>
+class Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+  bool ok() const { return v_.index() == 0; }
+  T& value() { return std::get<0>(v_); }
+  const T& value() const { return std::get<0>(v_); }
+  Error& error() { return std::get<1>(v_); }
+  const Error& error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+// Collects field errors while validating; converts to one kValidationFailed Error.
+// At most kMaxFieldErrors are kept, so a hostile body cannot make the reply huge.
+class FieldErrors {
+ public:
+  static constexpr size_t kMaxFieldErrors = 100;
+  void add(std::string field, std::string message) {
+    if (list_.size() < kMaxFieldErrors) {
+      list_.push_back(FieldError{std::move(field), std::move(message)});
+    }
+  }
+  bool empty() const { return list_.empty(); }
+  const std::vector<FieldError>& list() const { return list_; }
+  Error to_error() const {
+    return Error{Code::kValidationFailed, "the request body breaks one or more field rules", list_};
+  }
+
+ private:
+  std::vector<FieldError> list_;
+};
+
+}  // namespace gw

@@ -1,0 +1,44 @@
+// Command-line flags with environment fallbacks: `--name VALUE` or `--name=VALUE`; a flag given on
+// the command line wins over its environment variable, which wins over the default.
+// Not thread-safe (used at start-up only).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace gw {
+
+struct FlagSpec {
+  std::string name;     // without the leading dashes
+  std::string env;      // environment variable, or empty
+  std::string value;    // default ("" = none)
+  std::string help;
+};
+
+class Flags {
+ public:
+  explicit Flags(std::vector<FlagSpec> specs) : specs_(std::move(specs)) {}
+  // Parses argv[first..argc). Fails (kValidationFailed) on an unknown flag or a missing value.
+  // `--help` sets help_requested().
+  Result<bool> parse(int argc, char** argv, int first);
+  const std::string& get(const std::string& name) const;
+  bool help_requested() const { return help_; }
+  std::string usage() const;
+
+ private:
+  std::vector<FlagSpec> specs_;
+  std::map<std::string, std::string> values_;
+  bool help_ = false;
+};
+
+// "HOST:PORT" -> host and port (port 0..65535).
+bool split_host_port(const std::string& in, std::string* host, uint16_t* port);
+// A whole decimal number in [min, max].
+std::optional<int64_t> parse_int(const std::string& in, int64_t min, int64_t max);
+
+}  // namespace gw

@@ -1,0 +1,16 @@
+// Hex encoding and SHA-256 (OpenSSL). Pure functions, thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace gw {
+
+std::string to_hex(std::string_view bytes);
+// Raw 32-byte SHA-256 digest of `data`.
+std::string sha256(std::string_view data);
+inline std::string sha256_hex(std::string_view data) { return to_hex(sha256(data)); }
+// Constant-time equality of two equally sized byte strings (false if sizes differ).
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+}  // namespace gw

@@ -1,0 +1,111 @@
+// gatewayd: wiring only. Parses flags, opens the store, catches the read model up with the log,
+// starts the writer and the HTTP server, and shuts down cleanly on SIGTERM/SIGINT.
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/flags.h"
+#include "http/api.h"
+#include "http/server.h"
+#include "projections/catch_up.h"
+#include "projections/read_model.h"
+#include "service/service.h"
+#include "store/store.h"
+#include "store/writer.h"
+
+namespace {
+
+int fail(const std::string& message) {
+  std::cerr << "gatewayd: " << message << std::endl;
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  gw::Flags flags({
+      {"listen", "GATEWAY_LISTEN", "127.0.0.1:8080", "HTTP address; port 0 picks a free port"},
+      {"data-dir", "GATEWAY_DATA_DIR", "./data", "RocksDB event log and projections"},
+      {"tokens-file", "GATEWAY_TOKENS_FILE", "", "hashed API tokens [default: <data-dir>/tokens]"},
+      {"platform-domain", "GATEWAY_PLATFORM_DOMAIN", "platform.test", "reserved namespace"},
+      {"platform-run-domain", "GATEWAY_PLATFORM_RUN_DOMAIN", "run.platform.test",
+       "reserved namespace"},
+      {"verification-domain", "GATEWAY_VERIFICATION_DOMAIN", "",
+       "suffix of every verification_value [default: verify.<platform-domain>]"},
+      {"max-request-bytes", "GATEWAY_MAX_REQUEST_BYTES", "1048576", "larger bodies get 413"},
+      {"threads", "GATEWAY_THREADS", std::to_string(cores), "HTTP worker threads"},
+      {"rate-limit", "GATEWAY_RATE_LIMIT", "0", "requests per second per tenant; 0 = off"},
+  });
+  auto parsed = flags.parse(argc, argv, 1);
+  if (!parsed.ok()) return fail(parsed.error().detail + "\n" + flags.usage());
+  if (flags.help_requested()) {
+    std::cout << "usage: gatewayd [flags]\n" << flags.usage();
+    return 0;
+  }
+  gw::http::ServerConfig server_config;
+  if (!gw::split_host_port(flags.get("listen"), &server_config.host, &server_config.port)) {
+    return fail("--listen must be HOST:PORT");
+  }
+  auto max_bytes = gw::parse_int(flags.get("max-request-bytes"), 1, 64 << 20);
+  auto threads = gw::parse_int(flags.get("threads"), 1, 256);
+  auto rate = gw::parse_int(flags.get("rate-limit"), 0, 1000000);
+  if (!max_bytes) return fail("--max-request-bytes must be 1..67108864");
+  if (!threads) return fail("--threads must be 1..256");
+  if (!rate) return fail("--rate-limit must be 0..1000000");
+  server_config.threads = static_cast<int>(*threads);
+  server_config.max_request_bytes = static_cast<size_t>(*max_bytes);
+
+  const std::string data_dir = flags.get("data-dir");
+  std::string tokens_file = flags.get("tokens-file");
+  if (tokens_file.empty()) tokens_file = data_dir + "/tokens";
+  gw::http::ApiConfig api_config;
+  api_config.max_request_bytes = server_config.max_request_bytes;
+  api_config.policy.platform_domain = flags.get("platform-domain");
+  api_config.policy.platform_run_domain = flags.get("platform-run-domain");
+  std::string verification_domain = flags.get("verification-domain");
+  if (verification_domain.empty()) verification_domain = "verify." + api_config.policy.platform_domain;
+
+  // Signals are blocked in every thread started from here on; main waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto store = gw::Store::open(data_dir);
+  if (!store.ok()) return fail("cannot open " + data_dir + ": " + store.error().detail);
+  gw::SystemClock clock;
+  auto ids = gw::make_system_id_generator(clock);
+  auto caught_up = gw::catch_up_projections(*store.value(), *ids);
+  if (!caught_up.ok()) return fail("cannot bring projections up to date: " + caught_up.error().detail);
+  auto writer = gw::Writer::start(*store.value(), *ids);
+  if (!writer.ok()) return fail("cannot start the writer: " + writer.error().detail);
+
+  gw::Service service(*writer.value(), clock, *ids, verification_domain);
+  gw::ReadModel reads(*store.value());
+  gw::http::TokenStore tokens(tokens_file);
+  gw::http::RateLimiter limiter(static_cast<uint32_t>(*rate));
+  gw::http::Metrics metrics;
+  gw::Writer* w = writer.value().get();
+  metrics.set_sources([&service] { return service.events_appended(); },
+                      [w] { return w->last_seq(); }, [w] { return w->batches(); });
+  auto api = std::make_shared<gw::http::Api>(api_config, service, reads, tokens, limiter, metrics,
+                                             [w] { return w->writable(); });
+  gw::http::Server server(server_config, api);
+  auto port = server.start();
+  if (!port.ok()) return fail(port.error().detail);
+  std::printf("listening on http://%s:%u\n", server_config.host.c_str(), port.value());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "gatewayd: signal %d, draining\n", sig);
+  server.shutdown(10000);
+  writer.value()->stop();
+  return 0;
+}

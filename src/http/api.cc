@@ -1,0 +1,421 @@
+#include "http/api.h"
+
+#include <chrono>
+#include <charconv>
+
+#include <rapidjson/document.h>
+
+#include "commands/fields.h"
+#include "http/problem.h"
+
+namespace gw::http {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+Reply json_reply(int status, std::string body) {
+  Reply r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+Reply record_reply(int status, Kind kind, const Written& w) {
+  Reply r = json_reply(status, w.json);
+  r.headers.emplace_back("ETag", etag_of(w.version));
+  if (status == 201) {
+    // The new id sits at a fixed place in the record JSON: {"<id_field>":"<id>", ...}.
+    const std::string key = std::string("{\"") + id_field(kind) + "\":\"";
+    if (w.json.compare(0, key.size(), key) == 0) {
+      size_t end = w.json.find('"', key.size());
+      r.headers.emplace_back("Location", std::string("/v1/") + kind_name(kind) + "/" +
+                                             w.json.substr(key.size(), end - key.size()));
+    }
+  }
+  return r;
+}
+
+// Strict positive integer parse: digits only, 1..max.
+std::optional<uint64_t> parse_positive(std::string_view s, uint64_t max) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || v < 1 || v > max) return std::nullopt;
+  return v;
+}
+
+std::optional<uint64_t> parse_unsigned(std::string_view s) {
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+bool is_json_media_type(std::string_view ct) {
+  auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+  };
+  size_t semi = ct.find(';');
+  if (lower(trim(ct.substr(0, semi))) != "application/json") return false;
+  // Parameters: only charset=utf-8 is meaningful for JSON; anything else is refused.
+  while (semi != std::string_view::npos) {
+    std::string_view rest = ct.substr(semi + 1);
+    semi = rest.find(';');
+    std::string param = lower(trim(rest.substr(0, semi)));
+    if (!param.empty() && param != "charset=utf-8" && param != "charset=\"utf-8\"") return false;
+    if (semi != std::string_view::npos) rest = rest.substr(semi);
+    ct = rest;
+    semi = semi == std::string_view::npos ? semi : 0;
+  }
+  return true;
+}
+
+struct Target {
+  Route route = Route::kUnmatched;
+  std::optional<Kind> kind;
+  std::string id;
+  std::vector<std::string> allowed;  // methods, for 405
+  bool known_path = false;
+  bool protected_route = true;
+};
+
+std::vector<std::string_view> split_path(std::string_view path) {
+  std::vector<std::string_view> out;
+  if (path.empty() || path[0] != '/') return out;
+  path.remove_prefix(1);
+  while (true) {
+    size_t slash = path.find('/');
+    out.push_back(path.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return out;
+}
+
+Target route(const std::string& method, const std::string& path) {
+  Target t;
+  auto seg = split_path(path);
+  auto pick = [&](std::vector<std::string> methods, std::vector<Route> routes) {
+    t.known_path = true;
+    for (size_t i = 0; i < methods.size(); ++i) {
+      if (methods[i] == method) t.route = routes[i];
+    }
+    t.allowed = std::move(methods);
+  };
+  if (seg.size() == 1 && (seg[0] == "healthz" || seg[0] == "readyz" || seg[0] == "metrics")) {
+    t.protected_route = false;
+    Route r = seg[0] == "healthz" ? Route::kHealthz
+              : seg[0] == "readyz" ? Route::kReadyz
+                                   : Route::kMetrics;
+    pick({"GET"}, {r});
+    return t;
+  }
+  if (seg.size() < 2 || seg[0] != "v1") return t;
+  if (seg.size() == 2 && seg[1] == "events") {
+    pick({"GET"}, {Route::kEvents});
+    return t;
+  }
+  t.kind = kind_from_name(seg[1]);
+  if (!t.kind) return t;
+  if (seg.size() == 2) {
+    pick({"GET", "POST"}, {Route::kList, Route::kCreate});
+  } else if (seg.size() == 3 && !seg[2].empty()) {
+    t.id = std::string(seg[2]);
+    pick({"GET", "PUT", "DELETE"}, {Route::kGet, Route::kUpdate, Route::kDelete});
+  } else if (seg.size() == 4 && !seg[2].empty() && seg[3] == "verify" && t.kind == Kind::kDomain) {
+    t.id = std::string(seg[2]);
+    pick({"POST"}, {Route::kVerify});
+  }
+  return t;
+}
+
+}  // namespace
+
+// Per-request state; shared with the writer thread's completion when the request is a write.
+struct Api::Context {
+  Request request;
+  Caller caller;
+  Respond respond;
+  Metrics* metrics;
+  Route route;
+  int kind_index;
+  Clock::time_point start;
+
+  void reply(Reply r) {
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    metrics->record(route, kind_index, r.status, seconds);
+    respond(std::move(r));
+  }
+  void fail(const Error& e) { reply(problem(e)); }
+  // Query parameters other than `allowed` (and filters accepted by `filter_ok`) are refused.
+  bool check_query(std::initializer_list<std::string_view> allowed,
+                   const std::function<bool(std::string_view)>& filter_ok = nullptr) {
+    for (const auto& [name, value] : request.query) {
+      bool ok = false;
+      for (auto a : allowed) ok = ok || name == a;
+      if (!ok && filter_ok) ok = filter_ok(name);
+      if (!ok) {
+        fail(make_error(Code::kInvalidQuery, "unknown query parameter " + name));
+        return false;
+      }
+    }
+    for (size_t i = 0; i < request.query.size(); ++i) {
+      for (size_t j = i + 1; j < request.query.size(); ++j) {
+        if (request.query[i].first == request.query[j].first) {
+          fail(make_error(Code::kInvalidQuery, "query parameter " + request.query[i].first +
+                                                   " is given more than once"));
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+  std::optional<std::string> param(std::string_view name) const {
+    for (const auto& [n, v] : request.query) {
+      if (n == name) return v;
+    }
+    return std::nullopt;
+  }
+  Actor actor() const { return Actor{caller.tenant, caller.token_name}; }
+};
+
+Api::Api(ApiConfig config, Service& service, const ReadModel& reads, TokenStore& tokens,
+         RateLimiter& limiter, Metrics& metrics, std::function<bool()> ready)
+    : config_(std::move(config)),
+      service_(service),
+      reads_(reads),
+      tokens_(tokens),
+      limiter_(limiter),
+      metrics_(metrics),
+      ready_(std::move(ready)) {}
+
+std::optional<Error> Api::authenticate(const Request& request, Caller* caller) {
+  std::optional<std::string_view> token;
+  if (request.authorization) token = bearer_token(*request.authorization);
+  std::optional<TokenInfo> info;
+  if (token) info = tokens_.find(*token);
+  if (!info) return make_error(Code::kUnauthorized, "a valid bearer token is required");
+  if (!request.tenant || request.tenant->empty()) {
+    return make_error(Code::kMissingTenant, "the X-Tenant-ID header is required");
+  }
+  if (*request.tenant != info->tenant) {
+    return make_error(Code::kTenantMismatch, "X-Tenant-ID does not match the token's tenant");
+  }
+  caller->tenant = info->tenant;
+  caller->token_name = info->name;
+  return std::nullopt;
+}
+
+void Api::handle(const Request& request, Respond respond) {
+  Target t = route(request.method, request.path);
+  auto ctx = std::make_shared<Context>(Context{request, {}, std::move(respond), &metrics_, t.route,
+                                               t.kind ? static_cast<int>(*t.kind) : 0,
+                                               Clock::now()});
+  if (!t.known_path) {
+    ctx->fail(make_error(Code::kNotFound, "no resource at " + request.path));
+    return;
+  }
+  if (t.route == Route::kUnmatched) {
+    Reply r = problem(make_error(Code::kMethodNotAllowed, request.method + " is not allowed here"));
+    std::string allow;
+    for (const auto& m : t.allowed) allow += (allow.empty() ? "" : ", ") + m;
+    r.headers.emplace_back("Allow", allow);
+    ctx->reply(std::move(r));
+    return;
+  }
+  if (request.body.size() > config_.max_request_bytes) {
+    Reply r = problem(make_error(Code::kPayloadTooLarge,
+                                 "the request body exceeds " +
+                                     std::to_string(config_.max_request_bytes) + " bytes"));
+    r.close = true;
+    ctx->reply(std::move(r));
+    return;
+  }
+  if (!t.protected_route) {
+    if (!ctx->check_query({})) return;
+    if (t.route == Route::kMetrics) {
+      Reply r = json_reply(200, metrics_.render());
+      r.content_type = "text/plain; version=0.0.4";
+      ctx->reply(std::move(r));
+    } else if (t.route == Route::kReadyz && !ready_()) {
+      ctx->fail(make_error(Code::kUnavailable, "not ready"));
+    } else {
+      ctx->reply(json_reply(200, "{\"status\":\"ok\"}"));
+    }
+    return;
+  }
+  if (auto e = authenticate(request, &ctx->caller)) {
+    Reply r = problem(*e);
+    if (e->code == Code::kUnauthorized) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    ctx->reply(std::move(r));
+    return;
+  }
+  if (int64_t wait = limiter_.admit(ctx->caller.tenant, steady_ms()); wait > 0) {
+    Reply r = problem(make_error(Code::kRateLimited, "too many requests for this tenant"));
+    r.headers.emplace_back("Retry-After", std::to_string(wait));
+    ctx->reply(std::move(r));
+    return;
+  }
+  switch (t.route) {
+    case Route::kList: return list(*ctx, *t.kind);
+    case Route::kCreate: return create(ctx, *t.kind);
+    case Route::kGet: return get(*ctx, *t.kind, t.id);
+    case Route::kUpdate: return update(ctx, *t.kind, t.id);
+    case Route::kDelete: return remove(ctx, *t.kind, t.id);
+    case Route::kVerify: return verify(ctx, t.id);
+    case Route::kEvents: return events(*ctx);
+    default: ctx->fail(make_error(Code::kInternal, "unrouted"));
+  }
+}
+
+void Api::list(Context& ctx, Kind kind) {
+  if (!ctx.check_query({"page", "per_page"}, [kind](std::string_view name) {
+        return ReadModel::filterable(kind, name);
+      })) {
+    return;
+  }
+  uint64_t page = 1, per_page = 20;
+  if (auto p = ctx.param("page")) {
+    auto v = parse_positive(*p, 1000000000);
+    if (!v) return ctx.fail(make_error(Code::kInvalidQuery, "page must be an integer >= 1"));
+    page = *v;
+  }
+  if (auto p = ctx.param("per_page")) {
+    auto v = parse_positive(*p, 100);
+    if (!v) return ctx.fail(make_error(Code::kInvalidQuery, "per_page must be an integer 1..100"));
+    per_page = *v;
+  }
+  std::vector<ReadModel::Filter> filters;
+  for (const auto& [name, value] : ctx.request.query) {
+    if (name == "page" || name == "per_page") continue;
+    if (name == "hostname") {
+      // Hostnames are stored normalized; a filter value that is no hostname matches nothing.
+      std::string normalized;
+      filters.push_back({name, fields::hostname(value, &normalized) ? value : normalized});
+    } else {
+      filters.push_back({name, value});
+    }
+  }
+  auto result = reads_.list(kind, ctx.caller.tenant, filters, page, per_page);
+  if (!result.ok()) return ctx.fail(result.error());
+  std::string body = "{\"data\":[";
+  bool first = true;
+  for (const auto& item : result.value().items) {
+    if (!first) body.push_back(',');
+    body += item;
+    first = false;
+  }
+  body += "],\"pagination\":{\"page\":" + std::to_string(page) +
+          ",\"per_page\":" + std::to_string(per_page) +
+          ",\"total\":" + std::to_string(result.value().total) + "}}";
+  ctx.reply(json_reply(200, std::move(body)));
+}
+
+std::optional<Spec> Api::read_spec(Context& ctx, Kind kind) {
+  if (!ctx.request.content_type || !is_json_media_type(*ctx.request.content_type)) {
+    ctx.fail(make_error(Code::kUnsupportedMediaType, "the body must be sent as application/json"));
+    return std::nullopt;
+  }
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(
+      ctx.request.body.data(), ctx.request.body.size());
+  if (doc.HasParseError()) {
+    ctx.fail(make_error(Code::kInvalidJson, "the body is not valid UTF-8 JSON (at byte " +
+                                                std::to_string(doc.GetErrorOffset()) + ")"));
+    return std::nullopt;
+  }
+  auto spec = parse_spec(kind, doc, config_.policy);
+  if (!spec.ok()) {
+    ctx.fail(spec.error());
+    return std::nullopt;
+  }
+  return std::move(spec.value());
+}
+
+Done Api::write_reply(const std::shared_ptr<Context>& ctx, Kind kind, int status) {
+  return [ctx, kind, status](Result<Written> r) {
+    if (!r.ok()) return ctx->fail(r.error());
+    ctx->reply(record_reply(status, kind, r.value()));
+  };
+}
+
+void Api::create(const std::shared_ptr<Context>& ctx, Kind kind) {
+  if (!ctx->check_query({})) return;
+  auto spec = read_spec(*ctx, kind);
+  if (!spec) return;
+  service_.create(std::move(*spec), ctx->actor(), write_reply(ctx, kind, 201));
+}
+
+void Api::get(Context& ctx, Kind kind, const std::string& id) {
+  if (!ctx.check_query({})) return;
+  auto found = reads_.get(kind, ctx.caller.tenant, id);
+  if (!found.ok()) return ctx.fail(found.error());
+  if (!found.value()) {
+    return ctx.fail(make_error(Code::kNotFound, std::string(kind_name(kind)) + " " + id + " not found"));
+  }
+  ctx.reply(record_reply(200, kind, Written{std::move(found.value()->json), found.value()->version}));
+}
+
+void Api::update(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {
+  if (!ctx->check_query({})) return;
+  auto spec = read_spec(*ctx, kind);
+  if (!spec) return;
+  service_.update(kind, id, std::move(*spec), ctx->actor(), ctx->request.if_match,
+                  write_reply(ctx, kind, 200));
+}
+
+void Api::remove(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {
+  if (!ctx->check_query({})) return;
+  service_.remove(kind, id, ctx->actor(), [ctx, kind, id](Result<Written> r) {
+    if (!r.ok()) return ctx->fail(r.error());
+    ctx->reply(json_reply(200, std::string("{\"message\":\"") + kind_name(kind) + " " + id +
+                                   " deleted\"}"));
+  });
+}
+
+void Api::verify(const std::shared_ptr<Context>& ctx, const std::string& id) {
+  if (!ctx->check_query({})) return;
+  service_.verify(id, ctx->actor(), write_reply(ctx, Kind::kDomain, 200));
+}
+
+void Api::events(Context& ctx) {
+  if (!ctx.check_query({"after", "limit"})) return;
+  uint64_t after = 0, limit = 100;
+  if (auto p = ctx.param("after")) {
+    auto v = parse_unsigned(*p);
+    if (!v) return ctx.fail(make_error(Code::kInvalidQuery, "after must be an integer >= 0"));
+    after = *v;
+  }
+  if (auto p = ctx.param("limit")) {
+    auto v = parse_positive(*p, 1000);
+    if (!v) return ctx.fail(make_error(Code::kInvalidQuery, "limit must be an integer 1..1000"));
+    limit = *v;
+  }
+  auto result = reads_.tenant_events(ctx.caller.tenant, after, limit);
+  if (!result.ok()) return ctx.fail(result.error());
+  std::string body = "{\"data\":[";
+  bool first = true;
+  for (const auto& e : result.value().events) {
+    if (!first) body.push_back(',');
+    body += e;
+    first = false;
+  }
+  body += "],\"next_after\":" + std::to_string(result.value().next_after) + "}";
+  ctx.reply(json_reply(200, std::move(body)));
+}
+
+}  // namespace gw::http

@@ -1,0 +1,61 @@
+// The REST API: routing, authentication, tenancy, rate limiting, request validation and replies,
+// over the Service (writes) and the ReadModel (reads). Transport-free: the Pistache adapter in
+// server.cc feeds it Requests. Thread-safe: handle() is called concurrently from every HTTP worker
+// thread; replies to writes are sent from the writer thread once the write is durable.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "commands/parse.h"
+#include "http/metrics.h"
+#include "http/rate_limiter.h"
+#include "http/request.h"
+#include "http/tokens.h"
+#include "projections/read_model.h"
+#include "service/service.h"
+
+namespace gw::http {
+
+struct ApiConfig {
+  size_t max_request_bytes = 1 << 20;
+  FieldPolicy policy;
+};
+
+class Api {
+ public:
+  Api(ApiConfig config, Service& service, const ReadModel& reads, TokenStore& tokens,
+      RateLimiter& limiter, Metrics& metrics, std::function<bool()> ready);
+
+  void handle(const Request& request, Respond respond);
+
+ private:
+  struct Caller {
+    std::string tenant;
+    std::string token_name;
+  };
+  struct Context;
+  std::optional<Error> authenticate(const Request& request, Caller* caller);
+  void list(Context& ctx, Kind kind);
+  void create(const std::shared_ptr<Context>& ctx, Kind kind);
+  void get(Context& ctx, Kind kind, const std::string& id);
+  void update(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id);
+  void remove(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id);
+  void verify(const std::shared_ptr<Context>& ctx, const std::string& id);
+  // Completion of a write: the record with its ETag (and Location on 201), or the problem.
+  static Done write_reply(const std::shared_ptr<Context>& ctx, Kind kind, int status);
+  void events(Context& ctx);
+  std::optional<Spec> read_spec(Context& ctx, Kind kind);
+
+  ApiConfig config_;
+  Service& service_;
+  const ReadModel& reads_;
+  TokenStore& tokens_;
+  RateLimiter& limiter_;
+  Metrics& metrics_;
+  std::function<bool()> ready_;
+};
+
+}  // namespace gw::http

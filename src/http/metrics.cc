@@ -1,0 +1,104 @@
+#include "http/metrics.h"
+
+#include <sstream>
+
+#include "commands/records.h"
+
+namespace gw::http {
+
+const char* route_label(Route route) {
+  switch (route) {
+    case Route::kHealthz: return "/healthz";
+    case Route::kReadyz: return "/readyz";
+    case Route::kMetrics: return "/metrics";
+    case Route::kList: return "list";
+    case Route::kCreate: return "create";
+    case Route::kGet: return "get";
+    case Route::kUpdate: return "update";
+    case Route::kDelete: return "delete";
+    case Route::kVerify: return "verify";
+    case Route::kEvents: return "/v1/events";
+    case Route::kUnmatched: return "unmatched";
+    case Route::kCount: break;
+  }
+  return "unmatched";
+}
+
+void Metrics::record(Route route, int kind_index, int status, double seconds) {
+  if (kind_index < 0 || static_cast<size_t>(kind_index) >= kKinds) kind_index = 0;
+  PerRoute& r = routes_[static_cast<size_t>(route)][static_cast<size_t>(kind_index)];
+  if (status >= 0 && static_cast<size_t>(status) < kStatuses) {
+    r.by_status[static_cast<size_t>(status)].fetch_add(1, std::memory_order_relaxed);
+  }
+  size_t b = 0;
+  while (b < kBuckets.size() && seconds > kBuckets[b]) ++b;
+  r.buckets[b].fetch_add(1, std::memory_order_relaxed);
+  r.count.fetch_add(1, std::memory_order_relaxed);
+  r.sum_micros.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+}
+
+void Metrics::set_sources(std::function<uint64_t()> events_appended,
+                          std::function<uint64_t()> last_seq, std::function<uint64_t()> batches) {
+  events_appended_ = std::move(events_appended);
+  last_seq_ = std::move(last_seq);
+  batches_ = std::move(batches);
+}
+
+std::string Metrics::render() const {
+  std::ostringstream out;
+  auto labels = [](size_t route, size_t kind) {
+    std::string l = std::string("route=\"") + route_label(static_cast<Route>(route)) + "\"";
+    if (kind != 0) l += std::string(",kind=\"") + kind_name(static_cast<Kind>(kind)) + "\"";
+    return l;
+  };
+  out << "# HELP gatewayd_http_requests_total HTTP requests by route and status.\n"
+      << "# TYPE gatewayd_http_requests_total counter\n";
+  for (size_t route = 0; route < routes_.size(); ++route) {
+    for (size_t kind = 0; kind < kKinds; ++kind) {
+      const PerRoute& r = routes_[route][kind];
+      for (size_t s = 0; s < kStatuses; ++s) {
+        uint64_t n = r.by_status[s].load(std::memory_order_relaxed);
+        if (n != 0) {
+          out << "gatewayd_http_requests_total{" << labels(route, kind) << ",status=\"" << s
+              << "\"} " << n << "\n";
+        }
+      }
+    }
+  }
+  out << "# HELP gatewayd_http_request_duration_seconds HTTP request latency.\n"
+      << "# TYPE gatewayd_http_request_duration_seconds histogram\n";
+  for (size_t route = 0; route < routes_.size(); ++route) {
+    for (size_t kind = 0; kind < kKinds; ++kind) {
+      const PerRoute& r = routes_[route][kind];
+      uint64_t count = r.count.load(std::memory_order_relaxed);
+      if (count == 0) continue;
+      uint64_t cumulative = 0;
+      const std::string l = labels(route, kind);
+      for (size_t b = 0; b < kBuckets.size(); ++b) {
+        cumulative += r.buckets[b].load(std::memory_order_relaxed);
+        out << "gatewayd_http_request_duration_seconds_bucket{" << l << ",le=\"" << kBuckets[b]
+            << "\"} " << cumulative << "\n";
+      }
+      cumulative += r.buckets[kBuckets.size()].load(std::memory_order_relaxed);
+      out << "gatewayd_http_request_duration_seconds_bucket{" << l << ",le=\"+Inf\"} "
+          << cumulative << "\n";
+      out << "gatewayd_http_request_duration_seconds_sum{" << l << "} "
+          << static_cast<double>(r.sum_micros.load(std::memory_order_relaxed)) / 1e6 << "\n";
+      out << "gatewayd_http_request_duration_seconds_count{" << l << "} " << count << "\n";
+    }
+  }
+  auto gauge = [&out](const char* name, const char* type, const char* help,
+                      const std::function<uint64_t()>& f) {
+    if (!f) return;
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+        << name << " " << f() << "\n";
+  };
+  gauge("gatewayd_events_appended_total", "counter", "Events appended since start.",
+        events_appended_);
+  gauge("gatewayd_event_log_last_seq", "gauge", "Sequence number of the last event in the log.",
+        last_seq_);
+  gauge("gatewayd_store_batches_total", "counter", "Synced write batches since start.", batches_);
+  return out.str();
+}
+
+}  // namespace gw::http

@@ -1,0 +1,43 @@
+// Prometheus metrics of the HTTP layer and the store. Counters are relaxed atomics in fixed
+// arrays: recording never takes a lock or allocates. Thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace gw::http {
+
+// Routes as metric labels.
+enum class Route : uint8_t {
+  kHealthz, kReadyz, kMetrics, kList, kCreate, kGet, kUpdate, kDelete, kVerify, kEvents,
+  kUnmatched, kCount
+};
+const char* route_label(Route route);
+
+class Metrics {
+ public:
+  void record(Route route, int kind_index, int status, double seconds);
+  // Gauges and counters owned elsewhere, read at render time.
+  void set_sources(std::function<uint64_t()> events_appended, std::function<uint64_t()> last_seq,
+                   std::function<uint64_t()> batches);
+  std::string render() const;
+
+ private:
+  static constexpr size_t kKinds = 4;  // 0 = none, then Kind values
+  static constexpr size_t kStatuses = 600;
+  static constexpr std::array<double, 12> kBuckets{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                   0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
+  struct PerRoute {
+    std::array<std::atomic<uint64_t>, kStatuses> by_status{};
+    std::array<std::atomic<uint64_t>, kBuckets.size() + 1> buckets{};
+    std::atomic<uint64_t> count{0};
+    std::atomic<uint64_t> sum_micros{0};
+  };
+  std::array<std::array<PerRoute, kKinds>, static_cast<size_t>(Route::kCount)> routes_{};
+  std::function<uint64_t()> events_appended_, last_seq_, batches_;
+};
+
+}  // namespace gw::http

@@ -1,0 +1,91 @@
+#include "http/problem.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace gw::http {
+
+int status_of(Code code) {
+  switch (code) {
+    case Code::kInvalidJson:
+    case Code::kInvalidQuery:
+    case Code::kMissingTenant: return 400;
+    case Code::kUnauthorized: return 401;
+    case Code::kTenantMismatch: return 403;
+    case Code::kNotFound: return 404;
+    case Code::kMethodNotAllowed: return 405;
+    case Code::kHostnameConflict: return 409;
+    case Code::kPreconditionFailed: return 412;
+    case Code::kPayloadTooLarge: return 413;
+    case Code::kUnsupportedMediaType: return 415;
+    case Code::kValidationFailed: return 422;
+    case Code::kRateLimited: return 429;
+    case Code::kInternal: return 500;
+    case Code::kUnavailable: return 503;
+  }
+  return 500;
+}
+
+namespace {
+
+const char* title_of(Code code) {
+  switch (code) {
+    case Code::kInvalidJson: return "Invalid JSON";
+    case Code::kInvalidQuery: return "Invalid query";
+    case Code::kMissingTenant: return "Missing tenant";
+    case Code::kUnauthorized: return "Unauthorized";
+    case Code::kTenantMismatch: return "Tenant mismatch";
+    case Code::kNotFound: return "Not found";
+    case Code::kMethodNotAllowed: return "Method not allowed";
+    case Code::kHostnameConflict: return "Hostname conflict";
+    case Code::kPreconditionFailed: return "Precondition failed";
+    case Code::kPayloadTooLarge: return "Payload too large";
+    case Code::kUnsupportedMediaType: return "Unsupported media type";
+    case Code::kValidationFailed: return "Validation failed";
+    case Code::kRateLimited: return "Rate limited";
+    case Code::kInternal: return "Internal error";
+    case Code::kUnavailable: return "Service unavailable";
+  }
+  return "Internal error";
+}
+
+}  // namespace
+
+Reply problem(const Error& error) {
+  // Internal details never leave the process: 500 and 503 carry a fixed detail.
+  std::string detail = error.detail;
+  if (error.code == Code::kInternal) detail = "an internal error occurred";
+  if (error.code == Code::kUnavailable) detail = "the service cannot accept writes right now";
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("type");
+  w.String(std::string("urn:gatewayd:problem:") + code_name(error.code));
+  w.Key("title");
+  w.String(title_of(error.code));
+  w.Key("status");
+  w.Int(status_of(error.code));
+  w.Key("detail");
+  w.String(detail);
+  w.Key("code");
+  w.String(code_name(error.code));
+  w.Key("errors");
+  w.StartArray();
+  for (const auto& f : error.errors) {
+    w.StartObject();
+    w.Key("field");
+    w.String(f.field);
+    w.Key("message");
+    w.String(f.message);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  Reply r;
+  r.status = status_of(error.code);
+  r.content_type = "application/problem+json";
+  r.body.assign(buf.GetString(), buf.GetSize());
+  return r;
+}
+
+}  // namespace gw::http

@@ -1,0 +1,185 @@
+#include "http/server.h"
+
+#include <pistache/endpoint.h>
+#include <pistache/http.h>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+#include "http/problem.h"
+
+namespace gw::http {
+
+namespace P = Pistache;
+
+struct Server::State {
+  std::shared_ptr<Api> api;
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> in_flight{0};
+};
+
+namespace {
+
+// A response header with a runtime name: Pistache 0.0.5 silently drops headers added with
+// addRaw, and its CUSTOM_HEADER macro cannot make names with hyphens.
+class NamedHeader final : public P::Http::Header::Header {
+ public:
+  NamedHeader(std::string name, std::string value)
+      : name_(std::move(name)), value_(std::move(value)) {}
+  const char* name() const override { return name_.c_str(); }
+  uint64_t hash() const override { return P::Http::Header::detail::hash(name_.c_str()); }
+  void write(std::ostream& os) const override { os << value_; }
+
+ private:
+  std::string name_;
+  std::string value_;
+};
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decoding (Pistache decodes neither the path nor query parameters). In a query, '+' is a
+// space. Invalid escapes stay as they are.
+std::string percent_decode(std::string_view in, bool plus_is_space) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (plus_is_space && in[i] == '+') {
+      out.push_back(' ');
+    } else if (in[i] == '%' && i + 2 < in.size() && hex_value(in[i + 1]) >= 0 &&
+        hex_value(in[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex_value(in[i + 1]) * 16 + hex_value(in[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(in[i]);
+    }
+  }
+  return out;
+}
+
+// A request header's value whether Pistache kept it raw or parsed it into a typed header.
+std::optional<std::string> header_value(const P::Http::Request& req, const char* name) {
+  const auto& headers = req.headers();
+  if (auto raw = headers.tryGetRaw(name)) return raw->value();
+  if (auto typed = headers.tryGet(name)) {
+    std::ostringstream os;
+    typed->write(os);
+    return os.str();
+  }
+  return std::nullopt;
+}
+
+bool wants_close(const P::Http::Request& req) {
+  if (auto c = req.headers().tryGet<P::Http::Header::Connection>()) {
+    return c->control() == P::Http::ConnectionControl::Close;
+  }
+  return req.version() != P::Http::Version::Http11;  // HTTP/1.0 closes unless asked otherwise
+}
+
+class Handler final : public P::Http::Handler {
+ public:
+  HTTP_PROTOTYPE(Handler)
+
+  explicit Handler(std::shared_ptr<Server::State> state) : state_(std::move(state)) {}
+
+  void onRequest(const P::Http::Request& req, P::Http::ResponseWriter response) override {
+    auto writer = std::make_shared<P::Http::ResponseWriter>(std::move(response));
+    const bool close = wants_close(req);
+    state_->in_flight.fetch_add(1, std::memory_order_acq_rel);
+    Respond respond = [writer, close, state = state_](Reply reply) {
+      send(*writer, std::move(reply), close);
+      state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    };
+    if (state_->draining.load(std::memory_order_acquire)) {
+      Reply r = problem(make_error(Code::kUnavailable, "shutting down"));
+      r.close = true;
+      respond(std::move(r));
+      return;
+    }
+    try {
+      Request request;
+      request.method = P::Http::methodString(req.method());
+      request.path = percent_decode(req.resource(), false);
+      for (auto it = req.query().parameters_begin(); it != req.query().parameters_end(); ++it) {
+        request.query.emplace_back(percent_decode(it->first, true), percent_decode(it->second, true));
+      }
+      request.authorization = header_value(req, "Authorization");
+      request.tenant = header_value(req, "X-Tenant-ID");
+      request.content_type = header_value(req, "Content-Type");
+      request.if_match = header_value(req, "If-Match");
+      request.body = req.body();
+      state_->api->handle(request, std::move(respond));
+    } catch (const std::exception&) {
+      // Nothing from inside escapes to the client; Pistache would send the exception text.
+      respond(problem(make_error(Code::kInternal, "unexpected exception")));
+    }
+  }
+
+ private:
+  static void send(P::Http::ResponseWriter& w, Reply reply, bool close) {
+    try {
+      if (!w.getPeer()) return;  // the client went away
+      auto& headers = w.headers();
+      headers.remove("Connection");
+      headers.add(std::make_shared<NamedHeader>(
+          "Connection", (close || reply.close) ? "close" : "keep-alive"));
+      headers.add(std::make_shared<NamedHeader>("Content-Type", reply.content_type));
+      for (auto& [name, value] : reply.headers) {
+        headers.add(std::make_shared<NamedHeader>(name, value));
+      }
+      w.send(static_cast<P::Http::Code>(reply.status), reply.body);
+    } catch (const std::exception&) {
+      // The connection broke while answering; nothing more can be done for this client.
+    }
+  }
+
+  std::shared_ptr<Server::State> state_;
+};
+
+}  // namespace
+
+Server::Server(ServerConfig config, std::shared_ptr<Api> api)
+    : config_(std::move(config)), state_(std::make_shared<State>()) {
+  state_->api = std::move(api);
+}
+
+Server::~Server() = default;
+
+Result<uint16_t> Server::start() {
+  try {
+    P::Address addr(config_.host, P::Port(config_.port));
+    endpoint_ = std::make_unique<P::Http::Endpoint>(addr);
+    // Pistache counts headers and body against maxRequestSize and mishandles what is over it;
+    // leave room above --max-request-bytes so the Api answers oversized bodies itself.
+    auto opts = P::Http::Endpoint::options()
+                    .threads(config_.threads)
+                    .flags(P::Tcp::Options::ReuseAddr)
+                    .maxRequestSize(config_.max_request_bytes + (64 << 10))
+                    .maxResponseSize(64 << 20);
+    endpoint_->init(opts);
+    endpoint_->setHandler(P::Http::make_handler<Handler>(state_));
+    endpoint_->serveThreaded();
+    return static_cast<uint16_t>(endpoint_->getPort());
+  } catch (const std::exception& e) {
+    return make_error(Code::kUnavailable, std::string("cannot listen: ") + e.what());
+  }
+}
+
+void Server::shutdown(int drain_ms) {
+  state_->draining.store(true, std::memory_order_release);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
+  while (state_->in_flight.load(std::memory_order_acquire) > 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Let the transports flush what was just queued.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (endpoint_) endpoint_->shutdown();
+}
+
+}  // namespace gw::http

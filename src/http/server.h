@@ -1,0 +1,47 @@
+// The Pistache adapter: accepts HTTP connections and hands each request to the Api. Works around
+// Pistache 0.0.5's traps (see PITFALLS.md): keep-alive for HTTP/1.1, custom response headers,
+// its request size limit, and exceptions escaping handlers.
+// Not copyable; start() once, then shutdown() from the thread that started it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "http/api.h"
+
+namespace Pistache::Http {
+class Endpoint;
+}
+
+namespace gw::http {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;
+  int threads = 2;
+  size_t max_request_bytes = 1 << 20;
+};
+
+class Server {
+ public:
+  Server(ServerConfig config, std::shared_ptr<Api> api);
+  ~Server();
+
+  // Binds and starts serving on background threads; returns the bound port. kUnavailable if the
+  // address cannot be bound.
+  Result<uint16_t> start();
+  // Refuses new requests (503, connection closed), waits up to `drain_ms` for requests in flight
+  // to be answered, then stops the listener and its threads.
+  void shutdown(int drain_ms);
+
+  struct State;
+
+ private:
+  ServerConfig config_;
+  std::shared_ptr<State> state_;
+  std::unique_ptr<Pistache::Http::Endpoint> endpoint_;
+};
+
+}  // namespace gw::http

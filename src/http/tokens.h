@@ -1,0 +1,56 @@
+// API tokens. The tokens file holds one line per token: `<sha256-hex of token> <tenant> <name>`
+// (blank lines and lines starting with '#' are ignored); tokens themselves are never stored.
+// TokenStore re-reads the file when it changes (checked at most every 250 ms, and at once when a
+// presented token is unknown, so a token created with gatewayctl works immediately).
+// Thread-safe: lookups read an immutable snapshot published through an atomic shared_ptr.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace gw::http {
+
+struct TokenInfo {
+  std::string tenant;
+  std::string name;
+};
+
+class TokenStore {
+ public:
+  explicit TokenStore(std::string path);
+
+  // The token's owner, if the token (the raw secret, as presented) is known.
+  std::optional<TokenInfo> find(std::string_view token);
+
+ private:
+  struct Entry {
+    std::string digest;  // raw 32-byte SHA-256
+    TokenInfo info;
+  };
+  using Map = std::unordered_map<std::string, Entry>;  // keyed by digest
+  void maybe_reload(bool force);
+
+  std::string path_;
+  std::atomic<std::shared_ptr<const Map>> map_;
+  std::atomic<int64_t> last_check_ms_{0};
+  std::mutex reload_mu_;            // serializes reloads only; never held by lookups
+  std::string file_stamp_;          // GUARDED_BY(reload_mu_): inode, size, mtime
+};
+
+// Appends a new token for `tenant` to the tokens file (created 0600 if missing) and returns the
+// token. kInvalidQuery-free: fails with kValidationFailed for a bad tenant or name, kUnavailable
+// if the file cannot be written.
+Result<std::string> create_token(const std::string& path, const std::string& tenant,
+                                 const std::string& name);
+
+// Parses "Bearer <token>" (scheme case-insensitive); nullopt if malformed.
+std::optional<std::string_view> bearer_token(std::string_view header);
+
+}  // namespace gw::http

@@ -1,0 +1,225 @@
+#include "projections/apply.h"
+
+#include <map>
+
+#include <rapidjson/document.h>
+
+#include "projections/keys.h"
+
+namespace gw {
+
+namespace {
+
+// Every projection entry a record contributes while live (none once deleted), as key -> value.
+std::map<std::string, std::string> entries_of(const Record& record, uint64_t create_seq) {
+  std::map<std::string, std::string> out;
+  const Meta& m = meta_of(record);
+  if (m.deleted_at != 0) return out;
+  const Kind kind = kind_of(record);
+  const std::string seq = encode_u64(create_seq);
+  out[keys::list_prefix(m.team_id, kind) + seq] = m.id;
+  auto filter = [&](const char* field, const std::string& value) {
+    out[keys::filter_prefix(m.team_id, kind, field, value) + seq] = m.id;
+  };
+  if (const auto* p = std::get_if<Profile>(&record)) {
+    filter("hostname", p->hostname);
+    out[keys::profile_hostname(p->hostname)] = m.id;
+  } else if (const auto* d = std::get_if<Domain>(&record)) {
+    filter("hostname", d->hostname);
+    filter("status", d->status);
+    filter("workload_id", d->workload_id);
+    out[keys::domain_hostname(m.team_id, d->hostname)] = m.id;
+    if (d->status == "verified") {
+      std::string claim = m.team_id;
+      claim.push_back('\0');
+      claim += d->scope;
+      out[keys::claim_prefix(d->hostname) + m.id] = claim;
+    }
+  } else if (const auto* h = std::get_if<Webhook>(&record)) {
+    filter("status", h->status);
+    filter("workload_id", h->workload_id);
+  }
+  return out;
+}
+
+bool counted(const std::string& key) { return key[0] == 'l' || key[0] == 'f'; }
+
+std::string counter_key(const std::string& entry) {
+  // Strip the trailing <create_seq> (8 bytes), keep the separator before it for count_of_prefix.
+  return keys::count_of_prefix(std::string_view(entry).substr(0, entry.size() - 8));
+}
+
+Result<bool> add_to_counter(Tx& tx, const std::string& key, int64_t delta) {
+  auto current = tx.get(Cf::kProjections, key);
+  if (!current.ok()) return std::move(current.error());
+  uint64_t n = current.value() ? decode_u64(*current.value()) : 0;
+  n = static_cast<uint64_t>(static_cast<int64_t>(n) + delta);
+  if (n == 0) {
+    tx.del(Cf::kProjections, key);
+  } else {
+    tx.put(Cf::kProjections, key, encode_u64(n));
+  }
+  return true;
+}
+
+// Writes the record and moves its index entries from what `before` had to what `after` has.
+Result<bool> project(Tx& tx, uint64_t seq, const std::optional<Record>& before,
+                     const Record& after, uint64_t version, uint64_t create_seq) {
+  const Meta& m = meta_of(after);
+  keys::RecordHeader header{version, create_seq, m.deleted_at != 0, m.team_id};
+  tx.put(Cf::kProjections, keys::record(m.id), keys::encode_record(header, to_json(after)));
+  auto old_entries = before ? entries_of(*before, create_seq) : std::map<std::string, std::string>{};
+  auto new_entries = entries_of(after, create_seq);
+  for (const auto& [key, value] : old_entries) {
+    if (new_entries.count(key) != 0) continue;
+    tx.del(Cf::kProjections, key);
+    if (counted(key)) {
+      if (auto r = add_to_counter(tx, counter_key(key), -1); !r.ok()) return r;
+    }
+  }
+  for (const auto& [key, value] : new_entries) {
+    auto old = old_entries.find(key);
+    if (old != old_entries.end() && old->second == value) continue;
+    tx.put(Cf::kProjections, key, value);
+    if (counted(key) && old == old_entries.end()) {
+      if (auto r = add_to_counter(tx, counter_key(key), +1); !r.ok()) return r;
+    }
+  }
+  tx.put(Cf::kProjections, keys::history_prefix(m.id) + encode_u64(version), encode_u64(seq));
+  tx.put(Cf::kProjections, keys::tenant_events_prefix(m.team_id) + encode_u64(seq), "");
+  tx.put(Cf::kProjections, keys::checkpoint(), encode_u64(seq));
+  return true;
+}
+
+}  // namespace
+
+Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
+  auto raw = tx.get(Cf::kProjections, keys::record(id));
+  if (!raw.ok()) return std::move(raw.error());
+  if (!raw.value()) return std::optional<Stored>();
+  keys::RecordHeader header;
+  std::string_view json;
+  auto kind = kind_of_id(id);
+  if (!kind || !keys::decode_record(*raw.value(), &header, &json)) {
+    return make_error(Code::kInternal, "stored record " + id + " is malformed");
+  }
+  rapidjson::Document doc;
+  doc.Parse(json.data(), json.size());
+  if (doc.HasParseError()) return make_error(Code::kInternal, "stored record " + id + " is not JSON");
+  auto record = record_from_json(*kind, doc, kSchemaVersion);
+  if (!record.ok()) return std::move(record.error());
+  return std::optional<Stored>(Stored{std::move(record.value()), header.version, header.create_seq});
+}
+
+Result<Stored> record_changes(Tx& tx, const Decision& decision, const Actor& actor, int64_t now) {
+  Stored last;
+  for (const auto& change : decision.changes) {
+    const Meta& m = meta_of(change.record);
+    auto current = load_stored(tx, m.id);
+    if (!current.ok()) return std::move(current.error());
+    std::optional<Record> before;
+    uint64_t version = 1;
+    uint64_t create_seq = tx.last_seq() + 1;
+    if (current.value()) {
+      before = current.value()->record;
+      version = current.value()->version + 1;
+      create_seq = current.value()->create_seq;
+    }
+    EventDraft draft{change.type, kind_name(kind_of(change.record)), m.id, version, m.team_id,
+                     actor.name,  now,                               to_json(change.record)};
+    uint64_t seq = tx.append(draft);
+    if (auto r = project(tx, seq, before, change.record, version, create_seq); !r.ok()) {
+      return std::move(r.error());
+    }
+    last = Stored{change.record, version, create_seq};
+  }
+  return last;
+}
+
+Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {
+  rapidjson::Document doc;
+  doc.Parse(event_json.data(), event_json.size());
+  if (doc.HasParseError() || !doc.IsObject()) return make_error(Code::kInternal, "event is not JSON");
+  auto member = [&doc](const char* name) -> const rapidjson::Value* {
+    auto it = doc.FindMember(name);
+    return it == doc.MemberEnd() ? nullptr : &it->value;
+  };
+  const auto* seq = member("seq");
+  const auto* kind_v = member("aggregate_kind");
+  const auto* version = member("aggregate_version");
+  const auto* schema = member("schema_version");
+  const auto* data = member("data");
+  if (seq == nullptr || !seq->IsUint64() || kind_v == nullptr || !kind_v->IsString() ||
+      version == nullptr || !version->IsUint64() || schema == nullptr || !schema->IsInt() ||
+      data == nullptr) {
+    return make_error(Code::kInternal, "event lacks a required member");
+  }
+  auto kind = kind_from_name(kind_v->GetString());
+  if (!kind) return make_error(Code::kInternal, "event has an unknown aggregate kind");
+  auto record = record_from_json(*kind, *data, schema->GetInt());
+  if (!record.ok()) return std::move(record.error());
+  auto current = load_stored(tx, meta_of(record.value()).id);
+  if (!current.ok()) return std::move(current.error());
+  std::optional<Record> before;
+  uint64_t create_seq = seq->GetUint64();
+  if (current.value()) {
+    before = current.value()->record;
+    create_seq = current.value()->create_seq;
+  }
+  auto r = project(tx, seq->GetUint64(), before, record.value(), version->GetUint64(), create_seq);
+  if (!r.ok()) return std::move(r.error());
+  return seq->GetUint64();
+}
+
+std::optional<std::string> TxLookups::get(const std::string& key) {
+  auto r = tx_.get(Cf::kProjections, key);
+  if (!r.ok()) {
+    failure_ = r.error();
+    return std::nullopt;
+  }
+  return std::move(r.value());
+}
+
+std::optional<Stored> TxLookups::load(const std::string& id) {
+  auto r = load_stored(tx_, id);
+  if (!r.ok()) {
+    failure_ = r.error();
+    return std::nullopt;
+  }
+  return std::move(r.value());
+}
+
+std::optional<std::string> TxLookups::live_profile_by_hostname(const std::string& hostname) {
+  return get(keys::profile_hostname(hostname));
+}
+
+std::optional<std::string> TxLookups::live_domain_by_hostname(const std::string& team,
+                                                              const std::string& hostname) {
+  return get(keys::domain_hostname(team, hostname));
+}
+
+std::vector<Claim> TxLookups::claims_covering(const std::string& hostname) {
+  std::vector<Claim> out;
+  auto it = tx_.iterate(Cf::kProjections);
+  // The name itself, then each ancestor (subtree claims only).
+  std::string_view name = hostname;
+  for (bool self = true;; self = false) {
+    const std::string prefix = keys::claim_prefix(name);
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      std::string_view value(it->value().data(), it->value().size());
+      size_t sep = value.find('\0');
+      if (sep == std::string_view::npos) continue;
+      Claim c{std::string(value.substr(0, sep)),
+              std::string(it->key().data() + prefix.size(), it->key().size() - prefix.size()),
+              std::string(name), std::string(value.substr(sep + 1))};
+      if (self || c.scope == "subtree") out.push_back(std::move(c));
+    }
+    if (!it->status().ok()) failure_ = make_error(Code::kUnavailable, it->status().ToString());
+    size_t dot = name.find('.');
+    if (dot == std::string_view::npos) break;
+    name.remove_prefix(dot + 1);
+  }
+  return out;
+}
+
+}  // namespace gw

@@ -1,0 +1,44 @@
+// Writing events and keeping the read model in step with them, inside one writer Tx, so an event
+// and its projection are committed by the same atomic WriteBatch. Writer thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "commands/decide.h"
+#include "store/writer.h"
+
+namespace gw {
+
+// Reads a stored record (header and parsed record).
+Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id);
+
+// Appends one event per change of `decision` and applies each to the read model. On success
+// returns the stored state of the last change (its version is the response's ETag).
+// On failure (an I/O error reading current state) the caller must discard the Tx's writes.
+Result<Stored> record_changes(Tx& tx, const Decision& decision, const Actor& actor, int64_t now);
+
+// Applies an event already in the log (its stored JSON) to the read model: used to catch up and to
+// rebuild. Upcasts older schema versions.
+Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json);
+
+// Lookups for decide, over the writer's Tx (pending writes of the batch included).
+class TxLookups final : public Lookups {
+ public:
+  explicit TxLookups(Tx& tx) : tx_(tx) {}
+  std::optional<Stored> load(const std::string& id) override;
+  std::optional<std::string> live_profile_by_hostname(const std::string& hostname) override;
+  std::optional<std::string> live_domain_by_hostname(const std::string& team,
+                                                     const std::string& hostname) override;
+  std::vector<Claim> claims_covering(const std::string& hostname) override;
+  // An I/O error met by any lookup; decisions taken after one must be discarded.
+  const std::optional<Error>& failure() const { return failure_; }
+
+ private:
+  std::optional<std::string> get(const std::string& key);
+  Tx& tx_;
+  std::optional<Error> failure_;
+};
+
+}  // namespace gw

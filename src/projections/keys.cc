@@ -1,0 +1,81 @@
+#include "projections/keys.h"
+
+#include "store/store.h"
+
+namespace gw::keys {
+
+namespace {
+
+std::string join(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  bool first = true;
+  for (auto p : parts) {
+    if (!first) out.push_back('\0');
+    out.append(p);
+    first = false;
+  }
+  return out;
+}
+
+std::string_view kind_byte(Kind kind) {
+  static const char kBytes[] = {'0', '1', '2', '3'};
+  return std::string_view(&kBytes[static_cast<int>(kind)], 1);
+}
+
+}  // namespace
+
+std::string record(std::string_view id) { return join({"r", id}); }
+
+std::string list_prefix(std::string_view team, Kind kind) {
+  return join({"l", team, kind_byte(kind), ""});
+}
+
+std::string filter_prefix(std::string_view team, Kind kind, std::string_view field,
+                          std::string_view value) {
+  return join({"f", team, kind_byte(kind), field, value, ""});
+}
+
+std::string count_of_prefix(std::string_view prefix) {
+  std::string out(prefix);
+  out[0] = 'c';
+  out.pop_back();  // the trailing separator
+  return out;
+}
+
+std::string profile_hostname(std::string_view hostname) { return join({"p", hostname}); }
+
+std::string domain_hostname(std::string_view team, std::string_view hostname) {
+  return join({"d", team, hostname});
+}
+
+std::string claim_prefix(std::string_view hostname) { return join({"v", hostname, ""}); }
+
+std::string history_prefix(std::string_view aggregate_id) { return join({"h", aggregate_id, ""}); }
+
+std::string tenant_events_prefix(std::string_view team) { return join({"t", team, ""}); }
+
+std::string checkpoint() { return join({"m", "checkpoint"}); }
+
+std::string encode_record(const RecordHeader& header, std::string_view json) {
+  std::string out = encode_u64(header.version);
+  out += encode_u64(header.create_seq);
+  out.push_back(header.deleted ? '\1' : '\0');
+  out.push_back(static_cast<char>(header.team.size()));
+  out.append(header.team);
+  out.append(json);
+  return out;
+}
+
+bool decode_record(std::string_view value, RecordHeader* header, std::string_view* json) {
+  if (value.size() < 18) return false;
+  header->version = decode_u64(value.substr(0, 8));
+  header->create_seq = decode_u64(value.substr(8, 8));
+  header->deleted = value[16] != '\0';
+  size_t team_len = static_cast<unsigned char>(value[17]);
+  if (value.size() < 18 + team_len) return false;
+  header->team = value.substr(18, team_len);
+  *json = value.substr(18 + team_len);
+  return true;
+}
+
+}  // namespace gw::keys

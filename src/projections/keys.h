@@ -1,0 +1,49 @@
+// Key layout of the `projections` column family. Components are separated by '\0' (tenant ids,
+// hostnames, enum values and workload ids never contain it: parse.cc and fields.cc refuse control
+// characters), numbers are 8-byte big-endian so they sort.
+//
+//   r \0 <id>                                   -> RecordHeader + record JSON (deleted ones too)
+//   l \0 <team> \0 <kind> \0 <create_seq>       -> id        list of live records, oldest first
+//   f \0 <team> \0 <kind> \0 <field> \0 <value> \0 <create_seq> -> id   filter index (live)
+//   c \0 <team> \0 <kind> [\0 <field> \0 <value>] -> count   number of l / f entries under it
+//   p \0 <hostname>                             -> profile id  (live profiles, all teams)
+//   d \0 <team> \0 <hostname>                   -> domain id   (live domains of a team)
+//   v \0 <hostname> \0 <domain id>              -> <team> \0 <scope>  verified live domains
+//   h \0 <aggregate id> \0 <version>            -> seq       an aggregate's events
+//   t \0 <team> \0 <seq>                        -> ""        a tenant's events
+//   m \0 checkpoint                             -> seq       last event applied
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "commands/records.h"
+
+namespace gw::keys {
+
+std::string record(std::string_view id);
+std::string list_prefix(std::string_view team, Kind kind);
+std::string filter_prefix(std::string_view team, Kind kind, std::string_view field,
+                          std::string_view value);
+// The counter of every entry under a list or filter prefix.
+std::string count_of_prefix(std::string_view prefix);
+std::string profile_hostname(std::string_view hostname);
+std::string domain_hostname(std::string_view team, std::string_view hostname);
+std::string claim_prefix(std::string_view hostname);
+std::string history_prefix(std::string_view aggregate_id);
+std::string tenant_events_prefix(std::string_view team);
+std::string checkpoint();
+
+// Stored record value: a small binary header read without parsing JSON on the hot path.
+struct RecordHeader {
+  uint64_t version = 0;
+  uint64_t create_seq = 0;
+  bool deleted = false;
+  std::string_view team;
+};
+std::string encode_record(const RecordHeader& header, std::string_view json);
+// Splits a stored value; false if it is malformed.
+bool decode_record(std::string_view value, RecordHeader* header, std::string_view* json);
+
+}  // namespace gw::keys

@@ -1,0 +1,121 @@
+#include "projections/read_model.h"
+
+#include "projections/keys.h"
+
+namespace gw {
+
+namespace {
+
+std::string_view view(const rocksdb::Slice& s) { return std::string_view(s.data(), s.size()); }
+
+Error io_error(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
+
+}  // namespace
+
+bool ReadModel::filterable(Kind kind, std::string_view field) {
+  switch (kind) {
+    case Kind::kProfile: return field == "hostname";
+    case Kind::kDomain: return field == "hostname" || field == "status" || field == "workload_id";
+    case Kind::kWebhook: return field == "status" || field == "workload_id";
+  }
+  return false;
+}
+
+Result<std::optional<ReadModel::Found>> ReadModel::get(Kind kind, std::string_view team,
+                                                        std::string_view id) const {
+  if (kind_of_id(id) != kind) return std::optional<Found>();
+  auto raw = store_.get(Cf::kProjections, keys::record(id));
+  if (!raw.ok()) return std::move(raw.error());
+  if (!raw.value()) return std::optional<Found>();
+  keys::RecordHeader header;
+  std::string_view json;
+  if (!keys::decode_record(*raw.value(), &header, &json)) {
+    return make_error(Code::kInternal, "stored record is malformed");
+  }
+  if (header.deleted || header.team != team) return std::optional<Found>();
+  return std::optional<Found>(Found{std::string(json), header.version});
+}
+
+Result<std::optional<std::string>> ReadModel::record_json(std::string_view id,
+                                                         const rocksdb::Snapshot* snap) const {
+  auto raw = store_.get(Cf::kProjections, keys::record(id), snap);
+  if (!raw.ok()) return std::move(raw.error());
+  if (!raw.value()) return std::optional<std::string>();
+  keys::RecordHeader header;
+  std::string_view json;
+  if (!keys::decode_record(*raw.value(), &header, &json)) {
+    return make_error(Code::kInternal, "stored record is malformed");
+  }
+  return std::optional<std::string>(std::string(json));
+}
+
+Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
+                                        const std::vector<Filter>& filters, uint64_t page,
+                                        uint64_t per_page) const {
+  const std::string prefix =
+      filters.empty() ? keys::list_prefix(team, kind)
+                      : keys::filter_prefix(team, kind, filters[0].field, filters[0].value);
+  const uint64_t offset = (page - 1) * per_page;
+  Page out;
+  std::vector<std::string> ids;
+  Snapshot snap(store_);
+  auto it = store_.iterate(Cf::kProjections, snap.get());
+  if (filters.size() <= 1) {
+    // The index's counter gives the total; only the page itself is read.
+    auto count = store_.get(Cf::kProjections, keys::count_of_prefix(prefix), snap.get());
+    if (!count.ok()) return std::move(count.error());
+    out.total = count.value() ? decode_u64(*count.value()) : 0;
+    if (offset >= out.total) return out;
+    uint64_t skipped = 0;
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix) && ids.size() < per_page;
+         it->Next()) {
+      if (skipped++ < offset) continue;
+      ids.emplace_back(view(it->value()));
+    }
+  } else {
+    // Several filters: walk the first filter's index and test the others by point lookups of
+    // their index entries (same team, kind and create_seq), counting every match for the total.
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      std::string_view seq = view(it->key()).substr(prefix.size());
+      bool match = true;
+      for (size_t i = 1; i < filters.size() && match; ++i) {
+        std::string key = keys::filter_prefix(team, kind, filters[i].field, filters[i].value);
+        key.append(seq);
+        auto hit = store_.get(Cf::kProjections, key, snap.get());
+        if (!hit.ok()) return std::move(hit.error());
+        match = hit.value().has_value();
+      }
+      if (!match) continue;
+      if (out.total++ >= offset && ids.size() < per_page) ids.emplace_back(view(it->value()));
+    }
+  }
+  if (!it->status().ok()) return io_error(it->status());
+  out.items.reserve(ids.size());
+  for (const auto& id : ids) {
+    auto json = record_json(id, snap.get());
+    if (!json.ok()) return std::move(json.error());
+    if (json.value()) out.items.push_back(std::move(*json.value()));
+  }
+  return out;
+}
+
+Result<ReadModel::Events> ReadModel::tenant_events(std::string_view team, uint64_t after,
+                                                   uint64_t limit) const {
+  const std::string prefix = keys::tenant_events_prefix(team);
+  Events out;
+  out.next_after = after;
+  auto it = store_.iterate(Cf::kProjections);
+  for (it->Seek(prefix + encode_u64(after + 1));
+       it->Valid() && it->key().starts_with(prefix) && out.events.size() < limit; it->Next()) {
+    uint64_t seq = decode_u64(view(it->key()).substr(prefix.size()));
+    auto event = store_.get(Cf::kEvents, encode_u64(seq));
+    if (!event.ok()) return std::move(event.error());
+    if (!event.value()) return make_error(Code::kInternal, "tenant index names a missing event");
+    out.events.push_back(std::move(*event.value()));
+    out.next_after = seq;
+  }
+  if (!it->status().ok()) return io_error(it->status());
+  return out;
+}
+
+}  // namespace gw

@@ -1,0 +1,59 @@
+// Queries over the projections, for the HTTP read path. Reads committed data straight from RocksDB
+// with no lock of ours; safe for concurrent use from any number of threads. Records are returned
+// as their stored JSON bytes, ready to send, never re-parsed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands/records.h"
+#include "core/error.h"
+#include "store/store.h"
+
+namespace gw {
+
+class ReadModel {
+ public:
+  explicit ReadModel(const Store& store) : store_(store) {}
+
+  struct Found {
+    std::string json;
+    uint64_t version = 0;
+  };
+  // The live record `id` of `kind` owned by `team`; nullopt when it does not exist, is deleted or
+  // belongs to another team (callers answer 404 for all three alike).
+  Result<std::optional<Found>> get(Kind kind, std::string_view team, std::string_view id) const;
+
+  struct Filter {
+    std::string field;
+    std::string value;
+  };
+  struct Page {
+    std::vector<std::string> items;  // record JSON, oldest first
+    uint64_t total = 0;              // all matches, not only this page
+  };
+  // Page `page` (1-based) of the team's live records of `kind` matching every filter.
+  // Precondition: filters name fields indexed for the kind (see filterable()).
+  Result<Page> list(Kind kind, std::string_view team, const std::vector<Filter>& filters,
+                    uint64_t page, uint64_t per_page) const;
+
+  // The fields `?field=value` may filter on for a kind.
+  static bool filterable(Kind kind, std::string_view field);
+
+  struct Events {
+    std::vector<std::string> events;  // event JSON, by sequence number
+    uint64_t next_after = 0;          // pass as `after` to continue
+  };
+  // The team's events with sequence number > after, at most `limit`.
+  Result<Events> tenant_events(std::string_view team, uint64_t after, uint64_t limit) const;
+
+ private:
+  Result<std::optional<std::string>> record_json(std::string_view id,
+                                                 const rocksdb::Snapshot* snap) const;
+  const Store& store_;
+};
+
+}  // namespace gw

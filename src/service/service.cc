@@ -1,0 +1,124 @@
+#include "service/service.h"
+
+#include "projections/apply.h"
+#include "verify/challenge.h"
+
+namespace gw {
+
+namespace {
+
+class CommandJob final : public Job {
+ public:
+  using Decide = std::function<Result<Decision>(Lookups&, int64_t now)>;
+  CommandJob(Actor actor, Decide decide, Done done, const Clock& clock,
+             std::atomic<uint64_t>& events)
+      : actor_(std::move(actor)),
+        decide_(std::move(decide)),
+        done_(std::move(done)),
+        clock_(clock),
+        events_(events) {}
+
+  bool execute(Tx& tx) override {
+    const int64_t now = clock_.now_seconds();
+    TxLookups lookups(tx);
+    auto decision = decide_(lookups, now);
+    if (lookups.failure()) return reject(*lookups.failure());
+    if (!decision.ok()) return reject(std::move(decision.error()));
+    Decision& d = decision.value();
+    if (d.changes.empty()) {
+      // Nothing to append: answer with the record as stored.
+      auto stored = load_stored(tx, meta_of(d.result).id);
+      if (!stored.ok()) return reject(std::move(stored.error()));
+      uint64_t version = stored.value() ? stored.value()->version : 0;
+      result_ = Written{to_json(d.result), version};
+      return false;
+    }
+    auto written = record_changes(tx, d, actor_, now);
+    if (!written.ok()) return reject(std::move(written.error()));
+    appended_ = d.changes.size();
+    result_ = Written{to_json(written.value().record), written.value().version};
+    return true;
+  }
+
+  void finish(bool committed) override {
+    if (!committed) {
+      done_(make_error(Code::kUnavailable, "the store cannot write right now"));
+      return;
+    }
+    events_.fetch_add(appended_, std::memory_order_relaxed);
+    done_(std::move(result_));
+  }
+
+ private:
+  bool reject(Error e) {
+    result_ = std::move(e);
+    return false;
+  }
+
+  Actor actor_;
+  Decide decide_;
+  Done done_;
+  const Clock& clock_;
+  std::atomic<uint64_t>& events_;
+  Result<Written> result_ = make_error(Code::kInternal, "command was not executed");
+  size_t appended_ = 0;
+};
+
+}  // namespace
+
+Service::Service(Writer& writer, const Clock& clock, IdGenerator& ids,
+                 std::string verification_domain)
+    : writer_(writer), clock_(clock), ids_(ids), verification_domain_(std::move(verification_domain)) {}
+
+void Service::run(Actor actor, Decide decide, Done done) {
+  writer_.submit(std::make_unique<CommandJob>(std::move(actor), std::move(decide), std::move(done),
+                                              clock_, events_appended_));
+}
+
+void Service::create(Spec spec, Actor actor, Done done) {
+  const Kind kind = static_cast<Kind>(spec.index() + 1);
+  Fresh fresh;
+  fresh.id = ids_.next(id_prefix(kind));
+  if (kind == Kind::kDomain) {
+    fresh.verification_value = make_verification_value(ids_, verification_domain_);
+  }
+  Actor a = actor;
+  run(std::move(actor),
+      [spec = std::move(spec), a = std::move(a), fresh = std::move(fresh)](
+          Lookups& lookups, int64_t now) mutable {
+        fresh.now = now;
+        return decide_create(spec, a, fresh, lookups);
+      },
+      std::move(done));
+}
+
+void Service::update(Kind kind, std::string id, Spec spec, Actor actor,
+                     std::optional<std::string> if_match, Done done) {
+  Actor a = actor;
+  run(std::move(actor),
+      [kind, id = std::move(id), spec = std::move(spec), a = std::move(a),
+       if_match = std::move(if_match)](Lookups& lookups, int64_t now) {
+        return decide_update(kind, id, spec, a, if_match, now, lookups);
+      },
+      std::move(done));
+}
+
+void Service::remove(Kind kind, std::string id, Actor actor, Done done) {
+  Actor a = actor;
+  run(std::move(actor),
+      [kind, id = std::move(id), a = std::move(a)](Lookups& lookups, int64_t now) {
+        return decide_delete(kind, id, a, now, lookups);
+      },
+      std::move(done));
+}
+
+void Service::verify(std::string id, Actor actor, Done done) {
+  Actor a = actor;
+  run(std::move(actor),
+      [id = std::move(id), a = std::move(a)](Lookups& lookups, int64_t) {
+        return decide_verify(id, a, lookups);
+      },
+      std::move(done));
+}
+
+}  // namespace gw

@@ -1,0 +1,50 @@
+// The use cases: each command is decided and recorded on the single writer thread (see
+// store/writer.h), so decisions see every earlier write, including those of the same batch, and
+// two concurrent creates of one hostname cannot both succeed. Thread-safe; `done` callbacks run on
+// the writer thread after the result is durable and must not block.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "commands/decide.h"
+#include "commands/parse.h"
+#include "core/clock.h"
+#include "store/writer.h"
+
+namespace gw {
+
+// A record as written: its JSON and its version (the ETag).
+struct Written {
+  std::string json;
+  uint64_t version = 0;
+};
+
+using Done = std::function<void(Result<Written>)>;
+
+class Service {
+ public:
+  Service(Writer& writer, const Clock& clock, IdGenerator& ids, std::string verification_domain);
+
+  void create(Spec spec, Actor actor, Done done);
+  void update(Kind kind, std::string id, Spec spec, Actor actor,
+              std::optional<std::string> if_match, Done done);
+  void remove(Kind kind, std::string id, Actor actor, Done done);
+  void verify(std::string id, Actor actor, Done done);
+
+  uint64_t events_appended() const { return events_appended_.load(std::memory_order_relaxed); }
+
+ private:
+  using Decide = std::function<Result<Decision>(Lookups&, int64_t now)>;
+  void run(Actor actor, Decide decide, Done done);
+
+  Writer& writer_;
+  const Clock& clock_;
+  IdGenerator& ids_;
+  std::string verification_domain_;
+  std::atomic<uint64_t> events_appended_{0};
+};
+
+}  // namespace gw

@@ -1,0 +1,115 @@
+#include "store/store.h"
+
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+
+#include <vector>
+
+namespace gw {
+
+namespace {
+
+rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::ColumnFamilyOptions o;
+  rocksdb::BlockBasedTableOptions t;
+  t.block_cache = cache;
+  t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  t.cache_index_and_filter_blocks = true;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  return o;
+}
+
+rocksdb::ColumnFamilyOptions event_options(const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::ColumnFamilyOptions o;
+  rocksdb::BlockBasedTableOptions t;
+  t.block_cache = cache;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  return o;
+}
+
+Error unavailable(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
+
+}  // namespace
+
+std::string encode_u64(uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    out[i] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  return out;
+}
+
+uint64_t decode_u64(std::string_view bytes) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[i]);
+  return v;
+}
+
+Result<std::unique_ptr<Store>> Store::open(const std::string& dir) {
+  auto cache = rocksdb::NewLRUCache(64 << 20);
+  rocksdb::DBOptions options;
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  options.max_background_jobs = 2;
+  options.bytes_per_sync = 1 << 20;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs{
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {"events", event_options(cache)},
+      {"projections", projection_options(cache)},
+  };
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  auto s = rocksdb::DB::Open(options, dir, cfs, &handles, &raw);
+  if (!s.ok()) return unavailable(s);
+  std::unique_ptr<Store> store(new Store());
+  store->dir_ = dir;
+  store->db_.reset(raw);
+  store->default_cf_ = handles[0];
+  store->events_cf_ = handles[1];
+  store->projections_cf_ = handles[2];
+  return store;
+}
+
+Store::~Store() {
+  if (!db_) return;
+  for (auto* h : {default_cf_, events_cf_, projections_cf_}) {
+    if (h != nullptr) db_->DestroyColumnFamilyHandle(h);
+  }
+  db_->Close();
+}
+
+rocksdb::ColumnFamilyHandle* Store::cf(Cf which) const {
+  return which == Cf::kEvents ? events_cf_ : projections_cf_;
+}
+
+Result<std::optional<std::string>> Store::get(Cf which, std::string_view key,
+                                             const rocksdb::Snapshot* snapshot) const {
+  std::string value;
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  auto s = db_->Get(ro, cf(which), rocksdb::Slice(key.data(), key.size()),
+                    &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  if (!s.ok()) return unavailable(s);
+  return std::optional<std::string>(std::move(value));
+}
+
+std::unique_ptr<rocksdb::Iterator> Store::iterate(Cf which, const rocksdb::Snapshot* snapshot) const {
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  return std::unique_ptr<rocksdb::Iterator>(db_->NewIterator(ro, cf(which)));
+}
+
+Result<bool> Store::reset_projections() {
+  auto s = db_->DropColumnFamily(projections_cf_);
+  if (!s.ok()) return unavailable(s);
+  db_->DestroyColumnFamilyHandle(projections_cf_);
+  projections_cf_ = nullptr;
+  auto cache = rocksdb::NewLRUCache(64 << 20);
+  s = db_->CreateColumnFamily(projection_options(cache), "projections", &projections_cf_);
+  if (!s.ok()) return unavailable(s);
+  return true;
+}
+
+}  // namespace gw

@@ -1,0 +1,74 @@
+// The RocksDB database behind gatewayd: column family `events` (the append-only log, key = 8-byte
+// big-endian sequence number, value = the event's JSON) and `projections` (read models, see
+// projections/keys.h). One process opens a data dir at a time (RocksDB's LOCK file).
+// A Store is safe for concurrent use: readers call get()/iterate() from any thread without a
+// lock of ours; all writes go through the single Writer (store/writer.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <rocksdb/db.h>
+
+#include "core/error.h"
+
+namespace gw {
+
+enum class Cf { kEvents, kProjections };
+
+class Store {
+ public:
+  // Opens (creating if missing) the database in `dir`. kUnavailable with RocksDB's message if it
+  // cannot (locked by another process, corrupt, unwritable).
+  static Result<std::unique_ptr<Store>> open(const std::string& dir);
+  ~Store();
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  rocksdb::DB* db() const { return db_.get(); }
+  rocksdb::ColumnFamilyHandle* cf(Cf which) const;
+
+  // Point read of committed data (as of `snapshot` if given). nullopt if absent; kUnavailable on
+  // an I/O error.
+  Result<std::optional<std::string>> get(Cf which, std::string_view key,
+                                         const rocksdb::Snapshot* snapshot = nullptr) const;
+  std::unique_ptr<rocksdb::Iterator> iterate(Cf which,
+                                             const rocksdb::Snapshot* snapshot = nullptr) const;
+
+  // Drops and recreates the projections column family (offline rebuild only).
+  Result<bool> reset_projections();
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  Store() = default;
+  std::string dir_;
+  std::unique_ptr<rocksdb::DB> db_;
+  rocksdb::ColumnFamilyHandle* default_cf_ = nullptr;
+  rocksdb::ColumnFamilyHandle* events_cf_ = nullptr;
+  rocksdb::ColumnFamilyHandle* projections_cf_ = nullptr;
+};
+
+// A consistent point-in-time view for reads that must agree with each other (a list page and its
+// total). Released on destruction.
+class Snapshot {
+ public:
+  explicit Snapshot(const Store& store) : db_(store.db()), snap_(db_->GetSnapshot()) {}
+  ~Snapshot() { db_->ReleaseSnapshot(snap_); }
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+  const rocksdb::Snapshot* get() const { return snap_; }
+
+ private:
+  rocksdb::DB* db_;
+  const rocksdb::Snapshot* snap_;
+};
+
+// 8-byte big-endian encoding, so keys sort numerically.
+std::string encode_u64(uint64_t v);
+uint64_t decode_u64(std::string_view bytes);  // precondition: bytes.size() >= 8
+
+}  // namespace gw

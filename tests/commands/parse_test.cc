@@ -1,0 +1,154 @@
+// Table tests of request body parsing: required fields, types, unknown fields, defaults, and that
+// every problem is reported at once.
+#include <doctest/doctest.h>
+
+#include <rapidjson/document.h>
+
+#include "commands/parse.h"
+
+namespace gw {
+namespace {
+
+Result<Spec> parse(Kind kind, const char* json) {
+  rapidjson::Document doc;
+  doc.Parse(json);
+  REQUIRE_FALSE(doc.HasParseError());
+  return parse_spec(kind, doc, FieldPolicy{});
+}
+
+// Field names of the errors, joined: "a,b,c".
+std::string fields_of(const Result<Spec>& r) {
+  std::string out;
+  for (const auto& e : r.error().errors) out += (out.empty() ? "" : ",") + e.field;
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+constexpr const char* kProfile =
+    R"({"team_id":"team_a","hostname":"Shop.Example.COM.","enabled":true,"force_https":true,)"
+    R"("hsts_enabled":true,"cors_enabled":false,"waf_mode":"monitor","waf_template":"nextjs"})";
+
+TEST_CASE("a minimal profile parses, hostname normalized, defaults applied") {
+  auto r = parse(Kind::kProfile, kProfile);
+  REQUIRE(r.ok());
+  const auto& p = std::get<Profile>(r.value());
+  CHECK(p.hostname == "shop.example.com");
+  CHECK(p.max_body_bytes == 0);
+  CHECK(p.geo_policy.empty());
+  CHECK(p.cors_enabled == false);
+}
+
+TEST_CASE("profile rejections name every bad field") {
+  struct Row {
+    const char* body;
+    std::vector<std::string> fields;
+  };
+  const Row rows[] = {
+      {R"({})",
+       {"team_id", "hostname", "enabled", "force_https", "hsts_enabled", "cors_enabled",
+        "waf_mode", "waf_template"}},
+      {R"({"team_id":"team_a","hostname":"a.example.com","enabled":"yes","force_https":1,)"
+       R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"loud","waf_template":"x"})",
+       {"enabled", "force_https", "waf_mode", "waf_template"}},
+      {R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,"force_https":true,)"
+       R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs",)"
+       R"("surprise":1,"max_body_bytes":-1})",
+       {"surprise", "max_body_bytes"}},
+      {R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,"force_https":true,)"
+       R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs",)"
+       R"("waf_custom_directives":"SecRule ARGS \"@rx a\" \"id:1,deny\""})",
+       {"waf_custom_directives"}},
+      {R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,"force_https":true,)"
+       R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs",)"
+       R"("max_body_bytes":2147483648,"geo_policy":[],"waf_overrides":"x"})",
+       {"geo_policy", "waf_overrides", "max_body_bytes"}},  // type errors first, then rules
+      {R"({"team_id":"team a","hostname":"-bad-.com","enabled":true,"force_https":true,)"
+       R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs"})",
+       {"team_id", "hostname"}},
+      {R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,"force_https":true,)"
+       R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs",)"
+       R"("max_body_bytes":1.5})",
+       {"max_body_bytes"}},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.body);
+    auto r = parse(Kind::kProfile, row.body);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Code::kValidationFailed);
+    CHECK(fields_of(r) == join(row.fields));
+  }
+}
+
+TEST_CASE("response-only fields are ignored and nulls mean not given") {
+  auto r = parse(Kind::kWebhook,
+                 R"({"webhook_id":"whk_x","created_at":1,"updated_at":2,"deleted_at":0,)"
+                 R"("team_id":"team_a","workload_id":"wl","provider":"gitlab","status":"active",)"
+                 R"("external_id":null})");
+  REQUIRE(r.ok());
+  CHECK(std::get<Webhook>(r.value()).external_id.empty());
+}
+
+TEST_CASE("webhook rules") {
+  struct Row {
+    const char* body;
+    std::vector<std::string> fields;
+  };
+  const Row rows[] = {
+      {R"({"team_id":"t","workload_id":"w","provider":"bitbucket","status":"paused"})",
+       {"provider", "status"}},
+      {R"({"team_id":"t","workload_id":"","provider":"github","status":"active"})",
+       {"workload_id"}},
+      {R"({"team_id":"t","provider":"github","status":"active","profile_id":"x"})",
+       {"profile_id", "workload_id"}},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.body);
+    auto r = parse(Kind::kWebhook, row.body);
+    REQUIRE_FALSE(r.ok());
+    CHECK(fields_of(r) == join(row.fields));
+  }
+  std::string long_id(129, 'w');
+  std::string body = R"({"team_id":"t","provider":"github","status":"active","workload_id":")" +
+                     long_id + "\"}";
+  CHECK_FALSE(parse(Kind::kWebhook, body.c_str()).ok());
+}
+
+TEST_CASE("domain rules: reserved namespaces, scope enum, echoed server fields kept for decide") {
+  CHECK(fields_of(parse(Kind::kDomain, R"({"team_id":"t","hostname":"app.platform.test"})")) ==
+        "hostname");
+  CHECK(fields_of(parse(Kind::kDomain, R"({"team_id":"t","hostname":"run.platform.test"})")) ==
+        "hostname");
+  CHECK(parse(Kind::kDomain, R"({"team_id":"t","hostname":"platformxtest.com"})").ok());
+  CHECK(fields_of(parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com","scope":"all"})")) ==
+        "scope");
+  auto r = parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com","status":"pending",)"
+                                R"("verified_at":0,"verification_value":"x"})");
+  REQUIRE(r.ok());
+  const auto& s = std::get<DomainSpec>(r.value());
+  CHECK(s.status == "pending");
+  CHECK(s.verified_at == 0);
+  CHECK(s.verification_value == "x");
+  CHECK_FALSE(s.verification_hostname.has_value());
+}
+
+TEST_CASE("a body that is not an object is invalid_json") {
+  rapidjson::Document doc;
+  doc.Parse("[1,2]");
+  auto r = parse_spec(Kind::kDomain, doc, FieldPolicy{});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Code::kInvalidJson);
+}
+
+TEST_CASE("tenant ids") {
+  for (const char* ok : {"team_a", "T1", "a.b-c_d", "0"}) CHECK(valid_tenant_id(ok));
+  for (const char* bad : {"", "_a", "a b", "a/b", "a\tb", "é"}) CHECK_FALSE(valid_tenant_id(bad));
+  CHECK_FALSE(valid_tenant_id(std::string(129, 'a')));
+}
+
+}  // namespace
+}  // namespace gw

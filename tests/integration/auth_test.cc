@@ -1,0 +1,145 @@
+// Authentication and tenant binding: 401 before 400 before 403; the tokens file is re-read.
+#include "integration/fixture.h"
+
+namespace gw::itest {
+namespace {
+
+using testing::json_with;
+using testing::str;
+
+TEST_CASE("requests without a valid bearer token are 401 with WWW-Authenticate: Bearer") {
+  Server server;
+  HttpClient http;
+  const std::string good = server.token(kTeamA);
+  const std::optional<std::string> auth_values[] = {
+      std::nullopt, "", "Basic dGVhbV9hOnNlY3JldA==", "Bearer", "Bearer ", "Bearer  ",
+      "Bearer not-a-real-token", "Bearer " + good + "x", "Bearer " + good.substr(1), good,
+      "Token " + good};
+  for (const auto& auth : auth_values) {
+    CAPTURE(auth.value_or("<none>"));
+    for (const Kind* kind : kKinds) {
+      Headers h = {{"X-Tenant-ID", std::string(kTeamA)}};
+      if (auth) h.emplace_back("Authorization", *auth);
+      Response list = http.request("GET", server.url() + std::string(kind->path), h);
+      check_problem(list, 401, "unauthorized");
+      CHECK(list.header("WWW-Authenticate").value_or("").starts_with("Bearer"));
+
+      h.emplace_back("Content-Type", "application/json");
+      Response post = http.request("POST", server.url() + std::string(kind->path), h,
+                                   kind->body(kTeamA, 1));
+      check_problem(post, 401, "unauthorized");
+      CHECK(post.header("WWW-Authenticate").value_or("").starts_with("Bearer"));
+    }
+  }
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    Response list = api.get(std::string(kind->path));
+    REQUIRE(list.status == 200);
+    CHECK(num(field(json(list), "pagination"), "total") == 0);
+  }
+}
+
+TEST_CASE("item paths need a token too, and 401 comes before the tenant check") {
+  Server server;
+  Api api(server, kTeamA);
+  std::string id = create(api, kDomain, 1);
+  HttpClient http;
+  for (const char* method : {"GET", "PUT", "DELETE"}) {
+    CAPTURE(method);
+    Response r = http.request(method, server.url() + item_path(kDomain, id), {});
+    check_problem(r, 401, "unauthorized");
+  }
+  check_problem(http.request("POST", server.url() + item_path(kDomain, id) + "/verify", {}, ""),
+                401, "unauthorized");
+  Response no_tenant_no_token = http.request("GET", server.url() + "/v1/webhook", {});
+  check_problem(no_tenant_no_token, 401, "unauthorized");
+  CHECK(api.get(item_path(kDomain, id)).status == 200);
+}
+
+TEST_CASE("the Bearer scheme name is case-insensitive") {
+  Server server;
+  HttpClient http;
+  Response r = http.request("GET", server.url() + "/v1/webhook",
+                            {{"Authorization", "bearer " + server.token(kTeamA)},
+                             {"X-Tenant-ID", std::string(kTeamA)}});
+  INFO(r.body);
+  CHECK(r.status == 200);
+}
+
+TEST_CASE("a valid token without X-Tenant-ID is 400 missing_tenant") {
+  Server server;
+  HttpClient http;
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    Headers h = {{"Authorization", "Bearer " + server.token(kTeamA)}};
+    check_problem(http.request("GET", server.url() + std::string(kind->path), h), 400,
+                  "missing_tenant");
+    h.emplace_back("X-Tenant-ID", "");
+    check_problem(http.request("GET", server.url() + std::string(kind->path), h), 400,
+                  "missing_tenant");
+  }
+}
+
+TEST_CASE("X-Tenant-ID other than the token's tenant is 403 tenant_mismatch") {
+  Server server;
+  Api a_as_b(server, server.token(kTeamA), std::string(kTeamB));
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    check_problem(a_as_b.get(std::string(kind->path)), 403, "tenant_mismatch");
+    check_problem(a_as_b.post(std::string(kind->path), kind->body(kTeamB, 1)), 403,
+                  "tenant_mismatch");
+  }
+  Api b(server, kTeamB);
+  for (const Kind* kind : kKinds) {
+    CHECK(num(field(json(b.get(std::string(kind->path))), "pagination"), "total") == 0);
+  }
+}
+
+TEST_CASE("body team_id other than X-Tenant-ID is 403 on create and update") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    check_problem(api.post(std::string(kind->path), kind->body(kTeamB, 1)), 403, "tenant_mismatch");
+    Response created = api.post(std::string(kind->path), kind->body(kTeamA, 1));
+    REQUIRE(created.status == 201);
+    std::string path = item_path(*kind, str(json(created), kind->id_field));
+    check_problem(api.put(path, kind->body(kTeamB, 1)), 403, "tenant_mismatch");
+    Response after = api.get(path);
+    CHECK(json(after) == json(created));
+    CHECK(after.header("ETag") == created.header("ETag"));
+    Response list = api.get(std::string(kind->path));
+    CHECK(num(field(json(list), "pagination"), "total") == 1);
+  }
+}
+
+TEST_CASE("a token created while the server runs works at once; its name is the event actor") {
+  Server server;
+  std::string late = server.new_token(kTeamA, "late-token");
+  Api api(server, late, std::string(kTeamA));
+  Response r = api.post("/v1/webhook", webhook_body(kTeamA, "wl-late"));
+  INFO(r.status, " ", r.body);
+  REQUIRE(r.status == 201);
+  std::string id = str(json(r), "webhook_id");
+
+  Response events = api.get("/v1/events?after=0");
+  REQUIRE(events.status == 200);
+  rapidjson::Document e = json(events);
+  REQUIRE(length(field(e, "data")) >= 1);
+  const rapidjson::Value& last = at(field(e, "data"), static_cast<size_t>(length(field(e, "data")) - 1));
+  CHECK(str(last, "aggregate_id") == id);
+  CHECK(str(last, "actor") == "late-token");
+
+  std::string other_team = server.new_token("team_c", "c-token");
+  Api c(server, other_team, "team_c");
+  Response cr = c.post("/v1/webhook", webhook_body("team_c", "wl-c"));
+  INFO(cr.body);
+  CHECK(cr.status == 201);
+  check_problem(Api(server, other_team, std::string(kTeamA)).get("/v1/webhook"), 403,
+                "tenant_mismatch");
+  // The older tokens still work after the file changed.
+  CHECK(Api(server, kTeamA).get("/v1/webhook").status == 200);
+}
+
+}  // namespace
+}  // namespace gw::itest

@@ -1,0 +1,158 @@
+// Create, get, update, delete for all three kinds: ETags, If-Match, soft delete.
+#include "integration/fixture.h"
+
+namespace gw::itest {
+namespace {
+
+using testing::json_with;
+using testing::num;
+using testing::str;
+using testing::to_json;
+
+bool quoted(const std::string& etag) {
+  return etag.size() >= 2 && etag.front() == '"' && etag.back() == '"';
+}
+
+TEST_CASE("create, get, put, delete work for every kind and carry ETags") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    Response created = api.post(std::string(kind->path), kind->body(kTeamA, 1));
+    INFO("create: ", created.status, " ", created.body);
+    REQUIRE(created.status == 201);
+    CHECK(created.header("Content-Type").value_or("").starts_with("application/json"));
+    std::string etag = created.header("ETag").value_or("");
+    CHECK(quoted(etag));
+    rapidjson::Document body = json(created);
+    REQUIRE(body.IsObject());
+    std::string id = str(body, kind->id_field);
+    CHECK(id.starts_with(kind->id_prefix));
+    CHECK(id.size() > kind->id_prefix.size());
+    CHECK(str(body, "team_id") == kTeamA);
+    CHECK(num(body, "created_at") >= unix_now() - 300);
+    CHECK(num(body, "created_at") <= unix_now() + 5);
+    CHECK(num(body, "updated_at") == num(body, "created_at"));
+    CHECK(num(body, "deleted_at") == 0);
+
+    Response got = api.get(item_path(*kind, id));
+    REQUIRE(got.status == 200);
+    CHECK(got.header("Content-Type").value_or("").starts_with("application/json"));
+    CHECK(json(got) == body);
+    CHECK(got.header("ETag").value_or("") == etag);
+
+    std::string edited = json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value);
+    Response updated = api.put(item_path(*kind, id), edited);
+    INFO("put: ", updated.status, " ", updated.body);
+    REQUIRE(updated.status == 200);
+    rapidjson::Document after = json(updated);
+    CHECK(to_json(field(after, kind->edit_field)) == kind->edit_value);
+    CHECK(str(after, kind->id_field) == id);
+    CHECK(num(after, "created_at") == num(body, "created_at"));
+    CHECK(num(after, "updated_at") >= num(body, "updated_at"));
+    std::string new_etag = updated.header("ETag").value_or("");
+    CHECK(quoted(new_etag));
+    CHECK(new_etag != etag);
+    Response reread = api.get(item_path(*kind, id));
+    CHECK(json(reread) == after);
+    CHECK(reread.header("ETag").value_or("") == new_etag);
+
+    Response deleted = api.del(item_path(*kind, id));
+    INFO("delete: ", deleted.status, " ", deleted.body);
+    CHECK(deleted.status == 200);
+    CHECK(deleted.header("Content-Type").value_or("").starts_with("application/json"));
+    rapidjson::Document msg = json(deleted);
+    REQUIRE(msg.IsObject());
+    CHECK_FALSE(str(msg, "message").empty());
+  }
+}
+
+TEST_CASE("a deleted record is gone: GET, PUT, verify and a second DELETE are 404") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    std::string keep = create(api, *kind, 1);
+    std::string id = create(api, *kind, 2);
+    REQUIRE(api.del(item_path(*kind, id)).status == 200);
+    check_problem(api.get(item_path(*kind, id)), 404, "not_found");
+    check_problem(api.del(item_path(*kind, id)), 404, "not_found");
+    check_problem(api.put(item_path(*kind, id), kind->body(kTeamA, 2)), 404, "not_found");
+    check_problem(api.put(item_path(*kind, id), kind->body(kTeamA, 2), {{"If-Match", "*"}}), 404,
+                  "not_found");
+    if (kind == &kDomain) {
+      check_problem(verify(api, id), 404, "not_found");
+    }
+    Response list = api.get(std::string(kind->path));
+    REQUIRE(list.status == 200);
+    rapidjson::Document l = json(list);
+    CHECK(num(field(l, "pagination"), "total") == 1);
+    REQUIRE(length(field(l, "data")) == 1);
+    CHECK(str(at(field(l, "data"), 0), kind->id_field) == keep);
+  }
+}
+
+TEST_CASE("If-Match: the current ETag or * succeeds, a stale one is 412 and changes nothing") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    Response created = api.post(std::string(kind->path), kind->body(kTeamA, 1));
+    REQUIRE(created.status == 201);
+    std::string id = str(json(created), kind->id_field);
+    std::string v1 = created.header("ETag").value_or("");
+    std::string path = item_path(*kind, id);
+    std::string body = kind->body(kTeamA, 1);
+    std::string edited = json_with(body, kind->edit_field, kind->edit_value);
+
+    Response ok = api.put(path, edited, {{"If-Match", v1}});
+    INFO("If-Match current: ", ok.status, " ", ok.body);
+    REQUIRE(ok.status == 200);
+    std::string v2 = ok.header("ETag").value_or("");
+    CHECK(v2 != v1);
+
+    Response stale = api.put(path, body, {{"If-Match", v1}});
+    check_problem(stale, 412, "precondition_failed");
+    Response unchanged = api.get(path);
+    CHECK(json(unchanged) == json(ok));
+    CHECK(unchanged.header("ETag").value_or("") == v2);
+
+    check_problem(api.put(path, body, {{"If-Match", "\"no-such-etag\""}}), 412,
+                  "precondition_failed");
+
+    Response any = api.put(path, body, {{"If-Match", "*"}});
+    CHECK(any.status == 200);
+    Response listed = api.put(path, edited, {{"If-Match", "\"bogus\", " + any.header("ETag").value_or("")}});
+    CHECK(listed.status == 200);
+  }
+}
+
+TEST_CASE("response-only fields in a body are ignored, so GET-edit-PUT round trips") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    std::string id = create(api, *kind, 1);
+    Response got = api.get(item_path(*kind, id));
+    REQUIRE(got.status == 200);
+    std::string edited = json_with(got.body, kind->edit_field, kind->edit_value);
+    edited = json_with(edited, "created_at", "1");
+    edited = json_with(edited, "updated_at", "2");
+    edited = json_with(edited, "deleted_at", "3");
+    edited = json_with(edited, kind->id_field, R"("forged_id")");
+    Response put = api.put(item_path(*kind, id), edited);
+    INFO("put: ", put.status, " ", put.body);
+    REQUIRE(put.status == 200);
+    rapidjson::Document after = json(put);
+    CHECK(str(after, kind->id_field) == id);
+    CHECK(num(after, "created_at") == num(json(got), "created_at"));
+    CHECK(num(after, "deleted_at") == 0);
+    CHECK(to_json(field(after, kind->edit_field)) == kind->edit_value);
+    Response created = api.post(std::string(kind->path), json_with(kind->body(kTeamA, 2), "created_at", "7"));
+    CHECK(created.status == 201);
+    CHECK(num(json(created), "created_at") != 7);
+  }
+}
+
+}  // namespace
+}  // namespace gw::itest

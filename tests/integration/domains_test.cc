@@ -1,0 +1,236 @@
+// Domains: verification fields, reserved namespaces, scope defaults, immutable hostname,
+// server-controlled fields, verify.
+#include <chrono>
+#include <thread>
+
+#include "integration/fixture.h"
+
+namespace gw::itest {
+namespace {
+
+using testing::json_with;
+using testing::json_without;
+using testing::num;
+using testing::str;
+
+const std::string kPath = "/v1/domain";
+
+rapidjson::Document create_domain(Api& api, const std::string& body) {
+  Response r = api.post(kPath, body);
+  INFO("create domain: ", r.status, " ", r.body);
+  CHECK(r.status == 201);
+  return json(r);
+}
+
+TEST_CASE("domain create returns a pending domain with its verification CNAME") {
+  Server server;
+  Api api(server, kTeamA);
+  rapidjson::Document d = create_domain(api, domain_body(kTeamA, "Shop.Example.com."));
+  REQUIRE(d.IsObject());
+  CHECK(str(d, "domain_id").starts_with("dom_"));
+  CHECK(str(d, "team_id") == kTeamA);
+  CHECK(str(d, "hostname") == "shop.example.com");
+  CHECK(str(d, "status") == "pending");
+  CHECK(str(d, "verification_hostname") == "_gateway-verify.shop.example.com");
+  std::string value = str(d, "verification_value");
+  const std::string suffix = ".verify.platform.test";
+  REQUIRE(value.ends_with(suffix));
+  CHECK(value.size() - suffix.size() >= 16);
+  CHECK(str(d, "verification_parent_id") == "");
+  CHECK(num(d, "verified_at") == 0);
+  CHECK(field(d, "verification_error").IsString());
+  CHECK(str(d, "verification_error") == "");
+  CHECK(field(d, "redirect_to").IsString());
+  CHECK(field(d, "workload_id").IsString());
+  CHECK(str(d, "redirect_to") == "");
+  CHECK(str(d, "workload_id") == "");
+
+  rapidjson::Document other = create_domain(api, domain_body(kTeamA, "www.example.com"));
+  CHECK(str(other, "verification_value") != value);
+  CHECK(str(other, "verification_value").ends_with(suffix));
+}
+
+TEST_CASE("domain optional fields are stored") {
+  Server server;
+  Api api(server, kTeamA);
+  std::string body = json_with(domain_body(kTeamA, "go.example.com"), "redirect_to",
+                               R"("https://www.example.com/start")");
+  body = json_with(body, "workload_id", R"("wl-42")");
+  body = json_with(body, "scope", R"("subtree")");
+  rapidjson::Document d = create_domain(api, body);
+  CHECK(str(d, "redirect_to") == "https://www.example.com/start");
+  CHECK(str(d, "workload_id") == "wl-42");
+  CHECK(str(d, "scope") == "subtree");
+  rapidjson::Document plain = create_domain(
+      api, json_with(domain_body(kTeamA, "to.example.com"), "redirect_to", R"("www.example.com")"));
+  CHECK(str(plain, "redirect_to") == "www.example.com");
+  Response bad = api.post(kPath, json_with(domain_body(kTeamA, "bad.example.com"), "redirect_to",
+                                           testing::json_quote("javascript:alert(1)")));
+  check_problem(bad, 422, "validation_failed");
+  CHECK(has_field(error_fields(bad), "redirect_to"));
+}
+
+TEST_CASE("domain scope defaults: registrable domain -> subtree, deeper name -> exact") {
+  Server server;
+  Api api(server, kTeamA);
+  struct Case {
+    const char* host;
+    const char* scope;
+  };
+  const Case cases[] = {{"example.com", "subtree"},       {"shop.example.com", "exact"},
+                        {"a.b.example.net", "exact"},     {"example.co.uk", "subtree"},
+                        {"shop.example.co.uk", "exact"},  {"xn--bcher-kva.de", "subtree"}};
+  for (const Case& c : cases) {
+    CAPTURE(c.host);
+    rapidjson::Document d = create_domain(api, domain_body(kTeamA, c.host));
+    CHECK(str(d, "scope") == c.scope);
+  }
+  rapidjson::Document exact = create_domain(
+      api, json_with(domain_body(kTeamA, "example.org"), "scope", R"("exact")"));
+  CHECK(str(exact, "scope") == "exact");
+  Response bad = api.post(kPath, json_with(domain_body(kTeamA, "example.biz"), "scope", R"("all")"));
+  check_problem(bad, 422, "validation_failed");
+  CHECK(has_field(error_fields(bad), "scope"));
+}
+
+TEST_CASE("domain hostnames in the platform namespaces are 422") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const char* host : {"platform.test", "app.platform.test", "run.platform.test",
+                           "svc.run.platform.test", "APP.Platform.Test.",
+                           "x.verify.platform.test"}) {
+    CAPTURE(host);
+    Response r = api.post(kPath, domain_body(kTeamA, host));
+    check_problem(r, 422, "validation_failed");
+    CHECK(has_field(error_fields(r), "hostname"));
+  }
+  rapidjson::Document lookalike = create_domain(api, domain_body(kTeamA, "notplatform.test"));
+  CHECK(str(lookalike, "hostname") == "notplatform.test");
+}
+
+TEST_CASE("domain 422 lists every bad field") {
+  Server server;
+  Api api(server, kTeamA);
+  Response r = api.post(kPath, R"({"team_id": "team_a", "scope": "wide", "status": "verified",
+                                   "workload_id": 7, "extra": 1})");
+  check_problem(r, 422, "validation_failed");
+  auto fields = error_fields(r);
+  for (const char* f : {"hostname", "scope", "status", "workload_id", "extra"}) {
+    CAPTURE(f);
+    CHECK(has_field(fields, f));
+  }
+}
+
+TEST_CASE("domain hostname cannot change on PUT") {
+  Server server;
+  Api api(server, kTeamA);
+  rapidjson::Document d = create_domain(api, domain_body(kTeamA, "keep.example.com"));
+  std::string path = kPath + "/" + str(d, "domain_id");
+  Response r = api.put(path, domain_body(kTeamA, "other.example.com"));
+  check_problem(r, 422, "validation_failed");
+  CHECK(has_field(error_fields(r), "hostname"));
+  CHECK(str(json(api.get(path)), "hostname") == "keep.example.com");
+  Response same = api.put(path, domain_body(kTeamA, "KEEP.example.com."));
+  INFO(same.body);
+  CHECK(same.status == 200);
+  CHECK(str(json(same), "hostname") == "keep.example.com");
+}
+
+TEST_CASE("domain server-controlled fields may be sent only with their current value") {
+  Server server;
+  Api api(server, kTeamA);
+  rapidjson::Document d = create_domain(api, domain_body(kTeamA, "ctl.example.com"));
+  std::string path = kPath + "/" + str(d, "domain_id");
+  Response got = api.get(path);
+  REQUIRE(got.status == 200);
+
+  std::string round_trip = json_with(got.body, "workload_id", R"("wl-1")");
+  Response ok = api.put(path, round_trip);
+  INFO(ok.body);
+  CHECK(ok.status == 200);
+  CHECK(str(json(ok), "workload_id") == "wl-1");
+
+  struct Case {
+    const char* field;
+    const char* value;
+  };
+  const Case changes[] = {{"status", R"("verified")"},
+                          {"verification_hostname", R"("_gateway-verify.evil.example.com")"},
+                          {"verification_value", R"("guessed.verify.platform.test")"},
+                          {"verification_parent_id", R"("dom_someone_else")"},
+                          {"verified_at", "1700000000"}};
+  std::string all = domain_body(kTeamA, "ctl.example.com");
+  for (const Case& c : changes) {
+    CAPTURE(c.field);
+    Response r = api.put(path, json_with(domain_body(kTeamA, "ctl.example.com"), c.field, c.value));
+    check_problem(r, 422, "validation_failed");
+    CHECK(has_field(error_fields(r), c.field));
+    all = json_with(all, c.field, c.value);
+  }
+  Response every = api.put(path, all);
+  check_problem(every, 422, "validation_failed");
+  auto fields = error_fields(every);
+  for (const Case& c : changes) {
+    CAPTURE(c.field);
+    CHECK(has_field(fields, c.field));
+  }
+  Response create_verified = api.post(
+      kPath, json_with(domain_body(kTeamA, "forged.example.com"), "status", R"("verified")"));
+  check_problem(create_verified, 422, "validation_failed");
+  CHECK(str(json(api.get(path)), "status") == "pending");
+}
+
+TEST_CASE("domain PUT keeps scope when omitted and resets other optional fields") {
+  Server server;
+  Api api(server, kTeamA);
+  std::string body = json_with(domain_body(kTeamA, "example.com"), "scope", R"("exact")");
+  body = json_with(body, "redirect_to", R"("https://example.net/")");
+  rapidjson::Document d = create_domain(api, body);
+  std::string path = kPath + "/" + str(d, "domain_id");
+  Response put = api.put(path, domain_body(kTeamA, "example.com"));
+  INFO(put.body);
+  REQUIRE(put.status == 200);
+  CHECK(str(json(put), "scope") == "exact");
+  CHECK(str(json(put), "redirect_to") == "");
+  Response widen = api.put(path, json_with(domain_body(kTeamA, "example.com"), "scope", R"("subtree")"));
+  CHECK(widen.status == 200);
+  CHECK(str(json(widen), "scope") == "subtree");
+}
+
+TEST_CASE("verify returns the domain, stays pending without DNS, and records why") {
+  Server server;
+  Api api(server, kTeamA);
+  rapidjson::Document d = create_domain(api, domain_body(kTeamA, "verify-me.example.com"));
+  std::string id = str(d, "domain_id");
+  Response v = verify(api, id);
+  INFO(v.status, " ", v.body);
+  REQUIRE(v.status == 200);
+  CHECK(v.header("Content-Type").value_or("").starts_with("application/json"));
+  rapidjson::Document after = json(v);
+  CHECK(str(after, "domain_id") == id);
+  CHECK(str(after, "hostname") == "verify-me.example.com");
+  CHECK(str(after, "status") == "pending");
+  CHECK(str(after, "verification_value") == str(d, "verification_value"));
+
+  // The verifier's DNS server is a closed loopback port: the outcome is a failure with a reason.
+  std::string reason;
+  std::string status;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (std::chrono::steady_clock::now() < deadline) {
+    rapidjson::Document now = json(api.get(kPath + "/" + id));
+    reason = str(now, "verification_error");
+    status = str(now, "status");
+    if (!reason.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK_FALSE(reason.empty());
+  CHECK(status == "pending");
+  CHECK(num(json(api.get(kPath + "/" + id)), "verified_at") == 0);
+
+  Response again = verify(api, id);
+  CHECK(again.status == 200);
+  check_problem(verify(api, "dom_does_not_exist"), 404, "not_found");
+}
+
+}  // namespace
+}  // namespace gw::itest

@@ -1,0 +1,194 @@
+// Error statuses of the edge: 400 invalid_json, 404 unknown paths, 405 with Allow, 413, 415, 429.
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "integration/fixture.h"
+
+namespace gw::itest {
+namespace {
+
+using testing::num;
+using testing::str;
+
+int64_t total(Api& api, const Kind& kind) {
+  return num(field(json(api.get(std::string(kind.path))), "pagination"), "total");
+}
+
+TEST_CASE("a body that is not a JSON object is 400 invalid_json on POST and PUT") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::string bodies[] = {"{",     "",        "[]",          "null",          "\"text\"",
+                                "42",    "{}{}",    "{\"a\":}",    "{'a': 1}",      "{\"a\":1,}",
+                                "\xEF\xBB\xBF{}", "{\"hostname\": \"\xC3\x28\"}"};
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    std::string id = create(api, *kind, 1);
+    for (const std::string& body : bodies) {
+      CAPTURE(body);
+      check_problem(api.post(std::string(kind->path), body), 400, "invalid_json");
+      check_problem(api.put(item_path(*kind, id), body), 400, "invalid_json");
+    }
+    CHECK(total(api, *kind) == 1);
+  }
+}
+
+TEST_CASE("POST and PUT bodies without Content-Type: application/json are 415") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    std::string id = create(api, *kind, 1);
+    std::string body = kind->body(kTeamA, 2);
+    const std::optional<std::string> types[] = {std::nullopt, "text/plain",
+                                                "application/x-www-form-urlencoded",
+                                                "application/jsonp", "application/xml"};
+    for (const auto& type : types) {
+      CAPTURE(type.value_or("<none>"));
+      Headers h;
+      if (type) h.emplace_back("Content-Type", *type);
+      check_problem(api.send("POST", std::string(kind->path), h, body), 415, "unsupported_media_type");
+      check_problem(api.send("PUT", item_path(*kind, id), h, body), 415, "unsupported_media_type");
+    }
+    CHECK(total(api, *kind) == 1);
+  }
+}
+
+TEST_CASE("unknown paths and unknown ids are 404 not_found") {
+  Server server;
+  Api api(server, kTeamA);
+  std::string domain_id = create(api, kDomain, 1);
+  std::string webhook_id = create(api, kWebhook, 1);
+  const std::string paths[] = {"/",
+                               "/v1",
+                               "/v1/nope",
+                               "/v2/domain",
+                               "/v1/domains",
+                               "/v1/domain/" + domain_id + "/extra",
+                               "/v1/webhook/" + webhook_id + "/verify",
+                               "/v1/webhook/" + domain_id,
+                               "/v1/gateway_security_profile/" + webhook_id,
+                               "/v1/domain/dom_00000000000000000000000000",
+                               "/v1/domain/" + domain_id + "x"};
+  for (const std::string& path : paths) {
+    CAPTURE(path);
+    check_problem(api.get(path), 404, "not_found");
+  }
+}
+
+TEST_CASE("a known path with the wrong method is 405 with Allow") {
+  Server server;
+  Api api(server, kTeamA);
+  std::string domain_id = create(api, kDomain, 1);
+  std::string profile_id = create(api, kProfile, 1);
+  std::string webhook_id = create(api, kWebhook, 1);
+  struct Case {
+    const char* method;
+    std::string path;
+    std::vector<std::string> allow;
+  };
+  const Case cases[] = {
+      {"PATCH", "/v1/domain", {"GET", "POST"}},
+      {"DELETE", "/v1/webhook", {"GET", "POST"}},
+      {"PUT", "/v1/gateway_security_profile", {"GET", "POST"}},
+      {"POST", "/v1/domain/" + domain_id, {"GET", "PUT", "DELETE"}},
+      {"PATCH", "/v1/webhook/" + webhook_id, {"GET", "PUT", "DELETE"}},
+      {"POST", "/v1/gateway_security_profile/" + profile_id, {"GET", "PUT", "DELETE"}},
+      {"GET", "/v1/domain/" + domain_id + "/verify", {"POST"}},
+      {"DELETE", "/v1/domain/" + domain_id + "/verify", {"POST"}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.method);
+    CAPTURE(c.path);
+    Response r = api.send(c.method, c.path, {});
+    check_problem(r, 405, "method_not_allowed");
+    std::vector<std::string> allow = split_list(r.header("Allow").value_or(""));
+    CAPTURE(r.header("Allow").value_or("<none>"));
+    for (const std::string& m : c.allow) {
+      CHECK(std::find(allow.begin(), allow.end(), m) != allow.end());
+    }
+    CHECK(std::find(allow.begin(), allow.end(), c.method) == allow.end());
+  }
+  CHECK(api.get("/v1/domain/" + domain_id).status == 200);
+}
+
+std::string padded(std::string body, size_t size) {
+  body.insert(body.size() - 1, size - body.size(), ' ');
+  return body;
+}
+
+TEST_CASE("a body over --max-request-bytes is 413 and the connection is closed") {
+  constexpr size_t kMax = 2048;
+  Server server({"--max-request-bytes", std::to_string(kMax)});
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    std::string id = create(api, *kind, 1);
+    std::string at_limit = padded(kind->body(kTeamA, 2), kMax);
+    Response ok = api.post(std::string(kind->path), at_limit);
+    INFO(ok.status, " ", ok.body);
+    CHECK(ok.status == 201);
+
+    for (size_t size : {kMax + 1, 4 * kMax, 64 * kMax}) {
+      CAPTURE(size);
+      Response big = api.post(std::string(kind->path), padded(kind->body(kTeamA, 3), size));
+      check_problem(big, 413, "payload_too_large");
+      Response next = api.get(item_path(*kind, id));
+      CHECK(next.status == 200);
+      CHECK(next.new_connections == 1);
+      check_problem(api.put(item_path(*kind, id), padded(kind->body(kTeamA, 1), size)), 413,
+                    "payload_too_large");
+    }
+    CHECK(total(api, *kind) == 2);
+  }
+}
+
+// Sends GETs as team `api` until one is 429 or `limit` requests were sent; returns the statuses.
+std::vector<long> burst(Api& api, int limit) {
+  std::vector<long> statuses;
+  for (int i = 0; i < limit; ++i) {
+    Response r = api.get("/v1/webhook");
+    statuses.push_back(r.status);
+    if (r.status == 429) {
+      check_problem(r, 429, "rate_limited");
+      std::string retry = r.header("Retry-After").value_or("");
+      CAPTURE(retry);
+      REQUIRE_FALSE(retry.empty());
+      CHECK(std::all_of(retry.begin(), retry.end(), [](char c) { return c >= '0' && c <= '9'; }));
+      CHECK(std::stol(retry) >= 1);
+      break;
+    }
+  }
+  return statuses;
+}
+
+TEST_CASE("--rate-limit N: per-tenant burst of N, then 429 with Retry-After") {
+  Server server({"--rate-limit", "5"});
+  Api a(server, kTeamA);
+  Api b(server, kTeamB);
+  std::vector<long> statuses = burst(a, 12);
+  REQUIRE(statuses.size() >= 6);
+  for (size_t i = 0; i < 5; ++i) CHECK(statuses[i] == 200);
+  CHECK(statuses.back() == 429);
+  CHECK(b.get("/v1/webhook").status == 200);
+  check_problem(a.post("/v1/webhook", webhook_body(kTeamA, "wl")), 429, "rate_limited");
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  CHECK(a.get("/v1/webhook").status == 200);
+  CHECK(total(b, kWebhook) == 0);
+}
+
+TEST_CASE("GATEWAY_RATE_LIMIT sets the limit; without it there is none") {
+  Server limited({}, {"GATEWAY_RATE_LIMIT=3"});
+  Api a(limited, kTeamA);
+  std::vector<long> statuses = burst(a, 10);
+  CHECK(statuses.back() == 429);
+  CHECK(statuses.size() <= 5);
+
+  Server unlimited;
+  Api u(unlimited, kTeamA);
+  for (int i = 0; i < 60; ++i) REQUIRE(u.get("/v1/webhook").status == 200);
+}
+
+}  // namespace
+}  // namespace gw::itest

@@ -1,0 +1,191 @@
+#include "integration/fixture.h"
+
+#include <chrono>
+#include <stdexcept>
+
+namespace gw::itest {
+namespace {
+
+using testing::json_quote;
+
+constexpr const char* kGatewayd = GATEWAYD_PATH;
+constexpr const char* kGatewayctl = GATEWAYCTL_PATH;
+
+// The verifier's DNS server: the UDP discard port on loopback, where nothing listens.
+constexpr const char* kDeadDns = "127.0.0.1:9";
+
+std::string kind_profile_body(std::string_view team, int n) {
+  return profile_body(team, "p" + std::to_string(n) + ".profiles.example.com");
+}
+std::string kind_domain_body(std::string_view team, int n) {
+  return domain_body(team, "d" + std::to_string(n) + ".domains.example.com");
+}
+std::string kind_webhook_body(std::string_view team, int n) {
+  return webhook_body(team, "wl-" + std::to_string(n));
+}
+
+}  // namespace
+
+const Kind kProfile{"gateway_security_profile", "/v1/gateway_security_profile", "profile_id",
+                    "gsp_", kind_profile_body, "waf_mode", R"("monitor")"};
+const Kind kDomain{"domain", "/v1/domain", "domain_id", "dom_", kind_domain_body, "redirect_to",
+                   R"("https://www.example.org/landing")"};
+const Kind kWebhook{"webhook", "/v1/webhook", "webhook_id", "whk_", kind_webhook_body, "status",
+                    R"("inactive")"};
+
+std::string profile_body(std::string_view team, std::string_view hostname) {
+  return R"({"team_id":)" + json_quote(team) + R"(,"hostname":)" + json_quote(hostname) +
+         R"(,"enabled":true,"force_https":true,"hsts_enabled":true,"cors_enabled":true,)"
+         R"("waf_mode":"off","waf_template":"workload_default"})";
+}
+
+std::string domain_body(std::string_view team, std::string_view hostname) {
+  return R"({"team_id":)" + json_quote(team) + R"(,"hostname":)" + json_quote(hostname) + "}";
+}
+
+std::string webhook_body(std::string_view team, std::string_view workload_id) {
+  return R"({"team_id":)" + json_quote(team) + R"(,"workload_id":)" + json_quote(workload_id) +
+         R"(,"provider":"github","status":"active"})";
+}
+
+std::string item_path(const Kind& kind, std::string_view id) {
+  return std::string(kind.path) + "/" + std::string(id);
+}
+
+Server::Server(std::vector<std::string> extra_args, std::vector<std::string> env)
+    : extra_args_(std::move(extra_args)), env_(std::move(env)) {
+  token_a_ = new_token(kTeamA, std::string(kTeamA) + "-token");
+  token_b_ = new_token(kTeamB, std::string(kTeamB) + "-token");
+  start();
+}
+
+Server::~Server() {
+  if (proc_.running()) proc_.kill();
+}
+
+void Server::start() {
+  std::vector<std::string> args = {"--dns-servers", kDeadDns};
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+  proc_.start(kGatewayd, dir_.path(), args, env_);
+}
+
+std::string Server::token(std::string_view team) const {
+  if (team == kTeamA) return token_a_;
+  if (team == kTeamB) return token_b_;
+  throw std::invalid_argument("no token for team " + std::string(team));
+}
+
+std::string Server::new_token(std::string_view team, std::string_view name) const {
+  return testing::create_token(kGatewayctl, tokens_file(), std::string(team), std::string(name));
+}
+
+testing::ExitStatus Server::stop(int sig) { return proc_.stop(sig); }
+testing::ExitStatus Server::kill() { return proc_.kill(); }
+void Server::restart() { start(); }
+
+Api::Api(const Server& server, std::string_view team)
+    : Api(server, server.token(team), std::string(team)) {}
+
+Api::Api(const Server& server, std::string token, std::string tenant)
+    : server_(&server), token_(std::move(token)), tenant_(std::move(tenant)) {}
+
+Response Api::send(std::string_view method, const std::string& path, const Headers& extra,
+                   const std::optional<std::string>& body) {
+  Headers headers = {{"Authorization", "Bearer " + token_}, {"X-Tenant-ID", tenant_}};
+  headers.insert(headers.end(), extra.begin(), extra.end());
+  return http_.request(method, server_->url() + path, headers, body);
+}
+
+Response Api::get(const std::string& path, const Headers& extra) { return send("GET", path, extra); }
+
+Response Api::post(const std::string& path, const std::string& body, const Headers& extra) {
+  Headers headers = {{"Content-Type", "application/json"}};
+  headers.insert(headers.end(), extra.begin(), extra.end());
+  return send("POST", path, headers, body);
+}
+
+Response Api::put(const std::string& path, const std::string& body, const Headers& extra) {
+  Headers headers = {{"Content-Type", "application/json"}};
+  headers.insert(headers.end(), extra.begin(), extra.end());
+  return send("PUT", path, headers, body);
+}
+
+Response Api::del(const std::string& path, const Headers& extra) {
+  return send("DELETE", path, extra);
+}
+
+rapidjson::Document json(const Response& r) { return testing::parse_json(r.body); }
+
+Response verify(Api& api, std::string_view domain_id) {
+  return api.send("POST", item_path(kDomain, domain_id) + "/verify", {}, std::string());
+}
+
+std::string create(Api& api, const Kind& kind, int n) {
+  Response r = api.post(std::string(kind.path), kind.body(api.team(), n));
+  INFO("create ", kind.name, " #", n, " -> ", r.status, " ", r.body, r.error);
+  CHECK(r.status == 201);
+  if (r.status != 201) return "";
+  return testing::str(json(r), kind.id_field);
+}
+
+void check_problem(const Response& r, long status, std::string_view code) {
+  INFO("expected ", status, " ", code, "; got ", r.status, " ", r.body, r.error);
+  CHECK(r.status == status);
+  std::string content_type = r.header("Content-Type").value_or("");
+  CHECK(content_type.starts_with("application/problem+json"));
+  rapidjson::Document d = json(r);
+  REQUIRE_FALSE(d.HasParseError());
+  REQUIRE(d.IsObject());
+  CHECK(testing::str(d, "code") == code);
+  CHECK(testing::str(d, "type") == "urn:gatewayd:problem:" + std::string(code));
+  CHECK(testing::num(d, "status") == status);
+  CHECK_FALSE(testing::str(d, "title").empty());
+  CHECK((d.HasMember("detail") && d["detail"].IsString()));
+  REQUIRE((d.HasMember("errors") && d["errors"].IsArray()));
+  for (const auto& e : d["errors"].GetArray()) {
+    CHECK(e.IsObject());
+    CHECK_FALSE(testing::str(e, "field").empty());
+    CHECK_FALSE(testing::str(e, "message").empty());
+  }
+}
+
+std::vector<std::string> error_fields(const Response& r) {
+  std::vector<std::string> out;
+  rapidjson::Document d = json(r);
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("errors") || !d["errors"].IsArray()) {
+    return out;
+  }
+  for (const auto& e : d["errors"].GetArray()) out.push_back(testing::str(e, "field"));
+  return out;
+}
+
+bool has_field(const std::vector<std::string>& fields, std::string_view name) {
+  for (const auto& f : fields) {
+    if (f == name) return true;
+    if (f.size() > name.size() && f.starts_with(name) &&
+        (f[name.size()] == '.' || f[name.size()] == '[' || f[name.size()] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> split_list(std::string_view value) {
+  std::vector<std::string> out;
+  while (!value.empty()) {
+    size_t comma = value.find(',');
+    std::string item = testing::trim(value.substr(0, comma));
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace gw::itest

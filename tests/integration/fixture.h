@@ -1,0 +1,141 @@
+// Shared pieces of the HTTP integration suite: a real gatewayd on port 0 in a temp data dir with
+// a token per team, an authenticated client, the three resource kinds as a table, and checks for
+// the problem+json error shape. Used from the test's main thread unless noted.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <rapidjson/document.h>
+
+#include "support/gatewayd.h"
+#include "support/http_client.h"
+#include "support/json.h"
+#include "support/temp_dir.h"
+
+namespace gw::itest {
+
+using testing::at;
+using testing::field;
+using testing::Headers;
+using testing::HttpClient;
+using testing::items;
+using testing::length;
+using testing::num;
+using testing::Response;
+using testing::str;
+
+inline constexpr std::string_view kTeamA = "team_a";
+inline constexpr std::string_view kTeamB = "team_b";
+
+// A gatewayd on 127.0.0.1:0 with a fresh data dir and one token per team (team_a and team_b,
+// named "<team>-token"), created with gatewayctl before start. The verifier gets a DNS server on a
+// closed loopback port, so nothing ever leaves the machine. Throws if the server does not start.
+class Server {
+ public:
+  explicit Server(std::vector<std::string> extra_args = {}, std::vector<std::string> env = {});
+  ~Server();  // SIGKILL if still running (tests that care call stop() and check its status)
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  const std::string& url() const { return proc_.base_url(); }
+  std::string token(std::string_view team) const;  // team_a or team_b
+  // A new token made with gatewayctl now (the server may be running).
+  std::string new_token(std::string_view team, std::string_view name) const;
+  std::string tokens_file() const { return dir_.file("tokens"); }
+  const std::string& data_dir() const { return dir_.path(); }
+
+  testing::ExitStatus stop(int sig = SIGTERM);  // signal (SIGTERM) and wait for the exit
+  testing::ExitStatus kill();  // SIGKILL
+  void restart();              // start again on the same data dir with the same arguments
+  std::string output() const { return proc_.output(); }
+
+ private:
+  void start();
+
+  testing::TempDir dir_;
+  std::vector<std::string> extra_args_;
+  std::vector<std::string> env_;
+  std::string token_a_;
+  std::string token_b_;
+  testing::Gatewayd proc_;
+};
+
+// An HTTP client acting for one team: every request carries `Authorization: Bearer <token>` and
+// `X-Tenant-ID: <team>`; bodies are sent as application/json. Follows the server across restarts.
+// One Api per thread.
+class Api {
+ public:
+  Api(const Server& server, std::string_view team);
+  Api(const Server& server, std::string token, std::string tenant);
+
+  Response get(const std::string& path, const Headers& extra = {});
+  Response post(const std::string& path, const std::string& body, const Headers& extra = {});
+  Response put(const std::string& path, const std::string& body, const Headers& extra = {});
+  Response del(const std::string& path, const Headers& extra = {});
+  // `method` with the auth headers, then `extra`, and the body as given (no Content-Type added).
+  Response send(std::string_view method, const std::string& path, const Headers& extra,
+                const std::optional<std::string>& body = std::nullopt);
+
+  HttpClient& http() { return http_; }
+  const std::string& team() const { return tenant_; }
+
+ private:
+  const Server* server_;
+  std::string token_;
+  std::string tenant_;
+  HttpClient http_;
+};
+
+// One resource kind of the API, so shared behaviour is tested once for all three.
+struct Kind {
+  std::string_view name;       // "domain"; also the event type prefix ("domain.created")
+  std::string_view path;       // "/v1/domain"
+  std::string_view id_field;   // "domain_id"
+  std::string_view id_prefix;  // "dom_"
+  // A valid create body for `team`; `n` makes its hostname / workload unique.
+  std::string (*body)(std::string_view team, int n);
+  std::string_view edit_field;  // a field a PUT can change, and a valid new value (JSON)
+  std::string_view edit_value;
+};
+
+std::string profile_body(std::string_view team, std::string_view hostname);
+std::string domain_body(std::string_view team, std::string_view hostname);
+std::string webhook_body(std::string_view team, std::string_view workload_id);
+
+extern const Kind kProfile;
+extern const Kind kDomain;
+extern const Kind kWebhook;
+inline const Kind* const kKinds[] = {&kProfile, &kDomain, &kWebhook};
+
+std::string item_path(const Kind& kind, std::string_view id);
+
+// The parsed body of `r` (HasParseError() set when it is not JSON).
+rapidjson::Document json(const Response& r);
+
+// POST /v1/domain/{id}/verify with no body (Content-Length: 0, no Content-Type).
+Response verify(Api& api, std::string_view domain_id);
+
+// Creates one record (expects 201) and returns its id ("" on failure, with a failed CHECK).
+std::string create(Api& api, const Kind& kind, int n);
+
+// CHECKs that `r` is an application/problem+json error with this status and code, in the agreed
+// shape: type "urn:gatewayd:problem:<code>", title, status, detail, code, errors[{field,message}].
+void check_problem(const Response& r, long status, std::string_view code);
+
+// The `field` of each entry of a problem's `errors` array.
+std::vector<std::string> error_fields(const Response& r);
+
+// True when `fields` has `name` itself or a sub-field of it ("name.x", "name[0]...").
+bool has_field(const std::vector<std::string>& fields, std::string_view name);
+
+// The comma-separated tokens of a header value such as Allow, trimmed.
+std::vector<std::string> split_list(std::string_view value);
+
+// Seconds since the epoch, now.
+int64_t unix_now();
+
+}  // namespace gw::itest

@@ -1,0 +1,228 @@
+// Process lifecycle: health and metrics, keep-alive, clean shutdown, restart on the same data.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "integration/fixture.h"
+
+namespace gw::itest {
+namespace {
+
+using testing::ChildEnv;
+using testing::CommandResult;
+using testing::run_command;
+
+TEST_CASE("/healthz and /readyz answer 200 without auth; /metrics is Prometheus text") {
+  Server server;
+  HttpClient http;
+  for (const char* path : {"/healthz", "/readyz"}) {
+    CAPTURE(path);
+    Response r = http.request("GET", server.url() + path);
+    CHECK(r.status == 200);
+  }
+  Api api(server, kTeamA);
+  create(api, kWebhook, 1);
+  api.get("/v1/nope");
+  Response m = http.request("GET", server.url() + "/metrics");
+  INFO(m.body.substr(0, 2000));
+  REQUIRE(m.status == 200);
+  CHECK(m.header("Content-Type").value_or("").starts_with("text/plain"));
+  CHECK(m.body.find("# TYPE ") != std::string::npos);
+  CHECK(m.body.find("_bucket{") != std::string::npos);
+  CHECK(m.body.find("le=\"+Inf\"") != std::string::npos);
+  CHECK(m.body.find("201") != std::string::npos);
+  CHECK(m.body.find("404") != std::string::npos);
+}
+
+TEST_CASE("keep-alive: consecutive requests, errors included, reuse one connection") {
+  Server server;
+  Api api(server, kTeamA);
+  Response first = api.get("/v1/domain");
+  REQUIRE(first.status == 200);
+  CHECK(first.new_connections == 1);
+  struct Step {
+    const char* what;
+    Response r;
+  };
+  std::string id = create(api, kWebhook, 1);
+  const Step steps[] = {
+      {"GET list", api.get("/v1/domain")},
+      {"POST 201", api.post("/v1/webhook", webhook_body(kTeamA, "wl-2"))},
+      {"GET 200", api.get(item_path(kWebhook, id))},
+      {"PUT 200", api.put(item_path(kWebhook, id), webhook_body(kTeamA, "wl-3"))},
+      {"GET 404", api.get("/v1/webhook/whk_missing")},
+      {"POST 422", api.post("/v1/webhook", R"({"team_id":"team_a"})")},
+      {"POST 400", api.post("/v1/webhook", "{")},
+      {"POST 409", api.post("/v1/domain", domain_body(kTeamA, "k.example.com"))},
+      {"POST 409 again", api.post("/v1/domain", domain_body(kTeamA, "k.example.com"))},
+      {"PATCH 405", api.send("PATCH", "/v1/webhook", {})},
+      {"DELETE 200", api.del(item_path(kWebhook, id))},
+      {"GET after", api.get("/v1/webhook")},
+  };
+  for (const Step& s : steps) {
+    CAPTURE(s.what);
+    CAPTURE(s.r.status);
+    CHECK(s.r.status != 0);
+    CHECK(s.r.new_connections == 0);
+    CHECK_FALSE(testing::iequals(s.r.header("Connection").value_or(""), "close"));
+  }
+  HttpClient anon;
+  anon.request("GET", server.url() + "/healthz");
+  Response unauth = anon.request("GET", server.url() + "/v1/domain");
+  CHECK(unauth.status == 401);
+  CHECK(unauth.new_connections == 0);
+}
+
+TEST_CASE("SIGTERM and SIGINT stop the server with exit status 0") {
+  for (int sig : {SIGTERM, SIGINT}) {
+    CAPTURE(sig);
+    Server server;
+    Api api(server, kTeamA);
+    create(api, kDomain, 1);
+    testing::ExitStatus s = server.stop(sig);
+    INFO(server.output());
+    CHECK(s.describe() == "exit 0");
+    Response after = api.get("/v1/domain");
+    CHECK(after.status == 0);
+  }
+}
+
+TEST_CASE("a restart on the same data dir keeps every record, list and event") {
+  Server server;
+  Api a(server, kTeamA);
+  Api b(server, kTeamB);
+  std::vector<std::pair<std::string, Response>> kept;  // path, last response
+  std::vector<std::string> deleted;
+  for (const Kind* kind : kKinds) {
+    for (int i = 0; i < 3; ++i) {
+      Api& api = i == 2 ? b : a;
+      Response r = api.post(std::string(kind->path), kind->body(api.team(), i));
+      REQUIRE(r.status == 201);
+      kept.emplace_back(item_path(*kind, str(json(r), kind->id_field)), r);
+    }
+    std::string updated_path = kept[kept.size() - 3].first;
+    Response u = a.put(updated_path, testing::json_with(kind->body(kTeamA, 0), kind->edit_field,
+                                                        kind->edit_value));
+    REQUIRE(u.status == 200);
+    kept[kept.size() - 3].second = u;
+    REQUIRE(a.del(kept[kept.size() - 2].first).status == 200);
+    deleted.push_back(kept[kept.size() - 2].first);
+    kept.erase(kept.end() - 2);
+  }
+  // Every list and the event log of a team, as one parsed JSON array.
+  auto snapshot = [&](Api& api) {
+    std::string s = "[";
+    for (const Kind* kind : kKinds) s += api.get(std::string(kind->path) + "?per_page=100").body + ",";
+    return testing::parse_json(s + api.get("/v1/events?after=0&limit=1000").body + "]");
+  };
+  rapidjson::Document before_a = snapshot(a);
+  rapidjson::Document before_b = snapshot(b);
+  REQUIRE(before_a.IsArray());
+  REQUIRE(before_b.IsArray());
+  int64_t last_seq = num(json(a.get("/v1/events?after=0&limit=1000")), "next_after");
+
+  testing::ExitStatus s = server.stop();
+  INFO(server.output());
+  REQUIRE(s.describe() == "exit 0");
+  server.restart();
+
+  for (const auto& [path, last] : kept) {
+    CAPTURE(path);
+    Api& api = str(json(last), "team_id") == kTeamA ? a : b;
+    Response now = api.get(path);
+    CHECK(now.status == 200);
+    CHECK(json(now) == json(last));
+    CHECK(now.header("ETag") == last.header("ETag"));
+  }
+  for (const std::string& path : deleted) check_problem(a.get(path), 404, "not_found");
+  CHECK(snapshot(a) == before_a);
+  CHECK(snapshot(b) == before_b);
+
+  Response again = a.post("/v1/webhook", webhook_body(kTeamA, "after-restart"));
+  REQUIRE(again.status == 201);
+  rapidjson::Document log = json(a.get("/v1/events?after=" + std::to_string(last_seq)));
+  REQUIRE(length(field(log, "data")) == 1);
+  CHECK(num(at(field(log, "data"), 0), "seq") > last_seq);
+  CHECK(str(at(field(log, "data"), 0), "aggregate_id") == str(json(again), "webhook_id"));
+}
+
+TEST_CASE("SIGTERM under load: exit 0 and every acknowledged create survives") {
+  Server server;
+  constexpr int kThreads = 4;
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<std::pair<std::string, std::string>>> acked(kThreads);  // path, body
+  std::vector<long> odd_status(kThreads, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t) {
+    pool.emplace_back([&, t] {
+      Api api(server, kTeamA);
+      for (int n = 0; !stop; ++n) {
+        Response r = api.post("/v1/webhook", webhook_body(kTeamA, "term-" + std::to_string(t) + "-" + std::to_string(n)));
+        if (r.status == 201) {
+          acked[static_cast<size_t>(t)].emplace_back(item_path(kWebhook, str(json(r), "webhook_id")), r.body);
+        } else if (r.status != 0 && r.status != 503 && odd_status[static_cast<size_t>(t)] == 0) {
+          odd_status[static_cast<size_t>(t)] = r.status;
+        } else if (r.status == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  testing::ExitStatus s = server.stop();
+  stop = true;
+  for (auto& th : pool) th.join();
+  INFO(server.output());
+  CHECK(s.describe() == "exit 0");
+  for (long st : odd_status) CHECK(st == 0);
+
+  server.restart();
+  Api api(server, kTeamA);
+  size_t count = 0;
+  size_t missing = 0;
+  std::string first_missing;
+  for (const auto& list : acked) {
+    for (const auto& [path, body] : list) {
+      ++count;
+      Response r = api.get(path);
+      if (r.status != 200 || json(r) != testing::parse_json(body)) {
+        if (missing++ == 0) first_missing = path + " -> " + std::to_string(r.status) + " " + r.body;
+      }
+    }
+  }
+  CAPTURE(first_missing);
+  CHECK(count > 0);
+  CHECK(missing == 0);
+}
+
+TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
+  testing::TempDir dir;
+  const std::string bin = GATEWAYD_PATH;
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), bin);
+    return run_command(args, ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(10));
+  };
+  CommandResult bogus = run({"--listen", "127.0.0.1:0", "--data-dir", dir.path(), "--no-such-flag"});
+  CAPTURE(bogus.err);
+  CHECK_FALSE(bogus.status.timed_out);
+  CHECK(bogus.status.exited);
+  CHECK(bogus.status.code != 0);
+
+  Server server;
+  std::string port = std::to_string(std::stoi(server.url().substr(server.url().rfind(':') + 1)));
+  CommandResult busy = run({"--listen", "127.0.0.1:" + port, "--data-dir", dir.path()});
+  CAPTURE(busy.err);
+  CHECK_FALSE(busy.status.timed_out);
+  CHECK(busy.status.exited);
+  CHECK(busy.status.code != 0);
+
+  CommandResult locked = run({"--listen", "127.0.0.1:0", "--data-dir", server.data_dir()});
+  CAPTURE(locked.err);
+  CHECK_FALSE(locked.status.timed_out);
+  CHECK(locked.status.exited);
+  CHECK(locked.status.code != 0);
+  CHECK(Api(server, kTeamA).get("/v1/domain").status == 200);
+}
+
+}  // namespace
+}  // namespace gw::itest

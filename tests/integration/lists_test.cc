@@ -1,0 +1,173 @@
+// Lists: pagination defaults and limits, oldest first, filters, invalid queries.
+#include "integration/fixture.h"
+
+namespace gw::itest {
+namespace {
+
+using testing::json_with;
+using testing::num;
+using testing::str;
+using testing::url_escape;
+
+struct Page {
+  std::vector<std::string> ids;
+  int64_t page = -1;
+  int64_t per_page = -1;
+  int64_t total = -1;
+};
+
+Page list(Api& api, const Kind& kind, const std::string& query = "") {
+  Response r = api.get(std::string(kind.path) + query);
+  INFO("GET ", kind.path, query, " -> ", r.status, " ", r.body);
+  CHECK(r.status == 200);
+  CHECK(r.header("Content-Type").value_or("").starts_with("application/json"));
+  Page p;
+  rapidjson::Document d = json(r);
+  if (!d.IsObject() || !d.HasMember("data") || !field(d, "data").IsArray() || !d.HasMember("pagination")) {
+    FAIL_CHECK("not a list response");
+    return p;
+  }
+  for (const rapidjson::Value* item : items(field(d, "data"))) p.ids.push_back(str(*item, kind.id_field));
+  p.page = num(field(d, "pagination"), "page");
+  p.per_page = num(field(d, "pagination"), "per_page");
+  p.total = num(field(d, "pagination"), "total");
+  return p;
+}
+
+std::vector<std::string> slice(const std::vector<std::string>& v, size_t from, size_t n) {
+  from = std::min(from, v.size());
+  return {v.begin() + static_cast<std::ptrdiff_t>(from),
+          v.begin() + static_cast<std::ptrdiff_t>(std::min(v.size(), from + n))};
+}
+
+TEST_CASE("lists page oldest first: default 20, max 100, past the end is empty with the total") {
+  Server server;
+  Api api(server, kTeamA);
+  constexpr int kCount = 25;
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    std::vector<std::string> ids;
+    for (int i = 0; i < kCount; ++i) ids.push_back(create(api, *kind, i));
+
+    Page first = list(api, *kind);
+    CHECK(first.page == 1);
+    CHECK(first.per_page == 20);
+    CHECK(first.total == kCount);
+    CHECK(first.ids == slice(ids, 0, 20));
+
+    Page second = list(api, *kind, "?page=2");
+    CHECK(second.page == 2);
+    CHECK(second.ids == slice(ids, 20, 20));
+
+    Page past = list(api, *kind, "?page=3");
+    CHECK(past.ids.empty());
+    CHECK(past.total == kCount);
+    CHECK(list(api, *kind, "?page=1000").total == kCount);
+
+    Page all = list(api, *kind, "?per_page=100");
+    CHECK(all.per_page == 100);
+    CHECK(all.ids == ids);
+
+    Page mid = list(api, *kind, "?page=3&per_page=7");
+    CHECK(mid.ids == slice(ids, 14, 7));
+    Page tail = list(api, *kind, "?per_page=7&page=4");
+    CHECK(tail.ids == slice(ids, 21, 7));
+    CHECK(list(api, *kind, "?per_page=1").ids == slice(ids, 0, 1));
+
+    REQUIRE(api.del(item_path(*kind, ids[3])).status == 200);
+    ids.erase(ids.begin() + 3);
+    Page after_delete = list(api, *kind, "?per_page=100");
+    CHECK(after_delete.total == kCount - 1);
+    CHECK(after_delete.ids == ids);
+  }
+}
+
+TEST_CASE("list items are the same records GET returns") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    std::string id = create(api, *kind, 1);
+    Response l = api.get(std::string(kind->path));
+    rapidjson::Document d = json(l);
+    REQUIRE(length(field(d, "data")) == 1);
+    CHECK(at(field(d, "data"), 0) == json(api.get(item_path(*kind, id))));
+  }
+}
+
+TEST_CASE("bad page, per_page and unknown query parameters are 400 invalid_query") {
+  Server server;
+  Api api(server, kTeamA);
+  const char* bad[] = {"?page=0",      "?page=-1",        "?page=abc",     "?page=1.5",
+                       "?page=",       "?per_page=0",     "?per_page=101", "?per_page=x",
+                       "?per_page=-5", "?page=1e2",       "?foo=bar",      "?page=1&bogus=1",
+                       "?page=%201"};
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    for (const char* q : bad) {
+      CAPTURE(q);
+      check_problem(api.get(std::string(kind->path) + q), 400, "invalid_query");
+    }
+    CHECK(list(api, *kind, "?per_page=100&page=1").per_page == 100);
+  }
+  // A filter that does not apply to the kind is invalid too.
+  for (const char* q : {"?status=active", "?workload_id=wl"}) {
+    CAPTURE(q);
+    check_problem(api.get(std::string("/v1/gateway_security_profile") + q), 400, "invalid_query");
+  }
+  check_problem(api.get("/v1/webhook?hostname=a.example.com"), 400, "invalid_query");
+}
+
+TEST_CASE("profile lists filter by hostname") {
+  Server server;
+  Api api(server, kTeamA);
+  for (int i = 0; i < 3; ++i) create(api, kProfile, i);
+  Page p = list(api, kProfile, "?hostname=" + url_escape("p1.profiles.example.com"));
+  CHECK(p.total == 1);
+  REQUIRE(p.ids.size() == 1);
+  CHECK(str(json(api.get(item_path(kProfile, p.ids[0]))), "hostname") == "p1.profiles.example.com");
+  CHECK(list(api, kProfile, "?hostname=none.example.com").total == 0);
+}
+
+TEST_CASE("domain lists filter by hostname, status and workload_id") {
+  Server server;
+  Api api(server, kTeamA);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) {
+    std::string body = domain_body(kTeamA, "d" + std::to_string(i) + ".example.com");
+    if (i % 2 == 0) body = json_with(body, "workload_id", R"("wl-even")");
+    Response r = api.post("/v1/domain", body);
+    REQUIRE(r.status == 201);
+    ids.push_back(str(json(r), "domain_id"));
+  }
+  CHECK(list(api, kDomain, "?hostname=d3.example.com").ids == std::vector<std::string>{ids[3]});
+  CHECK(list(api, kDomain, "?workload_id=wl-even").ids ==
+        std::vector<std::string>{ids[0], ids[2], ids[4]});
+  CHECK(list(api, kDomain, "?status=pending").total == 6);
+  CHECK(list(api, kDomain, "?status=verified").total == 0);
+  Page combined = list(api, kDomain, "?status=pending&workload_id=wl-even&per_page=2&page=2");
+  CHECK(combined.total == 3);
+  CHECK(combined.ids == std::vector<std::string>{ids[4]});
+}
+
+TEST_CASE("webhook lists filter by status and workload_id") {
+  Server server;
+  Api api(server, kTeamA);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    std::string body = webhook_body(kTeamA, i < 2 ? "wl-a" : "wl-b");
+    if (i % 2 == 1) body = json_with(body, "status", R"("inactive")");
+    Response r = api.post("/v1/webhook", body);
+    REQUIRE(r.status == 201);
+    ids.push_back(str(json(r), "webhook_id"));
+  }
+  CHECK(list(api, kWebhook, "?status=inactive").ids == std::vector<std::string>{ids[1], ids[3]});
+  CHECK(list(api, kWebhook, "?workload_id=wl-a").ids == std::vector<std::string>{ids[0], ids[1]});
+  Page both = list(api, kWebhook, "?workload_id=wl-b&status=active");
+  CHECK(both.ids == std::vector<std::string>{ids[2], ids[4]});
+  CHECK(both.total == 2);
+  CHECK(list(api, kWebhook, "?workload_id=nobody").total == 0);
+}
+
+}  // namespace
+}  // namespace gw::itest

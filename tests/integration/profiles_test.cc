@@ -1,0 +1,282 @@
+// Gateway security profiles: defaults, every field, field rules, PUT as full replacement.
+#include "integration/fixture.h"
+
+namespace gw::itest {
+namespace {
+
+using testing::json_with;
+using testing::json_without;
+using testing::num;
+using testing::parse_json;
+using testing::str;
+using testing::to_json;
+
+const std::string kPath = "/v1/gateway_security_profile";
+
+bool null_or_empty(const rapidjson::Value& v, std::string_view key) {
+  if (!v.IsObject() || !v.HasMember(std::string(key))) return false;
+  const rapidjson::Value& m = field(v, key);
+  return m.IsNull() || (m.IsObject() && m.ObjectEmpty()) || (m.IsArray() && m.Empty());
+}
+
+TEST_CASE("profile create with only required fields fills in the defaults") {
+  Server server;
+  Api api(server, kTeamA);
+  Response r = api.post(kPath, profile_body(kTeamA, "shop.example.com"));
+  INFO(r.status, " ", r.body);
+  REQUIRE(r.status == 201);
+  rapidjson::Document p = json(r);
+  CHECK(str(p, "profile_id").starts_with("gsp_"));
+  CHECK(str(p, "team_id") == kTeamA);
+  CHECK(str(p, "hostname") == "shop.example.com");
+  for (const char* flag : {"enabled", "force_https", "hsts_enabled", "cors_enabled"}) {
+    CAPTURE(flag);
+    CHECK(field(p, flag).IsTrue());
+  }
+  CHECK(str(p, "waf_mode") == "off");
+  CHECK(str(p, "waf_template") == "workload_default");
+  CHECK(num(p, "max_body_bytes") == 0);
+  for (const char* text : {"cors_headers", "cors_methods", "cors_origins", "waf_custom_directives"}) {
+    CAPTURE(text);
+    CHECK(field(p, text).IsString());
+    CHECK(str(p, text) == "");
+  }
+  CHECK(null_or_empty(p, "geo_policy"));
+  CHECK(null_or_empty(p, "waf_overrides"));
+  CHECK(null_or_empty(p, "waf_rule_exclusions"));
+}
+
+TEST_CASE("profile create stores and returns every field") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::string body = R"({
+    "team_id": "team_a", "hostname": "api.example.com",
+    "enabled": false, "force_https": false, "hsts_enabled": false, "cors_enabled": true,
+    "cors_headers": "Content-Type,X-Request-ID", "cors_methods": "GET,POST,OPTIONS",
+    "cors_origins": "https://app.example.com,http://localhost:3000",
+    "max_body_bytes": 2147483647,
+    "geo_policy": {"mode": "block", "countries": ["RU", "KP"]},
+    "waf_mode": "block", "waf_template": "custom",
+    "waf_custom_directives": "SecRule ARGS \"@contains attack\" \"id:1001,phase:2,deny,status:403\"",
+    "waf_overrides": {"rules": {"942100": false}, "paranoia_level": 2},
+    "waf_rule_exclusions": [{"path_prefix": "/upload", "remove_rule_ids": [200002, 920420]}]
+  })";
+  Response r = api.post(kPath, body);
+  INFO(r.status, " ", r.body);
+  REQUIRE(r.status == 201);
+  rapidjson::Document sent = parse_json(body);
+  rapidjson::Document got = json(r);
+  REQUIRE(got.IsObject());
+  for (const auto& m : sent.GetObject()) {
+    CAPTURE(m.name.GetString());
+    CHECK(to_json(field(got, m.name.GetString())) == to_json(m.value));
+  }
+  Response again = api.get(kPath + "/" + str(got, "profile_id"));
+  CHECK(json(again) == got);
+}
+
+TEST_CASE("profile 422 lists every missing required field") {
+  Server server;
+  Api api(server, kTeamA);
+  Response r = api.post(kPath, R"({"team_id": "team_a"})");
+  check_problem(r, 422, "validation_failed");
+  auto fields = error_fields(r);
+  for (const char* f : {"hostname", "enabled", "force_https", "hsts_enabled", "cors_enabled",
+                        "waf_mode", "waf_template"}) {
+    CAPTURE(f);
+    CHECK(has_field(fields, f));
+  }
+  Response no_team = api.post(kPath, json_without(profile_body(kTeamA, "a.example.com"), "team_id"));
+  check_problem(no_team, 422, "validation_failed");
+  CHECK(has_field(error_fields(no_team), "team_id"));
+}
+
+TEST_CASE("profile 422 lists every bad field at once, and nothing is stored") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::string body = R"({
+    "team_id": "team_a", "hostname": "not a hostname",
+    "enabled": "yes", "force_https": 1, "hsts_enabled": null, "cors_enabled": true,
+    "cors_headers": "Bad Header", "cors_methods": "GET,FETCH", "cors_origins": "ftp//nope",
+    "max_body_bytes": -1,
+    "geo_policy": {"mode": "maybe", "countries": ["US"]},
+    "waf_mode": "loud", "waf_template": "nope",
+    "waf_overrides": [1, 2],
+    "waf_rule_exclusions": [{"path_prefix": "upload", "remove_rule_ids": []}],
+    "surprise": true
+  })";
+  Response r = api.post(kPath, body);
+  check_problem(r, 422, "validation_failed");
+  auto fields = error_fields(r);
+  for (const char* f : {"hostname", "enabled", "force_https", "hsts_enabled", "cors_headers",
+                        "cors_methods", "cors_origins", "max_body_bytes", "geo_policy", "waf_mode",
+                        "waf_template", "waf_overrides", "waf_rule_exclusions", "surprise"}) {
+    CAPTURE(f);
+    CHECK(has_field(fields, f));
+  }
+  CHECK_FALSE(has_field(fields, "cors_enabled"));
+  CHECK_FALSE(has_field(fields, "team_id"));
+  Response list = api.get(kPath);
+  CHECK(num(field(json(list), "pagination"), "total") == 0);
+}
+
+TEST_CASE("profile field rules, one value at a time") {
+  Server server;
+  Api api(server, kTeamA);
+  struct Case {
+    const char* field;
+    const char* value;
+    bool ok;
+  };
+  const Case cases[] = {
+      {"max_body_bytes", "0", true},
+      {"max_body_bytes", "2147483648", false},
+      {"max_body_bytes", "1.5", false},
+      {"max_body_bytes", "\"10\"", false},
+      {"cors_origins", R"("*")", true},
+      {"cors_origins", R"("*,https://a.example.com")", false},
+      {"cors_origins", R"("https://a.example.com/path")", false},
+      {"cors_methods", R"("GET,HEAD,POST,PUT,PATCH,DELETE,OPTIONS")", true},
+      {"cors_methods", R"("CONNECT")", false},
+      {"geo_policy", "null", true},
+      {"geo_policy", R"({"mode": "allow", "countries": ["US", "DE"]})", true},
+      {"geo_policy", R"({"mode": "allow", "countries": []})", false},
+      {"geo_policy", R"({"mode": "allow", "countries": ["US", "US"]})", false},
+      {"geo_policy", R"({"mode": "allow", "countries": ["XX"]})", false},
+      {"geo_policy", R"({"mode": "allow", "countries": ["usa"]})", false},
+      {"waf_mode", R"("monitor")", true},
+      {"waf_mode", R"("BLOCK")", false},
+      {"waf_template", R"("api_strict")", true},
+      {"waf_template", R"("wordpress")", true},
+      {"waf_overrides", R"({"a": {"b": {"c": 1}}})", true},
+      {"waf_overrides", R"({"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":1}}}}}}}}})", false},
+      {"waf_rule_exclusions", R"([{"path_prefix": "/x", "remove_rule_ids": [0]}])", false},
+      {"waf_rule_exclusions", R"([{"path_prefix": "/x", "remove_rule_ids": [100000000]}])", false},
+      {"waf_rule_exclusions", R"([{"path_prefix": "/x", "remove_rule_ids": [99999999]}])", true},
+      {"waf_custom_directives", R"("SecRule ARGS \"@rx x\" \"id:5,deny\"")", false},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    CAPTURE(c.field);
+    CAPTURE(c.value);
+    std::string host = "rule" + std::to_string(n++) + ".example.com";
+    Response r = api.post(kPath, json_with(profile_body(kTeamA, host), c.field, c.value));
+    if (c.ok) {
+      INFO(r.body);
+      CHECK(r.status == 201);
+    } else {
+      check_problem(r, 422, "validation_failed");
+      CHECK(has_field(error_fields(r), c.field));
+    }
+  }
+}
+
+TEST_CASE("profile WAF custom directives are parsed and confined to the tenant") {
+  Server server;
+  Api api(server, kTeamA);
+  auto custom = [&](int n, const char* directives) {
+    std::string body = json_with(profile_body(kTeamA, "waf" + std::to_string(n) + ".example.com"),
+                                 "waf_template", R"("custom")");
+    return api.post(kPath, json_with(body, "waf_custom_directives", directives));
+  };
+  CHECK(custom(1, R"("SecRule REQUEST_URI \"@beginsWith /admin\" \"id:1000,phase:1,deny\"")").status == 201);
+  const char* rejected[] = {
+      R"("Include /etc/modsecurity/other.conf")",
+      R"("SecRuleEngine Off")",
+      R"("SecRule ARGS \"@contains x\" \"phase:2,deny\"")",
+      R"("SecRule ARGS \"@contains x\" \"id:100000,phase:2,deny\"")",
+      R"("SecRule ARGS \"@contains x\" \"id:7,deny\"\nSecRule ARGS \"@contains y\" \"id:7,deny\"")",
+      R"("SecRule ARGS \"@pmFromFile /etc/passwd\" \"id:8,deny\"")",
+      R"("SecRule ARGS \"@contains x\" \"id:9,phase:2,exec:/bin/sh\"")",
+      R"("SecRule ARGS \"@contains x\" \"id:10,phase:1,ctl:ruleEngine=Off\"")",
+      R"("SecAuditLog /tmp/audit.log")",
+      R"("SecRule ARGS \"@bogusOperator x\" \"id:11,deny\"")",
+      R"("this is not a directive")",
+  };
+  int n = 2;
+  for (const char* d : rejected) {
+    CAPTURE(d);
+    Response r = custom(n++, d);
+    check_problem(r, 422, "validation_failed");
+    CHECK(has_field(error_fields(r), "waf_custom_directives"));
+  }
+}
+
+TEST_CASE("profile hostnames are normalized and must be real DNS names") {
+  Server server;
+  Api api(server, kTeamA);
+  Response r = api.post(kPath, profile_body(kTeamA, "Shop.Example.COM."));
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  CHECK(str(json(r), "hostname") == "shop.example.com");
+  CHECK(api.post(kPath, profile_body(kTeamA, "xn--bcher-kva.example")).status == 201);
+  const char* bad[] = {"localhost", "192.168.1.10", "*.example.com", "-bad.example.com",
+                       "a..example.com", "under_score.example.com", "exa mple.com", ""};
+  for (const char* host : bad) {
+    CAPTURE(host);
+    Response b = api.post(kPath, profile_body(kTeamA, host));
+    check_problem(b, 422, "validation_failed");
+    CHECK(has_field(error_fields(b), "hostname"));
+  }
+  std::string label63(63, 'a');
+  CHECK(api.post(kPath, profile_body(kTeamA, label63 + ".example.com")).status == 201);
+  check_problem(api.post(kPath, profile_body(kTeamA, label63 + "a.example.com")), 422,
+                "validation_failed");
+}
+
+TEST_CASE("profile PUT is a full replacement: omitted optional fields go back to defaults") {
+  Server server;
+  Api api(server, kTeamA);
+  std::string full = json_with(profile_body(kTeamA, "full.example.com"), "cors_origins",
+                               R"("https://a.example.com")");
+  full = json_with(full, "max_body_bytes", "4096");
+  full = json_with(full, "geo_policy", R"({"mode": "allow", "countries": ["US"]})");
+  Response created = api.post(kPath, full);
+  REQUIRE(created.status == 201);
+  std::string id = str(json(created), "profile_id");
+  Response put = api.put(kPath + "/" + id, profile_body(kTeamA, "full.example.com"));
+  INFO(put.body);
+  REQUIRE(put.status == 200);
+  rapidjson::Document p = json(put);
+  CHECK(str(p, "cors_origins") == "");
+  CHECK(num(p, "max_body_bytes") == 0);
+  CHECK(null_or_empty(p, "geo_policy"));
+
+  Response missing = api.put(kPath + "/" + id, json_without(profile_body(kTeamA, "full.example.com"), "waf_mode"));
+  check_problem(missing, 422, "validation_failed");
+  CHECK(has_field(error_fields(missing), "waf_mode"));
+  CHECK(json(api.get(kPath + "/" + id)) == p);
+}
+
+TEST_CASE("profile hostname may change on PUT to a free name, not to a taken one") {
+  Server server;
+  Api api(server, kTeamA);
+  Response a = api.post(kPath, profile_body(kTeamA, "one.example.com"));
+  Response b = api.post(kPath, profile_body(kTeamA, "two.example.com"));
+  REQUIRE(a.status == 201);
+  REQUIRE(b.status == 201);
+  std::string id = str(json(a), "profile_id");
+  check_problem(api.put(kPath + "/" + id, profile_body(kTeamA, "two.example.com")), 409,
+                "hostname_conflict");
+  Response moved = api.put(kPath + "/" + id, profile_body(kTeamA, "three.example.com"));
+  INFO(moved.body);
+  CHECK(moved.status == 200);
+  CHECK(str(json(moved), "hostname") == "three.example.com");
+  CHECK(api.post(kPath, profile_body(kTeamA, "one.example.com")).status == 201);
+}
+
+TEST_CASE("body Content-Type may carry parameters and any letter case") {
+  Server server;
+  Api api(server, kTeamA);
+  Response r = api.send("POST", kPath, {{"Content-Type", "application/json; charset=utf-8"}},
+                        profile_body(kTeamA, "charset.example.com"));
+  INFO(r.body);
+  CHECK(r.status == 201);
+  Response upper = api.send("POST", kPath, {{"Content-Type", "Application/JSON"}},
+                            profile_body(kTeamA, "upper.example.com"));
+  INFO(upper.body);
+  CHECK(upper.status == 201);
+}
+
+}  // namespace
+}  // namespace gw::itest

@@ -1,0 +1,57 @@
+// Runs the real gatewayd binary for a test and issues tokens with the real gatewayctl. The binary
+// paths are parameters (the integration target passes GATEWAYD_PATH / GATEWAYCTL_PATH).
+// A Gatewayd is used from one thread at a time; start() it from the test's main thread (see
+// process.h). It can be started again after stop()/kill(), e.g. on the same data dir.
+#pragma once
+
+#include <chrono>
+#include <csignal>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support/process.h"
+
+namespace gw::testing {
+
+class Gatewayd {
+ public:
+  Gatewayd() = default;
+  ~Gatewayd();  // SIGKILLs a server that is still running
+  Gatewayd(const Gatewayd&) = delete;
+  Gatewayd& operator=(const Gatewayd&) = delete;
+
+  // Starts `binary --listen 127.0.0.1:0 --data-dir data_dir extra_args...`. The child's
+  // environment is this process's without GATEWAY_* variables, plus `env_add` ("NAME=value").
+  // Returns once it printed `listening on http://HOST:PORT`. Throws std::runtime_error carrying
+  // the server's output if it exits first, or does not print the line within `timeout`.
+  void start(const std::string& binary, const std::string& data_dir,
+             const std::vector<std::string>& extra_args = {},
+             const std::vector<std::string>& env_add = {},
+             std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+  // Sends `sig` (SIGTERM by default), then waits (SIGKILL past the timeout, reported as timed_out).
+  ExitStatus stop(int sig = SIGTERM, std::chrono::milliseconds timeout = std::chrono::seconds(15));
+  // SIGKILL, then reap.
+  ExitStatus kill();
+  bool running() const;
+
+  // "http://HOST:PORT" as printed by the server.
+  const std::string& base_url() const { return base_url_; }
+  int port() const { return port_; }
+  // What the server printed (stdout and stderr) in its current or last run.
+  std::string output() const;
+
+ private:
+  std::unique_ptr<ChildProcess> proc_;
+  std::string base_url_;
+  int port_ = 0;
+};
+
+// Runs `ctl token create --tokens-file tokens_file --tenant tenant --name name` and returns the
+// token it printed on stdout (trimmed). Throws std::runtime_error (with stderr) on failure.
+std::string create_token(const std::string& ctl, const std::string& tokens_file,
+                         const std::string& tenant, const std::string& name);
+
+}  // namespace gw::testing

@@ -1,0 +1,93 @@
+// Child processes for integration tests: spawn a program, capture what it prints, wait for a line,
+// signal it, reap it. A ChildProcess is used from one thread at a time (its output is collected by
+// an internal thread and read under a lock). Every child gets PR_SET_PDEATHSIG=SIGKILL, so it dies
+// with the *thread* that spawned it: spawn from the test's main thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace gw::testing {
+
+struct ExitStatus {
+  bool exited = false;     // exited normally; `code` is its exit status
+  int code = -1;
+  int signal = 0;          // the terminating signal when it did not exit normally
+  bool timed_out = false;  // it had not ended by the deadline and was killed with SIGKILL
+  bool success() const { return exited && code == 0 && !timed_out; }
+  std::string describe() const;  // e.g. "exit 0", "signal 9", "timed out, then signal 9"
+};
+
+// The environment of a child: this process's variables minus those whose name starts with one of
+// `drop_prefixes`, plus `add` ("NAME=value", replacing a variable of the same name).
+struct ChildEnv {
+  std::vector<std::string> drop_prefixes;
+  std::vector<std::string> add;
+};
+
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  ~ChildProcess();  // SIGKILLs and reaps a child that is still running
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // Starts argv[0] (a path) with stdin from /dev/null and stdout+stderr into one pipe that a
+  // background thread drains into output(), so the child never blocks on a full pipe.
+  // Throws std::runtime_error if the process cannot be started. Call at most once.
+  void spawn(const std::vector<std::string>& argv, const ChildEnv& env = {});
+
+  // Waits until a complete output line contains `needle` and returns that line (without the
+  // newline); std::nullopt on timeout or when the child closed its output first.
+  std::optional<std::string> wait_for_line(std::string_view needle, std::chrono::milliseconds timeout);
+
+  // Everything the child printed so far (stdout and stderr interleaved).
+  std::string output() const;
+
+  pid_t pid() const { return pid_; }
+  bool running();            // started and not yet reaped (reaps it if it has ended)
+  void send_signal(int sig);  // no-op when not running
+  // Waits for the child to end; past the deadline it is SIGKILLed and timed_out is set.
+  ExitStatus wait(std::chrono::milliseconds timeout);
+  ExitStatus terminate(std::chrono::milliseconds timeout);  // SIGTERM, then wait(timeout)
+  ExitStatus kill();                                         // SIGKILL, then reap
+  // The status of a reaped child (std::nullopt while it runs or before spawn).
+  std::optional<ExitStatus> status() const { return status_; }
+
+ private:
+  void drain(int fd);
+  void reaped(int wait_status, bool timed_out);
+
+  pid_t pid_ = -1;
+  std::optional<ExitStatus> status_;
+  std::thread drainer_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string output_;  // guarded by mu_
+  bool eof_ = false;    // guarded by mu_
+};
+
+struct CommandResult {
+  ExitStatus status;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs argv[0] (a path) to completion with stdin from /dev/null, capturing stdout and stderr
+// separately. Past the timeout the child is killed (status.timed_out). Throws std::runtime_error
+// if it cannot be started.
+CommandResult run_command(const std::vector<std::string>& argv, const ChildEnv& env = {},
+                          std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// `s` without leading and trailing ASCII whitespace.
+std::string trim(std::string_view s);
+
+}  // namespace gw::testing
