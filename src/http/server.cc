@@ -3,6 +3,7 @@
 #include <pistache/endpoint.h>
 #include <pistache/http.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <thread>
@@ -81,6 +82,14 @@ bool wants_close(const P::Http::Request& req) {
   return req.version() != P::Http::Version::Http11;  // HTTP/1.0 closes unless asked otherwise
 }
 
+// Pistache counts headers plus body against its own limit, answers a plain-text 413 past it and
+// then misreads the rest of the body as new requests. So its limit sits well above
+// --max-request-bytes (twice it, at least 1 MiB more) and the Api answers bodies between the two
+// with a proper problem+json 413 that closes the connection.
+size_t pistache_request_limit(size_t max_request_bytes) {
+  return std::max(2 * max_request_bytes, max_request_bytes + (1 << 20)) + (64 << 10);
+}
+
 class Handler final : public P::Http::Handler {
  public:
   HTTP_PROTOTYPE(Handler)
@@ -154,12 +163,10 @@ Result<uint16_t> Server::start() {
   try {
     P::Address addr(config_.host, P::Port(config_.port));
     endpoint_ = std::make_unique<P::Http::Endpoint>(addr);
-    // Pistache counts headers and body against maxRequestSize and mishandles what is over it;
-    // leave room above --max-request-bytes so the Api answers oversized bodies itself.
     auto opts = P::Http::Endpoint::options()
                     .threads(config_.threads)
                     .flags(P::Tcp::Options::ReuseAddr)
-                    .maxRequestSize(config_.max_request_bytes + (64 << 10))
+                    .maxRequestSize(pistache_request_limit(config_.max_request_bytes))
                     .maxResponseSize(64 << 20);
     endpoint_->init(opts);
     endpoint_->setHandler(P::Http::make_handler<Handler>(state_));

@@ -46,13 +46,14 @@ uint64_t decode_u64(std::string_view bytes) {
   return v;
 }
 
-Result<std::unique_ptr<Store>> Store::open(const std::string& dir) {
+Result<std::unique_ptr<Store>> Store::open(const std::string& dir, rocksdb::Env* env) {
   auto cache = rocksdb::NewLRUCache(64 << 20);
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   options.max_background_jobs = 2;
   options.bytes_per_sync = 1 << 20;
+  if (env != nullptr) options.env = env;
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs{
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
       {"events", event_options(cache)},

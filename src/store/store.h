@@ -22,7 +22,8 @@ class Store {
  public:
   // Opens (creating if missing) the database in `dir`. kUnavailable with RocksDB's message if it
   // cannot (locked by another process, corrupt, unwritable).
-  static Result<std::unique_ptr<Store>> open(const std::string& dir);
+  // `env` replaces RocksDB's default Env (tests inject faults through it); it must outlive the Store.
+  static Result<std::unique_ptr<Store>> open(const std::string& dir, rocksdb::Env* env = nullptr);
   ~Store();
 
   Store(const Store&) = delete;

@@ -168,6 +168,12 @@ void Writer::run() {
         queue_.pop_front();
       }
     }
+    if (!writable_.load(std::memory_order_relaxed)) {
+      // Fail-stop: after a failed write the log's tail on disk is unknown (the WAL may hold the
+      // failed batch), so nothing more is written until a restart recovers it.
+      for (auto& job : jobs) job->finish(false);
+      continue;
+    }
     Tx tx(store_, ids_, seq_, hash_);
     for (auto& job : jobs) {
       tx.set_savepoint();
@@ -179,7 +185,7 @@ void Writer::run() {
       wo.sync = true;
       auto s = store_.db()->Write(wo, tx.batch());
       committed = s.ok();
-      writable_.store(committed, std::memory_order_release);
+      if (!committed) writable_.store(false, std::memory_order_release);
       if (committed) {
         seq_ = tx.last_seq();
         hash_ = tx.last_hash();

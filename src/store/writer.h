@@ -100,7 +100,9 @@ class Writer {
   void stop();
 
   uint64_t last_seq() const { return published_seq_.load(std::memory_order_acquire); }
-  // False after a batch failed to be written (the store refuses writes: disk full, I/O error).
+  // False after a batch failed to be written (disk full, I/O error). The writer then fails every
+  // later job without executing it: the failed batch may or may not be in the WAL, so only a
+  // restart, which recovers the log's true tail, can continue the sequence and the hash chain.
   bool writable() const { return writable_.load(std::memory_order_acquire); }
   uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
 

@@ -4,6 +4,7 @@
 
 #include <rapidjson/document.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <future>
 #include <latch>
@@ -151,6 +152,86 @@ TEST_CASE("a second process cannot open the same data dir") {
   auto second = Store::open(dir.path());
   REQUIRE_FALSE(second.ok());
   CHECK(second.error().code == Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace gw
+
+namespace gw {
+namespace {
+
+// Wraps the real Env; while `fail` is set, appends and syncs of files it created fail like a full
+// or broken disk.
+class FailingEnv final : public rocksdb::EnvWrapper {
+ public:
+  FailingEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
+  const char* Name() const override { return "FailingEnv"; }
+  std::atomic<bool> fail{false};
+
+  rocksdb::Status NewWritableFile(const std::string& name,
+                                  std::unique_ptr<rocksdb::WritableFile>* result,
+                                  const rocksdb::EnvOptions& options) override {
+    std::unique_ptr<rocksdb::WritableFile> file;
+    auto s = target()->NewWritableFile(name, &file, options);
+    if (s.ok()) result->reset(new File(std::move(file), fail));
+    return s;
+  }
+
+ private:
+  class File final : public rocksdb::WritableFileWrapper {
+   public:
+    File(std::unique_ptr<rocksdb::WritableFile> target, std::atomic<bool>& fail)
+        : rocksdb::WritableFileWrapper(target.get()), owned_(std::move(target)), fail_(fail) {}
+    rocksdb::Status Append(const rocksdb::Slice& data) override {
+      if (fail_) return rocksdb::Status::IOError("injected: disk full");
+      return rocksdb::WritableFileWrapper::Append(data);
+    }
+    rocksdb::Status Sync() override {
+      if (fail_) return rocksdb::Status::IOError("injected: fsync failed");
+      return rocksdb::WritableFileWrapper::Sync();
+    }
+    rocksdb::Status Fsync() override { return Sync(); }
+
+   private:
+    std::unique_ptr<rocksdb::WritableFile> owned_;
+    std::atomic<bool>& fail_;
+  };
+};
+
+TEST_CASE("a failed write answers every job of the batch as not committed and stops writing") {
+  testing::ScratchDir dir;
+  SystemClock clock;
+  auto ids = make_system_id_generator(clock);
+  FailingEnv env;
+  {
+    auto store = Store::open(dir.path(), &env);
+    REQUIRE(store.ok());
+    auto writer = Writer::start(*store.value(), *ids);
+    REQUIRE(writer.ok());
+    auto append = [&](const std::string& id) {
+      std::promise<bool> p;
+      auto f = p.get_future();
+      writer.value()->submit(std::make_unique<AppendJob>(id, false, std::move(p)));
+      return f.get();
+    };
+    CHECK(append("before"));
+    env.fail = true;
+    CHECK_FALSE(append("during"));
+    CHECK_FALSE(writer.value()->writable());
+    env.fail = false;
+    CHECK_FALSE(append("after"));  // fail-stop until a restart
+    CHECK(writer.value()->last_seq() == 1);
+    writer.value()->stop();
+  }
+  auto store = Store::open(dir.path());
+  REQUIRE(store.ok());
+  auto events = all_events(*store.value());
+  REQUIRE_FALSE(events.empty());
+  CHECK(events[0].find("\"aggregate_id\":\"before\"") != std::string::npos);
+  check_chain(events);
+  auto writer = Writer::start(*store.value(), *ids);
+  REQUIRE(writer.ok());
+  CHECK(writer.value()->writable());
 }
 
 }  // namespace
