@@ -173,15 +173,6 @@ struct Api::Context {
         return false;
       }
     }
-    for (size_t i = 0; i < request.query.size(); ++i) {
-      for (size_t j = i + 1; j < request.query.size(); ++j) {
-        if (request.query[i].first == request.query[j].first) {
-          fail(make_error(Code::kInvalidQuery, "query parameter " + request.query[i].first +
-                                                   " is given more than once"));
-          return false;
-        }
-      }
-    }
     return true;
   }
   std::optional<std::string> param(std::string_view name) const {
