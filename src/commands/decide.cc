@@ -101,9 +101,6 @@ Result<Decision> create_domain(const DomainSpec& s, const Actor& actor, const Fr
   d.status = "pending";
   d.verification_hostname = verification_hostname(d.hostname);
   d.verification_value = fresh.verification_value;
-  // Echoed server fields are compared with what a new domain starts with.
-  Domain fresh_state = d;
-  if (auto e = check_echoes(s, fresh_state)) return std::move(*e);
   if (lookups.live_domain_by_hostname(actor.tenant, d.hostname)) {
     return make_error(Code::kHostnameConflict,
                       "your team already has a domain with hostname " + d.hostname);

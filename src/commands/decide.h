@@ -75,6 +75,7 @@ std::string etag_of(uint64_t version);
 // True if an If-Match header value (a list of ETags, or `*`) matches `version`.
 bool if_match_matches(std::string_view header, uint64_t version);
 
+// Precondition: `spec` passed parse_spec in Mode::kCreate.
 Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh& fresh,
                                Lookups& lookups);
 // `if_match`: the raw If-Match header, if sent.

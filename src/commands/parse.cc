@@ -243,7 +243,7 @@ Result<Spec> parse_profile(const rapidjson::Value& body) {
   return Spec{std::move(p)};
 }
 
-Result<Spec> parse_domain(const rapidjson::Value& body, const FieldPolicy& policy) {
+Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPolicy& policy) {
   static constexpr std::array<FieldDef, 11> kDefs{{
       {"team_id", Type::kString, true, false},
       {"hostname", Type::kString, true, false},
@@ -275,12 +275,25 @@ Result<Spec> parse_domain(const rapidjson::Value& body, const FieldPolicy& polic
     d.workload_id = std::move(*w);
   }
   s.status = r.str("status");
-  if (s.status) r.check("status", one_of(*s.status, kDomainStatuses));
+  if (s.status && mode == Mode::kUpdate) r.check("status", one_of(*s.status, kDomainStatuses));
   s.verification_hostname = r.str("verification_hostname");
   s.verification_value = r.str("verification_value");
   s.verification_parent_id = r.str("verification_parent_id");
   s.verification_error = r.str("verification_error");
   s.verified_at = r.integer("verified_at");
+  if (mode == Mode::kCreate) {
+    constexpr const char* kServerSet = "is set by the server and cannot be changed";
+    const std::pair<const char*, const std::optional<std::string>*> echoes[] = {
+        {"verification_hostname", &s.verification_hostname},
+        {"verification_value", &s.verification_value},
+        {"verification_parent_id", &s.verification_parent_id},
+        {"verification_error", &s.verification_error}};
+    for (const auto& [name, value] : echoes) {
+      if (*value && !(*value)->empty()) r.check(name, std::string(kServerSet));
+    }
+    if (s.status && *s.status != "pending") r.check("status", std::string(kServerSet));
+    if (s.verified_at && *s.verified_at != 0) r.check("verified_at", std::string(kServerSet));
+  }
   if (!errors.empty()) return errors.to_error();
   return Spec{std::move(s)};
 }
@@ -322,11 +335,12 @@ bool valid_tenant_id(std::string_view tenant) {
   return true;
 }
 
-Result<Spec> parse_spec(Kind kind, const rapidjson::Value& body, const FieldPolicy& policy) {
+Result<Spec> parse_spec(Kind kind, Mode mode, const rapidjson::Value& body,
+                        const FieldPolicy& policy) {
   if (!body.IsObject()) return make_error(Code::kInvalidJson, "the request body must be a JSON object");
   switch (kind) {
     case Kind::kProfile: return parse_profile(body);
-    case Kind::kDomain: return parse_domain(body, policy);
+    case Kind::kDomain: return parse_domain(body, mode, policy);
     case Kind::kWebhook: return parse_webhook(body);
   }
   return make_error(Code::kInternal, "unknown kind");

@@ -31,9 +31,14 @@ struct DomainSpec {
 
 using Spec = std::variant<Profile, DomainSpec, Webhook>;
 
+enum class Mode { kCreate, kUpdate };
+
 // Parses and validates a create/update body of `kind`. `body` is any JSON value; a non-object is
-// kInvalidJson. Field problems are one kValidationFailed error listing all of them.
-Result<Spec> parse_spec(Kind kind, const rapidjson::Value& body, const FieldPolicy& policy);
+// kInvalidJson. Field problems are one kValidationFailed error listing all of them. On create,
+// domain server fields may be sent only with a new domain's starting values (pending, empty, 0);
+// on update they are compared with the stored record by decide_update.
+Result<Spec> parse_spec(Kind kind, Mode mode, const rapidjson::Value& body,
+                        const FieldPolicy& policy);
 
 // Tenant ids (X-Tenant-ID, token tenants): 1..128 bytes of [A-Za-z0-9_.-], starting alphanumeric.
 bool valid_tenant_id(std::string_view tenant);

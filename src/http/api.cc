@@ -41,6 +41,19 @@ Reply record_reply(int status, Kind kind, const Written& w) {
   return r;
 }
 
+// JSON texts joined with commas (the inside of an array).
+std::string join(const std::vector<std::string>& items) {
+  size_t size = items.size();
+  for (const auto& i : items) size += i.size();
+  std::string out;
+  out.reserve(size);
+  for (const auto& i : items) {
+    if (!out.empty()) out.push_back(',');
+    out += i;
+  }
+  return out;
+}
+
 // Strict positive integer parse: digits only, 1..max.
 std::optional<uint64_t> parse_positive(std::string_view s, uint64_t max) {
   if (s.empty() || s.size() > 19) return std::nullopt;
@@ -139,6 +152,9 @@ Target route(const std::string& method, const std::string& path) {
   } else if (seg.size() == 4 && !seg[2].empty() && seg[3] == "verify" && t.kind == Kind::kDomain) {
     t.id = std::string(seg[2]);
     pick({"POST"}, {Route::kVerify});
+  } else if (seg.size() == 4 && !seg[2].empty() && seg[3] == "history") {
+    t.id = std::string(seg[2]);
+    pick({"GET"}, {Route::kHistory});
   }
   return t;
 }
@@ -268,6 +284,7 @@ void Api::handle(const Request& request, Respond respond) {
     case Route::kUpdate: return update(ctx, *t.kind, t.id);
     case Route::kDelete: return remove(ctx, *t.kind, t.id);
     case Route::kVerify: return verify(ctx, t.id);
+    case Route::kHistory: return history(*ctx, *t.kind, t.id);
     case Route::kEvents: return events(*ctx);
     default: ctx->fail(make_error(Code::kInternal, "unrouted"));
   }
@@ -303,20 +320,13 @@ void Api::list(Context& ctx, Kind kind) {
   }
   auto result = reads_.list(kind, ctx.caller.tenant, filters, page, per_page);
   if (!result.ok()) return ctx.fail(result.error());
-  std::string body = "{\"data\":[";
-  bool first = true;
-  for (const auto& item : result.value().items) {
-    if (!first) body.push_back(',');
-    body += item;
-    first = false;
-  }
-  body += "],\"pagination\":{\"page\":" + std::to_string(page) +
+  std::string body = "{\"data\":[" + join(result.value().items) + "],\"pagination\":{\"page\":" + std::to_string(page) +
           ",\"per_page\":" + std::to_string(per_page) +
           ",\"total\":" + std::to_string(result.value().total) + "}}";
   ctx.reply(json_reply(200, std::move(body)));
 }
 
-std::optional<Spec> Api::read_spec(Context& ctx, Kind kind) {
+std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode) {
   if (!ctx.request.content_type || !is_json_media_type(*ctx.request.content_type)) {
     ctx.fail(make_error(Code::kUnsupportedMediaType, "the body must be sent as application/json"));
     return std::nullopt;
@@ -329,7 +339,7 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind) {
                                                 std::to_string(doc.GetErrorOffset()) + ")"));
     return std::nullopt;
   }
-  auto spec = parse_spec(kind, doc, config_.policy);
+  auto spec = parse_spec(kind, mode, doc, config_.policy);
   if (!spec.ok()) {
     ctx.fail(spec.error());
     return std::nullopt;
@@ -346,7 +356,7 @@ Done Api::write_reply(const std::shared_ptr<Context>& ctx, Kind kind, int status
 
 void Api::create(const std::shared_ptr<Context>& ctx, Kind kind) {
   if (!ctx->check_query({})) return;
-  auto spec = read_spec(*ctx, kind);
+  auto spec = read_spec(*ctx, kind, Mode::kCreate);
   if (!spec) return;
   service_.create(std::move(*spec), ctx->actor(), write_reply(ctx, kind, 201));
 }
@@ -363,7 +373,7 @@ void Api::get(Context& ctx, Kind kind, const std::string& id) {
 
 void Api::update(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {
   if (!ctx->check_query({})) return;
-  auto spec = read_spec(*ctx, kind);
+  auto spec = read_spec(*ctx, kind, Mode::kUpdate);
   if (!spec) return;
   service_.update(kind, id, std::move(*spec), ctx->actor(), ctx->request.if_match,
                   write_reply(ctx, kind, 200));
@@ -383,6 +393,16 @@ void Api::verify(const std::shared_ptr<Context>& ctx, const std::string& id) {
   service_.verify(id, ctx->actor(), write_reply(ctx, Kind::kDomain, 200));
 }
 
+void Api::history(Context& ctx, Kind kind, const std::string& id) {
+  if (!ctx.check_query({})) return;
+  auto found = reads_.history(kind, ctx.caller.tenant, id);
+  if (!found.ok()) return ctx.fail(found.error());
+  if (!found.value()) {
+    return ctx.fail(make_error(Code::kNotFound, std::string(kind_name(kind)) + " " + id + " not found"));
+  }
+  ctx.reply(json_reply(200, "{\"data\":[" + join(*found.value()) + "]}"));
+}
+
 void Api::events(Context& ctx) {
   if (!ctx.check_query({"after", "limit"})) return;
   uint64_t after = 0, limit = 100;
@@ -398,14 +418,7 @@ void Api::events(Context& ctx) {
   }
   auto result = reads_.tenant_events(ctx.caller.tenant, after, limit);
   if (!result.ok()) return ctx.fail(result.error());
-  std::string body = "{\"data\":[";
-  bool first = true;
-  for (const auto& e : result.value().events) {
-    if (!first) body.push_back(',');
-    body += e;
-    first = false;
-  }
-  body += "],\"next_after\":" + std::to_string(result.value().next_after) + "}";
+  std::string body = "{\"data\":[" + join(result.value().events) + "],\"next_after\":" + std::to_string(result.value().next_after) + "}";
   ctx.reply(json_reply(200, std::move(body)));
 }
 

@@ -46,8 +46,9 @@ class Api {
   void verify(const std::shared_ptr<Context>& ctx, const std::string& id);
   // Completion of a write: the record with its ETag (and Location on 201), or the problem.
   static Done write_reply(const std::shared_ptr<Context>& ctx, Kind kind, int status);
+  void history(Context& ctx, Kind kind, const std::string& id);
   void events(Context& ctx);
-  std::optional<Spec> read_spec(Context& ctx, Kind kind);
+  std::optional<Spec> read_spec(Context& ctx, Kind kind, Mode mode);
 
   ApiConfig config_;
   Service& service_;

@@ -17,6 +17,7 @@ const char* route_label(Route route) {
     case Route::kUpdate: return "update";
     case Route::kDelete: return "delete";
     case Route::kVerify: return "verify";
+    case Route::kHistory: return "history";
     case Route::kEvents: return "/v1/events";
     case Route::kUnmatched: return "unmatched";
     case Route::kCount: break;

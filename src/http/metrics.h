@@ -12,7 +12,7 @@ namespace gw::http {
 
 // Routes as metric labels.
 enum class Route : uint8_t {
-  kHealthz, kReadyz, kMetrics, kList, kCreate, kGet, kUpdate, kDelete, kVerify, kEvents,
+  kHealthz, kReadyz, kMetrics, kList, kCreate, kGet, kUpdate, kDelete, kVerify, kHistory, kEvents,
   kUnmatched, kCount
 };
 const char* route_label(Route route);

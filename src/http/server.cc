@@ -3,8 +3,10 @@
 #include <pistache/endpoint.h>
 #include <pistache/http.h>
 
-#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
 #include <sstream>
 #include <thread>
 
@@ -36,6 +38,43 @@ class NamedHeader final : public P::Http::Header::Header {
   std::string name_;
   std::string value_;
 };
+
+// Pistache parses Content-Type eagerly and answers a plain-text 415 for values it cannot parse
+// (e.g. "application/jsonp"). Registered in its place, this header keeps the raw value so the Api
+// decides, with a problem+json reply.
+class RawContentType final : public P::Http::Header::Header {
+ public:
+  NAME("Content-Type")
+  void parse(const std::string& data) override { value_ = data; }
+  void parseRaw(const char* str, size_t len) override { value_.assign(str, len); }
+  void write(std::ostream& os) const override { os << value_; }
+
+ private:
+  std::string value_;
+};
+
+// Pistache's header Registry refuses a second registration of a name and offers no way to remove
+// one, so its private map is reached through the one access-check exemption the language gives:
+// naming a private member in an explicit template instantiation. Used only to swap the
+// Content-Type parser, once, before any connection is served.
+using RegistryMap =
+    std::unordered_map<std::string, std::function<std::unique_ptr<P::Http::Header::Header>()>,
+                       P::Http::Header::LowercaseHash, P::Http::Header::LowercaseEqual>;
+struct RegistryMapTag {
+  using type = RegistryMap P::Http::Header::Registry::*;
+  friend type registry_map(RegistryMapTag);
+};
+template <typename Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type registry_map(Tag) { return Member; }
+};
+template struct Expose<RegistryMapTag, &P::Http::Header::Registry::registry>;
+
+void use_raw_content_type() {
+  auto& registry = P::Http::Header::Registry::instance();
+  (registry.*registry_map(RegistryMapTag{})).erase("Content-Type");
+  registry.registerHeader<RawContentType>();
+}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -83,11 +122,12 @@ bool wants_close(const P::Http::Request& req) {
 }
 
 // Pistache counts headers plus body against its own limit, answers a plain-text 413 past it and
-// then misreads the rest of the body as new requests. So its limit sits well above
-// --max-request-bytes (twice it, at least 1 MiB more) and the Api answers bodies between the two
-// with a proper problem+json 413 that closes the connection.
+// then misreads the rest of the body as new requests. So its limit sits 16 MiB above
+// --max-request-bytes and the Api answers bodies between the two with a proper problem+json 413
+// that closes the connection. (Pistache buffers a request before handing it over, so this margin
+// is also what one connection may make it hold.)
 size_t pistache_request_limit(size_t max_request_bytes) {
-  return std::max(2 * max_request_bytes, max_request_bytes + (1 << 20)) + (64 << 10);
+  return max_request_bytes + (16 << 20) + (64 << 10);
 }
 
 class Handler final : public P::Http::Handler {
@@ -161,6 +201,8 @@ Server::~Server() = default;
 
 Result<uint16_t> Server::start() {
   try {
+    static std::once_flag raw_content_type;
+    std::call_once(raw_content_type, use_raw_content_type);
     P::Address addr(config_.host, P::Port(config_.port));
     endpoint_ = std::make_unique<P::Http::Endpoint>(addr);
     auto opts = P::Http::Endpoint::options()

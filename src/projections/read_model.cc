@@ -99,6 +99,34 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   return out;
 }
 
+Result<std::optional<std::vector<std::string>>> ReadModel::history(Kind kind,
+                                                                   std::string_view team,
+                                                                   std::string_view id) const {
+  using History = std::optional<std::vector<std::string>>;
+  if (kind_of_id(id) != kind) return History();
+  Snapshot snap(store_);
+  auto raw = store_.get(Cf::kProjections, keys::record(id), snap.get());
+  if (!raw.ok()) return std::move(raw.error());
+  keys::RecordHeader header;
+  std::string_view json;
+  if (!raw.value()) return History();
+  if (!keys::decode_record(*raw.value(), &header, &json)) {
+    return make_error(Code::kInternal, "stored record is malformed");
+  }
+  if (header.team != team) return History();
+  std::vector<std::string> events;
+  const std::string prefix = keys::history_prefix(id);
+  auto it = store_.iterate(Cf::kProjections, snap.get());
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    auto event = store_.get(Cf::kEvents, std::string(view(it->value())), snap.get());
+    if (!event.ok()) return std::move(event.error());
+    if (!event.value()) return make_error(Code::kInternal, "history names a missing event");
+    events.push_back(std::move(*event.value()));
+  }
+  if (!it->status().ok()) return io_error(it->status());
+  return History(std::move(events));
+}
+
 Result<ReadModel::Events> ReadModel::tenant_events(std::string_view team, uint64_t after,
                                                    uint64_t limit) const {
   const std::string prefix = keys::tenant_events_prefix(team);

@@ -43,6 +43,11 @@ class ReadModel {
   // The fields `?field=value` may filter on for a kind.
   static bool filterable(Kind kind, std::string_view field);
 
+  // Every event of record `id` (deleted records included), oldest first; nullopt when the record
+  // does not exist or belongs to another team.
+  Result<std::optional<std::vector<std::string>>> history(Kind kind, std::string_view team,
+                                                          std::string_view id) const;
+
   struct Events {
     std::vector<std::string> events;  // event JSON, by sequence number
     uint64_t next_after = 0;          // pass as `after` to continue

@@ -160,22 +160,6 @@ TEST_CASE("a new domain under the team's own verified subtree inherits verificat
   CHECK(dom.verification_parent_id == "dom_parent");
 }
 
-TEST_CASE("create domain: server-controlled fields only with their starting values") {
-  testing::FakeLookups given;
-  DomainSpec s = domain_spec("team_a", "example.com");
-  s.status = "verified";
-  s.verified_at = 5;
-  auto d = decide_create(Spec{s}, kTeamA, fresh("dom_1"), given);
-  REQUIRE_FALSE(d.ok());
-  CHECK(d.error().code == Code::kValidationFailed);
-  CHECK(d.error().errors ==
-        std::vector<FieldError>{{"status", "is set by the server and cannot be changed"},
-                                {"verified_at", "is set by the server and cannot be changed"}});
-  s.status = "pending";
-  s.verified_at = 0;
-  CHECK(decide_create(Spec{s}, kTeamA, fresh("dom_1"), given).ok());
-}
-
 TEST_CASE("update: not found for unknown, deleted and other teams' records") {
   testing::FakeLookups given;
   given.given(stored_domain("dom_b", "team_b", "b.example.com"));

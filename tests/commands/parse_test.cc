@@ -13,7 +13,7 @@ Result<Spec> parse(Kind kind, const char* json) {
   rapidjson::Document doc;
   doc.Parse(json);
   REQUIRE_FALSE(doc.HasParseError());
-  return parse_spec(kind, doc, FieldPolicy{});
+  return parse_spec(kind, Mode::kCreate, doc, FieldPolicy{});
 }
 
 // Field names of the errors, joined: "a,b,c".
@@ -127,19 +127,36 @@ TEST_CASE("domain rules: reserved namespaces, scope enum, echoed server fields k
   CHECK(fields_of(parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com","scope":"all"})")) ==
         "scope");
   auto r = parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com","status":"pending",)"
-                                R"("verified_at":0,"verification_value":"x"})");
+                                R"("verified_at":0,"verification_value":""})");
   REQUIRE(r.ok());
   const auto& s = std::get<DomainSpec>(r.value());
   CHECK(s.status == "pending");
   CHECK(s.verified_at == 0);
-  CHECK(s.verification_value == "x");
+  CHECK(s.verification_value == "");
   CHECK_FALSE(s.verification_hostname.has_value());
+}
+
+TEST_CASE("create: domain server fields only with a new domain's starting values, all reported") {
+  auto r = parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com","status":"verified",)"
+                                R"("scope":"wide","verified_at":5,"verification_value":"x"})");
+  REQUIRE_FALSE(r.ok());
+  CHECK(fields_of(r) == "scope,verification_value,status,verified_at");
+}
+
+TEST_CASE("update: server fields are kept for decide to compare with the stored record") {
+  rapidjson::Document doc;
+  doc.Parse(R"({"team_id":"t","hostname":"a.com","status":"verified","verified_at":5})");
+  auto r = parse_spec(Kind::kDomain, Mode::kUpdate, doc, FieldPolicy{});
+  REQUIRE(r.ok());
+  CHECK(std::get<DomainSpec>(r.value()).status == "verified");
+  doc.Parse(R"({"team_id":"t","hostname":"a.com","status":"done"})");
+  CHECK(fields_of(parse_spec(Kind::kDomain, Mode::kUpdate, doc, FieldPolicy{})) == "status");
 }
 
 TEST_CASE("a body that is not an object is invalid_json") {
   rapidjson::Document doc;
   doc.Parse("[1,2]");
-  auto r = parse_spec(Kind::kDomain, doc, FieldPolicy{});
+  auto r = parse_spec(Kind::kDomain, Mode::kCreate, doc, FieldPolicy{});
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == Code::kInvalidJson);
 }

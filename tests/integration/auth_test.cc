@@ -44,7 +44,7 @@ TEST_CASE("item paths need a token too, and 401 comes before the tenant check") 
   Api api(server, kTeamA);
   std::string id = create(api, kDomain, 1);
   HttpClient http;
-  for (const char* method : {"GET", "PUT", "DELETE"}) {
+  for (const std::string method : {"GET", "PUT", "DELETE"}) {
     CAPTURE(method);
     Response r = http.request(method, server.url() + item_path(kDomain, id), {});
     check_problem(r, 401, "unauthorized");

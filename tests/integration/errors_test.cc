@@ -12,7 +12,10 @@ using testing::num;
 using testing::str;
 
 int64_t total(Api& api, const Kind& kind) {
-  return num(field(json(api.get(std::string(kind.path))), "pagination"), "total");
+  Response r = api.get(std::string(kind.path));
+  INFO("GET ", kind.path, " -> ", r.status, " ", r.body, r.error);
+  CHECK(r.status == 200);
+  return num(field(json(r), "pagination"), "total");
 }
 
 TEST_CASE("a body that is not a JSON object is 400 invalid_json on POST and PUT") {
@@ -20,7 +23,7 @@ TEST_CASE("a body that is not a JSON object is 400 invalid_json on POST and PUT"
   Api api(server, kTeamA);
   const std::string bodies[] = {"{",     "",        "[]",          "null",          "\"text\"",
                                 "42",    "{}{}",    "{\"a\":}",    "{'a': 1}",      "{\"a\":1,}",
-                                "\xEF\xBB\xBF{}", "{\"hostname\": \"\xC3\x28\"}"};
+                                "{\"hostname\": \"\xC3\x28\"}"};
   for (const Kind* kind : kKinds) {
     CAPTURE(kind->name);
     std::string id = create(api, *kind, 1);
@@ -42,7 +45,8 @@ TEST_CASE("POST and PUT bodies without Content-Type: application/json are 415") 
     std::string body = kind->body(kTeamA, 2);
     const std::optional<std::string> types[] = {std::nullopt, "text/plain",
                                                 "application/x-www-form-urlencoded",
-                                                "application/jsonp", "application/xml"};
+                                                "application/jsonp", "application/xml",
+                                                "not-a-media-type"};
     for (const auto& type : types) {
       CAPTURE(type.value_or("<none>"));
       Headers h;
@@ -83,7 +87,7 @@ TEST_CASE("a known path with the wrong method is 405 with Allow") {
   std::string profile_id = create(api, kProfile, 1);
   std::string webhook_id = create(api, kWebhook, 1);
   struct Case {
-    const char* method;
+    std::string method;
     std::string path;
     std::vector<std::string> allow;
   };
@@ -129,7 +133,7 @@ TEST_CASE("a body over --max-request-bytes is 413 and the connection is closed")
     INFO(ok.status, " ", ok.body);
     CHECK(ok.status == 201);
 
-    for (size_t size : {kMax + 1, 4 * kMax, 64 * kMax}) {
+    for (size_t size : {kMax + 1, 4 * kMax, 64 * kMax, size_t{2} << 20}) {
       CAPTURE(size);
       Response big = api.post(std::string(kind->path), padded(kind->body(kTeamA, 3), size));
       check_problem(big, 413, "payload_too_large");

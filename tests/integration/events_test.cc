@@ -100,7 +100,7 @@ TEST_CASE("events: sequence order, hash chain, next_after and limit") {
   CHECK(length(field(rest, "data")) == 3);
   CHECK(length(field(events(api, num(log, "next_after")), "data")) == 0);
 
-  for (const char* q : {"?limit=0", "?limit=1001", "?after=-1", "?after=x", "?limit=abc"}) {
+  for (const std::string q : {"?limit=0", "?limit=1001", "?after=-1", "?after=x", "?limit=abc"}) {
     CAPTURE(q);
     check_problem(api.get(std::string("/v1/events") + q), 400, "invalid_query");
   }

@@ -98,20 +98,20 @@ TEST_CASE("list items are the same records GET returns") {
 TEST_CASE("bad page, per_page and unknown query parameters are 400 invalid_query") {
   Server server;
   Api api(server, kTeamA);
-  const char* bad[] = {"?page=0",      "?page=-1",        "?page=abc",     "?page=1.5",
+  const std::string bad[] = {"?page=0",      "?page=-1",        "?page=abc",     "?page=1.5",
                        "?page=",       "?per_page=0",     "?per_page=101", "?per_page=x",
                        "?per_page=-5", "?page=1e2",       "?foo=bar",      "?page=1&bogus=1",
                        "?page=%201"};
   for (const Kind* kind : kKinds) {
     CAPTURE(kind->name);
-    for (const char* q : bad) {
+    for (const std::string& q : bad) {
       CAPTURE(q);
       check_problem(api.get(std::string(kind->path) + q), 400, "invalid_query");
     }
     CHECK(list(api, *kind, "?per_page=100&page=1").per_page == 100);
   }
   // A filter that does not apply to the kind is invalid too.
-  for (const char* q : {"?status=active", "?workload_id=wl"}) {
+  for (const std::string q : {"?status=active", "?workload_id=wl"}) {
     CAPTURE(q);
     check_problem(api.get(std::string("/v1/gateway_security_profile") + q), 400, "invalid_query");
   }

@@ -41,14 +41,14 @@ TEST_CASE("webhook 422 lists every missing and every bad field") {
   Api api(server, kTeamA);
   Response missing = api.post(kPath, R"({"team_id": "team_a"})");
   check_problem(missing, 422, "validation_failed");
-  for (const char* f : {"workload_id", "provider", "status"}) {
+  for (const std::string f : {"workload_id", "provider", "status"}) {
     CAPTURE(f);
     CHECK(has_field(error_fields(missing), f));
   }
   Response bad = api.post(kPath, R"({"team_id": "team_a", "workload_id": "", "provider": "bitbucket",
                                      "status": "paused", "external_id": 5, "secret": "s3cr3t"})");
   check_problem(bad, 422, "validation_failed");
-  for (const char* f : {"workload_id", "provider", "status", "external_id", "secret"}) {
+  for (const std::string f : {"workload_id", "provider", "status", "external_id", "secret"}) {
     CAPTURE(f);
     CHECK(has_field(error_fields(bad), f));
   }
@@ -62,13 +62,13 @@ TEST_CASE("webhook workload_id is 1..128 bytes; provider and status are exact en
   Response long_id = api.post(kPath, webhook_body(kTeamA, std::string(129, 'w')));
   check_problem(long_id, 422, "validation_failed");
   CHECK(has_field(error_fields(long_id), "workload_id"));
-  for (const char* provider : {"GitHub", "bitbucket", ""}) {
+  for (const std::string provider : {"GitHub", "bitbucket", ""}) {
     CAPTURE(provider);
     Response r = api.post(kPath, json_with(webhook_body(kTeamA, "wl"), "provider", json_quote(provider)));
     check_problem(r, 422, "validation_failed");
     CHECK(has_field(error_fields(r), "provider"));
   }
-  for (const char* status : {"ACTIVE", "disabled"}) {
+  for (const std::string status : {"ACTIVE", "disabled"}) {
     CAPTURE(status);
     Response r = api.post(kPath, json_with(webhook_body(kTeamA, "wl"), "status", json_quote(status)));
     check_problem(r, 422, "validation_failed");
