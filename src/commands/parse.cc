@@ -116,6 +116,17 @@ class BodyReader {
     if (problem) errors_.add(name, *problem);
   }
 
+  // Runs `rule` on the JSON member when present; stores its canonical text in *out only when the
+  // rule passed: serializing recurses, and the rules are what bound the nesting depth.
+  template <typename Rule>
+  void json_field(const char* name, std::string* out, Rule rule) {
+    if (const auto* v = get(name)) {
+      auto problem = rule(*v);
+      check(name, problem);
+      if (!problem) *out = canonical_json(*v);
+    }
+  }
+
   // Runs `rule` on the string member when present; stores it in *out.
   template <typename Rule>
   void string_field(const char* name, std::string* out, Rule rule) {
@@ -213,10 +224,7 @@ Result<Spec> parse_profile(const rapidjson::Value& body) {
     if (*n < 0 || *n > kMaxBodyBytesMax) r.check("max_body_bytes", "must be 0..2147483647");
     p.max_body_bytes = *n;
   }
-  if (const auto* g = r.get("geo_policy")) {
-    r.check("geo_policy", fields::geo_policy(*g));
-    p.geo_policy = canonical_json(*g);
-  }
+  r.json_field("geo_policy", &p.geo_policy, fields::geo_policy);
   r.string_field("waf_mode", &p.waf_mode,
                  [](std::string_view v) { return one_of(v, kWafModes); });
   r.string_field("waf_template", &p.waf_template,
@@ -231,14 +239,8 @@ Result<Spec> parse_profile(const rapidjson::Value& body) {
     }
     p.waf_custom_directives = std::move(*d);
   }
-  if (const auto* o = r.get("waf_overrides")) {
-    r.check("waf_overrides", fields::waf_overrides(*o));
-    p.waf_overrides = canonical_json(*o);
-  }
-  if (const auto* x = r.get("waf_rule_exclusions")) {
-    r.check("waf_rule_exclusions", fields::waf_rule_exclusions(*x));
-    p.waf_rule_exclusions = canonical_json(*x);
-  }
+  r.json_field("waf_overrides", &p.waf_overrides, fields::waf_overrides);
+  r.json_field("waf_rule_exclusions", &p.waf_rule_exclusions, fields::waf_rule_exclusions);
   if (!errors.empty()) return errors.to_error();
   return Spec{std::move(p)};
 }

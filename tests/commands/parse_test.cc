@@ -169,3 +169,29 @@ TEST_CASE("tenant ids") {
 
 }  // namespace
 }  // namespace gw
+
+namespace gw {
+namespace {
+
+TEST_CASE("JSON-typed fields nested far beyond their depth limit are refused without recursion") {
+  const std::string nested = std::string(100000, '[') + std::string(100000, ']');
+  for (const char* field : {"geo_policy", "waf_overrides", "waf_rule_exclusions"}) {
+    CAPTURE(field);
+    std::string inner = std::string(field) == "waf_rule_exclusions"
+                            ? "[" + nested + "]"
+                            : std::string(R"({"a":)") + nested + "}";
+    std::string body =
+        R"({"team_id":"t","hostname":"a.example.com","enabled":true,"force_https":true,)"
+        R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs",")" +
+        std::string(field) + "\":" + inner + "}";
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseIterativeFlag>(body.c_str());
+    REQUIRE_FALSE(doc.HasParseError());
+    auto r = parse_spec(Kind::kProfile, Mode::kCreate, doc, FieldPolicy{});
+    REQUIRE_FALSE(r.ok());
+    CHECK(fields_of(r) == field);
+  }
+}
+
+}  // namespace
+}  // namespace gw

@@ -196,3 +196,26 @@ TEST_CASE("GATEWAY_RATE_LIMIT sets the limit; without it there is none") {
 
 }  // namespace
 }  // namespace gw::itest
+
+namespace gw::itest {
+namespace {
+
+TEST_CASE("deeply nested JSON is parsed without recursion and refused by the field rules") {
+  Server server;
+  Api api(server, kTeamA);
+  constexpr int kDepth = 200000;
+  const std::string nested = std::string(kDepth, '[') + std::string(kDepth, ']');
+  // As the whole body: valid JSON, but not an object.
+  check_problem(api.post("/v1/gateway_security_profile", nested), 400, "invalid_json");
+  // Inside waf_overrides: the depth rule refuses it, naming the field.
+  std::string body = profile_body(kTeamA, "deep.example.com");
+  body.pop_back();
+  body += R"(,"waf_overrides":{"a":)" + nested + "}}";
+  Response r = api.post("/v1/gateway_security_profile", body);
+  check_problem(r, 422, "validation_failed");
+  CHECK(r.body.find("waf_overrides") != std::string::npos);
+  CHECK(api.get("/healthz").status == 200);
+}
+
+}  // namespace
+}  // namespace gw::itest
