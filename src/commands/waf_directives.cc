@@ -1,5 +1,6 @@
-// waf_custom_directives (CONTRACT.md section 3): our own tenant-escape scan, then a parse by
-// libmodsecurity, then an audit of what the engine built.
+// waf_custom_directives (CONTRACT.md section 3): our own tenant-escape scan (waf_scan.h), then a
+// parse by libmodsecurity, then an audit of what the engine built. This file holds the last two
+// steps and fields::waf_directives; the tenant policy is described at the top of waf_scan.h.
 //
 // Why three steps: libmodsecurity acts on some directives while it parses (Include and
 // SecRemoteRules read files and URLs, @pmFromFile and @ipMatchFromFile read files or download them,
@@ -10,530 +11,27 @@
 // load-time I/O features anywhere in the text, and the audit compares the engine's rules and
 // settings with what the scan saw.
 //
-// Tenant policy, deny by default (these rules run in a gateway shared by all tenants):
-// - Directives: SecRule, SecAction, SecMarker, SecRuleRemoveById, SecRuleUpdateTargetById,
-//   SecRuleUpdateActionById. Everything else is refused, in particular Include, SecRemoteRules*,
-//   SecRuleEngine, SecAuditLog*, Sec*Dir, SecDebugLog*, every engine-wide setting, SecDefaultAction
-//   (it changes the defaults of every rule in its phase, platform rules included) and
-//   SecRuleRemoveByTag/ByMsg, SecRuleUpdateTargetByTag/ByMsg (they reach rules of any id).
-// - Ids: every SecRule/SecAction has id:N, N in 1..99999, unique in the text; the follow-up rules
-// of
-//   a chain have none. Ids named by SecRuleRemoveById, SecRuleUpdate*ById, ctl:ruleRemoveById and
-//   ctl:ruleRemoveTargetById must lie in 1..99999 as well.
-// - Operators: all but @pmFromFile/@pmf, @ipMatchFromFile/@ipMatchF, @inspectFile, @fuzzyHash,
-//   @validateDTD, @validateSchema (files) and @rbl, @gsbLookup (network lookups).
-// - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny deprecatevar drop
-//   expirevar id log logdata maturity msg multiMatch noauditlog nolog pass phase redirect rev
-//   sanitise* setvar severity skip skipAfter status t tag ver xmlns. setvar/expirevar/deprecatevar
-//   may only touch TX (IP, GLOBAL, SESSION, USER, RESOURCE are shared by all tenants). ctl may only
-//   set requestBodyProcessor, requestBodyAccess, forceRequestBodyVariable, ruleRemoveById,
-//   ruleRemoveTargetById. So exec, setenv, initcol, setsid, setuid, setrsc, ctl:ruleEngine,
-//   ctl:auditEngine, ctl:auditLogParts and ctl:ruleRemove*ByTag are refused.
-// - ENV (as a variable or a %{ENV...} macro) is refused: it would expose the gateway's environment.
-// - skipAfter must name a SecMarker of the same text.
-// - Unambiguous syntax: comments on lines of their own, not ending in '\'; one directive per line;
-//   no escaped quotes in variables or actions; in an operator, \" must follow an ordinary
-//   character; no blanks in variables; single-quoted values only for actions whose value the engine
-//   also reads to the closing quote, and no commas in setvar values.
-// - Engine bugs kept away: phase outside 1-5/request/response/logging (crash), @validateByteRange
-//   beyond 0..255 (out-of-bounds write), a tab after SecMarker/SecRuleRemoveById/SecRuleUpdate*
-//   (crash), so those take exactly one space.
-// - Raw net, anywhere in the text: Include followed by a path (comment lines excepted),
-//   SecRemoteRules, SecAuditLog, SecDebugLog, SecUnicodeMapFile, SecGeoLookupDb, SecGsbLookupDb,
-//   SecRuleScript, the file operators, "exec:" and "%{env". So `@pm include require` is refused.
-//
 // libmodsecurity's rule parser keeps global state, so parses are serialised by one mutex (any
 // other code in the process that parses ModSecurity rules must not run concurrently with it).
 #include <modsecurity/rule_marker.h>
 #include <modsecurity/rules_set.h>
 
 #include <algorithm>
-#include <array>
-#include <cctype>
 #include <exception>
+#include <iterator>
 #include <mutex>
-#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "commands/fields.h"
+#include "commands/waf_scan.h"
 
 namespace gw::fields {
 namespace {
 
 constexpr size_t kMaxDirectivesBytes = 65536;
-constexpr long kMaxLocalId = 99999;
 constexpr std::string_view kReference = "waf_custom_directives";
-
-// Allow-lists, lower case, each name between blanks.
-constexpr std::string_view kDirectives =
-    " secrule secaction secmarker secruleremovebyid secruleupdatetargetbyid "
-    "secruleupdateactionbyid ";
-constexpr std::string_view kActions =
-    " accuracy allow auditlog block capture chain ctl deny deprecatevar drop expirevar id log "
-    "logdata"
-    " maturity msg multimatch noauditlog nolog pass phase redirect rev sanitisearg sanitisematched"
-    " sanitisematchedbytes sanitiserequestheader sanitiseresponseheader setvar severity skip"
-    " skipafter status t tag ver xmlns ";
-// Actions whose value the engine's lexer also reads up to a closing single quote. Elsewhere it
-// stops at a comma (`skipAfter:'x,setenv:a'` runs setenv), so a quoted value would hide actions.
-constexpr std::string_view kQuotable =
-    " accuracy expirevar id logdata maturity msg phase redirect setvar severity tag ver ";
-constexpr std::string_view kCtlOptions =
-    " requestbodyprocessor requestbodyaccess forcerequestbodyvariable ruleremovebyid"
-    " ruleremovetargetbyid ";
-// Operator name prefixes (lower case, without '@'); the engine's lexer matches by longest prefix.
-constexpr std::array<std::string_view, 8> kDeniedOperators = {
-    "pmf",         "ipmatchf",       "inspectfile", "fuzzyhash",
-    "validatedtd", "validateschema", "rbl",         "gsblookup"};
-// The same operators as the engine names them (RuleWithOperator::getOperatorName, lower-cased).
-constexpr std::array<std::string_view, 8> kDeniedEngineOperators = {
-    "pmfromfile",  "ipmatchfromfile", "inspectfile", "fuzzyhash",
-    "validatedtd", "validateschema",  "rbl",         "gsblookup"};
-constexpr std::array<std::pair<std::string_view, std::string_view>, 16> kRawNet = {
-    {{"secremoterules", "directive SecRemoteRules"},
-     {"secauditlog", "directive SecAuditLog"},
-     {"secdebuglog", "directive SecDebugLog"},
-     {"secunicodemapfile", "directive SecUnicodeMapFile"},
-     {"secgeolookupdb", "directive SecGeoLookupDb"},
-     {"secgsblookupdb", "directive SecGsbLookupDb"},
-     {"secrulescript", "directive SecRuleScript"},
-     {"@pmf", "operator @pmFromFile"},
-     {"@ipmatchf", "operator @ipMatchFromFile"},
-     {"@inspectfile", "operator @inspectFile"},
-     {"@fuzzyhash", "operator @fuzzyHash"},
-     {"@validatedtd", "operator @validateDTD"},
-     {"@validateschema", "operator @validateSchema"},
-     {"fromfile", "file operators"},
-     {"exec:", "action exec"},
-     {"%{env", "variable ENV"}}};
-
-template <size_t N>
-bool contains(const std::array<std::string_view, N>& list, std::string_view s) {
-  return std::find(list.begin(), list.end(), s) != list.end();
-}
-
-bool listed(std::string_view list, std::string_view name) {
-  return !name.empty() && name.find(' ') == std::string_view::npos &&
-         list.find(" " + std::string(name) + " ") != std::string_view::npos;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-// Client text for a message: at most 40 bytes, printable ASCII only.
-std::string shown(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 40)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
-  return s.size() > 40 ? out + "..." : out;
-}
-
-std::string at(int line) { return " (line " + std::to_string(line) + ")"; }
-std::string refused(std::string_view what, int line) {
-  return std::string(what) + " is not allowed in tenant rules" + at(line);
-}
-
-// A rule id in 1..99999 written as plain digits.
-bool local_id(std::string_view s, long* id) {
-  if (s.empty() || s.size() > 5 ||
-      !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  *id = std::stol(std::string(s));
-  return *id >= 1 && *id <= kMaxLocalId;
-}
-
-// An id or an id range "a-b" inside 1..99999.
-bool local_id_or_range(std::string_view s, long* first) {
-  size_t dash = s.find('-');
-  if (dash == std::string_view::npos) return local_id(s, first);
-  long last = 0;
-  return local_id(s.substr(0, dash), first) && local_id(s.substr(dash + 1), &last) &&
-         *first <= last;
-}
-
-struct Arg {
-  std::string text;    // without surrounding quotes
-  std::string blanks;  // the blanks before it
-  bool quoted = false;
-  bool escaped_quote = false;    // holds a \"
-  bool ambiguous_quote = false;  // holds a \" that the engine's lexer may take as the closing quote
-};
-
-struct Directive {
-  int line = 0;
-  std::string name;
-  std::vector<Arg> args;
-};
-
-struct Action {
-  std::string name;  // lower case
-  std::string value;
-  bool quoted = false;
-};
-
-// What the scan saw, for cross-checks after the scan and against the engine.
-struct Scan {
-  // (id, number of links in its chain) per SecRule/SecAction that starts a rule.
-  std::vector<std::pair<long, size_t>> rules;
-  std::set<std::string> markers;
-  std::vector<std::pair<std::string, int>> skip_targets;
-  int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
-};
-
-Problem split_args(std::string_view s, int line, std::vector<Arg>* args) {
-  size_t i = 0;
-  while (true) {
-    size_t blanks = i;
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
-    if (i == s.size()) return std::nullopt;
-    Arg a;
-    a.blanks = std::string(s.substr(blanks, i - blanks));
-    size_t j = i;
-    if (s[i] == '"') {
-      a.quoted = true;
-      for (j = i + 1; j < s.size() && s[j] != '"'; ++j) {
-        if (s[j] != '\\') continue;
-        size_t run = j;
-        while (j + 1 < s.size() && s[j + 1] == '\\') ++j;
-        if (j + 1 < s.size() && s[j + 1] == '"' && (j + 1 - run) % 2 == 1) {
-          char before = run > i + 1 ? s[run - 1] : '"';
-          a.escaped_quote = true;
-          a.ambiguous_quote |= std::string_view("\" \t%}").find(before) != std::string_view::npos;
-          ++j;
-        }
-      }
-      if (j == s.size()) return "has an unterminated quoted string" + at(line);
-      a.text = std::string(s.substr(i + 1, j - i - 1));
-      ++j;
-      if (j < s.size() && s[j] != ' ' && s[j] != '\t')
-        return "needs a blank after a closing quote" + at(line);
-    } else {
-      while (j < s.size() && s[j] != ' ' && s[j] != '\t') ++j;
-      a.text = std::string(s.substr(i, j - i));
-      if (a.text.find('"') != std::string::npos)
-        return "has a quote inside an unquoted argument" + at(line);
-    }
-    args->push_back(std::move(a));
-    i = j;
-  }
-}
-
-// Splits the text into directives, dropping comment lines and joining continued lines.
-Problem split_directives(std::string_view text, std::vector<Directive>* out) {
-  int line = 1;
-  for (size_t i = 0; i < text.size(); ++i) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c == '\n') ++line;
-    if (c == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'))
-      return "must not contain a carriage return outside CRLF" + at(line);
-    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
-      return "must not contain control characters" + at(line);
-  }
-  std::string logical;
-  int logical_line = 0;
-  line = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    size_t end = std::min(text.find('\n', pos), text.size());
-    std::string_view phys = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line;
-    if (phys.ends_with('\r')) phys.remove_suffix(1);
-    bool continued = phys.ends_with('\\');
-    if (logical_line == 0) {
-      size_t first = phys.find_first_not_of(" \t");
-      if (first != std::string_view::npos && phys[first] == '#') {
-        if (continued) return "must not end a comment with a line continuation" + at(line);
-        continue;
-      }
-      logical_line = line;
-    }
-    if (continued) {
-      logical.append(phys.substr(0, phys.size() - 1)).push_back(' ');
-      continue;
-    }
-    logical.append(phys);
-    std::vector<Arg> args;
-    if (auto p = split_args(logical, logical_line, &args)) return p;
-    if (!args.empty()) {
-      if (args[0].quoted) return "must not quote a directive name" + at(logical_line);
-      out->push_back({logical_line, args[0].text, std::vector<Arg>(args.begin() + 1, args.end())});
-    }
-    logical.clear();
-    logical_line = 0;
-  }
-  if (logical_line != 0) return "must not end with a line continuation" + at(logical_line);
-  return std::nullopt;
-}
-
-Problem split_actions(std::string_view s, int line, std::vector<Action>* out) {
-  for (size_t k = 0; k + 1 < s.size(); ++k) {
-    if (s[k] == '\\' && (s[k + 1] == '\'' || s[k + 1] == '"'))
-      return "must not use escaped quotes in actions" + at(line);
-  }
-  auto blank = [&](size_t k) { return k < s.size() && (s[k] == ' ' || s[k] == '\t'); };
-  size_t i = 0;
-  while (true) {
-    while (blank(i)) ++i;
-    size_t start = i;
-    while (i < s.size() && s[i] != ':' && s[i] != ',') ++i;
-    Action a{lower(s.substr(start, i - start)), "", false};
-    while (!a.name.empty() && (a.name.back() == ' ' || a.name.back() == '\t')) a.name.pop_back();
-    if (a.name.empty()) return "has an empty action" + at(line);
-    if (i < s.size() && s[i] == ':') {
-      ++i;
-      if (i < s.size() && s[i] == '\'') {
-        size_t close = s.find('\'', i + 1);
-        if (close == std::string_view::npos)
-          return "has an unterminated quoted action value" + at(line);
-        a.value = std::string(s.substr(i + 1, close - i - 1));
-        a.quoted = true;
-        for (i = close + 1; blank(i);) ++i;
-        if (i < s.size() && s[i] != ',') return "has text after a quoted action value" + at(line);
-      } else {
-        size_t end = std::min(s.find(',', i), s.size());
-        a.value = std::string(s.substr(i, end - i));
-        while (!a.value.empty() && (a.value.back() == ' ' || a.value.back() == '\t'))
-          a.value.pop_back();
-        if (a.value.find('\'') != std::string::npos)
-          return "must quote whole action values only" + at(line);
-        i = end;
-      }
-    }
-    out->push_back(std::move(a));
-    if (i >= s.size()) return std::nullopt;
-    ++i;  // the comma
-  }
-}
-
-enum class Role { kHead, kLink, kUpdate };
-
-Problem check_ctl(std::string_view value, int line) {
-  size_t eq = value.find('=');
-  std::string option = lower(value.substr(0, eq));
-  std::string_view arg = eq == std::string_view::npos ? std::string_view() : value.substr(eq + 1);
-  if (!listed(kCtlOptions, option)) return refused("ctl:" + shown(value.substr(0, eq)), line);
-  long id = 0;
-  if (option == "ruleremovebyid" && !local_id_or_range(arg, &id))
-    return "ctl:ruleRemoveById may only name rule ids in 1..99999" + at(line);
-  if (option == "ruleremovetargetbyid") {
-    size_t semi = arg.find(';');
-    if (!local_id(arg.substr(0, semi), &id))
-      return "ctl:ruleRemoveTargetById may only name rule ids in 1..99999" + at(line);
-    if (semi != std::string_view::npos && lower(arg.substr(semi + 1)).starts_with("env"))
-      return refused("variable ENV", line);
-  }
-  return std::nullopt;
-}
-
-Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id, bool* chain) {
-  std::vector<Action> actions;
-  if (auto p = split_actions(arg.text, line, &actions)) return p;
-  for (const Action& a : actions) {
-    if (!listed(kActions, a.name)) return refused("action " + shown(a.name), line);
-    if (a.quoted && !listed(kQuotable, a.name))
-      return "must not quote the value of " + a.name + at(line);
-    if (a.name == "setvar" && a.value.find(',') != std::string::npos) {
-      return "must not put commas in setvar values" +
-             at(line);  // the engine splits quoted setvar at commas
-    }
-    if (a.name == "id") {
-      if (role == Role::kLink) return "must not give an id to a chained follow-up rule" + at(line);
-      if (role == Role::kUpdate)
-        return "must not change ids with SecRuleUpdateActionById" + at(line);
-      if (*id != 0) return "must give a rule one id only" + at(line);
-      if (!local_id(a.value, id)) return "needs rule ids in 1..99999" + at(line);
-    } else if (a.name == "chain") {
-      if (role == Role::kUpdate)
-        return "must not add chain with SecRuleUpdateActionById" + at(line);
-      *chain = true;
-    } else if (a.name == "ctl") {
-      if (auto p = check_ctl(a.value, line)) return p;
-    } else if (a.name == "setvar" || a.name == "expirevar" || a.name == "deprecatevar") {
-      std::string target = lower(a.value);
-      if (!(target.starts_with("tx.") || target.starts_with("!tx.") || target.starts_with("tx:"))) {
-        return a.name + " may only change TX variables" + at(line);
-      }
-    } else if (a.name == "phase") {
-      std::string phase = lower(a.value);
-      if ((phase.size() != 1 || phase[0] < '1' || phase[0] > '5') && phase != "request" &&
-          phase != "response" && phase != "logging") {
-        return "needs phase 1-5, request, response or logging" +
-               at(line);  // larger numbers crash the engine
-      }
-    } else if (a.name == "skipafter") {
-      scan->skip_targets.emplace_back(a.value, line);
-    }
-  }
-  return std::nullopt;
-}
-
-Problem check_variables(const Arg& arg, int line) {
-  if (arg.escaped_quote) return "must not use escaped quotes in variables" + at(line);
-  // A blank ends the variables for the engine even inside quotes; what follows may be a directive.
-  if (arg.text.find_first_of(" \t") != std::string::npos)
-    return "must not put blanks in variables" + at(line);
-  std::string vars = lower(arg.text);
-  size_t start = 0;
-  while (start <= vars.size()) {
-    size_t end = std::min(vars.find_first_of("|,", start), vars.size());
-    std::string_view piece(vars.data() + start, end - start);
-    while (!piece.empty() &&
-           std::string_view("!&'\" \t").find(piece.front()) != std::string_view::npos)
-      piece.remove_prefix(1);
-    if (piece.starts_with("env")) return refused("variable ENV", line);
-    start = end + 1;
-  }
-  return std::nullopt;
-}
-
-// "9,10,32-126": the engine writes out of bounds for bytes above 255, so check them here.
-bool byte_ranges(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  auto byte = [](std::string_view b, int* v) {
-    if (b.empty() || b.size() > 3 ||
-        !std::all_of(b.begin(), b.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return false;
-    *v = std::stoi(std::string(b));
-    return *v <= 255;
-  };
-  size_t start = 0;
-  while (true) {
-    size_t comma = std::min(s.find(',', start), s.size());
-    std::string_view item = s.substr(start, comma - start);
-    size_t dash = item.find('-');
-    int lo = 0;
-    int hi = 0;
-    if (dash == std::string_view::npos
-            ? !byte(item, &lo)
-            : !byte(item.substr(0, dash), &lo) || !byte(item.substr(dash + 1), &hi) || lo > hi) {
-      return false;
-    }
-    if (comma == s.size()) return true;
-    start = comma + 1;
-  }
-}
-
-Problem check_operator(const Arg& arg, int line) {
-  if (arg.ambiguous_quote)
-    return "must put an ordinary character before an escaped quote (\\\") in an operator" +
-           at(line);
-  std::string_view op = arg.text;
-  if (op.starts_with('!')) op.remove_prefix(1);
-  if (!op.starts_with('@')) return std::nullopt;
-  std::string_view name = op.substr(1, op.find_first_of(" \t") - 1);
-  std::string lowered = lower(name);
-  for (auto denied : kDeniedOperators) {
-    if (lowered.starts_with(denied)) return refused("operator @" + shown(name), line);
-  }
-  if (lowered == "validatebyterange" && !byte_ranges(op.substr(1 + name.size()))) {
-    return "needs @validateByteRange with bytes or byte ranges in 0..255, e.g. 9,10,32-126" +
-           at(line);
-  }
-  return std::nullopt;
-}
-
-Problem check_directive(const Directive& d, Scan* scan) {
-  std::string name = lower(d.name);
-  int line = d.line;
-  if (!listed(kDirectives, name)) return refused("directive " + shown(d.name), line);
-  bool link = scan->open_chain_line != 0;
-  if (link && name != "secrule")
-    return "needs a SecRule after the chained rule of line " +
-           std::to_string(scan->open_chain_line) + at(line);
-  const auto& args = d.args;
-  if (name != "secrule" && name != "secaction" && !args.empty() && args[0].blanks != " ") {
-    return "needs exactly one space after " + d.name +
-           at(line);  // the engine crashes on a tab here
-  }
-  long id = 0;
-  bool chain = false;
-  if (name == "secrule" || name == "secaction") {
-    bool rule = name == "secrule";
-    if (rule ? args.size() < 2 || args.size() > 3 : args.size() != 1) {
-      return rule ? "needs SecRule VARIABLES OPERATOR ACTIONS" + at(line)
-                  : "needs SecAction ACTIONS" + at(line);
-    }
-    if (rule) {
-      if (auto p = check_variables(args[0], line)) return p;
-      if (auto p = check_operator(args[1], line)) return p;
-    }
-    if (args.size() == 1 || args.size() == 3) {
-      if (auto p =
-              check_actions(args.back(), line, link ? Role::kLink : Role::kHead, scan, &id, &chain))
-        return p;
-    }
-    if (chain && !rule) return "must not chain a SecAction" + at(line);
-    scan->open_chain_line = chain ? line : 0;
-    if (link) {
-      ++scan->rules.back().second;
-      return std::nullopt;
-    }
-    if (id == 0) return "needs an id in 1..99999 on every rule" + at(line);
-    for (const auto& r : scan->rules) {
-      if (r.first == id) return "uses rule id " + std::to_string(id) + " twice" + at(line);
-    }
-    scan->rules.emplace_back(id, 1);
-  } else if (name == "secmarker") {
-    if (args.size() != 1 || args[0].quoted || args[0].text.empty() || args[0].text.size() > 128 ||
-        !std::all_of(args[0].text.begin(), args[0].text.end(), [](char c) {
-          return isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
-        })) {
-      return "needs SecMarker NAME (letters, digits, '_', '.', '-')" + at(line);
-    }
-    scan->markers.insert(args[0].text);
-  } else if (name == "secruleremovebyid") {
-    if (args.empty()) return "needs SecRuleRemoveById ID..." + at(line);
-    for (const Arg& a : args) {
-      if (a.quoted || !local_id_or_range(a.text, &id))
-        return "SecRuleRemoveById may only name rule ids in 1..99999" + at(line);
-    }
-  } else {
-    if (args.size() != 2)
-      return "needs " + d.name + " ID " +
-             (name == "secruleupdatetargetbyid" ? "TARGETS" : "ACTIONS") + at(line);
-    if (args[0].quoted || !local_id(args[0].text, &id))
-      return shown(d.name) + " may only name rule ids in 1..99999" + at(line);
-    if (name == "secruleupdatetargetbyid") return check_variables(args[1], line);
-    long unused = 0;
-    return check_actions(args[1], line, Role::kUpdate, scan, &unused, &chain);
-  }
-  return std::nullopt;
-}
-
-// Keywords of load-time file and network access, found anywhere (see the file comment).
-Problem raw_net(std::string_view text) {
-  std::string s = lower(text);
-  int line = 1;
-  size_t line_start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-      continue;
-    }
-    std::string_view rest(s.data() + i, s.size() - i);
-    for (const auto& [keyword, what] : kRawNet) {
-      if (rest.starts_with(keyword)) return refused(what, line);
-    }
-    if (rest.starts_with("include")) {
-      size_t first = s.find_first_not_of(" \t", line_start);
-      bool comment_line = first != std::string::npos && s[first] == '#';
-      size_t k = i + 7;
-      size_t blanks = k;
-      while (k < s.size() && (s[k] == ' ' || s[k] == '\t')) ++k;
-      bool path = k > blanks && k < s.size() &&
-                  (isalnum(static_cast<unsigned char>(s[k])) ||
-                   std::string_view("\"_/.-*:").find(s[k]) != std::string_view::npos);
-      if (path && !comment_line) return refused("directive Include", line);
-    }
-  }
-  return std::nullopt;
-}
 
 // The engine's parser message without file references, pointers and line breaks.
 std::string engine_message(std::string raw) {
@@ -579,8 +77,9 @@ bool settings_untouched(modsecurity::RulesSet& rs) {
                               [](const auto& v) { return v.empty(); });
   const auto& ex = rs.m_exceptions;
   auto local = [](const auto& map) {
-    return std::all_of(map.begin(), map.end(),
-                       [](const auto& kv) { return kv.first >= 1 && kv.first <= kMaxLocalId; });
+    return std::all_of(map.begin(), map.end(), [](const auto& kv) {
+      return kv.first >= 1 && kv.first <= waf::kMaxLocalId;
+    });
   };
   bool exceptions =
       ex.m_remove_rule_by_msg.empty() && ex.m_remove_rule_by_tag.empty() &&
@@ -591,7 +90,7 @@ bool settings_untouched(modsecurity::RulesSet& rs) {
 }
 
 // Second line of defence: the engine's own view must match the scan's.
-Problem audit(modsecurity::RulesSet& rs, const Scan& scan) {
+Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
   std::vector<std::pair<long, size_t>> rules;
   for (int phase = 0; phase < modsecurity::Phases::NUMBER_OF_PHASES; ++phase) {
     const modsecurity::Rules* list = rs.m_rulesSetPhases.at(phase);
@@ -604,8 +103,8 @@ Problem audit(modsecurity::RulesSet& rs, const Scan& scan) {
       for (modsecurity::RuleWithActions* r = head; r != nullptr; r = r->m_chainedRuleChild.get()) {
         ++links;
         auto* op = dynamic_cast<modsecurity::RuleWithOperator*>(r);
-        if (op != nullptr && contains(kDeniedEngineOperators, lower(op->getOperatorName()))) {
-          return refused("operator @" + op->getOperatorName(), r->getLineNumber());
+        if (op != nullptr && waf::denied_engine_operator(op->getOperatorName())) {
+          return waf::refused("operator @" + op->getOperatorName(), r->getLineNumber());
         }
       }
       rules.emplace_back(head->m_ruleId, links);
@@ -624,7 +123,7 @@ Problem audit(modsecurity::RulesSet& rs, const Scan& scan) {
 // Parses under a process-wide lock: the engine's flex lexer keeps its state in globals. One of
 // them (set by SecRuleUpdateTargetById, cleared only by the blank that follows its targets) even
 // outlives a parse and breaks the next one, so every parse ends with a parse that clears it.
-Problem engine_check(std::string_view text, const Scan& scan) {
+Problem engine_check(std::string_view text, const waf::ScanResult& scan) {
   static std::mutex parser_mutex;
   std::lock_guard<std::mutex> lock(parser_mutex);
   Problem problem;
@@ -651,20 +150,9 @@ Problem engine_check(std::string_view text, const Scan& scan) {
 
 Problem waf_directives(std::string_view text) {
   if (text.size() > kMaxDirectivesBytes) return "must be at most 65536 bytes";
-  std::vector<Directive> directives;
-  if (auto p = split_directives(text, &directives)) return p;
-  Scan scan;
-  for (const Directive& d : directives) {
-    if (auto p = check_directive(d, &scan)) return p;
-  }
-  if (scan.open_chain_line != 0)
-    return "needs a SecRule after the chained rule" + at(scan.open_chain_line);
-  for (const auto& [marker, line] : scan.skip_targets) {
-    if (!scan.markers.contains(marker))
-      return "needs skipAfter to name a SecMarker of these directives" + at(line);
-  }
-  if (auto p = raw_net(text)) return p;
-  if (directives.empty()) return std::nullopt;
+  waf::ScanResult scan;
+  if (auto p = waf::scan_directives(text, &scan)) return p;
+  if (scan.directives == 0) return std::nullopt;
   return engine_check(text, scan);
 }
 

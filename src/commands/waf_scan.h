@@ -1,0 +1,72 @@
+// waf_scan: our own tokenizer and tenant-escape policy scan of ModSecurity directive text, the
+// first step of fields::waf_directives (waf_directives.cc holds the libmodsecurity parse and audit
+// that follow, and says why there are three steps). The scan is pure: it reads only its arguments
+// and constant tables, touches no global state and never calls libmodsecurity, so it is
+// thread-safe and needs no lock. It is stricter than the engine wherever the two could disagree.
+//
+// Tenant policy, deny by default (these rules run in a gateway shared by all tenants):
+// - Directives: SecRule, SecAction, SecMarker, SecRuleRemoveById, SecRuleUpdateTargetById,
+//   SecRuleUpdateActionById. Everything else is refused, in particular Include, SecRemoteRules*,
+//   SecRuleEngine, SecAuditLog*, Sec*Dir, SecDebugLog*, every engine-wide setting, SecDefaultAction
+//   (it changes the defaults of every rule in its phase, platform rules included) and
+//   SecRuleRemoveByTag/ByMsg, SecRuleUpdateTargetByTag/ByMsg (they reach rules of any id).
+// - Ids: every SecRule/SecAction has id:N, N in 1..99999, unique in the text; the follow-up rules
+//   of a chain have none. Ids named by SecRuleRemoveById, SecRuleUpdate*ById, ctl:ruleRemoveById
+//   and ctl:ruleRemoveTargetById must lie in 1..99999 as well.
+// - Operators: all but @pmFromFile/@pmf, @ipMatchFromFile/@ipMatchF, @inspectFile, @fuzzyHash,
+//   @validateDTD, @validateSchema (files) and @rbl, @gsbLookup (network lookups).
+// - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny deprecatevar drop
+//   expirevar id log logdata maturity msg multiMatch noauditlog nolog pass phase redirect rev
+//   sanitise* setvar severity skip skipAfter status t tag ver xmlns. setvar/expirevar/deprecatevar
+//   may only touch TX (IP, GLOBAL, SESSION, USER, RESOURCE are shared by all tenants). ctl may only
+//   set requestBodyProcessor, requestBodyAccess, forceRequestBodyVariable, ruleRemoveById,
+//   ruleRemoveTargetById. So exec, setenv, initcol, setsid, setuid, setrsc, ctl:ruleEngine,
+//   ctl:auditEngine, ctl:auditLogParts and ctl:ruleRemove*ByTag are refused.
+// - ENV (as a variable or a %{ENV...} macro) is refused: it would expose the gateway's environment.
+// - skipAfter must name a SecMarker of the same text.
+// - Unambiguous syntax: comments on lines of their own, not ending in '\'; one directive per line;
+//   no escaped quotes in variables or actions; in an operator, \" must follow an ordinary
+//   character; no blanks in variables; single-quoted values only for actions whose value the engine
+//   also reads to the closing quote, and no commas in setvar values.
+// - Engine bugs kept away: phase outside 1-5/request/response/logging (crash), @validateByteRange
+//   beyond 0..255 (out-of-bounds write), a tab after SecMarker/SecRuleRemoveById/SecRuleUpdate*
+//   (crash), so those take exactly one space.
+// - Raw net, anywhere in the text: Include followed by a path (comment lines excepted),
+//   SecRemoteRules, SecAuditLog, SecDebugLog, SecUnicodeMapFile, SecGeoLookupDb, SecGsbLookupDb,
+//   SecRuleScript, the file operators, "exec:" and "%{env". So `@pm include require` is refused.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "commands/fields.h"
+
+namespace gw::fields::waf {
+
+// Tenant rule ids lie in 1..kMaxLocalId.
+inline constexpr long kMaxLocalId = 99999;
+
+// What the scan saw, for the cross-check against the engine.
+struct ScanResult {
+  // (id, number of links in its chain) per SecRule/SecAction that starts a rule, in text order.
+  std::vector<std::pair<long, size_t>> rules;
+  // Number of directives (comment lines and blank lines are not directives).
+  size_t directives = 0;
+};
+
+// Checks `text` against the tenant policy above. Returns the first problem found, as a message
+// for the client ("... (line N)"), or std::nullopt with *result filled in. Does not limit the
+// size of `text`; the caller does.
+Problem scan_directives(std::string_view text, ScanResult* result);
+
+// Whether the engine's name of an operator (RuleWithOperator::getOperatorName, any case) is one
+// the policy refuses.
+bool denied_engine_operator(std::string_view engine_name);
+
+// The message for a refused feature: "<what> is not allowed in tenant rules (line N)".
+std::string refused(std::string_view what, int line);
+
+}  // namespace gw::fields::waf
