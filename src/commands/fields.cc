@@ -126,14 +126,17 @@ Problem origin_host(std::string_view host) {
   return std::nullopt;
 }
 
+// What follows "http://" or "https://", or nullopt for any other (or no) scheme.
+std::optional<std::string_view> after_http_scheme(std::string_view url) {
+  if (url.starts_with("https://")) return url.substr(8);
+  if (url.starts_with("http://")) return url.substr(7);
+  return std::nullopt;
+}
+
 Problem origin(std::string_view o) {
-  std::string_view rest;
-  if (o.starts_with("https://"))
-    rest = o.substr(8);
-  else if (o.starts_with("http://"))
-    rest = o.substr(7);
-  else
-    return "origins must start with http:// or https://";
+  auto after = after_http_scheme(o);
+  if (!after) return "origins must start with http:// or https://";
+  std::string_view rest = *after;
   if (rest.find_first_of(" \t") != std::string_view::npos)
     return "must separate origins with commas";
   if (rest.starts_with('[')) return "origin hosts must be hostnames, IPv4 addresses or localhost";
@@ -384,13 +387,9 @@ Problem redirect_to(std::string_view in) {
     if (hostname(in, &normalized)) return "must be a hostname or an http:// or https:// URL";
     return std::nullopt;
   }
-  std::string_view rest;
-  if (in.starts_with("https://"))
-    rest = in.substr(8);
-  else if (in.starts_with("http://"))
-    rest = in.substr(7);
-  else
-    return "URLs must start with http:// or https://";
+  auto after = after_http_scheme(in);
+  if (!after) return "URLs must start with http:// or https://";
+  std::string_view rest = *after;
   std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
   if (authority.find('@') != std::string_view::npos) return "URLs must not contain userinfo";
   if (authority.starts_with('[')) return "URL hosts must be hostnames, not IP addresses";

@@ -54,20 +54,12 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-// Strict positive integer parse: digits only, 1..max.
-std::optional<uint64_t> parse_positive(std::string_view s, uint64_t max) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
-  uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v < 1 || v > max) return std::nullopt;
-  return v;
-}
-
-std::optional<uint64_t> parse_unsigned(std::string_view s) {
+// Strict decimal parse: digits only, within [min, max].
+std::optional<uint64_t> parse_in_range(std::string_view s, uint64_t min, uint64_t max) {
   if (s.empty() || s.size() > 20) return std::nullopt;
   uint64_t v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  if (ec != std::errc() || ptr != s.data() + s.size() || v < min || v > max) return std::nullopt;
   return v;
 }
 
@@ -191,6 +183,20 @@ struct Api::Context {
     }
     return true;
   }
+  // Reads integer query parameter `name` in [min, max] into *out (left as is when absent).
+  // False after answering 400 invalid_query.
+  bool int_param(std::string_view name, uint64_t min, uint64_t max, uint64_t* out) {
+    auto p = param(name);
+    if (!p) return true;
+    auto v = parse_in_range(*p, min, max);
+    if (!v) {
+      fail(make_error(Code::kInvalidQuery, std::string(name) + " must be an integer " +
+                                               std::to_string(min) + ".." + std::to_string(max)));
+      return false;
+    }
+    *out = *v;
+    return true;
+  }
   std::optional<std::string> param(std::string_view name) const {
     for (const auto& [n, v] : request.query) {
       if (n == name) return v;
@@ -297,15 +303,8 @@ void Api::list(Context& ctx, Kind kind) {
     return;
   }
   uint64_t page = 1, per_page = 20;
-  if (auto p = ctx.param("page")) {
-    auto v = parse_positive(*p, 1000000000);
-    if (!v) return ctx.fail(make_error(Code::kInvalidQuery, "page must be an integer >= 1"));
-    page = *v;
-  }
-  if (auto p = ctx.param("per_page")) {
-    auto v = parse_positive(*p, 100);
-    if (!v) return ctx.fail(make_error(Code::kInvalidQuery, "per_page must be an integer 1..100"));
-    per_page = *v;
+  if (!ctx.int_param("page", 1, 1000000000, &page) || !ctx.int_param("per_page", 1, 100, &per_page)) {
+    return;
   }
   std::vector<ReadModel::Filter> filters;
   for (const auto& [name, value] : ctx.request.query) {
@@ -406,15 +405,8 @@ void Api::history(Context& ctx, Kind kind, const std::string& id) {
 void Api::events(Context& ctx) {
   if (!ctx.check_query({"after", "limit"})) return;
   uint64_t after = 0, limit = 100;
-  if (auto p = ctx.param("after")) {
-    auto v = parse_unsigned(*p);
-    if (!v) return ctx.fail(make_error(Code::kInvalidQuery, "after must be an integer >= 0"));
-    after = *v;
-  }
-  if (auto p = ctx.param("limit")) {
-    auto v = parse_positive(*p, 1000);
-    if (!v) return ctx.fail(make_error(Code::kInvalidQuery, "limit must be an integer 1..1000"));
-    limit = *v;
+  if (!ctx.int_param("after", 0, UINT64_MAX, &after) || !ctx.int_param("limit", 1, 1000, &limit)) {
+    return;
   }
   auto result = reads_.tenant_events(ctx.caller.tenant, after, limit);
   if (!result.ok()) return ctx.fail(result.error());

@@ -85,7 +85,6 @@ uint64_t Tx::append(const EventDraft& draft) {
   wb_.Put(store_.cf(Cf::kEvents), encode_u64(seq), value);
   last_seq_ = seq;
   last_hash_ = std::move(hash);
-  ++events_;
   return seq;
 }
 
@@ -93,14 +92,12 @@ void Tx::set_savepoint() {
   wb_.SetSavePoint();
   saved_seq_ = last_seq_;
   saved_hash_ = last_hash_;
-  saved_events_ = events_;
 }
 
 void Tx::rollback_to_savepoint() {
   wb_.RollbackToSavePoint();
   last_seq_ = saved_seq_;
   last_hash_ = saved_hash_;
-  events_ = saved_events_;
 }
 
 Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids) {
@@ -129,10 +126,6 @@ Writer::Writer(Store& store, IdGenerator& ids, uint64_t seq, std::string hash)
     : store_(store), ids_(ids), seq_(seq), hash_(std::move(hash)), published_seq_(seq) {}
 
 Writer::~Writer() { stop(); }
-
-void Writer::on_commit(std::function<void(uint64_t)> listener) {
-  listeners_.push_back(std::move(listener));
-}
 
 void Writer::submit(std::unique_ptr<Job> job) {
   {
@@ -191,7 +184,6 @@ void Writer::run() {
         hash_ = tx.last_hash();
         published_seq_.store(seq_, std::memory_order_release);
         batches_.fetch_add(1, std::memory_order_relaxed);
-        for (auto& l : listeners_) l(seq_);
       }
     }
     for (auto& job : jobs) job->finish(committed);

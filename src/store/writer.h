@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,7 +59,6 @@ class Tx {
 
   uint64_t last_seq() const { return last_seq_; }
   const std::string& last_hash() const { return last_hash_; }
-  size_t events() const { return events_; }
   rocksdb::WriteBatch* batch() { return wb_.GetWriteBatch(); }
 
   void set_savepoint();
@@ -72,10 +70,8 @@ class Tx {
   rocksdb::WriteBatchWithIndex wb_;
   uint64_t last_seq_;
   std::string last_hash_;
-  size_t events_ = 0;
   uint64_t saved_seq_ = 0;
   std::string saved_hash_;
-  size_t saved_events_ = 0;
 };
 
 class Job {
@@ -106,10 +102,6 @@ class Writer {
   bool writable() const { return writable_.load(std::memory_order_acquire); }
   uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
 
-  // Called on the writer thread after every committed batch with the new last sequence number.
-  // Precondition: registered before the first submit() (the queue mutex orders the two).
-  void on_commit(std::function<void(uint64_t)> listener);
-
  private:
   Writer(Store& store, IdGenerator& ids, uint64_t seq, std::string hash);
   void run();
@@ -123,7 +115,6 @@ class Writer {
   // Owned by the writer thread:
   uint64_t seq_;
   std::string hash_;
-  std::vector<std::function<void(uint64_t)>> listeners_;
   std::atomic<uint64_t> published_seq_;
   std::atomic<bool> writable_{true};
   std::atomic<uint64_t> batches_{0};
