@@ -233,11 +233,12 @@ std::optional<Error> Api::authenticate(const Request& request, Caller* caller) {
   return std::nullopt;
 }
 
-void Api::handle(const Request& request, Respond respond) {
-  Target t = route(request.method, request.path);
-  auto ctx = std::make_shared<Context>(Context{request, {}, std::move(respond), &metrics_, t.route,
-                                               t.kind ? static_cast<int>(*t.kind) : 0,
+void Api::handle(Request req, Respond respond) {
+  Target t = route(req.method, req.path);
+  auto ctx = std::make_shared<Context>(Context{std::move(req), {}, std::move(respond), &metrics_,
+                                               t.route, t.kind ? static_cast<int>(*t.kind) : 0,
                                                Clock::now()});
+  const Request& request = ctx->request;
   if (!t.known_path) {
     ctx->fail(make_error(Code::kNotFound, "no resource at " + request.path));
     return;

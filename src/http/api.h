@@ -29,7 +29,7 @@ class Api {
   Api(ApiConfig config, Service& service, const ReadModel& reads, TokenStore& tokens,
       RateLimiter& limiter, Metrics& metrics, std::function<bool()> ready);
 
-  void handle(const Request& request, Respond respond);
+  void handle(Request request, Respond respond);
 
  private:
   struct Caller {

@@ -140,7 +140,10 @@ class Handler final : public P::Http::Handler {
     auto writer = std::make_shared<P::Http::ResponseWriter>(std::move(response));
     const bool close = wants_close(req);
     state_->in_flight.fetch_add(1, std::memory_order_acq_rel);
-    Respond respond = [writer, close, state = state_](Reply reply) {
+    // Exactly one reply goes out, even if the Api answered and then something threw.
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    Respond respond = [writer, close, answered, state = state_](Reply reply) {
+      if (answered->exchange(true)) return;
       send(*writer, std::move(reply), close);
       state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
     };
@@ -162,7 +165,7 @@ class Handler final : public P::Http::Handler {
       request.content_type = header_value(req, "Content-Type");
       request.if_match = header_value(req, "If-Match");
       request.body = req.body();
-      state_->api->handle(request, std::move(respond));
+      state_->api->handle(std::move(request), respond);
     } catch (const std::exception&) {
       // Nothing from inside escapes to the client; Pistache would send the exception text.
       respond(problem(make_error(Code::kInternal, "unexpected exception")));

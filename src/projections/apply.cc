@@ -63,11 +63,13 @@ Result<bool> add_to_counter(Tx& tx, const std::string& key, int64_t delta) {
 }
 
 // Writes the record and moves its index entries from what `before` had to what `after` has.
+// `after_json` is to_json(after), made once by the caller.
 Result<bool> project(Tx& tx, uint64_t seq, const std::optional<Record>& before,
-                     const Record& after, uint64_t version, uint64_t create_seq) {
+                     const Record& after, std::string_view after_json, uint64_t version,
+                     uint64_t create_seq) {
   const Meta& m = meta_of(after);
   keys::RecordHeader header{version, create_seq, m.deleted_at != 0, m.team_id};
-  tx.put(Cf::kProjections, keys::record(m.id), keys::encode_record(header, to_json(after)));
+  tx.put(Cf::kProjections, keys::record(m.id), keys::encode_record(header, after_json));
   auto old_entries = before ? entries_of(*before, create_seq) : std::map<std::string, std::string>{};
   auto new_entries = entries_of(after, create_seq);
   for (const auto& [key, value] : old_entries) {
@@ -111,8 +113,9 @@ Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
   return std::optional<Stored>(Stored{std::move(record.value()), header.version, header.create_seq});
 }
 
-Result<Stored> record_changes(Tx& tx, const Decision& decision, const Actor& actor, int64_t now) {
-  Stored last;
+Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& actor,
+                                int64_t now) {
+  Recorded last;
   for (const auto& change : decision.changes) {
     const Meta& m = meta_of(change.record);
     auto current = load_stored(tx, m.id);
@@ -128,10 +131,11 @@ Result<Stored> record_changes(Tx& tx, const Decision& decision, const Actor& act
     EventDraft draft{change.type, kind_name(kind_of(change.record)), m.id, version, m.team_id,
                      actor.name,  now,                               to_json(change.record)};
     uint64_t seq = tx.append(draft);
-    if (auto r = project(tx, seq, before, change.record, version, create_seq); !r.ok()) {
+    if (auto r = project(tx, seq, before, change.record, draft.data_json, version, create_seq);
+        !r.ok()) {
       return std::move(r.error());
     }
-    last = Stored{change.record, version, create_seq};
+    last = Recorded{std::move(draft.data_json), version};
   }
   return last;
 }
@@ -166,7 +170,8 @@ Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {
     before = current.value()->record;
     create_seq = current.value()->create_seq;
   }
-  auto r = project(tx, seq->GetUint64(), before, record.value(), version->GetUint64(), create_seq);
+  auto r = project(tx, seq->GetUint64(), before, record.value(), to_json(record.value()),
+                   version->GetUint64(), create_seq);
   if (!r.ok()) return std::move(r.error());
   return seq->GetUint64();
 }

@@ -14,10 +14,16 @@ namespace gw {
 // Reads a stored record (header and parsed record).
 Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id);
 
-// Appends one event per change of `decision` and applies each to the read model. On success
-// returns the stored state of the last change (its version is the response's ETag).
+// A record as written by the last change of a decision: its JSON and version (the ETag).
+struct Recorded {
+  std::string json;
+  uint64_t version = 0;
+};
+
+// Appends one event per change of `decision` and applies each to the read model.
 // On failure (an I/O error reading current state) the caller must discard the Tx's writes.
-Result<Stored> record_changes(Tx& tx, const Decision& decision, const Actor& actor, int64_t now);
+Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& actor,
+                                int64_t now);
 
 // Applies an event already in the log (its stored JSON) to the read model: used to catch up and to
 // rebuild. Upcasts older schema versions.

@@ -36,7 +36,7 @@ class CommandJob final : public Job {
     auto written = record_changes(tx, d, actor_, now);
     if (!written.ok()) return reject(std::move(written.error()));
     appended_ = d.changes.size();
-    result_ = Written{to_json(written.value().record), written.value().version};
+    result_ = Written{std::move(written.value().json), written.value().version};
     return true;
   }
 
