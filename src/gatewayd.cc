@@ -1,5 +1,5 @@
 // gatewayd: wiring only. Parses flags, opens the store, catches the read model up with the log,
-// starts the writer and the HTTP server, and shuts down cleanly on SIGTERM/SIGINT.
+// starts the writer, the verifier and the HTTP server, and shuts down cleanly on SIGTERM/SIGINT.
 #include <signal.h>
 
 #include <cstdio>
@@ -15,6 +15,8 @@
 #include "service/service.h"
 #include "store/store.h"
 #include "store/writer.h"
+#include "verify/ares_resolver.h"
+#include "verify/verifier.h"
 
 namespace {
 
@@ -39,6 +41,10 @@ int main(int argc, char** argv) {
       {"max-request-bytes", "GATEWAY_MAX_REQUEST_BYTES", "1048576", "larger bodies get 413"},
       {"threads", "GATEWAY_THREADS", std::to_string(cores), "HTTP worker threads"},
       {"rate-limit", "GATEWAY_RATE_LIMIT", "0", "requests per second per tenant; 0 = off"},
+      {"dns-servers", "GATEWAY_DNS_SERVERS", "",
+       "DNS servers for verification, e.g. 127.0.0.1:5353 [default: system resolver]"},
+      {"dns-timeout-ms", "GATEWAY_DNS_TIMEOUT_MS", "500", "timeout of one DNS try"},
+      {"dns-tries", "GATEWAY_DNS_TRIES", "2", "tries per DNS lookup"},
   });
   auto parsed = flags.parse(argc, argv, 1);
   if (!parsed.ok()) return fail(parsed.error().detail + "\n" + flags.usage());
@@ -56,6 +62,10 @@ int main(int argc, char** argv) {
   if (!max_bytes) return fail("--max-request-bytes must be 1..67108864");
   if (!threads) return fail("--threads must be 1..256");
   if (!rate) return fail("--rate-limit must be 0..1000000");
+  auto dns_timeout = gw::parse_int(flags.get("dns-timeout-ms"), 10, 60000);
+  auto dns_tries = gw::parse_int(flags.get("dns-tries"), 1, 10);
+  if (!dns_timeout) return fail("--dns-timeout-ms must be 10..60000");
+  if (!dns_tries) return fail("--dns-tries must be 1..10");
   server_config.threads = static_cast<int>(*threads);
   server_config.max_request_bytes = static_cast<size_t>(*max_bytes);
 
@@ -87,6 +97,13 @@ int main(int argc, char** argv) {
   if (!writer.ok()) return fail("cannot start the writer: " + writer.error().detail);
 
   gw::Service service(*writer.value(), clock, *ids, verification_domain);
+  gw::ResolverConfig resolver_config;
+  resolver_config.servers = flags.get("dns-servers");
+  resolver_config.timeout_ms = static_cast<int>(*dns_timeout);
+  resolver_config.tries = static_cast<int>(*dns_tries);
+  auto resolver = gw::AresResolver::create(resolver_config);
+  if (!resolver.ok()) return fail(resolver.error().detail);
+  gw::Verifier verifier(*store.value(), *writer.value(), service, *resolver.value());
   gw::ReadModel reads(*store.value());
   gw::http::TokenStore tokens(tokens_file);
   gw::http::RateLimiter limiter(static_cast<uint32_t>(*rate));
@@ -94,9 +111,11 @@ int main(int argc, char** argv) {
   gw::Writer* w = writer.value().get();
   metrics.set_sources([&service] { return service.events_appended(); },
                       [w] { return w->last_seq(); }, [w] { return w->batches(); });
+  metrics.add_section([&verifier] { return verifier.render_metrics(); });
   auto api = std::make_shared<gw::http::Api>(api_config, service, reads, tokens, limiter, metrics,
                                              [w] { return w->writable(); });
   gw::http::Server server(server_config, api);
+  verifier.start();
   auto port = server.start();
   if (!port.ok()) return fail(port.error().detail);
   std::printf("listening on http://%s:%u\n", server_config.host.c_str(), port.value());
@@ -106,6 +125,8 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   std::fprintf(stderr, "gatewayd: signal %d, draining\n", sig);
   server.shutdown(10000);
+  verifier.stop();
+  resolver.value().reset();  // cancels lookups in flight; their requests stay open
   writer.value()->stop();
   return 0;
 }

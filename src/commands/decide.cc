@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "commands/fields.h"
-#include "verify/challenge.h"
+#include "commands/challenge.h"
 
 namespace gw {
 
@@ -94,6 +94,58 @@ std::optional<Error> check_echoes(const DomainSpec& s, const Domain& current) {
   return errors.to_error();
 }
 
+Change domain_change(const char* verb, Domain d, uint64_t caused_by = 0) {
+  return Change{event_type(Kind::kDomain, verb), Record{std::move(d)}, caused_by};
+}
+
+// The team's pending domains under `parent` (a verified subtree domain) become verified through it.
+void inherit_children(const Domain& parent, int64_t now, Lookups& lookups,
+                      std::vector<Change>* out) {
+  for (const auto& id : lookups.team_domains_under(parent.meta.team_id, parent.hostname)) {
+    auto child = lookups.load(id);
+    if (!child) continue;
+    auto* c = std::get_if<Domain>(&child->record);
+    if (c == nullptr || c->meta.deleted_at != 0 || c->status != "pending") continue;
+    c->status = "verified";
+    c->verified_at = now;
+    c->verification_parent_id = parent.meta.id;
+    c->verification_error.clear();
+    c->meta.updated_at = now;
+    out->push_back(domain_change("verification_inherited", std::move(*c)));
+  }
+}
+
+// Domains that inherited their verification from `parent` lose it: they inherit from another of
+// the team's directly verified subtree domains covering them if there is one, else they go back
+// to pending.
+void revoke_children(const Domain& parent, int64_t now, Lookups& lookups,
+                     std::vector<Change>* out) {
+  for (const auto& id : lookups.inherited_from(parent.meta.id)) {
+    auto child = lookups.load(id);
+    if (!child) continue;
+    auto* c = std::get_if<Domain>(&child->record);
+    if (c == nullptr || c->meta.deleted_at != 0) continue;
+    std::optional<Claim> other;
+    for (auto& claim : lookups.claims_covering(c->hostname)) {
+      if (claim.team_id == c->meta.team_id && claim.scope == "subtree" &&
+          claim.domain_id != parent.meta.id && claim.hostname != c->hostname) {
+        other = std::move(claim);
+        break;
+      }
+    }
+    c->meta.updated_at = now;
+    if (other) {
+      c->verification_parent_id = other->domain_id;
+      out->push_back(domain_change("verification_inherited", std::move(*c)));
+    } else {
+      c->status = "pending";
+      c->verified_at = 0;
+      c->verification_parent_id.clear();
+      out->push_back(domain_change("verification_revoked", std::move(*c)));
+    }
+  }
+}
+
 Result<Decision> create_domain(const DomainSpec& s, const Actor& actor, const Fresh& fresh,
                                Lookups& lookups) {
   Domain d = s.domain;
@@ -121,17 +173,29 @@ Result<Decision> create_domain(const DomainSpec& s, const Actor& actor, const Fr
   return Decision{{Change{event_type(Kind::kDomain, "created"), r}}, r};
 }
 
-Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now) {
+Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now,
+                               Lookups& lookups) {
   FieldErrors errors;
   if (s.domain.hostname != current.hostname) errors.add("hostname", "cannot change after create");
   if (!errors.empty()) return errors.to_error();
   if (auto e = check_echoes(s, current)) return std::move(*e);
   current.redirect_to = s.domain.redirect_to;
   current.workload_id = s.domain.workload_id;
+  const std::string old_scope = current.scope;
   if (!s.domain.scope.empty()) current.scope = s.domain.scope;
   current.meta.updated_at = now;
-  Record r = std::move(current);
-  return Decision{{Change{event_type(Kind::kDomain, "updated"), r}}, r};
+  Decision d{{domain_change("updated", current)}, current};
+  // A directly verified domain that widens to subtree passes its verification down; one that
+  // narrows to exact takes it back.
+  if (current.status == "verified" && current.verification_parent_id.empty() &&
+      old_scope != current.scope) {
+    if (current.scope == "subtree") {
+      inherit_children(current, now, lookups, &d.changes);
+    } else {
+      revoke_children(current, now, lookups, &d.changes);
+    }
+  }
+  return d;
 }
 
 }  // namespace
@@ -188,7 +252,7 @@ Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spe
                       "If-Match does not match the current ETag " + etag_of(stored.version));
   }
   if (const auto* ds = std::get_if<DomainSpec>(&spec)) {
-    return update_domain(*ds, std::get<Domain>(stored.record), now);
+    return update_domain(*ds, std::get<Domain>(stored.record), now, lookups);
   }
   const Meta old_meta = meta_of(stored.record);
   Record r = record_of(spec);
@@ -214,7 +278,9 @@ Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& ac
   Meta& m = meta_of(r);
   m.deleted_at = now;
   m.updated_at = now;
-  return Decision{{Change{event_type(kind, "deleted"), r}}, r};
+  Decision d{{Change{event_type(kind, "deleted"), r}}, r};
+  if (const auto* dom = std::get_if<Domain>(&r)) revoke_children(*dom, now, lookups, &d.changes);
+  return d;
 }
 
 Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups) {
@@ -223,6 +289,35 @@ Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookup
   Record r = std::move(loaded.value().record);
   if (std::get<Domain>(r).status == "verified") return Decision{{}, r};
   return Decision{{Change{event_type(Kind::kDomain, "verification_requested"), r}}, r};
+}
+
+Result<Decision> decide_verification_outcome(const std::string& domain_id, uint64_t request_seq,
+                                             const CheckResult& result, int64_t now,
+                                             Lookups& lookups) {
+  auto stored = lookups.load(domain_id);
+  if (!stored || kind_of(stored->record) != Kind::kDomain) return Decision{{}, Record{Domain{}}};
+  Domain d = std::get<Domain>(stored->record);
+  if (d.meta.deleted_at != 0 || lookups.open_request(domain_id) != request_seq ||
+      d.status == "verified") {
+    return Decision{{domain_change("verification_superseded", d, request_seq)}, d};
+  }
+  CheckResult outcome = result;
+  if (outcome.ok && other_team_claim(d.hostname, d.meta.team_id, lookups)) {
+    outcome = CheckResult{false, "claimed_by_another_team",
+                          "another team has verified " + d.hostname + " or a domain above it"};
+  }
+  d.meta.updated_at = now;
+  if (!outcome.ok) {
+    d.verification_error = outcome.code + ": " + outcome.detail;
+    return Decision{{domain_change("verification_failed", d, request_seq)}, d};
+  }
+  d.status = "verified";
+  d.verified_at = now;
+  d.verification_error.clear();
+  d.verification_parent_id.clear();
+  Decision decision{{domain_change("verified", d, request_seq)}, d};
+  if (d.scope == "subtree") inherit_children(d, now, lookups, &decision.changes);
+  return decision;
 }
 
 }  // namespace gw

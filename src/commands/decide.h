@@ -43,12 +43,21 @@ class Lookups {
                                                              const std::string& hostname) = 0;
   // Verified claims equal to `hostname`, or subtree claims on one of its ancestors.
   virtual std::vector<Claim> claims_covering(const std::string& hostname) = 0;
+  // Sequence number of the domain's open verification request (the latest one), if any.
+  virtual std::optional<uint64_t> open_request(const std::string& domain_id) = 0;
+  // Ids of the team's live domains strictly under `hostname`.
+  virtual std::vector<std::string> team_domains_under(const std::string& team,
+                                                      const std::string& hostname) = 0;
+  // Ids of live domains whose verification was inherited from `parent_id`.
+  virtual std::vector<std::string> inherited_from(const std::string& parent_id) = 0;
 };
 
-// One event to append: its type and the full record after it.
+// One event to append: its type, the full record after it and, for a verification outcome, the
+// sequence number of the request it answers.
 struct Change {
   std::string type;
   Record record;
+  uint64_t caused_by = 0;
 };
 
 // What a command decided: the events to append (empty: nothing changes, e.g. verifying a
@@ -85,6 +94,25 @@ Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spe
 Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& actor, int64_t now,
                                Lookups& lookups);
 Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups);
+
+// What a DNS check of a domain's ownership CNAME found: ok, or a failure with a machine-readable
+// code (no_cname, wrong_value, nxdomain, servfail, timeout, unreachable) and a human detail.
+struct CheckResult {
+  bool ok = false;
+  std::string code;
+  std::string detail;
+};
+
+// The outcome of verification request `request_seq` of `domain_id`: exactly one event, either
+// domain.verified (plus domain.verification_inherited for each of the team's pending domains under
+// a subtree domain), domain.verification_failed (verification_error = "<code>: <detail>"; a
+// hostname another team has verified fails with claimed_by_another_team), or
+// domain.verification_superseded when the request is no longer the domain's open one, the domain
+// was deleted or is verified already (the record is then unchanged). No changes at all if the
+// domain never existed.
+Result<Decision> decide_verification_outcome(const std::string& domain_id, uint64_t request_seq,
+                                             const CheckResult& result, int64_t now,
+                                             Lookups& lookups);
 
 // The event type of a record change, e.g. "domain.created".
 std::string event_type(Kind kind, const char* verb);

@@ -45,6 +45,10 @@ void Metrics::set_sources(std::function<uint64_t()> events_appended,
   batches_ = std::move(batches);
 }
 
+void Metrics::add_section(std::function<std::string()> section) {
+  sections_.push_back(std::move(section));
+}
+
 std::string Metrics::render() const {
   std::ostringstream out;
   auto labels = [](size_t route, size_t kind) {
@@ -99,6 +103,7 @@ std::string Metrics::render() const {
   gauge("gatewayd_event_log_last_seq", "gauge", "Sequence number of the last event in the log.",
         last_seq_);
   gauge("gatewayd_store_batches_total", "counter", "Synced write batches since start.", batches_);
+  for (const auto& section : sections_) out << section();
   return out.str();
 }
 

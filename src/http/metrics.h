@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace gw::http {
 
@@ -23,6 +24,8 @@ class Metrics {
   // Gauges and counters owned elsewhere, read at render time.
   void set_sources(std::function<uint64_t()> events_appended, std::function<uint64_t()> last_seq,
                    std::function<uint64_t()> batches);
+  // Appends another component's Prometheus text to every render (set up before serving).
+  void add_section(std::function<std::string()> section);
   std::string render() const;
 
  private:
@@ -38,6 +41,7 @@ class Metrics {
   };
   std::array<std::array<PerRoute, kKinds>, static_cast<size_t>(Route::kCount)> routes_{};
   std::function<uint64_t()> events_appended_, last_seq_, batches_;
+  std::vector<std::function<std::string()>> sections_;
 };
 
 }  // namespace gw::http

@@ -29,7 +29,12 @@ std::map<std::string, std::string> entries_of(const Record& record, uint64_t cre
     filter("status", d->status);
     filter("workload_id", d->workload_id);
     out[keys::domain_hostname(m.team_id, d->hostname)] = m.id;
-    if (d->status == "verified") {
+    out[keys::domain_name_prefix(m.team_id) + keys::reversed_hostname(d->hostname)] = m.id;
+    if (!d->verification_parent_id.empty()) {
+      out[keys::inherited_prefix(d->verification_parent_id) + m.id] = "";
+    }
+    // Only a directly verified domain is a claim; inherited ones sit under their parent's.
+    if (d->status == "verified" && d->verification_parent_id.empty()) {
       std::string claim = m.team_id;
       claim.push_back('\0');
       claim += d->scope;
@@ -93,7 +98,27 @@ Result<bool> project(Tx& tx, uint64_t seq, const std::optional<Record>& before,
   return true;
 }
 
+// The open-request queue the verifier works from: a verification request opens one (and becomes
+// the domain's latest), its outcome closes it. Kept in the same batch as the events.
+void track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused_by,
+                    const std::string& domain_id) {
+  if (type == "domain.verification_requested") {
+    tx.put(Cf::kProjections, keys::request_prefix() + encode_u64(seq), domain_id);
+    tx.put(Cf::kProjections, keys::open_request(domain_id), encode_u64(seq));
+  } else if (caused_by != 0) {
+    tx.del(Cf::kProjections, keys::request_prefix() + encode_u64(caused_by));
+    auto latest = tx.get(Cf::kProjections, keys::open_request(domain_id));
+    if (latest.ok() && latest.value() && decode_u64(*latest.value()) == caused_by) {
+      tx.del(Cf::kProjections, keys::open_request(domain_id));
+    }
+  }
+}
+
 }  // namespace
+
+void close_request(Tx& tx, uint64_t request_seq, const std::string& domain_id) {
+  track_requests(tx, "", 0, request_seq, domain_id);
+}
 
 Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
   auto raw = tx.get(Cf::kProjections, keys::record(id));
@@ -128,9 +153,11 @@ Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& a
       version = current.value()->version + 1;
       create_seq = current.value()->create_seq;
     }
-    EventDraft draft{change.type, kind_name(kind_of(change.record)), m.id, version, m.team_id,
-                     actor.name,  now,                               to_json(change.record)};
+    EventDraft draft{change.type, kind_name(kind_of(change.record)), m.id,  version,
+                     m.team_id,   actor.name,                        now,   to_json(change.record),
+                     change.caused_by};
     uint64_t seq = tx.append(draft);
+    track_requests(tx, change.type, seq, change.caused_by, m.id);
     if (auto r = project(tx, seq, before, change.record, draft.data_json, version, create_seq);
         !r.ok()) {
       return std::move(r.error());
@@ -153,9 +180,12 @@ Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {
   const auto* version = member("aggregate_version");
   const auto* schema = member("schema_version");
   const auto* data = member("data");
+  const auto* type = member("type");
+  const auto* caused_by = member("caused_by");
   if (seq == nullptr || !seq->IsUint64() || kind_v == nullptr || !kind_v->IsString() ||
       version == nullptr || !version->IsUint64() || schema == nullptr || !schema->IsInt() ||
-      data == nullptr) {
+      data == nullptr || type == nullptr || !type->IsString() ||
+      (caused_by != nullptr && !caused_by->IsUint64())) {
     return make_error(Code::kInternal, "event lacks a required member");
   }
   auto kind = kind_from_name(kind_v->GetString());
@@ -173,6 +203,8 @@ Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {
   auto r = project(tx, seq->GetUint64(), before, record.value(), to_json(record.value()),
                    version->GetUint64(), create_seq);
   if (!r.ok()) return std::move(r.error());
+  track_requests(tx, type->GetString(), seq->GetUint64(),
+                 caused_by == nullptr ? 0 : caused_by->GetUint64(), meta_of(record.value()).id);
   return seq->GetUint64();
 }
 
@@ -225,6 +257,38 @@ std::vector<Claim> TxLookups::claims_covering(const std::string& hostname) {
     name.remove_prefix(dot + 1);
   }
   return out;
+}
+
+std::optional<uint64_t> TxLookups::open_request(const std::string& domain_id) {
+  auto v = get(keys::open_request(domain_id));
+  if (!v) return std::nullopt;
+  return decode_u64(*v);
+}
+
+std::vector<std::string> TxLookups::ids_under(const std::string& prefix, bool values) {
+  std::vector<std::string> out;
+  auto it = tx_.iterate(Cf::kProjections);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    out.push_back(values ? it->value().ToString()
+                         : std::string(it->key().data() + prefix.size(),
+                                       it->key().size() - prefix.size()));
+  }
+  if (!it->status().ok()) failure_ = make_error(Code::kUnavailable, it->status().ToString());
+  return out;
+}
+
+std::vector<std::string> TxLookups::team_domains_under(const std::string& team,
+                                                       const std::string& hostname) {
+  const std::string self = keys::domain_name_prefix(team) + keys::reversed_hostname(hostname);
+  auto ids = ids_under(self, true);
+  // The prefix also matches the domain itself (same key); drop it by its own id.
+  auto own = get(self);
+  if (own) std::erase(ids, *own);
+  return ids;
+}
+
+std::vector<std::string> TxLookups::inherited_from(const std::string& parent_id) {
+  return ids_under(keys::inherited_prefix(parent_id), false);
 }
 
 }  // namespace gw

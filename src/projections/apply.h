@@ -29,6 +29,9 @@ Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& a
 // rebuild. Upcasts older schema versions.
 Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json);
 
+// Closes a verification request whose domain never existed (no event to append).
+void close_request(Tx& tx, uint64_t request_seq, const std::string& domain_id);
+
 // Lookups for decide, over the writer's Tx (pending writes of the batch included).
 class TxLookups final : public Lookups {
  public:
@@ -38,11 +41,17 @@ class TxLookups final : public Lookups {
   std::optional<std::string> live_domain_by_hostname(const std::string& team,
                                                      const std::string& hostname) override;
   std::vector<Claim> claims_covering(const std::string& hostname) override;
+  std::optional<uint64_t> open_request(const std::string& domain_id) override;
+  std::vector<std::string> team_domains_under(const std::string& team,
+                                              const std::string& hostname) override;
+  std::vector<std::string> inherited_from(const std::string& parent_id) override;
   // An I/O error met by any lookup; decisions taken after one must be discarded.
   const std::optional<Error>& failure() const { return failure_; }
 
  private:
   std::optional<std::string> get(const std::string& key);
+  // Under `prefix`: the values (values=true) or the rest of each key.
+  std::vector<std::string> ids_under(const std::string& prefix, bool values);
   Tx& tx_;
   std::optional<Error> failure_;
 };

@@ -52,6 +52,29 @@ std::string claim_prefix(std::string_view hostname) { return join({"v", hostname
 
 std::string history_prefix(std::string_view aggregate_id) { return join({"h", aggregate_id, ""}); }
 
+std::string reversed_hostname(std::string_view hostname) {
+  std::string out;
+  out.reserve(hostname.size() + 1);
+  size_t end = hostname.size();
+  while (true) {
+    size_t dot = hostname.rfind('.', end == 0 ? 0 : end - 1);
+    size_t start = dot == std::string_view::npos ? 0 : dot + 1;
+    out.append(hostname.substr(start, end - start));
+    out.push_back('.');
+    if (dot == std::string_view::npos) break;
+    end = dot;
+  }
+  return out;
+}
+
+std::string domain_name_prefix(std::string_view team) { return join({"n", team, ""}); }
+
+std::string inherited_prefix(std::string_view parent_id) { return join({"i", parent_id, ""}); }
+
+std::string request_prefix() { return join({"q", ""}); }
+
+std::string open_request(std::string_view domain_id) { return join({"Q", domain_id}); }
+
 std::string tenant_events_prefix(std::string_view team) { return join({"t", team, ""}); }
 
 std::string checkpoint() { return join({"m", "checkpoint"}); }

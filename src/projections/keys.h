@@ -8,7 +8,11 @@
 //   c \0 <team> \0 <kind> [\0 <field> \0 <value>] -> count   number of l / f entries under it
 //   p \0 <hostname>                             -> profile id  (live profiles, all teams)
 //   d \0 <team> \0 <hostname>                   -> domain id   (live domains of a team)
-//   v \0 <hostname> \0 <domain id>              -> <team> \0 <scope>  verified live domains
+//   v \0 <hostname> \0 <domain id>              -> <team> \0 <scope>  directly verified live domains
+//   n \0 <team> \0 <reversed hostname>          -> domain id   (live domains, by name, for subtrees)
+//   i \0 <parent id> \0 <child id>              -> ""          live domains verified through parent
+//   q \0 <request seq>                          -> domain id   open verification requests
+//   Q \0 <domain id>                            -> request seq the domain's latest open request
 //   h \0 <aggregate id> \0 <version>            -> seq       an aggregate's events
 //   t \0 <team> \0 <seq>                        -> ""        a tenant's events
 //   m \0 checkpoint                             -> seq       last event applied
@@ -32,6 +36,12 @@ std::string profile_hostname(std::string_view hostname);
 std::string domain_hostname(std::string_view team, std::string_view hostname);
 std::string claim_prefix(std::string_view hostname);
 std::string history_prefix(std::string_view aggregate_id);
+// "shop.example.com" -> "com.example.shop.": every name under a domain shares its reversed prefix.
+std::string reversed_hostname(std::string_view hostname);
+std::string domain_name_prefix(std::string_view team);
+std::string inherited_prefix(std::string_view parent_id);
+std::string request_prefix();
+std::string open_request(std::string_view domain_id);
 std::string tenant_events_prefix(std::string_view team);
 std::string checkpoint();
 

@@ -33,12 +33,17 @@ class Service {
               std::optional<std::string> if_match, Done done);
   void remove(Kind kind, std::string id, Actor actor, Done done);
   void verify(std::string id, Actor actor, Done done);
+  // Records the outcome of verification request `request_seq` (see decide_verification_outcome).
+  // The request is closed in the same write, so each request gets exactly one outcome.
+  void record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result, Done done);
 
   uint64_t events_appended() const { return events_appended_.load(std::memory_order_relaxed); }
 
  private:
   using Decide = std::function<Result<Decision>(Lookups&, int64_t now)>;
-  void run(Actor actor, Decide decide, Done done);
+  // `closes`: a verification request to close even when the decision appends nothing.
+  void run(Actor actor, Decide decide, Done done,
+           std::optional<std::pair<uint64_t, std::string>> closes = {});
 
   Writer& writer_;
   const Clock& clock_;

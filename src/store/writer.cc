@@ -39,6 +39,10 @@ std::string encode_event(uint64_t seq, const std::string& event_id, const EventD
   w.Int64(d.time);
   w.Key("schema_version");
   w.Int(kSchemaVersion);
+  if (d.caused_by != 0) {
+    w.Key("caused_by");
+    w.Uint64(d.caused_by);
+  }
   w.Key("data");
   w.RawValue(d.data_json.data(), d.data_json.size(), rapidjson::kObjectType);
   w.EndObject();
@@ -146,6 +150,19 @@ void Writer::stop() {
     cv_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    stopped_ = true;
+  }
+  commit_cv_.notify_all();
+}
+
+uint64_t Writer::wait_beyond(uint64_t seq, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(commit_mu_);
+  commit_cv_.wait_for(lock, timeout, [&] {
+    return stopped_ || published_seq_.load(std::memory_order_acquire) > seq;
+  });
+  return published_seq_.load(std::memory_order_acquire);
 }
 
 void Writer::run() {
@@ -182,7 +199,11 @@ void Writer::run() {
       if (committed) {
         seq_ = tx.last_seq();
         hash_ = tx.last_hash();
-        published_seq_.store(seq_, std::memory_order_release);
+        {
+          std::lock_guard<std::mutex> lock(commit_mu_);
+          published_seq_.store(seq_, std::memory_order_release);
+        }
+        commit_cv_.notify_all();
         batches_.fetch_add(1, std::memory_order_relaxed);
       }
     }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -33,14 +34,16 @@ struct EventDraft {
   std::string actor;
   int64_t time = 0;
   std::string data_json;  // the full record after the change
+  uint64_t caused_by = 0;  // the event this one answers (a verification request), 0 for none
 };
 
 inline constexpr int kSchemaVersion = 2;
 inline constexpr char kGenesisHash[] =
     "0000000000000000000000000000000000000000000000000000000000000000";
 
-// The stored form of an event: canonical JSON (fixed member order, no hash members) with
-// `prev_hash` and `hash` appended, hash = hex(SHA-256(prev_hash || canonical bytes)).
+// The stored form of an event: canonical JSON (fixed member order, no hash members; `caused_by`
+// only when non-zero) with `prev_hash` and `hash` appended,
+// hash = hex(SHA-256(prev_hash || canonical bytes)).
 std::string encode_event(uint64_t seq, const std::string& event_id, const EventDraft& draft,
                          const std::string& prev_hash, std::string* hash_out);
 
@@ -101,6 +104,9 @@ class Writer {
   // restart, which recovers the log's true tail, can continue the sequence and the hash chain.
   bool writable() const { return writable_.load(std::memory_order_acquire); }
   uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
+  // Blocks until an event beyond `seq` is committed, the writer stops, or `timeout` passes.
+  // Returns last_seq().
+  uint64_t wait_beyond(uint64_t seq, std::chrono::milliseconds timeout);
 
  private:
   Writer(Store& store, IdGenerator& ids, uint64_t seq, std::string hash);
@@ -118,6 +124,9 @@ class Writer {
   std::atomic<uint64_t> published_seq_;
   std::atomic<bool> writable_{true};
   std::atomic<uint64_t> batches_{0};
+  std::mutex commit_mu_;
+  std::condition_variable commit_cv_;  // notified after each commit and on stop
+  bool stopped_ = false;               // GUARDED_BY(commit_mu_)
   std::thread thread_;
 };
 

@@ -17,6 +17,7 @@ class FakeLookups final : public Lookups {
     records_[id] = Stored{std::move(record), version, ++seq_};
   }
   void given_claim(Claim claim) { claims_.push_back(std::move(claim)); }
+  void given_open_request(const std::string& domain_id, uint64_t seq) { requests_[domain_id] = seq; }
 
   std::optional<Stored> load(const std::string& id) override {
     auto it = records_.find(id);
@@ -43,6 +44,31 @@ class FakeLookups final : public Lookups {
     }
     return std::nullopt;
   }
+  std::optional<uint64_t> open_request(const std::string& domain_id) override {
+    auto it = requests_.find(domain_id);
+    if (it == requests_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::vector<std::string> team_domains_under(const std::string& team,
+                                              const std::string& hostname) override {
+    std::vector<std::string> out;
+    for (const auto& [id, s] : records_) {
+      const auto* d = std::get_if<Domain>(&s.record);
+      if (d && d->meta.team_id == team && d->meta.deleted_at == 0 && d->hostname != hostname &&
+          fields::is_at_or_under(d->hostname, hostname)) {
+        out.push_back(id);
+      }
+    }
+    return out;
+  }
+  std::vector<std::string> inherited_from(const std::string& parent_id) override {
+    std::vector<std::string> out;
+    for (const auto& [id, s] : records_) {
+      const auto* d = std::get_if<Domain>(&s.record);
+      if (d && d->meta.deleted_at == 0 && d->verification_parent_id == parent_id) out.push_back(id);
+    }
+    return out;
+  }
   std::vector<Claim> claims_covering(const std::string& hostname) override {
     std::vector<Claim> out;
     for (const auto& c : claims_) {
@@ -57,6 +83,7 @@ class FakeLookups final : public Lookups {
  private:
   std::map<std::string, Stored> records_;
   std::vector<Claim> claims_;
+  std::map<std::string, uint64_t> requests_;
   uint64_t seq_ = 0;
 };
 

@@ -1,4 +1,4 @@
-#include "verify/challenge.h"
+#include "commands/challenge.h"
 
 namespace gw {
 

@@ -1,0 +1,182 @@
+#include "verify/ares_resolver.h"
+
+#include <ares.h>
+#include <arpa/nameser.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <vector>
+
+namespace gw {
+
+namespace {
+
+struct Query {
+  std::string name;
+  Resolver::Callback callback;
+};
+
+CnameAnswer answer_of(int status, const unsigned char* abuf, int alen) {
+  CnameAnswer a;
+  a.detail = ares_strerror(status);
+  switch (status) {
+    case ARES_SUCCESS:
+      if (first_cname_target(abuf, alen, &a.target)) {
+        a.status = CnameAnswer::Status::kFound;
+      } else {
+        a.status = CnameAnswer::Status::kNoCname;
+      }
+      break;
+    case ARES_ENODATA: a.status = CnameAnswer::Status::kNoCname; break;
+    case ARES_ENOTFOUND: a.status = CnameAnswer::Status::kNxdomain; break;
+    case ARES_ETIMEOUT: a.status = CnameAnswer::Status::kTimeout; break;
+    case ARES_ECONNREFUSED: a.status = CnameAnswer::Status::kUnreachable; break;
+    case ARES_ECANCELLED:
+    case ARES_EDESTRUCTION: a.status = CnameAnswer::Status::kCancelled; break;
+    default: a.status = CnameAnswer::Status::kServfail; break;
+  }
+  return a;
+}
+
+}  // namespace
+
+struct AresResolver::State {
+  ares_channel channel = nullptr;
+  int wake_fd = -1;
+  int max_in_flight = 100;
+  std::mutex mu;
+  std::deque<Query> queue;  // GUARDED_BY(mu)
+  bool stopping = false;    // GUARDED_BY(mu)
+  int in_flight = 0;        // loop thread only
+
+  ~State() {
+    if (channel != nullptr) ares_destroy(channel);
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+};
+
+Result<std::unique_ptr<AresResolver>> AresResolver::create(const ResolverConfig& config) {
+  static const int library = ares_library_init(ARES_LIB_INIT_ALL);
+  if (library != ARES_SUCCESS) return make_error(Code::kUnavailable, ares_strerror(library));
+  auto state = std::make_unique<State>();
+  state->max_in_flight = config.max_in_flight;
+  ares_options options{};
+  options.timeout = config.timeout_ms;
+  options.tries = config.tries;
+  options.flags = ARES_FLAG_NOSEARCH;  // the name is absolute: no search domains
+  int mask = ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS;
+  int rc = ares_init_options(&state->channel, &options, mask);
+  if (rc != ARES_SUCCESS) return make_error(Code::kUnavailable, ares_strerror(rc));
+  if (!config.servers.empty()) {
+    rc = ares_set_servers_ports_csv(state->channel, config.servers.c_str());
+    if (rc != ARES_SUCCESS) {
+      return make_error(Code::kValidationFailed,
+                        "cannot use DNS servers '" + config.servers + "': " + ares_strerror(rc));
+    }
+  }
+  state->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (state->wake_fd < 0) return make_error(Code::kUnavailable, "eventfd failed");
+  std::unique_ptr<AresResolver> r(new AresResolver(std::move(state)));
+  r->thread_ = std::thread([p = r.get()] { p->run(); });
+  return r;
+}
+
+AresResolver::AresResolver(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+AresResolver::~AresResolver() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stopping = true;
+  }
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(state_->wake_fd, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+}
+
+void AresResolver::lookup_cname(std::string name, Callback callback) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->stopping) {
+      state_->queue.push_back(Query{std::move(name), std::move(callback)});
+      uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(state_->wake_fd, &one, sizeof(one));
+      return;
+    }
+  }
+  callback(CnameAnswer{CnameAnswer::Status::kCancelled, "", "resolver stopped"});
+}
+
+void AresResolver::run() {
+  State& s = *state_;
+  struct Pending {
+    State* state;
+    Callback callback;
+  };
+  for (;;) {
+    // Start queued lookups while there is room.
+    std::deque<Query> starting;
+    bool stopping = false;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      stopping = s.stopping;
+      while (!s.queue.empty() && s.in_flight + static_cast<int>(starting.size()) < s.max_in_flight) {
+        starting.push_back(std::move(s.queue.front()));
+        s.queue.pop_front();
+      }
+    }
+    if (stopping) break;
+    for (auto& q : starting) {
+      ++s.in_flight;
+      auto* pending = new Pending{&s, std::move(q.callback)};
+      ares_query(
+          s.channel, q.name.c_str(), ns_c_in, ns_t_cname,
+          [](void* arg, int status, int /*timeouts*/, unsigned char* abuf, int alen) {
+            std::unique_ptr<Pending> p(static_cast<Pending*>(arg));
+            --p->state->in_flight;
+            p->callback(answer_of(status, abuf, alen));
+          },
+          pending);
+    }
+    // Wait for sockets, the wake-up fd or the next c-ares timeout.
+    ares_socket_t socks[ARES_GETSOCK_MAXNUM];
+    int bits = ares_getsock(s.channel, socks, ARES_GETSOCK_MAXNUM);
+    std::vector<pollfd> fds;
+    fds.push_back(pollfd{s.wake_fd, POLLIN, 0});
+    for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
+      short events = 0;
+      if (ARES_GETSOCK_READABLE(bits, i)) events |= POLLIN;
+      if (ARES_GETSOCK_WRITABLE(bits, i)) events |= POLLOUT;
+      if (events != 0) fds.push_back(pollfd{socks[i], events, 0});
+    }
+    timeval max{1, 0};
+    timeval tv{};
+    timeval* t = ares_timeout(s.channel, &max, &tv);
+    int timeout_ms = static_cast<int>(t->tv_sec * 1000 + t->tv_usec / 1000);
+    ::poll(fds.data(), fds.size(), timeout_ms);
+    if (fds[0].revents & POLLIN) {
+      uint64_t count = 0;
+      [[maybe_unused]] auto n = ::read(s.wake_fd, &count, sizeof(count));
+    }
+    bool any = false;
+    for (size_t i = 1; i < fds.size(); ++i) {
+      ares_socket_t r = (fds[i].revents & (POLLIN | POLLERR | POLLHUP)) ? fds[i].fd : ARES_SOCKET_BAD;
+      ares_socket_t w = (fds[i].revents & POLLOUT) ? fds[i].fd : ARES_SOCKET_BAD;
+      if (r != ARES_SOCKET_BAD || w != ARES_SOCKET_BAD) {
+        ares_process_fd(s.channel, r, w);
+        any = true;
+      }
+    }
+    if (!any) ares_process_fd(s.channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD);  // timeouts
+  }
+  // Answer what is still queued; ares_destroy (in ~State) cancels what is in flight.
+  std::deque<Query> left;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    left.swap(s.queue);
+  }
+  for (auto& q : left) q.callback(CnameAnswer{CnameAnswer::Status::kCancelled, "", "resolver stopped"});
+  ares_cancel(s.channel);
+}
+
+}  // namespace gw

@@ -1,0 +1,43 @@
+// The c-ares resolver: one event-loop thread owns one c-ares channel; lookups submitted from any
+// thread queue up and at most `max_in_flight` run at once (c-ares drops packets past about 100).
+// Every query has a bounded timeout and number of tries. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/error.h"
+#include "verify/resolver.h"
+
+namespace gw {
+
+struct ResolverConfig {
+  std::string servers;  // c-ares CSV ("127.0.0.1:5353,[::1]:53"); empty = the system resolver
+  int timeout_ms = 500;
+  int tries = 2;
+  int max_in_flight = 100;
+};
+
+class AresResolver final : public Resolver {
+ public:
+  // kValidationFailed if `servers` cannot be parsed, kUnavailable if c-ares cannot start.
+  static Result<std::unique_ptr<AresResolver>> create(const ResolverConfig& config);
+  // Stops the loop; lookups not yet answered get kCancelled.
+  ~AresResolver() override;
+
+  void lookup_cname(std::string name, Callback callback) override;
+
+  struct State;
+
+ private:
+  explicit AresResolver(std::unique_ptr<State> state);
+  void run();
+  std::unique_ptr<State> state_;
+  std::thread thread_;
+};
+
+}  // namespace gw

@@ -1,0 +1,156 @@
+#include "verify/verifier.h"
+
+#include <rapidjson/document.h>
+
+#include <chrono>
+#include <sstream>
+
+#include "projections/keys.h"
+
+namespace gw {
+
+namespace {
+
+using Status = CnameAnswer::Status;
+
+std::string_view without_dot(std::string_view s) {
+  if (!s.empty() && s.back() == '.') s.remove_suffix(1);
+  return s;
+}
+
+// The result of checking `name` against `expected` from what DNS answered.
+CheckResult check(const CnameAnswer& a, const std::string& name, const std::string& expected) {
+  switch (a.status) {
+    case Status::kFound:
+      if (same_dns_name(a.target, expected)) return CheckResult{true, "", ""};
+      return CheckResult{false, "wrong_value",
+                         "the CNAME of " + name + " points to " + a.target + ", expected " +
+                             expected};
+    case Status::kNoCname: return {false, "no_cname", name + " has no CNAME record"};
+    case Status::kNxdomain: return {false, "nxdomain", name + " does not exist (NXDOMAIN)"};
+    case Status::kServfail: return {false, "servfail", "the DNS server failed: " + a.detail};
+    case Status::kTimeout: return {false, "timeout", "no answer from the DNS server for " + name};
+    case Status::kUnreachable: return {false, "unreachable", "the DNS server refused the query"};
+    case Status::kCancelled: break;
+  }
+  return {false, "cancelled", ""};
+}
+
+}  // namespace
+
+bool same_dns_name(std::string_view a, std::string_view b) {
+  a = without_dot(a);
+  b = without_dot(b);
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Verifier::Verifier(const Store& store, Writer& writer, Service& service, Resolver& resolver)
+    : store_(store), writer_(writer), service_(service), resolver_(resolver) {}
+
+Verifier::~Verifier() { stop(); }
+
+void Verifier::start() { thread_ = std::thread([this] { run(); }); }
+
+void Verifier::stop() {
+  stopping_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void Verifier::run() {
+  uint64_t seen = 0;
+  const std::string prefix = keys::request_prefix();
+  while (!stopping_.load()) {
+    auto it = store_.iterate(Cf::kProjections);
+    for (it->Seek(prefix + encode_u64(dispatched_up_to_ + 1));
+         it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      uint64_t seq = decode_u64(std::string_view(it->key().data() + prefix.size(), 8));
+      dispatch(seq, it->value().ToString());
+      dispatched_up_to_ = seq;
+    }
+    // Wake on the next commit, or now and then to notice a stop.
+    seen = writer_.wait_beyond(seen, std::chrono::milliseconds(200));
+  }
+}
+
+void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
+  open_.fetch_add(1, std::memory_order_relaxed);
+  auto raw = store_.get(Cf::kProjections, keys::record(domain_id));
+  keys::RecordHeader header;
+  std::string_view json;
+  rapidjson::Document doc;
+  if (raw.ok() && raw.value() && keys::decode_record(*raw.value(), &header, &json)) {
+    doc.Parse(json.data(), json.size());
+  }
+  if (!doc.IsObject() || header.deleted || !doc.HasMember("verification_hostname")) {
+    // Nothing to look up: the decision closes the request (superseded, or no domain at all).
+    record(request_seq, domain_id, CheckResult{false, "superseded", ""});
+    return;
+  }
+  std::string name = doc["verification_hostname"].GetString();
+  std::string expected = doc["verification_value"].GetString();
+  auto started = std::chrono::steady_clock::now();
+  resolver_.lookup_cname(name, [this, request_seq, domain_id, name, expected,
+                                started](CnameAnswer answer) {
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (answer.status == Status::kCancelled) {
+      // Shutting down: the request stays open in the store and is checked after a restart.
+      open_.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+    CheckResult result = check(answer, name, expected);
+    const std::string outcome = result.ok ? std::string("verified") : result.code;
+    for (size_t i = 0; i < kOutcomes.size(); ++i) {
+      if (outcome == kOutcomes[i]) lookups_[i].fetch_add(1, std::memory_order_relaxed);
+    }
+    size_t b = 0;
+    while (b < kBuckets.size() && seconds > kBuckets[b]) ++b;
+    latency_[b].fetch_add(1, std::memory_order_relaxed);
+    latency_count_.fetch_add(1, std::memory_order_relaxed);
+    latency_sum_us_.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+    record(request_seq, domain_id, std::move(result));
+  });
+}
+
+void Verifier::record(uint64_t request_seq, const std::string& domain_id, CheckResult result) {
+  service_.record_outcome(domain_id, request_seq, std::move(result), [this](Result<Written>) {
+    open_.fetch_sub(1, std::memory_order_relaxed);
+  });
+}
+
+std::string Verifier::render_metrics() const {
+  std::ostringstream out;
+  out << "# HELP gatewayd_verifier_queue_depth Verification requests seen and not yet answered.\n"
+      << "# TYPE gatewayd_verifier_queue_depth gauge\n"
+      << "gatewayd_verifier_queue_depth " << queue_depth() << "\n"
+      << "# HELP gatewayd_verifier_lookups_total DNS lookups by outcome.\n"
+      << "# TYPE gatewayd_verifier_lookups_total counter\n";
+  for (size_t i = 0; i < kOutcomes.size(); ++i) {
+    out << "gatewayd_verifier_lookups_total{outcome=\"" << kOutcomes[i] << "\"} "
+        << lookups_[i].load(std::memory_order_relaxed) << "\n";
+  }
+  out << "# HELP gatewayd_verifier_lookup_duration_seconds DNS lookup latency.\n"
+      << "# TYPE gatewayd_verifier_lookup_duration_seconds histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < kBuckets.size(); ++b) {
+    cumulative += latency_[b].load(std::memory_order_relaxed);
+    out << "gatewayd_verifier_lookup_duration_seconds_bucket{le=\"" << kBuckets[b] << "\"} "
+        << cumulative << "\n";
+  }
+  cumulative += latency_[kBuckets.size()].load(std::memory_order_relaxed);
+  out << "gatewayd_verifier_lookup_duration_seconds_bucket{le=\"+Inf\"} " << cumulative << "\n"
+      << "gatewayd_verifier_lookup_duration_seconds_sum "
+      << static_cast<double>(latency_sum_us_.load(std::memory_order_relaxed)) / 1e6 << "\n"
+      << "gatewayd_verifier_lookup_duration_seconds_count "
+      << latency_count_.load(std::memory_order_relaxed) << "\n";
+  return out.str();
+}
+
+}  // namespace gw

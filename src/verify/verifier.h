@@ -1,0 +1,68 @@
+// The background verifier: answers every open domain verification request with exactly one
+// outcome event. Open requests are a projection of the log (`q` keys, written in the same batch as
+// each domain.verification_requested event and removed in the same batch as its outcome), so the
+// queue is durable: requests accepted before a crash or restart are picked up again at start.
+// One thread scans for new requests when the writer commits; lookups run concurrently in the
+// Resolver; outcomes are decided and recorded on the writer thread (Service::record_outcome).
+// Thread-safe; start() once, stop() before the Writer stops.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "service/service.h"
+#include "store/store.h"
+#include "store/writer.h"
+#include "verify/resolver.h"
+
+namespace gw {
+
+class Verifier {
+ public:
+  Verifier(const Store& store, Writer& writer, Service& service, Resolver& resolver);
+  ~Verifier();
+
+  void start();
+  // Stops scanning; lookups still running are answered or cancelled by the Resolver; cancelled
+  // requests stay open and are checked again after a restart.
+  void stop();
+
+  // Prometheus text: queue depth, lookups by outcome, lookup latency.
+  std::string render_metrics() const;
+  // Requests seen and not yet answered.
+  int64_t queue_depth() const { return open_.load(std::memory_order_relaxed); }
+
+ private:
+  void run();
+  void dispatch(uint64_t request_seq, const std::string& domain_id);
+  void record(uint64_t request_seq, const std::string& domain_id, CheckResult result);
+
+  const Store& store_;
+  Writer& writer_;
+  Service& service_;
+  Resolver& resolver_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  uint64_t dispatched_up_to_ = 0;  // verifier thread only
+  std::atomic<int64_t> open_{0};
+
+  // Lookup outcomes, as metric labels: "verified" and the failure codes.
+  static constexpr std::array<const char*, 7> kOutcomes{
+      "verified", "no_cname", "wrong_value", "nxdomain", "servfail", "timeout", "unreachable"};
+  static constexpr std::array<double, 10> kBuckets{0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                   0.05,  0.1,    0.25,  0.5,  1.0};
+  std::array<std::atomic<uint64_t>, kOutcomes.size()> lookups_{};
+  std::array<std::atomic<uint64_t>, kBuckets.size() + 1> latency_{};
+  std::atomic<uint64_t> latency_count_{0};
+  std::atomic<uint64_t> latency_sum_us_{0};
+};
+
+// Whether a CNAME target equals the expected value: ASCII case ignored, one trailing dot ignored.
+bool same_dns_name(std::string_view a, std::string_view b);
+
+}  // namespace gw

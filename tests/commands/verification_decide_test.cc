@@ -1,0 +1,194 @@
+// Verification outcomes, inheritance and revocation: given domains, claims and open requests,
+// when an outcome (or a delete/update) is decided, then these events.
+#include <doctest/doctest.h>
+
+#include "commands/decide.h"
+#include "commands/fake_lookups.h"
+
+namespace gw {
+namespace {
+
+const Actor kTeamA{"team_a", "ci"};
+
+Domain domain(const std::string& id, const std::string& team, const std::string& hostname,
+              const std::string& status = "pending", const std::string& scope = "subtree",
+              const std::string& parent = "") {
+  Domain d;
+  d.meta = Meta{id, team, 10, 10, 0};
+  d.hostname = hostname;
+  d.scope = scope;
+  d.status = status;
+  d.verification_parent_id = parent;
+  if (status == "verified") d.verified_at = 10;
+  d.verification_hostname = "_gateway-verify." + hostname;
+  d.verification_value = "gv-1.verify.platform.test";
+  return d;
+}
+
+std::vector<std::string> types(const Decision& d) {
+  std::vector<std::string> out;
+  for (const auto& c : d.changes) out.push_back(c.type);
+  return out;
+}
+
+const CheckResult kOk{true, "", ""};
+
+TEST_CASE("a successful check verifies the domain and answers the request") {
+  testing::FakeLookups given;
+  given.given(domain("dom_1", "team_a", "shop.example.com", "pending", "exact"));
+  given.given_open_request("dom_1", 7);
+  auto d = decide_verification_outcome("dom_1", 7, kOk, 500, given);
+  REQUIRE(d.ok());
+  CHECK(types(d.value()) == std::vector<std::string>{"domain.verified"});
+  CHECK(d.value().changes[0].caused_by == 7);
+  const auto& dom = std::get<Domain>(d.value().result);
+  CHECK(dom.status == "verified");
+  CHECK(dom.verified_at == 500);
+  CHECK(dom.verification_error.empty());
+}
+
+TEST_CASE("a failed check keeps the domain pending and says why") {
+  testing::FakeLookups given;
+  Domain old = domain("dom_1", "team_a", "shop.example.com");
+  given.given(old);
+  given.given_open_request("dom_1", 7);
+  auto d = decide_verification_outcome("dom_1", 7, {false, "wrong_value", "points to x"}, 500, given);
+  REQUIRE(d.ok());
+  CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_failed"});
+  const auto& dom = std::get<Domain>(d.value().result);
+  CHECK(dom.status == "pending");
+  CHECK(dom.verified_at == 0);
+  CHECK(dom.verification_error == "wrong_value: points to x");
+}
+
+TEST_CASE("a late outcome for a superseded request changes nothing but is answered") {
+  SUBCASE("re-requested") {
+    testing::FakeLookups given;
+    Domain old = domain("dom_1", "team_a", "a.example.com");
+    given.given(old);
+    given.given_open_request("dom_1", 9);
+    auto d = decide_verification_outcome("dom_1", 7, kOk, 500, given);
+    REQUIRE(d.ok());
+    CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_superseded"});
+    CHECK(std::get<Domain>(d.value().changes[0].record) == old);
+  }
+  SUBCASE("deleted") {
+    testing::FakeLookups given;
+    Domain old = domain("dom_1", "team_a", "a.example.com");
+    old.meta.deleted_at = 20;
+    given.given(old);
+    given.given_open_request("dom_1", 7);
+    auto d = decide_verification_outcome("dom_1", 7, kOk, 500, given);
+    CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_superseded"});
+    CHECK(std::get<Domain>(d.value().result) == old);
+  }
+  SUBCASE("verified meanwhile through a parent") {
+    testing::FakeLookups given;
+    given.given(domain("dom_1", "team_a", "a.example.com", "verified", "exact", "dom_p"));
+    given.given_open_request("dom_1", 7);
+    auto d = decide_verification_outcome("dom_1", 7, {false, "timeout", "x"}, 500, given);
+    CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_superseded"});
+  }
+  SUBCASE("never existed: nothing to append") {
+    testing::FakeLookups given;
+    auto d = decide_verification_outcome("dom_x", 7, kOk, 500, given);
+    REQUIRE(d.ok());
+    CHECK(d.value().changes.empty());
+  }
+}
+
+TEST_CASE("takeover guard: a name another team has verified can never verify") {
+  testing::FakeLookups given;
+  given.given(domain("dom_b", "team_b", "x.example.com"));
+  given.given_open_request("dom_b", 7);
+  given.given_claim(Claim{"team_a", "dom_a", "example.com", "subtree"});
+  auto d = decide_verification_outcome("dom_b", 7, kOk, 500, given);
+  REQUIRE(d.ok());
+  CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_failed"});
+  CHECK(std::get<Domain>(d.value().result).verification_error.starts_with("claimed_by_another_team: "));
+}
+
+TEST_CASE("a verified subtree domain passes verification to the team's pending domains under it") {
+  testing::FakeLookups given;
+  given.given(domain("dom_p", "team_a", "example.com"));
+  given.given_open_request("dom_p", 7);
+  given.given(domain("dom_c1", "team_a", "shop.example.com", "pending", "exact"));
+  given.given(domain("dom_c2", "team_a", "a.b.example.com", "pending", "exact"));
+  given.given(domain("dom_v", "team_a", "v.example.com", "verified", "exact"));
+  given.given(domain("dom_other", "team_b", "z.example.com", "pending", "exact"));
+  given.given(domain("dom_far", "team_a", "example.org", "pending", "subtree"));
+  auto d = decide_verification_outcome("dom_p", 7, kOk, 500, given);
+  REQUIRE(d.ok());
+  CHECK(types(d.value()) ==
+        std::vector<std::string>{"domain.verified", "domain.verification_inherited",
+                                 "domain.verification_inherited"});
+  for (size_t i = 1; i < d.value().changes.size(); ++i) {
+    const auto& c = std::get<Domain>(d.value().changes[i].record);
+    CHECK(c.status == "verified");
+    CHECK(c.verification_parent_id == "dom_p");
+    CHECK(c.verified_at == 500);
+    CHECK(d.value().changes[i].caused_by == 0);
+  }
+  SUBCASE("an exact domain passes nothing down") {
+    testing::FakeLookups exact;
+    exact.given(domain("dom_p", "team_a", "example.com", "pending", "exact"));
+    exact.given_open_request("dom_p", 7);
+    exact.given(domain("dom_c1", "team_a", "shop.example.com", "pending", "exact"));
+    CHECK(decide_verification_outcome("dom_p", 7, kOk, 500, exact).value().changes.size() == 1);
+  }
+}
+
+TEST_CASE("deleting a parent revokes what inherited from it, or re-parents it") {
+  testing::FakeLookups given;
+  given.given(domain("dom_p", "team_a", "example.com", "verified", "subtree"));
+  given.given(domain("dom_c", "team_a", "a.shop.example.com", "verified", "exact", "dom_p"));
+  given.given(domain("dom_d", "team_a", "other.example.com", "verified", "exact", "dom_p"));
+  given.given(domain("dom_s", "team_a", "shop.example.com", "verified", "subtree"));
+  given.given_claim(Claim{"team_a", "dom_p", "example.com", "subtree"});
+  given.given_claim(Claim{"team_a", "dom_s", "shop.example.com", "subtree"});
+  auto d = decide_delete(Kind::kDomain, "dom_p", kTeamA, 900, given);
+  REQUIRE(d.ok());
+  REQUIRE(d.value().changes.size() == 3);
+  CHECK(d.value().changes[0].type == "domain.deleted");
+  for (size_t i = 1; i < 3; ++i) {
+    const auto& c = std::get<Domain>(d.value().changes[i].record);
+    if (c.meta.id == "dom_c") {
+      CHECK(d.value().changes[i].type == "domain.verification_inherited");
+      CHECK(c.verification_parent_id == "dom_s");
+      CHECK(c.status == "verified");
+    } else {
+      CHECK(c.meta.id == "dom_d");
+      CHECK(d.value().changes[i].type == "domain.verification_revoked");
+      CHECK(c.status == "pending");
+      CHECK(c.verified_at == 0);
+      CHECK(c.verification_parent_id.empty());
+    }
+  }
+}
+
+TEST_CASE("narrowing a verified domain to exact revokes its children; widening passes it down") {
+  testing::FakeLookups given;
+  given.given(domain("dom_p", "team_a", "example.com", "verified", "subtree"));
+  given.given(domain("dom_c", "team_a", "a.example.com", "verified", "exact", "dom_p"));
+  DomainSpec narrow;
+  narrow.domain.meta.team_id = "team_a";
+  narrow.domain.hostname = "example.com";
+  narrow.domain.scope = "exact";
+  auto d = decide_update(Kind::kDomain, "dom_p", Spec{narrow}, kTeamA, std::nullopt, 900, given);
+  REQUIRE(d.ok());
+  CHECK(types(d.value()) ==
+        std::vector<std::string>{"domain.updated", "domain.verification_revoked"});
+
+  testing::FakeLookups exact;
+  exact.given(domain("dom_p", "team_a", "example.com", "verified", "exact"));
+  exact.given(domain("dom_c", "team_a", "a.example.com", "pending", "exact"));
+  DomainSpec widen = narrow;
+  widen.domain.scope = "subtree";
+  auto w = decide_update(Kind::kDomain, "dom_p", Spec{widen}, kTeamA, std::nullopt, 900, exact);
+  REQUIRE(w.ok());
+  CHECK(types(w.value()) ==
+        std::vector<std::string>{"domain.updated", "domain.verification_inherited"});
+}
+
+}  // namespace
+}  // namespace gw
