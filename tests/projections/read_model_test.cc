@@ -109,13 +109,35 @@ TEST_CASE("the read model rebuilt from the log equals the one kept in step with 
   auto v = fx.call([&](Done d) { fx.service_->verify(ids[5], Actor{"team_a", "t"}, std::move(d)); });
   REQUIRE(v.ok());
   CHECK(v.value().version == 2);
+  // Verify a subtree parent too, so inheritance and the open-request queue (r5's request is
+  // still open) are part of what is rebuilt.
+  std::string parent = fx.create_domain("team_a", "example.com", "w");
+  auto pv = fx.call([&](Done d) { fx.service_->verify(parent, Actor{"team_a", "t"}, std::move(d)); });
+  REQUIRE(pv.ok());
+  ReadModel reads(*fx.store_);
+  auto feed = reads.tenant_events("team_a", 0, 1000).value().events;
+  uint64_t parent_request = 0;
+  for (const auto& e : feed) {
+    if (e.find("\"type\":\"domain.verification_requested\"") != std::string::npos &&
+        e.find(parent) != std::string::npos) {
+      parent_request = std::stoull(e.substr(7, e.find(',') - 7));  // {"seq":N,
+    }
+  }
+  REQUIRE(parent_request > 0);
+  auto outcome = fx.call([&](Done d) {
+    fx.service_->record_outcome(parent, parent_request, CheckResult{true, "", ""}, std::move(d));
+  });
+  REQUIRE(outcome.ok());
+  // The parent is verified and passed it to the 7 live pending r-domains.
+  auto verified = reads.list(Kind::kDomain, "team_a", {{"status", "verified"}}, 1, 100);
+  CHECK(verified.value().total == 8);
   fx.writer_->stop();
   auto before = fx.dump_projections();
   REQUIRE(fx.store_->reset_projections().ok());
   CHECK(fx.dump_projections().empty());
   auto applied = catch_up_projections(*fx.store_, *fx.ids_);
   REQUIRE(applied.ok());
-  CHECK(applied.value() == 14);
+  CHECK(applied.value() == 14 + 3 + 7);  // + create, verify request, verified; 7 inherited
   CHECK(fx.dump_projections() == before);
 }
 
