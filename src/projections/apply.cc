@@ -140,7 +140,8 @@ Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
 
 Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& actor,
                                 int64_t now) {
-  Recorded last;
+  const std::string& subject = meta_of(decision.result).id;
+  Recorded subject_written;
   for (const auto& change : decision.changes) {
     const Meta& m = meta_of(change.record);
     auto current = load_stored(tx, m.id);
@@ -162,9 +163,10 @@ Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& a
         !r.ok()) {
       return std::move(r.error());
     }
-    last = Recorded{std::move(draft.data_json), version};
+    // The reply is the subject's record, not that of a domain a change cascaded to.
+    if (m.id == subject) subject_written = Recorded{std::move(draft.data_json), version};
   }
-  return last;
+  return subject_written;
 }
 
 Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {

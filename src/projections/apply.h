@@ -20,7 +20,8 @@ struct Recorded {
   uint64_t version = 0;
 };
 
-// Appends one event per change of `decision` and applies each to the read model.
+// Appends one event per change of `decision` and applies each to the read model. Returns the
+// record of the decision's subject (decision.result) as written.
 // On failure (an I/O error reading current state) the caller must discard the Tx's writes.
 Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& actor,
                                 int64_t now);

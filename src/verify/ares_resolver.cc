@@ -64,7 +64,10 @@ Result<std::unique_ptr<AresResolver>> AresResolver::create(const ResolverConfig&
   ares_options options{};
   options.timeout = config.timeout_ms;
   options.tries = config.tries;
-  options.flags = ARES_FLAG_NOSEARCH;  // the name is absolute: no search domains
+  // NOSEARCH: the name is absolute, no search domains. NOCHECKRESP: report SERVFAIL and REFUSED
+  // as such; without it c-ares 1.18 turns both into ECONNREFUSED (at the cost of not moving on to
+  // the next server after such an answer).
+  options.flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOCHECKRESP;
   int mask = ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS;
   int rc = ares_init_options(&state->channel, &options, mask);
   if (rc != ARES_SUCCESS) return make_error(Code::kUnavailable, ares_strerror(rc));

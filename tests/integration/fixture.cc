@@ -10,6 +10,8 @@ using testing::json_quote;
 
 constexpr const char* kGatewayd = GATEWAYD_PATH;
 constexpr const char* kGatewayctl = GATEWAYCTL_PATH;
+// Port 1 on loopback has no listener: lookups are refused at once and nothing leaves the machine.
+constexpr std::string_view kClosedDnsServerEnv = "GATEWAY_DNS_SERVERS=127.0.0.1:1";
 
 std::string kind_profile_body(std::string_view team, int n) {
   return profile_body(team, "p" + std::to_string(n) + ".profiles.example.com");
@@ -51,6 +53,9 @@ std::string item_path(const Kind& kind, std::string_view id) {
 
 Server::Server(std::vector<std::string> extra_args, std::vector<std::string> env)
     : extra_args_(std::move(extra_args)), env_(std::move(env)) {
+  bool dns_given = false;
+  for (const auto& var : env_) dns_given = dns_given || var.starts_with("GATEWAY_DNS_SERVERS=");
+  if (!dns_given) env_.push_back(std::string(kClosedDnsServerEnv));
   token_a_ = new_token(kTeamA, std::string(kTeamA) + "-token");
   token_b_ = new_token(kTeamB, std::string(kTeamB) + "-token");
   start();

@@ -33,7 +33,9 @@ inline constexpr std::string_view kTeamB = "team_b";
 
 // A gatewayd on 127.0.0.1:0 with a fresh data dir and one token per team (team_a and team_b,
 // named "<team>-token"), created with gatewayctl before start. The verifier gets a DNS server on a
-// closed loopback port, so nothing ever leaves the machine. Throws if the server does not start.
+// closed loopback port (GATEWAY_DNS_SERVERS=127.0.0.1:1, unless `env` sets that variable; a
+// `--dns-servers` in `extra_args` wins over it), so nothing ever leaves the machine. Throws if the
+// server does not start.
 class Server {
  public:
   explicit Server(std::vector<std::string> extra_args = {}, std::vector<std::string> env = {});

@@ -1,0 +1,659 @@
+// Domain verification end to end: the real gatewayd asks a real dnsmasq (tests/support/dnsmasq.h)
+// for the CNAME of each domain's verification_hostname. Outcomes are read from the event feed with
+// a deadline, never after a fixed sleep; "nothing more happened" is checked behind a barrier (a
+// later verification of another domain whose outcome has arrived).
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "integration/fixture.h"
+#include "support/dnsmasq.h"
+
+namespace gw::itest {
+namespace {
+
+using testing::Dnsmasq;
+using testing::DnsRecords;
+using testing::json_with;
+using testing::ServfailZone;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::string_view kRequested = "domain.verification_requested";
+constexpr std::string_view kVerified = "domain.verified";
+constexpr std::string_view kFailed = "domain.verification_failed";
+constexpr std::string_view kSuperseded = "domain.verification_superseded";
+constexpr std::string_view kInherited = "domain.verification_inherited";
+constexpr std::string_view kRevoked = "domain.verification_revoked";
+
+constexpr milliseconds kDeadline{10000};
+constexpr milliseconds kStep{50};
+
+bool is_outcome(std::string_view type) {
+  return type == kVerified || type == kFailed || type == kSuperseded;
+}
+
+// One event of the feed, with the members these tests look at.
+struct Event {
+  int64_t seq = -1;
+  std::string type;
+  std::string aggregate_id;
+  int64_t caused_by = -1;  // -1 when the member is absent
+  int64_t aggregate_version = -1;
+  std::string status;  // data.status and friends
+  int64_t verified_at = -1;
+  std::string error;
+  std::string parent_id;
+  std::string text;  // the whole event, for messages
+};
+
+using Events = std::vector<Event>;
+
+std::string dump(const Events& events) {
+  std::string out;
+  for (const auto& e : events) out += e.text + "\n";
+  return out;
+}
+
+// Every event of the api's tenant, following next_after until a page is empty.
+Events all_events(Api& api) {
+  Events out;
+  int64_t after = 0;
+  for (int page = 0; page < 100; ++page) {
+    Response r = api.get("/v1/events?after=" + std::to_string(after) + "&limit=1000");
+    if (r.status != 200) {
+      FAIL_CHECK("GET /v1/events: ", r.status, " ", r.body, r.error);
+      return out;
+    }
+    rapidjson::Document d = json(r);
+    const rapidjson::Value& data = field(d, "data");
+    if (length(data) <= 0) break;
+    for (const rapidjson::Value* v : items(data)) {
+      Event e;
+      e.seq = num(*v, "seq");
+      e.type = str(*v, "type");
+      e.aggregate_id = str(*v, "aggregate_id");
+      e.caused_by = num(*v, "caused_by");
+      e.aggregate_version = num(*v, "aggregate_version");
+      const rapidjson::Value& rec = field(*v, "data");
+      e.status = str(rec, "status");
+      e.verified_at = num(rec, "verified_at");
+      e.error = str(rec, "verification_error");
+      e.parent_id = str(rec, "verification_parent_id");
+      e.text = testing::to_json(*v);
+      out.push_back(std::move(e));
+    }
+    int64_t next = num(d, "next_after");
+    if (next <= after) break;
+    after = next;
+  }
+  return out;
+}
+
+// The events of `id`, optionally only those of `type`.
+Events of(const Events& events, std::string_view id, std::string_view type = "") {
+  Events out;
+  for (const auto& e : events) {
+    if (e.aggregate_id == id && (type.empty() || e.type == type)) out.push_back(e);
+  }
+  return out;
+}
+
+Events outcomes_of(const Events& events, std::string_view id) {
+  Events out;
+  for (const auto& e : of(events, id)) {
+    if (is_outcome(e.type)) out.push_back(e);
+  }
+  return out;
+}
+
+// Polls the feed until `done(events)` or the deadline; returns the last feed read. A timeout fails
+// the check with the feed and `what`.
+Events wait_until(Api& api, const std::function<bool(const Events&)>& done, std::string_view what) {
+  auto deadline = Clock::now() + kDeadline;
+  while (true) {
+    Events events = all_events(api);
+    if (done(events)) return events;
+    if (Clock::now() >= deadline) {
+      FAIL_CHECK("timed out waiting for ", what, "; events:\n", dump(events));
+      return events;
+    }
+    std::this_thread::sleep_for(kStep);
+  }
+}
+
+// Waits until `id` has at least `n` outcome events; returns the feed.
+Events wait_outcomes(Api& api, const std::string& id, size_t n = 1) {
+  return wait_until(
+      api, [&](const Events& ev) { return outcomes_of(ev, id).size() >= n; },
+      std::to_string(n) + " outcome(s) of " + id);
+}
+
+Events wait_event(Api& api, const std::string& id, std::string_view type, size_t n = 1) {
+  return wait_until(
+      api, [&](const Events& ev) { return of(ev, id, type).size() >= n; },
+      std::to_string(n) + " " + std::string(type) + " event(s) of " + id);
+}
+
+struct Domain {
+  std::string id;
+  std::string hostname;
+  std::string vhost;   // verification_hostname
+  std::string vvalue;  // verification_value
+};
+
+Domain create_domain(Api& api, std::string_view hostname) {
+  Response r = api.post("/v1/domain", domain_body(api.team(), hostname));
+  INFO("create domain ", hostname, ": ", r.status, " ", r.body, r.error);
+  REQUIRE(r.status == 201);
+  rapidjson::Document d = json(r);
+  Domain out{str(d, "domain_id"), str(d, "hostname"), str(d, "verification_hostname"),
+             str(d, "verification_value")};
+  CHECK(out.vhost == "_gateway-verify." + out.hostname);
+  CHECK_FALSE(out.vvalue.empty());
+  return out;
+}
+
+rapidjson::Document get_domain(Api& api, const std::string& id) {
+  Response r = api.get("/v1/domain/" + id);
+  INFO("GET domain ", id, ": ", r.status, " ", r.body);
+  CHECK(r.status == 200);
+  return json(r);
+}
+
+// POST verify; expects 200 and the domain itself back.
+rapidjson::Document request_verify(Api& api, const Domain& d) {
+  Response r = verify(api, d.id);
+  INFO("verify ", d.hostname, ": ", r.status, " ", r.body, r.error);
+  CHECK(r.status == 200);
+  rapidjson::Document doc = json(r);
+  CHECK(str(doc, "domain_id") == d.id);
+  return doc;
+}
+
+// The seq of the last verification_requested event of `id`; -1 if none.
+int64_t last_request_seq(const Events& events, const std::string& id) {
+  Events req = of(events, id, kRequested);
+  return req.empty() ? -1 : req.back().seq;
+}
+
+// `id` has exactly one request and one outcome, of `type`, caused by that request. Returns the
+// outcome (or an empty Event).
+Event single_outcome(const Events& events, const std::string& id, std::string_view type) {
+  INFO("events:\n", dump(events));
+  Events req = of(events, id, kRequested);
+  Events out = outcomes_of(events, id);
+  CHECK(req.size() == 1);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].type == type);
+  if (!req.empty()) {
+    CHECK(out[0].caused_by == req[0].seq);
+    CHECK(out[0].seq > req[0].seq);
+  }
+  return out[0];
+}
+
+// A verified domain, as an event's data and as GET shows it now.
+void check_verified(Api& api, const Event& e, const std::string& id,
+                    const std::string& parent = "") {
+  INFO("event: ", e.text);
+  CHECK(e.status == "verified");
+  CHECK(e.verified_at >= unix_now() - 300);
+  CHECK(e.error == "");
+  CHECK(e.parent_id == parent);
+  rapidjson::Document now = get_domain(api, id);
+  INFO("now: ", testing::to_json(now));
+  CHECK(str(now, "status") == "verified");
+  CHECK(num(now, "verified_at") == e.verified_at);
+  CHECK(str(now, "verification_error") == "");
+  CHECK(str(now, "verification_parent_id") == parent);
+}
+
+// A failed verification with `code`: pending, verified_at 0, "<code>: <detail>".
+void check_failed(Api& api, const Event& e, const std::string& id, std::string_view code) {
+  INFO("event: ", e.text);
+  CHECK(e.type == kFailed);
+  CHECK(e.status == "pending");
+  CHECK(e.verified_at == 0);
+  CHECK(e.parent_id == "");
+  CHECK(e.error.starts_with(std::string(code) + ": "));
+  CHECK(e.error.size() > code.size() + 2);
+  rapidjson::Document now = get_domain(api, id);
+  CHECK(str(now, "status") == "pending");
+  CHECK(num(now, "verified_at") == 0);
+  CHECK(str(now, "verification_error") == e.error);
+}
+
+// Pending with no trace of a verification (created, or revoked).
+void check_plain_pending(const rapidjson::Value& d) {
+  INFO(testing::to_json(d));
+  CHECK(str(d, "status") == "pending");
+  CHECK(num(d, "verified_at") == 0);
+  CHECK(str(d, "verification_parent_id") == "");
+}
+
+std::string metrics(const Server& server) {
+  testing::HttpClient http;
+  Response r = http.request("GET", server.url() + "/metrics");
+  CHECK(r.status == 200);
+  return r.body;
+}
+
+// The value of the sample whose name and labels are exactly `series`; nullopt when absent.
+std::optional<double> sample(const std::string& text, std::string_view series) {
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    std::string_view line(text.data() + at, (nl == std::string::npos ? text.size() : nl) - at);
+    at = nl == std::string::npos ? text.size() : nl + 1;
+    if (line.size() > series.size() && line.starts_with(series) && line[series.size()] == ' ') {
+      return std::strtod(std::string(line.substr(series.size() + 1)).c_str(), nullptr);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string lookups(std::string_view outcome) {
+  return R"(gatewayd_verifier_lookups_total{outcome=")" + std::string(outcome) + R"("})";
+}
+
+// Verifies `d` (whose record resolves to nothing) and waits for its outcome: after it, every
+// outcome of requests made before has had its chance to arrive.
+void barrier(Api& api, const Domain& d) {
+  size_t before = outcomes_of(all_events(api), d.id).size();
+  request_verify(api, d);
+  wait_outcomes(api, d.id, before + 1);
+}
+
+// A dnsmasq on a free port, and gatewayd asking it.
+struct Env {
+  explicit Env(std::vector<std::string> extra = {}) {
+    dns.start();
+    std::vector<std::string> args = {"--dns-servers", dns.server()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    server = std::make_unique<Server>(args);
+  }
+  Dnsmasq dns;
+  std::unique_ptr<Server> server;
+};
+
+TEST_CASE(
+    "verify: verified, wrong_value, no_cname, nxdomain, servfail, case and dot of the target") {
+  ServfailZone servfail("servfail.example.net");
+  Env env;
+  Api api(*env.server, kTeamA);
+  Domain ok = create_domain(api, "ok.example.com");
+  Domain wrong = create_domain(api, "wrong.example.com");
+  Domain no_cname = create_domain(api, "a-only.example.com");
+  Domain nx = create_domain(api, "nx.example.com");
+  Domain sf = create_domain(api, "x.servfail.example.net");
+  Domain upper = create_domain(api, "upper.example.com");
+  Domain dotted = create_domain(api, "dotted.example.com");
+
+  std::string upper_value = upper.vvalue;
+  std::transform(upper_value.begin(), upper_value.end(), upper_value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  DnsRecords records;
+  records.cname(ok.vhost, ok.vvalue)
+      .cname(wrong.vhost, "gv-00000000000000000000000000000000.verify.platform.test")
+      .host(no_cname.vhost, "127.0.0.1")
+      // dnsmasq normalizes `cname=` targets (lower case, no dot), so this checks the config form
+      // end to end; the raw record below carries the upper-case bytes on the wire.
+      .cname(dotted.vhost, dotted.vvalue + ".")
+      .raw_cname(upper.vhost, upper_value);
+  records.extra.push_back(servfail.forward_line());
+  env.dns.restart(records);
+  {
+    auto a = testing::dns_query(env.dns.port(), upper.vhost);
+    INFO(testing::describe(a));
+    REQUIRE(a.cnames == std::vector<std::string>{upper_value});
+  }
+
+  for (const Domain* d : {&ok, &wrong, &no_cname, &nx, &sf, &upper, &dotted}) {
+    rapidjson::Document r = request_verify(api, *d);
+    CHECK(str(r, "status") == "pending");
+  }
+  Events events = wait_until(
+      api,
+      [&](const Events& ev) {
+        for (const Domain* d : {&ok, &wrong, &no_cname, &nx, &sf, &upper, &dotted}) {
+          if (outcomes_of(ev, d->id).empty()) return false;
+        }
+        return true;
+      },
+      "all seven outcomes");
+
+  {
+    INFO("ok");
+    check_verified(api, single_outcome(events, ok.id, kVerified), ok.id);
+  }
+  {
+    INFO("upper-case target");
+    check_verified(api, single_outcome(events, upper.id, kVerified), upper.id);
+  }
+  {
+    INFO("target configured with a trailing dot");
+    check_verified(api, single_outcome(events, dotted.id, kVerified), dotted.id);
+  }
+  check_failed(api, single_outcome(events, wrong.id, kFailed), wrong.id, "wrong_value");
+  check_failed(api, single_outcome(events, no_cname.id, kFailed), no_cname.id, "no_cname");
+  check_failed(api, single_outcome(events, nx.id, kFailed), nx.id, "nxdomain");
+  check_failed(api, single_outcome(events, sf.id, kFailed), sf.id, "servfail");
+
+  // The verifier's series.
+  std::string text = metrics(*env.server);
+  INFO(text);
+  CHECK(text.find("# TYPE gatewayd_verifier_queue_depth gauge") != std::string::npos);
+  CHECK(sample(text, "gatewayd_verifier_queue_depth").has_value());
+  CHECK(text.find("# TYPE gatewayd_verifier_lookups_total counter") != std::string::npos);
+  CHECK(sample(text, lookups("verified")).value_or(-1) >= 3);
+  for (std::string outcome : {"wrong_value", "no_cname", "nxdomain", "servfail"}) {
+    CAPTURE(outcome);
+    CHECK(sample(text, lookups(outcome)).value_or(-1) >= 1);
+  }
+  CHECK(text.find("# TYPE gatewayd_verifier_lookup_duration_seconds histogram") !=
+        std::string::npos);
+  CHECK(sample(text, "gatewayd_verifier_lookup_duration_seconds_count").value_or(-1) >= 7);
+  CHECK(
+      sample(text, R"(gatewayd_verifier_lookup_duration_seconds_bucket{le="+Inf"})").value_or(-1) >=
+      7);
+  CHECK(sample(text, "gatewayd_verifier_lookup_duration_seconds_sum").has_value());
+}
+
+TEST_CASE("verify: a silent DNS server is a timeout, a dead one unreachable") {
+  Env env;
+  Api api(*env.server, kTeamA);
+  Domain d = create_domain(api, "slow.example.com");
+  env.dns.restart(DnsRecords{}.cname(d.vhost, d.vvalue));
+
+  env.dns.pause();
+  auto asked = Clock::now();
+  request_verify(api, d);
+  Events events = wait_outcomes(api, d.id);
+  auto waited = std::chrono::duration_cast<milliseconds>(Clock::now() - asked);
+  env.dns.resume();
+  check_failed(api, single_outcome(events, d.id, kFailed), d.id, "timeout");
+  // --dns-timeout-ms 500 and --dns-tries 2 by default: about 1.5 s.
+  CHECK(waited >= milliseconds(900));
+
+  env.dns.stop();
+  request_verify(api, d);
+  events = wait_outcomes(api, d.id, 2);
+  Events out = outcomes_of(events, d.id);
+  REQUIRE(out.size() == 2);
+  CHECK(out[1].caused_by == last_request_seq(events, d.id));
+  INFO("the outcome with dnsmasq killed: ", out[1].error);
+  MESSAGE("dnsmasq killed -> ", out[1].error);
+  CHECK(out[1].error.starts_with("unreachable: "));
+  check_failed(api, out[1], d.id, "unreachable");
+
+  // Once DNS answers again, a new request verifies and clears the error.
+  env.dns.start(DnsRecords{}.cname(d.vhost, d.vvalue));
+  request_verify(api, d);
+  events = wait_outcomes(api, d.id, 3);
+  out = outcomes_of(events, d.id);
+  REQUIRE(out.size() == 3);
+  CHECK(out[2].type == kVerified);
+  CHECK(out[2].caused_by == last_request_seq(events, d.id));
+  check_verified(api, out[2], d.id);
+
+  std::string text = metrics(*env.server);
+  CHECK(sample(text, lookups("timeout")).value_or(-1) >= 1);
+  CHECK(sample(text, lookups("unreachable")).value_or(-1) >= 1);
+}
+
+TEST_CASE("verify: --dns-timeout-ms and --dns-tries bound the wait on a silent server") {
+  Env env({"--dns-timeout-ms", "100", "--dns-tries", "1"});
+  Api api(*env.server, kTeamA);
+  Domain d = create_domain(api, "quick.example.com");
+  env.dns.pause();
+  auto asked = Clock::now();
+  request_verify(api, d);
+  Events events = wait_outcomes(api, d.id);
+  auto waited = std::chrono::duration_cast<milliseconds>(Clock::now() - asked);
+  env.dns.resume();
+  check_failed(api, single_outcome(events, d.id, kFailed), d.id, "timeout");
+  CHECK(waited < milliseconds(1000));
+}
+
+TEST_CASE("verify: a request accepted before a crash is checked after restart") {
+  Env env;
+  Api api(*env.server, kTeamA);
+  Domain d = create_domain(api, "durable.example.com");
+  Domain other = create_domain(api, "other.example.com");
+  env.dns.restart(DnsRecords{}.cname(d.vhost, d.vvalue));
+
+  env.dns.pause();
+  request_verify(api, d);
+  // The lookup hangs on the paused dnsmasq (1.5 s before it could time out).
+  testing::ExitStatus killed = env.server->kill();
+  CHECK(killed.signal == SIGKILL);
+  env.dns.resume();
+  env.server->restart();
+
+  Events events = wait_outcomes(api, d.id);
+  barrier(api, other);
+  events = all_events(api);
+  INFO(dump(events));
+  Event outcome = single_outcome(events, d.id, kVerified);
+  check_verified(api, outcome, d.id);
+  CHECK(of(events, d.id).size() == 3);  // created, verification_requested, verified
+}
+
+TEST_CASE("verify: verifying a verified domain appends nothing") {
+  Env env;
+  Api api(*env.server, kTeamA);
+  Domain d = create_domain(api, "done.example.com");
+  Domain other = create_domain(api, "other.example.com");
+  env.dns.restart(DnsRecords{}.cname(d.vhost, d.vvalue));
+  request_verify(api, d);
+  Events events = wait_outcomes(api, d.id);
+  check_verified(api, single_outcome(events, d.id, kVerified), d.id);
+  size_t count = of(events, d.id).size();
+  rapidjson::Document before = get_domain(api, d.id);
+
+  rapidjson::Document again = request_verify(api, d);
+  CHECK(testing::to_json(again) == testing::to_json(before));
+  barrier(api, other);
+  events = all_events(api);
+  INFO(dump(events));
+  CHECK(of(events, d.id).size() == count);
+  CHECK(testing::to_json(get_domain(api, d.id)) == testing::to_json(before));
+}
+
+TEST_CASE("verify: a second request supersedes the first one's outcome") {
+  Env env;
+  Api api(*env.server, kTeamA);
+  Domain d = create_domain(api, "twice.example.com");
+  Domain other = create_domain(api, "other.example.com");
+  env.dns.restart(DnsRecords{}.cname(d.vhost, d.vvalue));
+
+  env.dns.pause();
+  CHECK(str(request_verify(api, d), "status") == "pending");
+  CHECK(str(request_verify(api, d), "status") == "pending");
+  env.dns.resume();
+  Events events = wait_outcomes(api, d.id, 2);
+  barrier(api, other);
+  events = all_events(api);
+  INFO(dump(events));
+  Events req = of(events, d.id, kRequested);
+  REQUIRE(req.size() == 2);
+  Events out = outcomes_of(events, d.id);
+  REQUIRE(out.size() == 2);
+  Events superseded = of(events, d.id, kSuperseded);
+  Events verified = of(events, d.id, kVerified);
+  REQUIRE(superseded.size() == 1);
+  REQUIRE(verified.size() == 1);
+  CHECK(superseded[0].caused_by == req[0].seq);
+  CHECK(verified[0].caused_by == req[1].seq);
+  check_verified(api, verified[0], d.id);
+  // Superseded leaves the record as it was when the outcome was written.
+  CHECK(superseded[0].error == "");
+  CHECK((superseded[0].status == "pending" || superseded[0].status == "verified"));
+}
+
+TEST_CASE("verify: a deleted domain's outcome is superseded") {
+  Env env;
+  Api api(*env.server, kTeamA);
+  Domain d = create_domain(api, "gone.example.com");
+  env.dns.restart(DnsRecords{}.cname(d.vhost, d.vvalue));
+  env.dns.pause();
+  request_verify(api, d);
+  REQUIRE(api.del("/v1/domain/" + d.id).status == 200);
+  env.dns.resume();
+  Events events = wait_outcomes(api, d.id);
+  INFO(dump(events));
+  single_outcome(events, d.id, kSuperseded);
+  check_problem(api.get("/v1/domain/" + d.id), 404, "not_found");
+}
+
+TEST_CASE("verify: a verified subtree domain is inherited under it; other teams are kept out") {
+  Env env;
+  Api a(*env.server, kTeamA);
+  Api b(*env.server, kTeamB);
+  Domain parent = create_domain(a, "example.com");
+  CHECK(str(get_domain(a, parent.id), "scope") == "subtree");
+  Domain shop = create_domain(a, "shop.example.com");
+  CHECK(str(get_domain(a, shop.id), "scope") == "exact");
+  Domain theirs = create_domain(b, "x.example.com");  // before example.com is verified
+  Domain other = create_domain(a, "other.example.org");
+  env.dns.restart(
+      DnsRecords{}.cname(parent.vhost, parent.vvalue).cname(theirs.vhost, theirs.vvalue));
+
+  request_verify(a, parent);
+  Events events = wait_outcomes(a, parent.id);
+  check_verified(a, single_outcome(events, parent.id, kVerified), parent.id);
+
+  // The pending child of the same team inherits, with one event and no request of its own.
+  events = wait_event(a, shop.id, kInherited);
+  {
+    INFO(dump(events));
+    Events inherited = of(events, shop.id, kInherited);
+    REQUIRE(inherited.size() == 1);
+    CHECK(of(events, shop.id, kRequested).empty());
+    CHECK(outcomes_of(events, shop.id).empty());
+    CHECK(inherited[0].seq > of(events, parent.id, kVerified).at(0).seq);
+    check_verified(a, inherited[0], shop.id, parent.id);
+  }
+
+  // A new domain under it is born verified.
+  Response born = a.post("/v1/domain", domain_body(kTeamA, "a.example.com"));
+  INFO(born.body);
+  REQUIRE(born.status == 201);
+  std::string born_id = str(json(born), "domain_id");
+  CHECK(str(json(born), "status") == "verified");
+  CHECK(str(json(born), "verification_parent_id") == parent.id);
+  CHECK(num(json(born), "verified_at") > 0);
+
+  // Team B: its pending domain stays pending and cannot verify, though its CNAME is right.
+  check_plain_pending(get_domain(b, theirs.id));
+  request_verify(b, theirs);
+  events = wait_outcomes(b, theirs.id);
+  check_failed(b, single_outcome(events, theirs.id, kFailed), theirs.id, "claimed_by_another_team");
+  // ...and cannot create anything equal to or under it, domain or profile.
+  for (std::string host : {"b.example.com", "example.com", "deep.b.example.com"}) {
+    CAPTURE(host);
+    check_problem(b.post("/v1/domain", domain_body(kTeamB, host)), 409, "hostname_conflict");
+  }
+  for (std::string host : {"p.example.com", "example.com"}) {
+    CAPTURE(host);
+    check_problem(b.post("/v1/gateway_security_profile", profile_body(kTeamB, host)), 409,
+                  "hostname_conflict");
+  }
+  CHECK(a.post("/v1/gateway_security_profile", profile_body(kTeamA, "p.example.com")).status ==
+        201);
+
+  // Deleting the parent revokes what was inherited from it, one event per child.
+  REQUIRE(a.del("/v1/domain/" + parent.id).status == 200);
+  events = wait_until(
+      a,
+      [&](const Events& ev) {
+        return !of(ev, shop.id, kRevoked).empty() && !of(ev, born_id, kRevoked).empty();
+      },
+      "both revocations");
+  barrier(a, other);
+  events = all_events(a);
+  INFO(dump(events));
+  for (const std::string& id : {shop.id, born_id}) {
+    CAPTURE(id);
+    Events revoked = of(events, id, kRevoked);
+    REQUIRE(revoked.size() == 1);
+    CHECK(revoked[0].status == "pending");
+    CHECK(revoked[0].verified_at == 0);
+    CHECK(revoked[0].parent_id == "");
+    check_plain_pending(get_domain(a, id));
+  }
+  // With no verified domain covering it any more, team B may use the name.
+  CHECK(b.post("/v1/domain", domain_body(kTeamB, "b.example.com")).status == 201);
+}
+
+TEST_CASE(
+    "verify: narrowing a verified parent to scope exact revokes its children, widening passes it "
+    "down") {
+  Env env;
+  Api a(*env.server, kTeamA);
+  Api b(*env.server, kTeamB);
+  Domain parent = create_domain(a, "example.org");
+  Domain shop = create_domain(a, "shop.example.org");
+  env.dns.restart(DnsRecords{}.cname(parent.vhost, parent.vvalue));
+  request_verify(a, parent);
+  wait_outcomes(a, parent.id);
+  Events events = wait_event(a, shop.id, kInherited);
+  check_verified(a, of(events, shop.id, kInherited).at(0), shop.id, parent.id);
+
+  // PUT answers with the record it was sent to, whatever else the change touched.
+  auto put_scope = [&](std::string_view scope) {
+    Response put = a.put("/v1/domain/" + parent.id, json_with(domain_body(kTeamA, "example.org"),
+                                                              "scope", testing::json_quote(scope)));
+    INFO("PUT scope ", scope, ": ", put.status, " ", put.body);
+    REQUIRE(put.status == 200);
+    rapidjson::Document d = json(put);
+    CHECK(str(d, "domain_id") == parent.id);
+    CHECK(str(d, "hostname") == "example.org");
+    CHECK(str(d, "scope") == scope);
+    CHECK(str(d, "status") == "verified");
+    Response got = a.get("/v1/domain/" + parent.id);
+    CHECK(put.header("ETag").value_or("none") == got.header("ETag").value_or("none"));
+    CHECK(testing::to_json(d) == testing::to_json(json(got)));
+  };
+
+  put_scope("exact");
+  events = wait_event(a, shop.id, kRevoked);
+  {
+    INFO(dump(events));
+    Events revoked = of(events, shop.id, kRevoked);
+    REQUIRE(revoked.size() == 1);
+    CHECK(revoked[0].status == "pending");
+    CHECK(revoked[0].verified_at == 0);
+    CHECK(revoked[0].parent_id == "");
+  }
+  check_plain_pending(get_domain(a, shop.id));
+  CHECK(str(get_domain(a, parent.id), "status") == "verified");
+
+  // An exact domain covers only itself: new names under it are neither inherited nor claimed.
+  Response child = a.post("/v1/domain", domain_body(kTeamA, "new.example.org"));
+  REQUIRE(child.status == 201);
+  check_plain_pending(json(child));
+  std::string child_id = str(json(child), "domain_id");
+  CHECK(b.post("/v1/domain", domain_body(kTeamB, "b.example.org")).status == 201);
+  check_problem(b.post("/v1/domain", domain_body(kTeamB, "example.org")), 409, "hostname_conflict");
+
+  // Widening it again passes the verification down to the pending domains under it.
+  put_scope("subtree");
+  events = wait_until(
+      a,
+      [&](const Events& ev) {
+        return of(ev, shop.id, kInherited).size() == 2 && of(ev, child_id, kInherited).size() == 1;
+      },
+      "inheritance after widening");
+  check_verified(a, of(events, shop.id, kInherited).back(), shop.id, parent.id);
+  check_verified(a, of(events, child_id, kInherited).back(), child_id, parent.id);
+}
+
+}  // namespace
+}  // namespace gw::itest
