@@ -14,8 +14,8 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
-# shellcheck source=scripts/lib/deps.sh
-source scripts/lib/deps.sh
+# shellcheck source=scripts/deps.sh
+source scripts/deps.sh
 
 N=${N:-1000}
 PARALLEL=${PARALLEL:-16}

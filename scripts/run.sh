@@ -4,8 +4,8 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# shellcheck source=scripts/lib/deps.sh
-source scripts/lib/deps.sh
+# shellcheck source=scripts/deps.sh
+source scripts/deps.sh
 
 gw_install_deps
 

@@ -6,8 +6,8 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
-# shellcheck source=scripts/lib/deps.sh
-source scripts/lib/deps.sh
+# shellcheck source=scripts/deps.sh
+source scripts/deps.sh
 
 JOBS=$(nproc)
 START=$SECONDS

@@ -9,10 +9,6 @@ namespace gw {
 
 namespace {
 
-Error not_found(Kind kind, const std::string& id) {
-  return make_error(Code::kNotFound, std::string(kind_name(kind)) + " " + id + " not found");
-}
-
 Error team_mismatch() {
   return make_error(Code::kTenantMismatch, "team_id in the body must equal the X-Tenant-ID header");
 }
@@ -46,9 +42,9 @@ Record record_of(const Spec& spec) {
 // a deleted one and one that never existed are indistinguishable to the caller.
 Result<Stored> load_own(Kind kind, const std::string& id, const Actor& actor, Lookups& lookups) {
   auto stored = lookups.load(id);
-  if (!stored || kind_of(stored->record) != kind) return not_found(kind, id);
+  if (!stored || kind_of(stored->record) != kind) return record_not_found(kind, id);
   const Meta& m = meta_of(stored->record);
-  if (m.team_id != actor.tenant || m.deleted_at != 0) return not_found(kind, id);
+  if (m.team_id != actor.tenant || m.deleted_at != 0) return record_not_found(kind, id);
   return std::move(*stored);
 }
 
@@ -199,6 +195,10 @@ Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now,
 }
 
 }  // namespace
+
+Error record_not_found(Kind kind, const std::string& id) {
+  return make_error(Code::kNotFound, std::string(kind_name(kind)) + " " + id + " not found");
+}
 
 std::string event_type(Kind kind, const char* verb) {
   return std::string(kind_name(kind)) + "." + verb;

@@ -79,6 +79,10 @@ struct Fresh {
   std::string verification_value;  // full CNAME target for a new domain
 };
 
+// The not_found error for record `id` of `kind`: unknown, deleted and another team's records all
+// read the same.
+Error record_not_found(Kind kind, const std::string& id);
+
 // The ETag of a stored record version, quoted: "\"<version>\"".
 std::string etag_of(uint64_t version);
 // True if an If-Match header value (a list of ETags, or `*`) matches `version`.

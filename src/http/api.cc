@@ -365,9 +365,7 @@ void Api::get(Context& ctx, Kind kind, const std::string& id) {
   if (!ctx.check_query({})) return;
   auto found = reads_.get(kind, ctx.caller.tenant, id);
   if (!found.ok()) return ctx.fail(found.error());
-  if (!found.value()) {
-    return ctx.fail(make_error(Code::kNotFound, std::string(kind_name(kind)) + " " + id + " not found"));
-  }
+  if (!found.value()) return ctx.fail(record_not_found(kind, id));
   ctx.reply(record_reply(200, kind, Written{std::move(found.value()->json), found.value()->version}));
 }
 
@@ -397,9 +395,7 @@ void Api::history(Context& ctx, Kind kind, const std::string& id) {
   if (!ctx.check_query({})) return;
   auto found = reads_.history(kind, ctx.caller.tenant, id);
   if (!found.ok()) return ctx.fail(found.error());
-  if (!found.value()) {
-    return ctx.fail(make_error(Code::kNotFound, std::string(kind_name(kind)) + " " + id + " not found"));
-  }
+  if (!found.value()) return ctx.fail(record_not_found(kind, id));
   ctx.reply(json_reply(200, "{\"data\":[" + join(*found.value()) + "]}"));
 }
 
