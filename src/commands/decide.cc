@@ -4,6 +4,7 @@
 
 #include "commands/fields.h"
 #include "commands/challenge.h"
+#include "core/text.h"
 
 namespace gw {
 
@@ -212,9 +213,7 @@ bool if_match_matches(std::string_view header, uint64_t version) {
   while (pos <= header.size()) {
     size_t comma = header.find(',', pos);
     if (comma == std::string_view::npos) comma = header.size();
-    std::string_view item = header.substr(pos, comma - pos);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    std::string_view item = trim_blanks(header.substr(pos, comma - pos));
     if (item == "*" || item == want) return true;  // weak tags (W/...) never match: strong compare
     pos = comma + 1;
   }

@@ -1,6 +1,7 @@
 // Field rules of CONTRACT.md section 3 (everything except waf_directives, which lives in
 // waf_directives.cc). Pure functions over bytes and RapidJSON values; no I/O.
 #include "commands/fields.h"
+#include "core/text.h"
 
 #include <libpsl.h>
 
@@ -38,7 +39,6 @@ static_assert(kCountries.size() == 249 * 2);
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
 bool is_assigned_country(std::string_view code) {
   size_t lo = 0;
@@ -106,10 +106,8 @@ Problem split_list(std::string_view in, std::vector<std::string_view>* items) {
   size_t pos = 0;
   while (true) {
     size_t comma = in.find(',', pos);
-    std::string_view item =
-        in.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    std::string_view item = trim_blanks(
+        in.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
     if (item.empty()) return "must not contain empty items (check for doubled or trailing commas)";
     items->push_back(item);
     if (comma == std::string_view::npos) return std::nullopt;
@@ -208,7 +206,7 @@ Problem hostname(std::string_view in, std::string* normalized) {
   for (char c : in) {
     if (static_cast<unsigned char>(c) >= 0x80)
       return "must be ASCII (send internationalized names as punycode xn-- labels)";
-    h.push_back(lower(c));
+    h.push_back(ascii_lower(c));
   }
   if (!h.empty() && h.back() == '.') h.pop_back();
   if (h.empty()) return "must not be empty";
@@ -292,7 +290,7 @@ Problem cors_headers(std::string_view in) {
     if (!std::all_of(item.begin(), item.end(), is_tchar))
       return "must list only header names (RFC 9110 tokens)";
     std::string key(item);
-    std::transform(key.begin(), key.end(), key.begin(), lower);
+    key = ascii_lower(key);
     if (!seen.insert(std::move(key)).second) return "must not repeat a header name";
   }
   return std::nullopt;

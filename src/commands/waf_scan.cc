@@ -1,6 +1,7 @@
 // waf_scan: the tokenizer and the tenant policy scan declared in waf_scan.h (the policy itself is
 // described there). Pure: only constant tables and the caller's arguments, no libmodsecurity.
 #include "commands/waf_scan.h"
+#include "core/text.h"
 
 #include <algorithm>
 #include <array>
@@ -64,13 +65,6 @@ bool contains(const std::array<std::string_view, N>& list, std::string_view s) {
 bool listed(std::string_view list, std::string_view name) {
   return !name.empty() && name.find(' ') == std::string_view::npos &&
          list.find(" " + std::string(name) + " ") != std::string_view::npos;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
 }
 
 // Client text for a message: at most 40 bytes, printable ASCII only.
@@ -225,7 +219,7 @@ Problem split_actions(std::string_view s, int line, std::vector<Action>* out) {
     while (blank(i)) ++i;
     size_t start = i;
     while (i < s.size() && s[i] != ':' && s[i] != ',') ++i;
-    Action a{lower(s.substr(start, i - start)), "", false};
+    Action a{ascii_lower(s.substr(start, i - start)), "", false};
     while (!a.name.empty() && (a.name.back() == ' ' || a.name.back() == '\t')) a.name.pop_back();
     if (a.name.empty()) return "has an empty action" + at(line);
     if (i < s.size() && s[i] == ':') {
@@ -258,7 +252,7 @@ enum class Role { kHead, kLink, kUpdate };
 
 Problem check_ctl(std::string_view value, int line) {
   size_t eq = value.find('=');
-  std::string option = lower(value.substr(0, eq));
+  std::string option = ascii_lower(value.substr(0, eq));
   std::string_view arg = eq == std::string_view::npos ? std::string_view() : value.substr(eq + 1);
   if (!listed(kCtlOptions, option)) return refused("ctl:" + shown(value.substr(0, eq)), line);
   long id = 0;
@@ -268,7 +262,7 @@ Problem check_ctl(std::string_view value, int line) {
     size_t semi = arg.find(';');
     if (!local_id(arg.substr(0, semi), &id))
       return "ctl:ruleRemoveTargetById may only name rule ids in 1..99999" + at(line);
-    if (semi != std::string_view::npos && lower(arg.substr(semi + 1)).starts_with("env"))
+    if (semi != std::string_view::npos && ascii_lower(arg.substr(semi + 1)).starts_with("env"))
       return refused("variable ENV", line);
   }
   return std::nullopt;
@@ -298,12 +292,12 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
     } else if (a.name == "ctl") {
       if (auto p = check_ctl(a.value, line)) return p;
     } else if (a.name == "setvar" || a.name == "expirevar" || a.name == "deprecatevar") {
-      std::string target = lower(a.value);
+      std::string target = ascii_lower(a.value);
       if (!(target.starts_with("tx.") || target.starts_with("!tx.") || target.starts_with("tx:"))) {
         return a.name + " may only change TX variables" + at(line);
       }
     } else if (a.name == "phase") {
-      std::string phase = lower(a.value);
+      std::string phase = ascii_lower(a.value);
       if ((phase.size() != 1 || phase[0] < '1' || phase[0] > '5') && phase != "request" &&
           phase != "response" && phase != "logging") {
         return "needs phase 1-5, request, response or logging" +
@@ -321,7 +315,7 @@ Problem check_variables(const Arg& arg, int line) {
   // A blank ends the variables for the engine even inside quotes; what follows may be a directive.
   if (arg.text.find_first_of(" \t") != std::string::npos)
     return "must not put blanks in variables" + at(line);
-  std::string vars = lower(arg.text);
+  std::string vars = ascii_lower(arg.text);
   size_t start = 0;
   while (start <= vars.size()) {
     size_t end = std::min(vars.find_first_of("|,", start), vars.size());
@@ -337,8 +331,7 @@ Problem check_variables(const Arg& arg, int line) {
 
 // "9,10,32-126": the engine writes out of bounds for bytes above 255, so check them here.
 bool byte_ranges(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  s = trim_blanks(s);
   auto byte = [](std::string_view b, int* v) {
     if (b.empty() || b.size() > 3 ||
         !std::all_of(b.begin(), b.end(), [](char c) { return c >= '0' && c <= '9'; }))
@@ -371,7 +364,7 @@ Problem check_operator(const Arg& arg, int line) {
   if (op.starts_with('!')) op.remove_prefix(1);
   if (!op.starts_with('@')) return std::nullopt;
   std::string_view name = op.substr(1, op.find_first_of(" \t") - 1);
-  std::string lowered = lower(name);
+  std::string lowered = ascii_lower(name);
   for (auto denied : kDeniedOperators) {
     if (lowered.starts_with(denied)) return refused("operator @" + shown(name), line);
   }
@@ -383,7 +376,7 @@ Problem check_operator(const Arg& arg, int line) {
 }
 
 Problem check_directive(const Directive& d, Scan* scan) {
-  std::string name = lower(d.name);
+  std::string name = ascii_lower(d.name);
   int line = d.line;
   if (!listed(kDirectives, name)) return refused("directive " + shown(d.name), line);
   bool link = scan->open_chain_line != 0;
@@ -452,7 +445,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
 
 // Keywords of load-time file and network access, found anywhere (the raw net of waf_scan.h).
 Problem raw_net(std::string_view text) {
-  std::string s = lower(text);
+  std::string s = ascii_lower(text);
   int line = 1;
   size_t line_start = 0;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -486,7 +479,7 @@ std::string refused(std::string_view what, int line) {
 }
 
 bool denied_engine_operator(std::string_view engine_name) {
-  return contains(kDeniedEngineOperators, lower(engine_name));
+  return contains(kDeniedEngineOperators, ascii_lower(engine_name));
 }
 
 Problem scan_directives(std::string_view text, ScanResult* result) {

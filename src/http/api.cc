@@ -7,6 +7,7 @@
 
 #include "commands/fields.h"
 #include "http/problem.h"
+#include "core/text.h"
 
 namespace gw::http {
 
@@ -63,30 +64,18 @@ std::optional<uint64_t> parse_in_range(std::string_view s, uint64_t min, uint64_
   return v;
 }
 
+// "application/json", optionally with charset=utf-8 (the only parameter meaningful for JSON).
 bool is_json_media_type(std::string_view ct) {
-  auto lower = [](std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-  };
-  auto trim = [](std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
-  };
-  size_t semi = ct.find(';');
-  if (lower(trim(ct.substr(0, semi))) != "application/json") return false;
-  // Parameters: only charset=utf-8 is meaningful for JSON; anything else is refused.
-  while (semi != std::string_view::npos) {
-    std::string_view rest = ct.substr(semi + 1);
-    semi = rest.find(';');
-    std::string param = lower(trim(rest.substr(0, semi)));
-    if (!param.empty() && param != "charset=utf-8" && param != "charset=\"utf-8\"") return false;
-    if (semi != std::string_view::npos) rest = rest.substr(semi);
-    ct = rest;
-    semi = semi == std::string_view::npos ? semi : 0;
+  for (bool first = true;; first = false) {
+    const size_t semi = ct.find(';');
+    const std::string part = ascii_lower(trim_blanks(ct.substr(0, semi)));
+    if (first ? part != "application/json"
+              : !part.empty() && part != "charset=utf-8" && part != "charset=\"utf-8\"") {
+      return false;
+    }
+    if (semi == std::string_view::npos) return true;
+    ct.remove_prefix(semi + 1);
   }
-  return true;
 }
 
 struct Target {

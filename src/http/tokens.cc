@@ -11,6 +11,7 @@
 
 #include "commands/parse.h"
 #include "core/hex.h"
+#include "core/text.h"
 
 namespace gw::http {
 
@@ -121,13 +122,10 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
 
 std::optional<std::string_view> bearer_token(std::string_view header) {
   constexpr std::string_view kScheme = "bearer ";
-  if (header.size() <= kScheme.size()) return std::nullopt;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return std::nullopt;
+  if (header.size() <= kScheme.size() || !ascii_iequals(header.substr(0, kScheme.size()), kScheme)) {
+    return std::nullopt;
   }
-  std::string_view token = header.substr(kScheme.size());
-  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
-  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  std::string_view token = trim_blanks(header.substr(kScheme.size()));
   if (token.empty() || token.size() > 512) return std::nullopt;
   for (char c : token) {
     if (c <= ' ' || c >= 127) return std::nullopt;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "projections/keys.h"
+#include "core/text.h"
 
 namespace gw {
 
@@ -39,16 +40,7 @@ CheckResult check(const CnameAnswer& a, const std::string& name, const std::stri
 }  // namespace
 
 bool same_dns_name(std::string_view a, std::string_view b) {
-  a = without_dot(a);
-  b = without_dot(b);
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
+  return ascii_iequals(without_dot(a), without_dot(b));
 }
 
 Verifier::Verifier(const Store& store, Writer& writer, Service& service, Resolver& resolver)

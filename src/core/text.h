@@ -1,0 +1,20 @@
+// Small ASCII text helpers shared by the parsers (HTTP headers, field rules, WAF directives,
+// DNS names). Locale-independent; pure and thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace gw {
+
+// `c` lower-cased if it is an ASCII capital letter, else `c`.
+constexpr char ascii_lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+std::string ascii_lower(std::string_view s);
+// Equal ignoring ASCII letter case.
+bool ascii_iequals(std::string_view a, std::string_view b);
+// `s` without leading and trailing spaces and tabs.
+std::string_view trim_blanks(std::string_view s);
+
+}  // namespace gw
