@@ -31,11 +31,7 @@ void Metrics::record(Route route, int kind_index, int status, double seconds) {
   if (status >= 0 && static_cast<size_t>(status) < kStatuses) {
     r.by_status[static_cast<size_t>(status)].fetch_add(1, std::memory_order_relaxed);
   }
-  size_t b = 0;
-  while (b < kBuckets.size() && seconds > kBuckets[b]) ++b;
-  r.buckets[b].fetch_add(1, std::memory_order_relaxed);
-  r.count.fetch_add(1, std::memory_order_relaxed);
-  r.sum_micros.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+  r.latency.observe(seconds);
 }
 
 void Metrics::set_sources(std::function<uint64_t()> events_appended,
@@ -75,21 +71,8 @@ std::string Metrics::render() const {
   for (size_t route = 0; route < routes_.size(); ++route) {
     for (size_t kind = 0; kind < kKinds; ++kind) {
       const PerRoute& r = routes_[route][kind];
-      uint64_t count = r.count.load(std::memory_order_relaxed);
-      if (count == 0) continue;
-      uint64_t cumulative = 0;
-      const std::string l = labels(route, kind);
-      for (size_t b = 0; b < kBuckets.size(); ++b) {
-        cumulative += r.buckets[b].load(std::memory_order_relaxed);
-        out << "gatewayd_http_request_duration_seconds_bucket{" << l << ",le=\"" << kBuckets[b]
-            << "\"} " << cumulative << "\n";
-      }
-      cumulative += r.buckets[kBuckets.size()].load(std::memory_order_relaxed);
-      out << "gatewayd_http_request_duration_seconds_bucket{" << l << ",le=\"+Inf\"} "
-          << cumulative << "\n";
-      out << "gatewayd_http_request_duration_seconds_sum{" << l << "} "
-          << static_cast<double>(r.sum_micros.load(std::memory_order_relaxed)) / 1e6 << "\n";
-      out << "gatewayd_http_request_duration_seconds_count{" << l << "} " << count << "\n";
+      if (r.latency.count() == 0) continue;
+      r.latency.render(out, "gatewayd_http_request_duration_seconds", labels(route, kind));
     }
   }
   auto gauge = [&out](const char* name, const char* type, const char* help,

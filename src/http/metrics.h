@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/histogram.h"
+
 namespace gw::http {
 
 // Routes as metric labels.
@@ -31,13 +33,9 @@ class Metrics {
  private:
   static constexpr size_t kKinds = 4;  // 0 = none, then Kind values
   static constexpr size_t kStatuses = 600;
-  static constexpr std::array<double, 12> kBuckets{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                   0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
   struct PerRoute {
     std::array<std::atomic<uint64_t>, kStatuses> by_status{};
-    std::array<std::atomic<uint64_t>, kBuckets.size() + 1> buckets{};
-    std::atomic<uint64_t> count{0};
-    std::atomic<uint64_t> sum_micros{0};
+    LatencyHistogram latency;
   };
   std::array<std::array<PerRoute, kKinds>, static_cast<size_t>(Route::kCount)> routes_{};
   std::function<uint64_t()> events_appended_, last_seq_, batches_;

@@ -102,11 +102,7 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
     for (size_t i = 0; i < kOutcomes.size(); ++i) {
       if (outcome == kOutcomes[i]) lookups_[i].fetch_add(1, std::memory_order_relaxed);
     }
-    size_t b = 0;
-    while (b < kBuckets.size() && seconds > kBuckets[b]) ++b;
-    latency_[b].fetch_add(1, std::memory_order_relaxed);
-    latency_count_.fetch_add(1, std::memory_order_relaxed);
-    latency_sum_us_.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+    latency_.observe(seconds);
     record(request_seq, domain_id, std::move(result));
   });
 }
@@ -130,18 +126,7 @@ std::string Verifier::render_metrics() const {
   }
   out << "# HELP gatewayd_verifier_lookup_duration_seconds DNS lookup latency.\n"
       << "# TYPE gatewayd_verifier_lookup_duration_seconds histogram\n";
-  uint64_t cumulative = 0;
-  for (size_t b = 0; b < kBuckets.size(); ++b) {
-    cumulative += latency_[b].load(std::memory_order_relaxed);
-    out << "gatewayd_verifier_lookup_duration_seconds_bucket{le=\"" << kBuckets[b] << "\"} "
-        << cumulative << "\n";
-  }
-  cumulative += latency_[kBuckets.size()].load(std::memory_order_relaxed);
-  out << "gatewayd_verifier_lookup_duration_seconds_bucket{le=\"+Inf\"} " << cumulative << "\n"
-      << "gatewayd_verifier_lookup_duration_seconds_sum "
-      << static_cast<double>(latency_sum_us_.load(std::memory_order_relaxed)) / 1e6 << "\n"
-      << "gatewayd_verifier_lookup_duration_seconds_count "
-      << latency_count_.load(std::memory_order_relaxed) << "\n";
+  latency_.render(out, "gatewayd_verifier_lookup_duration_seconds", "");
   return out.str();
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "core/histogram.h"
 #include "service/service.h"
 #include "store/store.h"
 #include "store/writer.h"
@@ -54,12 +55,8 @@ class Verifier {
   // Lookup outcomes, as metric labels: "verified" and the failure codes.
   static constexpr std::array<const char*, 7> kOutcomes{
       "verified", "no_cname", "wrong_value", "nxdomain", "servfail", "timeout", "unreachable"};
-  static constexpr std::array<double, 10> kBuckets{0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                   0.05,  0.1,    0.25,  0.5,  1.0};
   std::array<std::atomic<uint64_t>, kOutcomes.size()> lookups_{};
-  std::array<std::atomic<uint64_t>, kBuckets.size() + 1> latency_{};
-  std::atomic<uint64_t> latency_count_{0};
-  std::atomic<uint64_t> latency_sum_us_{0};
+  LatencyHistogram latency_;
 };
 
 // Whether a CNAME target equals the expected value: ASCII case ignored, one trailing dot ignored.

@@ -1,0 +1,35 @@
+#include "core/histogram.h"
+
+#include <string>
+
+namespace gw {
+
+void LatencyHistogram::observe(double seconds) {
+  size_t b = 0;
+  while (b < kBounds.size() && seconds > kBounds[b]) ++b;
+  buckets_[b].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_micros_.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+}
+
+void LatencyHistogram::render(std::ostream& out, std::string_view name,
+                              std::string_view labels) const {
+  const std::string prefix = labels.empty() ? "" : std::string(labels) + ",";
+  const std::string braces = labels.empty() ? "" : "{" + std::string(labels) + "}";
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b <= kBounds.size(); ++b) {
+    cumulative += buckets_[b].load(std::memory_order_relaxed);
+    out << name << "_bucket{" << prefix << "le=\"";
+    if (b < kBounds.size()) {
+      out << kBounds[b];
+    } else {
+      out << "+Inf";
+    }
+    out << "\"} " << cumulative << "\n";
+  }
+  out << name << "_sum" << braces << " "
+      << static_cast<double>(sum_micros_.load(std::memory_order_relaxed)) / 1e6 << "\n"
+      << name << "_count" << braces << " " << count() << "\n";
+}
+
+}  // namespace gw
