@@ -294,7 +294,9 @@ Result<Decision> decide_verification_outcome(const std::string& domain_id, uint6
                                              const CheckResult& result, int64_t now,
                                              Lookups& lookups) {
   auto stored = lookups.load(domain_id);
-  if (!stored || kind_of(stored->record) != Kind::kDomain) return Decision{{}, Record{Domain{}}};
+  if (!stored || kind_of(stored->record) != Kind::kDomain) {
+    return make_error(Code::kInternal, "verification request for unknown domain " + domain_id);
+  }
   Domain d = std::get<Domain>(stored->record);
   if (d.meta.deleted_at != 0 || lookups.open_request(domain_id) != request_seq ||
       d.status == "verified") {

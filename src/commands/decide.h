@@ -112,8 +112,9 @@ struct CheckResult {
 // a subtree domain), domain.verification_failed (verification_error = "<code>: <detail>"; a
 // hostname another team has verified fails with claimed_by_another_team), or
 // domain.verification_superseded when the request is no longer the domain's open one, the domain
-// was deleted or is verified already (the record is then unchanged). No changes at all if the
-// domain never existed.
+// was deleted or is verified already (the record is then unchanged). A request names a domain
+// that exists (both are written in one batch and domains are never erased), so an unknown id is
+// kInternal.
 Result<Decision> decide_verification_outcome(const std::string& domain_id, uint64_t request_seq,
                                              const CheckResult& result, int64_t now,
                                              Lookups& lookups);

@@ -116,10 +116,6 @@ void track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused
 
 }  // namespace
 
-void close_request(Tx& tx, uint64_t request_seq, const std::string& domain_id) {
-  track_requests(tx, "", 0, request_seq, domain_id);
-}
-
 Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
   auto raw = tx.get(Cf::kProjections, keys::record(id));
   if (!raw.ok()) return std::move(raw.error());

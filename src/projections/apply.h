@@ -30,9 +30,6 @@ Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& a
 // rebuild. Upcasts older schema versions.
 Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json);
 
-// Closes a verification request whose domain never existed (no event to append).
-void close_request(Tx& tx, uint64_t request_seq, const std::string& domain_id);
-
 // Lookups for decide, over the writer's Tx (pending writes of the batch included).
 class TxLookups final : public Lookups {
  public:

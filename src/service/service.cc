@@ -11,14 +11,12 @@ class CommandJob final : public Job {
  public:
   using Decide = std::function<Result<Decision>(Lookups&, int64_t now)>;
   CommandJob(Actor actor, Decide decide, Done done, const Clock& clock,
-             std::atomic<uint64_t>& events,
-             std::optional<std::pair<uint64_t, std::string>> closes)
+             std::atomic<uint64_t>& events)
       : actor_(std::move(actor)),
         decide_(std::move(decide)),
         done_(std::move(done)),
         clock_(clock),
-        events_(events),
-        closes_(std::move(closes)) {}
+        events_(events) {}
 
   bool execute(Tx& tx) override {
     const int64_t now = clock_.now_seconds();
@@ -27,11 +25,6 @@ class CommandJob final : public Job {
     if (lookups.failure()) return reject(*lookups.failure());
     if (!decision.ok()) return reject(std::move(decision.error()));
     Decision& d = decision.value();
-    if (d.changes.empty() && closes_) {
-      close_request(tx, closes_->first, closes_->second);
-      result_ = Written{to_json(d.result), 0};
-      return true;
-    }
     if (d.changes.empty()) {
       // Nothing to append: answer with the record as stored.
       auto stored = load_stored(tx, meta_of(d.result).id);
@@ -67,7 +60,6 @@ class CommandJob final : public Job {
   Done done_;
   const Clock& clock_;
   std::atomic<uint64_t>& events_;
-  std::optional<std::pair<uint64_t, std::string>> closes_;
   Result<Written> result_ = make_error(Code::kInternal, "command was not executed");
   size_t appended_ = 0;
 };
@@ -78,21 +70,19 @@ Service::Service(Writer& writer, const Clock& clock, IdGenerator& ids,
                  std::string verification_domain)
     : writer_(writer), clock_(clock), ids_(ids), verification_domain_(std::move(verification_domain)) {}
 
-void Service::run(Actor actor, Decide decide, Done done,
-                  std::optional<std::pair<uint64_t, std::string>> closes) {
+void Service::run(Actor actor, Decide decide, Done done) {
   writer_.submit(std::make_unique<CommandJob>(std::move(actor), std::move(decide), std::move(done),
-                                              clock_, events_appended_, std::move(closes)));
+                                              clock_, events_appended_));
 }
 
 void Service::record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result,
                              Done done) {
-  std::pair<uint64_t, std::string> closes{request_seq, domain_id};
   run(Actor{"", "verifier"},
       [id = std::move(domain_id), request_seq, result = std::move(result)](Lookups& lookups,
                                                                            int64_t now) {
         return decide_verification_outcome(id, request_seq, result, now, lookups);
       },
-      std::move(done), std::move(closes));
+      std::move(done));
 }
 
 void Service::create(Spec spec, Actor actor, Done done) {

@@ -41,9 +41,7 @@ class Service {
 
  private:
   using Decide = std::function<Result<Decision>(Lookups&, int64_t now)>;
-  // `closes`: a verification request to close even when the decision appends nothing.
-  void run(Actor actor, Decide decide, Done done,
-           std::optional<std::pair<uint64_t, std::string>> closes = {});
+  void run(Actor actor, Decide decide, Done done);
 
   Writer& writer_;
   const Clock& clock_;

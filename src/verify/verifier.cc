@@ -81,7 +81,7 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
     doc.Parse(json.data(), json.size());
   }
   if (!doc.IsObject() || header.deleted || !doc.HasMember("verification_hostname")) {
-    // Nothing to look up: the decision closes the request (superseded, or no domain at all).
+    // Deleted: nothing to look up; the decision answers the request as superseded.
     record(request_seq, domain_id, CheckResult{false, "superseded", ""});
     return;
   }

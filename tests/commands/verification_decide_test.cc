@@ -89,11 +89,11 @@ TEST_CASE("a late outcome for a superseded request changes nothing but is answer
     auto d = decide_verification_outcome("dom_1", 7, {false, "timeout", "x"}, 500, given);
     CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_superseded"});
   }
-  SUBCASE("never existed: nothing to append") {
+  SUBCASE("never existed: impossible, an internal error") {
     testing::FakeLookups given;
     auto d = decide_verification_outcome("dom_x", 7, kOk, 500, given);
-    REQUIRE(d.ok());
-    CHECK(d.value().changes.empty());
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().code == Code::kInternal);
   }
 }
 
