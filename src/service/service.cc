@@ -9,7 +9,7 @@ namespace {
 
 class CommandJob final : public Job {
  public:
-  using Decide = std::function<Result<Decision>(Lookups&, int64_t now)>;
+  using Decide = std::function<Result<Decision>(Lookups&, const Actor&, int64_t now)>;
   CommandJob(Actor actor, Decide decide, Done done, const Clock& clock,
              std::atomic<uint64_t>& events)
       : actor_(std::move(actor)),
@@ -21,7 +21,7 @@ class CommandJob final : public Job {
   bool execute(Tx& tx) override {
     const int64_t now = clock_.now_seconds();
     TxLookups lookups(tx);
-    auto decision = decide_(lookups, now);
+    auto decision = decide_(lookups, actor_, now);
     if (lookups.failure()) return reject(*lookups.failure());
     if (!decision.ok()) return reject(std::move(decision.error()));
     Decision& d = decision.value();
@@ -78,8 +78,8 @@ void Service::run(Actor actor, Decide decide, Done done) {
 void Service::record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result,
                              Done done) {
   run(Actor{"", "verifier"},
-      [id = std::move(domain_id), request_seq, result = std::move(result)](Lookups& lookups,
-                                                                           int64_t now) {
+      [id = std::move(domain_id), request_seq, result = std::move(result)](
+          Lookups& lookups, const Actor&, int64_t now) {
         return decide_verification_outcome(id, request_seq, result, now, lookups);
       },
       std::move(done));
@@ -92,10 +92,9 @@ void Service::create(Spec spec, Actor actor, Done done) {
   if (kind == Kind::kDomain) {
     fresh.verification_value = make_verification_value(ids_, verification_domain_);
   }
-  Actor a = actor;
   run(std::move(actor),
-      [spec = std::move(spec), a = std::move(a), fresh = std::move(fresh)](
-          Lookups& lookups, int64_t now) mutable {
+      [spec = std::move(spec), fresh = std::move(fresh)](Lookups& lookups, const Actor& a,
+                                                         int64_t now) mutable {
         fresh.now = now;
         return decide_create(spec, a, fresh, lookups);
       },
@@ -104,28 +103,25 @@ void Service::create(Spec spec, Actor actor, Done done) {
 
 void Service::update(Kind kind, std::string id, Spec spec, Actor actor,
                      std::optional<std::string> if_match, Done done) {
-  Actor a = actor;
   run(std::move(actor),
-      [kind, id = std::move(id), spec = std::move(spec), a = std::move(a),
-       if_match = std::move(if_match)](Lookups& lookups, int64_t now) {
+      [kind, id = std::move(id), spec = std::move(spec), if_match = std::move(if_match)](
+          Lookups& lookups, const Actor& a, int64_t now) {
         return decide_update(kind, id, spec, a, if_match, now, lookups);
       },
       std::move(done));
 }
 
 void Service::remove(Kind kind, std::string id, Actor actor, Done done) {
-  Actor a = actor;
   run(std::move(actor),
-      [kind, id = std::move(id), a = std::move(a)](Lookups& lookups, int64_t now) {
+      [kind, id = std::move(id)](Lookups& lookups, const Actor& a, int64_t now) {
         return decide_delete(kind, id, a, now, lookups);
       },
       std::move(done));
 }
 
 void Service::verify(std::string id, Actor actor, Done done) {
-  Actor a = actor;
   run(std::move(actor),
-      [id = std::move(id), a = std::move(a)](Lookups& lookups, int64_t) {
+      [id = std::move(id)](Lookups& lookups, const Actor& a, int64_t) {
         return decide_verify(id, a, lookups);
       },
       std::move(done));

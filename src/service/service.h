@@ -40,7 +40,8 @@ class Service {
   uint64_t events_appended() const { return events_appended_.load(std::memory_order_relaxed); }
 
  private:
-  using Decide = std::function<Result<Decision>(Lookups&, int64_t now)>;
+  // Runs on the writer thread with the job's actor and the time of the batch.
+  using Decide = std::function<Result<Decision>(Lookups&, const Actor&, int64_t now)>;
   void run(Actor actor, Decide decide, Done done);
 
   Writer& writer_;
