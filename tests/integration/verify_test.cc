@@ -282,6 +282,19 @@ struct Env {
   std::unique_ptr<Server> server;
 };
 
+// A domain `host` whose correct CNAME the Env's dnsmasq serves, and a second domain (no record)
+// to pass to barrier().
+struct Published {
+  Domain d;
+  Domain barrier;
+};
+
+Published publish(Env& env, Api& api, const std::string& host) {
+  Published p{create_domain(api, host), create_domain(api, "other.example.com")};
+  env.dns.restart(DnsRecords{}.cname(p.d.vhost, p.d.vvalue));
+  return p;
+}
+
 TEST_CASE(
     "verify: verified, wrong_value, no_cname, nxdomain, servfail, case and dot of the target") {
   ServfailZone servfail("servfail.example.net");
@@ -424,9 +437,7 @@ TEST_CASE("verify: --dns-timeout-ms and --dns-tries bound the wait on a silent s
 TEST_CASE("verify: a request accepted before a crash is checked after restart") {
   Env env;
   Api api(*env.server, kTeamA);
-  Domain d = create_domain(api, "durable.example.com");
-  Domain other = create_domain(api, "other.example.com");
-  env.dns.restart(DnsRecords{}.cname(d.vhost, d.vvalue));
+  auto [d, other] = publish(env, api, "durable.example.com");
 
   env.dns.pause();
   request_verify(api, d);
@@ -448,9 +459,7 @@ TEST_CASE("verify: a request accepted before a crash is checked after restart") 
 TEST_CASE("verify: verifying a verified domain appends nothing") {
   Env env;
   Api api(*env.server, kTeamA);
-  Domain d = create_domain(api, "done.example.com");
-  Domain other = create_domain(api, "other.example.com");
-  env.dns.restart(DnsRecords{}.cname(d.vhost, d.vvalue));
+  auto [d, other] = publish(env, api, "done.example.com");
   request_verify(api, d);
   Events events = wait_outcomes(api, d.id);
   check_verified(api, single_outcome(events, d.id, kVerified), d.id);
@@ -469,9 +478,7 @@ TEST_CASE("verify: verifying a verified domain appends nothing") {
 TEST_CASE("verify: a second request supersedes the first one's outcome") {
   Env env;
   Api api(*env.server, kTeamA);
-  Domain d = create_domain(api, "twice.example.com");
-  Domain other = create_domain(api, "other.example.com");
-  env.dns.restart(DnsRecords{}.cname(d.vhost, d.vvalue));
+  auto [d, other] = publish(env, api, "twice.example.com");
 
   env.dns.pause();
   CHECK(str(request_verify(api, d), "status") == "pending");
