@@ -392,11 +392,10 @@ TEST_CASE("verify: a silent DNS server is a timeout, a dead one unreachable") {
 
   // --dns-timeout-ms 500 and --dns-tries 2 by default: about 1.5 s.
   CHECK(verify_with_dns_paused(env, api, d) >= milliseconds(900));
-  Events events;
 
   env.dns.stop();
   request_verify(api, d);
-  events = wait_outcomes(api, d.id, 2);
+  Events events = wait_outcomes(api, d.id, 2);
   Events out = outcomes_of(events, d.id);
   REQUIRE(out.size() == 2);
   CHECK(out[1].caused_by == last_request_seq(events, d.id));
