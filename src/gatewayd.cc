@@ -1,5 +1,5 @@
 // gatewayd: wiring only. Parses flags, opens the store, catches the read model up with the log,
-// starts the writer, the verifier and the HTTP server, and shuts down cleanly on SIGTERM/SIGINT.
+// starts the writer, the verifier, the Kafka mirror and the HTTP server, and shuts down cleanly on SIGTERM/SIGINT.
 #include <signal.h>
 
 #include <cstdio>
@@ -10,6 +10,8 @@
 #include "core/flags.h"
 #include "http/api.h"
 #include "http/server.h"
+#include "mirror/kafka_sink.h"
+#include "mirror/publisher.h"
 #include "projections/catch_up.h"
 #include "projections/read_model.h"
 #include "service/service.h"
@@ -45,6 +47,9 @@ int main(int argc, char** argv) {
        "DNS servers for verification, e.g. 127.0.0.1:5353 [default: system resolver]"},
       {"dns-timeout-ms", "GATEWAY_DNS_TIMEOUT_MS", "500", "timeout of one DNS try"},
       {"dns-tries", "GATEWAY_DNS_TRIES", "2", "tries per DNS lookup"},
+      {"kafka-brokers", "GATEWAY_KAFKA_BROKERS", "",
+       "bootstrap servers for the Kafka mirror [default: empty = mirroring off]"},
+      {"kafka-topic", "GATEWAY_KAFKA_TOPIC", "gateway-config.events", "topic for mirrored events"},
   });
   auto parsed = flags.parse(argc, argv, 1);
   if (!parsed.ok()) return fail(parsed.error().detail + "\n" + flags.usage());
@@ -112,6 +117,26 @@ int main(int argc, char** argv) {
   metrics.set_sources([&service] { return service.events_appended(); },
                       [w] { return w->last_seq(); }, [w] { return w->batches(); });
   metrics.add_section([&verifier] { return verifier.render_metrics(); });
+  std::unique_ptr<gw::mirror::Publisher> mirror;
+  if (!flags.get("kafka-brokers").empty()) {
+    gw::mirror::KafkaConfig kafka{flags.get("kafka-brokers"), flags.get("kafka-topic")};
+    // An event holds a record of up to --max-request-bytes plus its envelope.
+    kafka.max_message_bytes = std::max<size_t>(1000000, 2 * server_config.max_request_bytes);
+    mirror = std::make_unique<gw::mirror::Publisher>(
+        *store.value(), *w, clock, [kafka]() -> gw::Result<std::unique_ptr<gw::mirror::Sink>> {
+          auto sink = gw::mirror::KafkaSink::create(kafka);
+          if (!sink.ok()) return sink.error();
+          return std::unique_ptr<gw::mirror::Sink>(std::move(sink.value()));
+        });
+    auto started = mirror->start();
+    if (!started.ok()) return fail("cannot start the Kafka mirror: " + started.error().detail);
+    metrics.add_section([&mirror] { return mirror->render_metrics(); });
+  } else {
+    metrics.add_section([] {
+      return std::string("# HELP gatewayd_mirror_enabled 1 when events are mirrored to Kafka.\n"
+                         "# TYPE gatewayd_mirror_enabled gauge\ngatewayd_mirror_enabled 0\n");
+    });
+  }
   auto api = std::make_shared<gw::http::Api>(api_config, service, reads, tokens, limiter, metrics,
                                              [w] { return w->writable(); });
   gw::http::Server server(server_config, api);
@@ -126,6 +151,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "gatewayd: signal %d, draining\n", sig);
   server.shutdown(10000);
   verifier.stop();
+  if (mirror) mirror->stop();
   resolver.value().reset();  // cancels lookups in flight; their requests stay open
   writer.value()->stop();
   return 0;

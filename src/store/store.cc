@@ -81,7 +81,19 @@ Store::~Store() {
 }
 
 rocksdb::ColumnFamilyHandle* Store::cf(Cf which) const {
-  return which == Cf::kEvents ? events_cf_ : projections_cf_;
+  switch (which) {
+    case Cf::kEvents: return events_cf_;
+    case Cf::kProjections: return projections_cf_;
+    case Cf::kMeta: break;
+  }
+  return default_cf_;
+}
+
+Result<bool> Store::put_meta(std::string_view key, std::string_view value) {
+  auto s = db_->Put(rocksdb::WriteOptions(), default_cf_, rocksdb::Slice(key.data(), key.size()),
+                    rocksdb::Slice(value.data(), value.size()));
+  if (!s.ok()) return unavailable(s);
+  return true;
 }
 
 Result<std::optional<std::string>> Store::get(Cf which, std::string_view key,

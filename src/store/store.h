@@ -2,7 +2,7 @@
 // big-endian sequence number, value = the event's JSON) and `projections` (read models, see
 // projections/keys.h). One process opens a data dir at a time (RocksDB's LOCK file).
 // A Store is safe for concurrent use: readers call get()/iterate() from any thread without a
-// lock of ours; all writes go through the single Writer (store/writer.h).
+// lock of ours; all writes to the log and the projections go through the single Writer (store/writer.h).
 #pragma once
 
 #include <memory>
@@ -16,7 +16,9 @@
 
 namespace gw {
 
-enum class Cf { kEvents, kProjections };
+// kMeta is RocksDB's default column family: small state kept beside the log by a component that
+// owns its keys and writes them itself (the Kafka mirror's checkpoint), not through the Writer.
+enum class Cf { kEvents, kProjections, kMeta };
 
 class Store {
  public:
@@ -39,6 +41,9 @@ class Store {
   std::unique_ptr<rocksdb::Iterator> iterate(Cf which,
                                              const rocksdb::Snapshot* snapshot = nullptr) const;
 
+  // Writes one kMeta key without fsync (a later synced write or a clean close makes it durable).
+  // kUnavailable on an I/O error.
+  Result<bool> put_meta(std::string_view key, std::string_view value);
   // Drops and recreates the projections column family (offline rebuild only).
   Result<bool> reset_projections();
 

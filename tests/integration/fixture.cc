@@ -1,6 +1,7 @@
 #include "integration/fixture.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace gw::itest {
@@ -185,6 +186,26 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+std::string metrics(const Server& server) {
+  testing::HttpClient http;
+  Response r = http.request("GET", server.url() + "/metrics");
+  CHECK(r.status == 200);
+  return r.body;
+}
+
+std::optional<double> sample(const std::string& text, std::string_view series) {
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    std::string_view line(text.data() + at, (nl == std::string::npos ? text.size() : nl) - at);
+    at = nl == std::string::npos ? text.size() : nl + 1;
+    if (line.size() > series.size() && line.starts_with(series) && line[series.size()] == ' ') {
+      return std::strtod(std::string(line.substr(series.size() + 1)).c_str(), nullptr);
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace gw::itest

@@ -140,4 +140,11 @@ std::vector<std::string> split_list(std::string_view value);
 // Seconds since the epoch, now.
 int64_t unix_now();
 
+// GET /metrics (CHECKs 200) and returns the Prometheus text.
+std::string metrics(const Server& server);
+
+// The value of the sample whose name and labels are exactly `series` in Prometheus text; nullopt
+// when absent.
+std::optional<double> sample(const std::string& text, std::string_view series);
+
 }  // namespace gw::itest

@@ -237,27 +237,6 @@ void check_plain_pending(const rapidjson::Value& d) {
   CHECK(str(d, "verification_parent_id") == "");
 }
 
-std::string metrics(const Server& server) {
-  testing::HttpClient http;
-  Response r = http.request("GET", server.url() + "/metrics");
-  CHECK(r.status == 200);
-  return r.body;
-}
-
-// The value of the sample whose name and labels are exactly `series`; nullopt when absent.
-std::optional<double> sample(const std::string& text, std::string_view series) {
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t nl = text.find('\n', at);
-    std::string_view line(text.data() + at, (nl == std::string::npos ? text.size() : nl) - at);
-    at = nl == std::string::npos ? text.size() : nl + 1;
-    if (line.size() > series.size() && line.starts_with(series) && line[series.size()] == ' ') {
-      return std::strtod(std::string(line.substr(series.size() + 1)).c_str(), nullptr);
-    }
-  }
-  return std::nullopt;
-}
-
 std::string lookups(std::string_view outcome) {
   return R"(gatewayd_verifier_lookups_total{outcome=")" + std::string(outcome) + R"("})";
 }

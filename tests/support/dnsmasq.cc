@@ -160,19 +160,6 @@ std::string conf_text(const DnsRecords& r) {
   return out;
 }
 
-// The state letter of /proc/PID/stat ('T' when stopped); '?' when unreadable.
-char process_state(pid_t pid) {
-  std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  std::array<char, 1024> buf{};
-  ssize_t n = fd.get() < 0 ? -1 : read(fd.get(), buf.data(), buf.size());
-  if (n <= 0) return '?';
-  std::string_view stat(buf.data(), static_cast<size_t>(n));
-  size_t paren = stat.rfind(')');
-  if (paren == std::string_view::npos || paren + 2 >= stat.size()) return '?';
-  return stat[paren + 2];
-}
-
 }  // namespace
 
 DnsRecords& DnsRecords::cname(std::string name, std::string target) {
@@ -345,12 +332,7 @@ void Dnsmasq::restart(const DnsRecords& records) {
 
 void Dnsmasq::pause() {
   if (!running()) throw std::runtime_error("dnsmasq is not running");
-  proc_->send_signal(SIGSTOP);
-  auto deadline = Clock::now() + milliseconds(2000);
-  while (process_state(proc_->pid()) != 'T') {
-    if (Clock::now() >= deadline) throw std::runtime_error("dnsmasq did not stop on SIGSTOP");
-    std::this_thread::sleep_for(milliseconds(1));
-  }
+  proc_->freeze();
 }
 
 void Dnsmasq::resume() {

@@ -11,6 +11,7 @@
 #include <array>
 #include <cerrno>
 #include <csignal>
+#include <fstream>
 #include <cstring>
 #include <stdexcept>
 
@@ -210,6 +211,24 @@ bool ChildProcess::running() {
 
 void ChildProcess::send_signal(int sig) {
   if (running()) ::kill(pid_, sig);
+}
+
+void ChildProcess::freeze(std::chrono::milliseconds timeout) {
+  if (!running()) throw std::runtime_error("freeze: the process is not running");
+  send_signal(SIGSTOP);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    // The state letter follows the ")" that closes the command name in /proc/PID/stat.
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T') return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw std::runtime_error("freeze: the process did not stop on SIGSTOP");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 ExitStatus ChildProcess::wait(std::chrono::milliseconds timeout) {

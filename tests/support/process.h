@@ -55,6 +55,9 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   bool running();            // started and not yet reaped (reaps it if it has ended)
   void send_signal(int sig);  // no-op when not running
+  // SIGSTOP, then waits until the kernel reports the process stopped. Throws std::runtime_error
+  // if it is not running or has not stopped within `timeout`.
+  void freeze(std::chrono::milliseconds timeout = std::chrono::seconds(2));
   // Waits for the child to end; past the deadline it is SIGKILLed and timed_out is set.
   ExitStatus wait(std::chrono::milliseconds timeout);
   ExitStatus terminate(std::chrono::milliseconds timeout);  // SIGTERM, then wait(timeout)

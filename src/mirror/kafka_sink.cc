@@ -1,0 +1,122 @@
+#include "mirror/kafka_sink.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+namespace gw::mirror {
+
+namespace {
+
+void log_line(const rd_kafka_t* rk, int /*level*/, const char* facility, const char* text) {
+  // CONFWARN only says that enable.gapless.guarantee is experimental: we chose it knowingly.
+  if (std::strcmp(facility, "CONFWARN") == 0) return;
+  // Purging on close makes the gapless guarantee raise a fatal error: expected, not news.
+  const auto* sink = static_cast<const KafkaSink*>(rd_kafka_opaque(rk));
+  if (sink != nullptr && sink->closing()) return;
+  std::fprintf(stderr, "gatewayd: kafka: %s: %s\n", facility, text);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KafkaSink>> KafkaSink::create(const KafkaConfig& config) {
+  std::unique_ptr<KafkaSink> sink(new KafkaSink());
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char why[512];
+  const std::string max_bytes = std::to_string(config.max_message_bytes);
+  const std::pair<const char*, const char*> settings[] = {
+      {"bootstrap.servers", config.brokers.c_str()},
+      {"client.id", "gatewayd"},
+      {"enable.idempotence", "true"},
+      {"enable.gapless.guarantee", "true"},
+      {"message.timeout.ms", "0"},
+      {"linger.ms", "5"},
+      {"compression.type", "lz4"},
+      {"partitioner", "murmur2_random"},
+      {"message.max.bytes", max_bytes.c_str()},
+      {"queue.buffering.max.messages", "100000"},
+      {"reconnect.backoff.max.ms", "1000"},
+      {"log.connection.close", "false"},
+  };
+  for (const auto& [name, value] : settings) {
+    if (rd_kafka_conf_set(conf, name, value, why, sizeof why) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return make_error(Code::kValidationFailed, std::string("kafka setting ") + name + ": " + why);
+    }
+  }
+  rd_kafka_conf_set_opaque(conf, sink.get());
+  rd_kafka_conf_set_dr_msg_cb(conf, &KafkaSink::on_report);
+  rd_kafka_conf_set_error_cb(conf, &KafkaSink::on_error);
+  rd_kafka_conf_set_log_cb(conf, &log_line);
+  sink->rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof why);
+  if (sink->rk_ == nullptr) {  // on failure the conf is still ours
+    rd_kafka_conf_destroy(conf);
+    return make_error(Code::kUnavailable, std::string("kafka producer: ") + why);
+  }
+  sink->topic_ = rd_kafka_topic_new(sink->rk_, config.topic.c_str(), nullptr);
+  if (sink->topic_ == nullptr) {
+    return make_error(Code::kUnavailable, "kafka topic " + config.topic + ": " +
+                                              rd_kafka_err2str(rd_kafka_last_error()));
+  }
+  return sink;
+}
+
+KafkaSink::~KafkaSink() {
+  if (rk_ == nullptr) return;
+  reports_ = nullptr;
+  closing_.store(true);
+  rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  rd_kafka_poll(rk_, 0);
+  if (topic_ != nullptr) rd_kafka_topic_destroy(topic_);
+  rd_kafka_destroy(rk_);
+}
+
+Sink::Sent KafkaSink::send(const OutboundMessage& m) {
+  rd_kafka_headers_t* headers = rd_kafka_headers_new(m.headers.size());
+  for (const auto& [name, value] : m.headers) {
+    rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                        static_cast<ssize_t>(value.size()));
+  }
+  // The opaque is the sequence number itself, not a pointer.
+  auto err = rd_kafka_producev(
+      rk_, RD_KAFKA_V_RKT(topic_), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+      RD_KAFKA_V_KEY(m.key.data(), m.key.size()),
+      RD_KAFKA_V_VALUE(const_cast<char*>(m.value.data()), m.value.size()),
+      RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_TIMESTAMP(m.time * 1000),
+      RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<uintptr_t>(m.seq))), RD_KAFKA_V_END);
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return Sent::kQueued;  // librdkafka owns the headers
+  rd_kafka_headers_destroy(headers);
+  if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) return Sent::kQueueFull;
+  std::fprintf(stderr, "gatewayd: kafka: cannot queue event %llu: %s\n",
+               static_cast<unsigned long long>(m.seq), rd_kafka_err2str(err));
+  return Sent::kRefused;
+}
+
+void KafkaSink::poll(std::chrono::milliseconds timeout, const DeliveryFn& on_delivery) {
+  reports_ = &on_delivery;
+  rd_kafka_poll(rk_, static_cast<int>(timeout.count()));
+  reports_ = nullptr;
+}
+
+void KafkaSink::on_report(rd_kafka_t* /*rk*/, const rd_kafka_message_t* message, void* opaque) {
+  auto* self = static_cast<KafkaSink*>(opaque);
+  if (self->reports_ == nullptr) return;
+  uint64_t seq = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(message->_private));
+  bool ok = message->err == RD_KAFKA_RESP_ERR_NO_ERROR;
+  (*self->reports_)(seq, ok, ok ? std::string_view() : rd_kafka_err2str(message->err));
+}
+
+void KafkaSink::on_error(rd_kafka_t* rk, int err, const char* /*reason*/, void* opaque) {
+  auto* self = static_cast<KafkaSink*>(opaque);
+  if (err == RD_KAFKA_RESP_ERR__FATAL && !self->closing()) {
+    char why[512];
+    rd_kafka_fatal_error(rk, why, sizeof why);
+    self->broken_ = true;
+    std::fprintf(stderr, "gatewayd: kafka: fatal producer error: %s\n", why);
+    return;
+  }
+  // Transient errors (a broker down, a connection lost) are retried by librdkafka and logged
+  // through the log callback; the publisher reports failed deliveries itself.
+}
+
+}  // namespace gw::mirror

@@ -1,0 +1,220 @@
+#include "mirror/publisher.h"
+
+#include <rapidjson/document.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace gw::mirror {
+
+namespace {
+
+constexpr char kCheckpointKey[] = "mirror/checkpoint";
+constexpr auto kSaveEvery = std::chrono::milliseconds(100);
+
+}  // namespace
+
+Publisher::Publisher(Store& store, Writer& writer, const Clock& clock, SinkFactory make_sink,
+                     PublisherConfig config)
+    : store_(store),
+      writer_(writer),
+      clock_(clock),
+      make_sink_(std::move(make_sink)),
+      config_(config) {}
+
+Publisher::~Publisher() { stop(); }
+
+Result<bool> Publisher::start() {
+  auto saved = store_.get(Cf::kMeta, kCheckpointKey);
+  if (!saved.ok()) return saved.error();
+  uint64_t checkpoint = 0;
+  if (saved.value() && saved.value()->size() == 8) checkpoint = decode_u64(*saved.value());
+  const uint64_t last = writer_.last_seq();
+  if (checkpoint > last) {
+    // A data dir restored from an older backup: the broker has events this log does not.
+    std::fprintf(stderr, "gatewayd: mirror: checkpoint %llu is beyond the log's end %llu\n",
+                 static_cast<unsigned long long>(checkpoint),
+                 static_cast<unsigned long long>(last));
+    checkpoint = last;
+  }
+  checkpoint_.store(checkpoint, std::memory_order_release);
+  saved_ = checkpoint;
+  next_ = checkpoint + 1;
+  thread_ = std::thread([this] { run(); });
+  return true;
+}
+
+void Publisher::stop() {
+  stopping_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void Publisher::run() {
+  const DeliveryFn report = [this](uint64_t seq, bool ok, std::string_view error) {
+    on_delivery(seq, ok, error);
+  };
+  while (!stopping_.load()) {
+    if (!sink_) {
+      if (std::chrono::steady_clock::now() < retry_at_) {
+        std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(
+                retry_at_ - std::chrono::steady_clock::now()) +
+                std::chrono::milliseconds(1),
+            std::chrono::milliseconds(50)));
+        continue;
+      }
+      auto made = make_sink_();
+      if (!made.ok()) {
+        start_over("cannot create the producer: " + made.error().detail);
+        continue;
+      }
+      sink_ = std::move(made.value());
+    }
+    const bool sent_all = fill();
+    sink_->poll(window_.empty() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10),
+                report);
+    advance();
+    if (failed_ || sink_->broken()) {
+      start_over(failed_ ? failure_ : "the producer stopped after a fatal error");
+      continue;
+    }
+    save_checkpoint(false);
+    // Caught up with the log and nothing in flight: sleep until the writer commits more.
+    if (sent_all && window_.empty()) writer_.wait_beyond(next_ - 1, std::chrono::milliseconds(200));
+  }
+  // Stopping: give what is in flight a bounded time to be confirmed.
+  if (sink_) {
+    auto deadline = std::chrono::steady_clock::now() + config_.flush_timeout;
+    while (!window_.empty() && !failed_ && !sink_->broken() &&
+           std::chrono::steady_clock::now() < deadline) {
+      sink_->poll(std::chrono::milliseconds(10), report);
+      advance();
+    }
+    sink_.reset();
+  }
+  save_checkpoint(true);
+}
+
+bool Publisher::fill() {
+  if (window_.size() >= config_.max_in_flight) return false;
+  auto it = store_.iterate(Cf::kEvents);
+  for (it->Seek(encode_u64(next_)); it->Valid(); it->Next()) {
+    if (window_.size() >= config_.max_in_flight) return false;
+    const uint64_t seq = decode_u64(std::string_view(it->key().data(), it->key().size()));
+    auto message = to_cloud_event(seq, std::string_view(it->value().data(), it->value().size()));
+    if (!message.ok()) {
+      // A stored event we cannot read: never skip it; retry (and say so) until someone looks.
+      failed_ = true;
+      failure_ = message.error().detail;
+      return false;
+    }
+    switch (sink_->send(message.value())) {
+      case Sink::Sent::kQueued:
+        break;
+      case Sink::Sent::kQueueFull:
+        return false;
+      case Sink::Sent::kRefused:
+        failed_ = true;
+        failure_ = "the producer refused event " + std::to_string(seq);
+        return false;
+    }
+    window_.push_back(Slot{seq, message.value().time, false});
+    in_flight_.store(window_.size(), std::memory_order_relaxed);
+    next_ = seq + 1;
+  }
+  return it->status().ok();
+}
+
+void Publisher::on_delivery(uint64_t seq, bool ok, std::string_view error) {
+  if (!ok) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    if (!failed_)
+      failure_ = "delivery of event " + std::to_string(seq) + " failed: " + std::string(error);
+    failed_ = true;
+    return;
+  }
+  if (window_.empty() || seq < window_.front().seq) return;  // from before a start_over
+  const uint64_t index = seq - window_.front().seq;
+  if (index >= window_.size()) return;
+  window_[index].confirmed = true;
+  delivered_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Publisher::advance() {
+  uint64_t checkpoint = checkpoint_.load(std::memory_order_relaxed);
+  while (!window_.empty() && window_.front().confirmed) {
+    checkpoint = window_.front().seq;
+    window_.pop_front();
+  }
+  if (checkpoint != checkpoint_.load(std::memory_order_relaxed)) {
+    backoff_ = std::chrono::milliseconds(0);  // progress: the next failure starts a new backoff
+    checkpoint_.store(checkpoint, std::memory_order_release);
+  }
+  in_flight_.store(window_.size(), std::memory_order_relaxed);
+}
+
+void Publisher::start_over(const std::string& why) {
+  restarts_.fetch_add(1, std::memory_order_relaxed);
+  sink_.reset();
+  window_.clear();
+  in_flight_.store(0, std::memory_order_relaxed);
+  next_ = checkpoint_.load(std::memory_order_relaxed) + 1;
+  failed_ = false;
+  backoff_ = std::clamp(backoff_ * 2, config_.backoff_min, config_.backoff_max);
+  retry_at_ = std::chrono::steady_clock::now() + backoff_;
+  std::fprintf(stderr, "gatewayd: mirror: %s; sending again from event %llu in %lld ms\n",
+               why.c_str(), static_cast<unsigned long long>(next_),
+               static_cast<long long>(backoff_.count()));
+  save_checkpoint(true);
+}
+
+void Publisher::save_checkpoint(bool force) {
+  const uint64_t checkpoint = checkpoint_.load(std::memory_order_relaxed);
+  if (checkpoint == saved_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (!force && now - saved_at_ < kSaveEvery) return;
+  if (!store_.put_meta(kCheckpointKey, encode_u64(checkpoint)).ok()) return;  // tried again later
+  saved_ = checkpoint;
+  saved_at_ = now;
+}
+
+std::string Publisher::render_metrics() const {
+  const uint64_t checkpoint = this->checkpoint();
+  const uint64_t last = std::max(writer_.last_seq(), checkpoint);
+  // The age of the oldest event not yet confirmed (0 when caught up).
+  int64_t lag_seconds = 0;
+  if (last > checkpoint) {
+    auto raw = store_.get(Cf::kEvents, encode_u64(checkpoint + 1));
+    rapidjson::Document doc;
+    if (raw.ok() && raw.value()) doc.Parse(raw.value()->data(), raw.value()->size());
+    if (doc.IsObject() && doc.HasMember("time") && doc["time"].IsInt64()) {
+      lag_seconds = std::max<int64_t>(0, clock_.now_seconds() - doc["time"].GetInt64());
+    }
+  }
+  std::ostringstream out;
+  auto metric = [&out](const char* name, const char* type, const char* help, uint64_t value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+        << name << " " << value << "\n";
+  };
+  metric("gatewayd_mirror_enabled", "gauge", "1 when events are mirrored to Kafka.", 1);
+  metric("gatewayd_mirror_checkpoint_seq", "gauge",
+         "Highest sequence number up to which every event is confirmed by Kafka.", checkpoint);
+  metric("gatewayd_mirror_lag_events", "gauge", "Events in the log not yet confirmed by Kafka.",
+         last - checkpoint);
+  metric("gatewayd_mirror_lag_seconds", "gauge",
+         "Age of the oldest event not yet confirmed by Kafka (0 when caught up).",
+         static_cast<uint64_t>(lag_seconds));
+  metric("gatewayd_mirror_in_flight", "gauge", "Events sent and awaiting confirmation.",
+         in_flight_.load(std::memory_order_relaxed));
+  metric("gatewayd_mirror_delivered_total", "counter", "Deliveries confirmed by Kafka.",
+         delivered_.load(std::memory_order_relaxed));
+  metric("gatewayd_mirror_delivery_failures_total", "counter", "Deliveries that failed.",
+         failures_.load(std::memory_order_relaxed));
+  metric("gatewayd_mirror_restarts_total", "counter",
+         "Times the producer was replaced and sending restarted from the checkpoint.",
+         restarts_.load(std::memory_order_relaxed));
+  return out.str();
+}
+
+}  // namespace gw::mirror

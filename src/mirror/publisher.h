@@ -1,0 +1,110 @@
+// The Kafka mirror: an outbox publisher that tails the event log and sends every event, in log
+// order, to a Sink (Kafka). Its checkpoint (`mirror/checkpoint` in the store's kMeta column family)
+// is the highest sequence number up to which every event's delivery was confirmed; it advances
+// only over confirmed deliveries, never past a gap, so nothing is skipped. After a restart, or
+// after a failed delivery, sending starts again at checkpoint + 1: events that were delivered but
+// not yet checkpointed are sent again (duplicates, in order; consumers drop them by `ce_id`).
+//
+// The API never waits on the mirror: the publisher reads committed events from the store on its
+// own thread, wakes on the writer's commits, and keeps at most `max_in_flight` events queued in
+// the sink. With the broker down, events wait in the log, not in memory.
+//
+// A failed delivery or a broken sink replaces the sink (a fresh idempotent producer) after a
+// backoff of 100 ms doubling to 10 s; an event that can never be delivered (too large for the
+// broker) therefore stalls the mirror, visibly in the metrics and the log, rather than being lost.
+//
+// Thread-safe: start() and stop() from one thread; render_metrics() from any.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "mirror/sink.h"
+#include "store/store.h"
+#include "store/writer.h"
+
+namespace gw::mirror {
+
+struct PublisherConfig {
+  size_t max_in_flight = 50000;  // events queued in the sink and not yet confirmed
+  std::chrono::milliseconds backoff_min{100};
+  std::chrono::milliseconds backoff_max{10000};
+  // How long stop() waits for confirmations of what is in flight.
+  std::chrono::milliseconds flush_timeout{3000};
+};
+
+// Makes a new sink; kUnavailable (or another error) when it cannot right now.
+using SinkFactory = std::function<Result<std::unique_ptr<Sink>>()>;
+
+class Publisher {
+ public:
+  // `store`, `writer` and `clock` must outlive the Publisher.
+  Publisher(Store& store, Writer& writer, const Clock& clock, SinkFactory make_sink,
+            PublisherConfig config = {});
+  ~Publisher();  // stop()
+  Publisher(const Publisher&) = delete;
+  Publisher& operator=(const Publisher&) = delete;
+
+  // Reads the checkpoint and starts the publishing thread. kUnavailable if the checkpoint cannot
+  // be read.
+  Result<bool> start();
+  // Waits up to flush_timeout for what is in flight, saves the checkpoint, stops the thread.
+  void stop();
+
+  // Highest sequence number up to which every event is confirmed delivered.
+  uint64_t checkpoint() const { return checkpoint_.load(std::memory_order_acquire); }
+  // Prometheus text: enabled, checkpoint, lag in events and seconds, in flight, counters.
+  std::string render_metrics() const;
+
+ private:
+  struct Slot {
+    uint64_t seq;
+    int64_t time;
+    bool confirmed;
+  };
+
+  void run();
+  // Sends events after the last one sent, while there is room; false if the sink refused one.
+  bool fill();
+  void on_delivery(uint64_t seq, bool ok, std::string_view error);
+  void advance();
+  // Drops the sink and everything in flight; sending resumes at checkpoint + 1 after a backoff.
+  void start_over(const std::string& why);
+  void save_checkpoint(bool force);
+
+  Store& store_;
+  Writer& writer_;
+  const Clock& clock_;
+  SinkFactory make_sink_;
+  PublisherConfig config_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+
+  // Publisher thread only:
+  std::unique_ptr<Sink> sink_;
+  std::deque<Slot> window_;  // sent and not yet advanced over, in seq order
+  uint64_t next_ = 1;        // next seq to send
+  bool failed_ = false;      // a delivery failed since the last start_over
+  std::string failure_;
+  std::chrono::milliseconds backoff_{0};
+  std::chrono::steady_clock::time_point retry_at_{};
+  uint64_t saved_ = 0;
+  std::chrono::steady_clock::time_point saved_at_{};
+
+  // Read by render_metrics():
+  std::atomic<uint64_t> checkpoint_{0};
+  std::atomic<uint64_t> in_flight_{0};
+  std::atomic<uint64_t> delivered_{0};
+  std::atomic<uint64_t> failures_{0};
+  std::atomic<uint64_t> restarts_{0};
+};
+
+}  // namespace gw::mirror

@@ -1,0 +1,36 @@
+// Where the mirror publishes: an asynchronous, ordered-per-key message queue with delivery
+// reports. KafkaSink (kafka_sink.h) is the real one; tests use a fake beside it.
+// A Sink is used by one thread at a time (the publisher's).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include "mirror/cloud_event.h"
+
+namespace gw::mirror {
+
+// One delivery report: the message with sequence number `seq` was stored by the broker (`ok`) or
+// will never be (`error` says why).
+using DeliveryFn = std::function<void(uint64_t seq, bool ok, std::string_view error)>;
+
+class Sink {
+ public:
+  virtual ~Sink() = default;  // drops whatever is still queued, without reports
+
+  enum class Sent {
+    kQueued,     // a delivery report follows from poll()
+    kQueueFull,  // nothing queued: poll, then send again
+    kRefused,    // can never be queued as it is (e.g. larger than the producer allows)
+  };
+  virtual Sent send(const OutboundMessage& message) = 0;
+  // Serves the delivery reports that are ready, waiting up to `timeout` for the first one.
+  virtual void poll(std::chrono::milliseconds timeout, const DeliveryFn& on_delivery) = 0;
+  // True once the sink can no longer deliver anything (a fatal producer error): the caller
+  // replaces it with a new one and sends again from its checkpoint.
+  virtual bool broken() const = 0;
+};
+
+}  // namespace gw::mirror

@@ -1,0 +1,240 @@
+// The Kafka mirror against a real Kafka-protocol broker (librdkafka's mock cluster in its own
+// process, tests/tools/kafka_mock) read back with a real consumer (kcat).
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "integration/fixture.h"
+#include "support/kafka.h"
+
+namespace gw::itest {
+namespace {
+
+using testing::KafkaMessage;
+using testing::KafkaMock;
+
+constexpr int kPartitions = 4;
+
+// A broker with the test topic, started.
+struct Broker {
+  KafkaMock mock{KAFKA_MOCK_PATH, "gateway-config.events", kPartitions};
+  Broker() { mock.start(); }
+  std::vector<std::string> flags() const {
+    return {"--kafka-brokers", mock.bootstrap(), "--kafka-topic", mock.topic()};
+  }
+};
+
+// The whole log, read through team_a's events feed (every test here writes as team_a only).
+std::vector<std::string> log_of(Api& api) {
+  std::vector<std::string> events;
+  int64_t after = 0;
+  for (;;) {
+    Response r = api.get("/v1/events?after=" + std::to_string(after) + "&limit=1000");
+    REQUIRE(r.status == 200);
+    rapidjson::Document page = json(r);
+    for (const rapidjson::Value* e : items(field(page, "data")))
+      events.push_back(testing::to_json(*e));
+    int64_t next = num(page, "next_after");
+    if (next == after) return events;
+    after = next;
+  }
+}
+
+// The log's last sequence number as the mirror sees it.
+double mirror_gauge(const Server& server, std::string_view series) {
+  return sample(metrics(server), series).value_or(-1);
+}
+
+// Waits until the mirror has confirmed every event of the log (lag 0) or 30 s passed.
+void wait_mirrored(const Server& server) {
+  for (int i = 0; i < 300; ++i) {
+    if (mirror_gauge(server, "gatewayd_mirror_lag_events") == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  FAIL_CHECK("the mirror did not catch up: " << metrics(server));
+}
+
+// Checks that the topic holds every event of `log` (seq i+1 = log[i]) at least once, with the
+// CloudEvents headers, keyed by aggregate id, and that each key's first deliveries are in log
+// order on one partition. Returns how many messages were duplicates.
+size_t check_topic(const std::vector<KafkaMessage>& messages, const std::vector<std::string>& log) {
+  std::map<uint64_t, const KafkaMessage*> first;  // seq -> its first delivery
+  std::map<std::string, int> partition_of;
+  std::map<std::pair<int, std::string>, uint64_t> last_seq_of_key;  // (partition, key) -> seq
+  size_t duplicates = 0;
+  // kcat prints each partition in offset order; a key's messages all live in one partition.
+  for (const KafkaMessage& m : messages) {
+    rapidjson::Document event;
+    event.Parse(m.payload.c_str());
+    REQUIRE_MESSAGE(event.IsObject(), m.payload);
+    const uint64_t seq = static_cast<uint64_t>(num(event, "seq"));
+    CAPTURE(seq);
+    REQUIRE(seq >= 1);
+    REQUIRE(seq <= log.size());
+    CHECK(testing::to_json(event) == log[seq - 1]);
+    CHECK(m.key == str(event, "aggregate_id"));
+    CHECK(m.header("ce_specversion") == "1.0");
+    CHECK(m.header("ce_id") == str(event, "event_id"));
+    CHECK(m.header("ce_source") == "/tenants/" + str(event, "tenant"));
+    CHECK(m.header("ce_type") == str(event, "type"));
+    CHECK(m.header("ce_subject") == str(event, "aggregate_id"));
+    CHECK(m.header("ce_time").value_or("").size() == 20);  // 2026-11-20T09:30:00Z
+    char padded[24];
+    std::snprintf(padded, sizeof padded, "%020llu", static_cast<unsigned long long>(seq));
+    CHECK(m.header("ce_sequence") == std::string(padded));
+    CHECK(m.header("content-type") == "application/json");
+    auto [where, fresh] = partition_of.emplace(m.key, m.partition);
+    CHECK(where->second == m.partition);
+    if (first.count(seq) != 0) {
+      ++duplicates;
+      continue;
+    }
+    first[seq] = &m;
+    // The first delivery of each event comes after the first delivery of the key's earlier
+    // events: after dropping duplicates by ce_id, a consumer sees each aggregate in log order.
+    auto& last = last_seq_of_key[{m.partition, m.key}];
+    CHECK_MESSAGE(seq > last, "key " << m.key << ": event " << seq << " after " << last);
+    last = std::max(last, seq);
+  }
+  for (uint64_t seq = 1; seq <= log.size(); ++seq) {
+    CHECK_MESSAGE(first.count(seq) == 1, "event " << seq << " is missing from the topic");
+  }
+  return duplicates;
+}
+
+TEST_CASE("every event is published once, as a CloudEvents message keyed by aggregate, in order") {
+  Broker broker;
+  Server server(broker.flags());
+  Api api(server, kTeamA);
+  std::vector<std::string> ids;
+  for (int n = 0; n < 5; ++n) {
+    for (const Kind* kind : kKinds) {
+      Response created = api.post(std::string(kind->path), kind->body(kTeamA, n));
+      REQUIRE(created.status == 201);
+      std::string id = str(json(created), kind->id_field);
+      REQUIRE(api.put(item_path(*kind, id),
+                      testing::json_with(kind->body(kTeamA, n), kind->edit_field, kind->edit_value))
+                  .status == 200);
+      if (kind == &kDomain) REQUIRE(verify(api, id).status == 200);  // + an outcome event
+      if (n == 0) REQUIRE(api.del(item_path(*kind, id)).status == 200);
+      ids.push_back(id);
+    }
+  }
+  wait_mirrored(server);
+  std::vector<std::string> log = log_of(api);
+  REQUIRE(log.size() >= 5 * 3 * 2 + 5 * 2 + 3);
+  auto messages = testing::kcat_read_at_least(broker.mock.bootstrap(), broker.mock.topic(),
+                                              log.size(), std::chrono::seconds(10));
+  CHECK(messages.size() == log.size());
+  CHECK(check_topic(messages, log) == 0);
+  std::set<int> partitions;
+  for (const auto& m : messages) partitions.insert(m.partition);
+  CHECK(partitions.size() > 1);  // keys spread over the topic; order holds per key
+
+  std::string text = metrics(server);
+  CHECK(sample(text, "gatewayd_mirror_enabled") == 1);
+  CHECK(sample(text, "gatewayd_mirror_checkpoint_seq") == static_cast<double>(log.size()));
+  CHECK(sample(text, "gatewayd_mirror_delivered_total") == static_cast<double>(log.size()));
+  CHECK(sample(text, "gatewayd_mirror_lag_seconds") == 0);
+  CHECK(sample(text, "gatewayd_mirror_delivery_failures_total") == 0);
+}
+
+TEST_CASE("without --kafka-brokers nothing is mirrored and the metrics say so") {
+  Server server;
+  std::string text = metrics(server);
+  CHECK(sample(text, "gatewayd_mirror_enabled") == 0);
+  CHECK_FALSE(sample(text, "gatewayd_mirror_lag_events").has_value());
+}
+
+TEST_CASE("a frozen broker never blocks writes; the backlog drains in order when it returns") {
+  Broker broker;
+  Server server(broker.flags());
+  Api api(server, kTeamA);
+  REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "before-freeze")).status == 201);
+  wait_mirrored(server);
+
+  broker.mock.pause();
+  std::vector<std::string> ids;
+  for (int n = 0; n < 300; ++n) {
+    Response r =
+        api.post("/v1/domain", domain_body(kTeamA, "frozen" + std::to_string(n) + ".example.com"));
+    REQUIRE(r.status == 201);
+    ids.push_back(str(json(r), "domain_id"));
+  }
+  for (int n = 0; n < 300; n += 3) {
+    REQUIRE(api.put(item_path(kDomain, ids[n]),
+                    testing::json_with(
+                        domain_body(kTeamA, "frozen" + std::to_string(n) + ".example.com"), "scope",
+                        R"("exact")"))
+                .status == 200);
+  }
+  testing::HttpClient http;
+  CHECK(http.request("GET", server.url() + "/readyz").status == 200);
+  std::string text = metrics(server);
+  CHECK(sample(text, "gatewayd_mirror_lag_events").value_or(0) >= 300);
+  CHECK(sample(text, "gatewayd_mirror_checkpoint_seq") == 1);
+
+  broker.mock.resume();
+  wait_mirrored(server);
+  std::vector<std::string> log = log_of(api);
+  auto messages = testing::kcat_read_at_least(broker.mock.bootstrap(), broker.mock.topic(),
+                                              log.size(), std::chrono::seconds(10));
+  CHECK(check_topic(messages, log) == 0);
+
+  SUBCASE("gatewayd stopped while the broker is frozen exits cleanly; its backlog survives") {
+    broker.mock.pause();
+    for (int n = 0; n < 50; ++n) {
+      REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
+    }
+    CHECK(server.stop().success());
+    broker.mock.resume();
+    server.restart();
+    wait_mirrored(server);
+    log = log_of(api);
+    messages = testing::kcat_read_at_least(broker.mock.bootstrap(), broker.mock.topic(), log.size(),
+                                           std::chrono::seconds(10));
+    check_topic(messages, log);
+  }
+}
+
+TEST_CASE("after a SIGKILL of gatewayd mid-stream, publishing resumes from the checkpoint") {
+  Broker broker;
+  Server server(broker.flags());
+  std::atomic<bool> stop{false};
+  std::atomic<int> acknowledged{0};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      Api api(server, kTeamA);
+      for (int n = 0; !stop.load(); ++n) {
+        Response r = api.post(
+            "/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(t) + "-" + std::to_string(n)));
+        if (r.status != 201) return;  // the server is gone
+        acknowledged.fetch_add(1);
+      }
+    });
+  }
+  // Kill it while events are being written and published.
+  for (int i = 0; i < 200 && mirror_gauge(server, "gatewayd_mirror_checkpoint_seq") < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(server.kill().signal == SIGKILL);
+  stop.store(true);
+  for (auto& w : writers) w.join();
+  REQUIRE(acknowledged.load() > 0);
+
+  server.restart();
+  Api api(server, kTeamA);
+  REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "after-restart")).status == 201);
+  wait_mirrored(server);
+  std::vector<std::string> log = log_of(api);
+  CHECK(log.size() >= static_cast<size_t>(acknowledged.load()) + 1);
+  auto messages = testing::kcat_read_at_least(broker.mock.bootstrap(), broker.mock.topic(),
+                                              log.size(), std::chrono::seconds(10));
+  size_t duplicates = check_topic(messages, log);
+  MESSAGE(log.size(), " events, ", messages.size(), " messages, ", duplicates, " duplicates");
+}
+
+}  // namespace
+}  // namespace gw::itest

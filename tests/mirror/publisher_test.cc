@@ -1,0 +1,279 @@
+// The outbox publisher against a fake sink: the checkpoint advances only over confirmed
+// deliveries, failures start over from it, and nothing is ever skipped.
+#include <doctest/doctest.h>
+
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "mirror/publisher.h"
+#include "store/store_test_util.h"
+
+namespace gw::mirror {
+namespace {
+
+using std::chrono::milliseconds;
+
+class FixedClock final : public Clock {
+ public:
+  int64_t now_seconds() const override { return 1000; }
+  int64_t now_millis() const override { return 1000000; }
+};
+
+class AppendJob final : public Job {
+ public:
+  AppendJob(std::string id, std::promise<bool> done) : id_(std::move(id)), done_(std::move(done)) {}
+  bool execute(Tx& tx) override {
+    tx.append(EventDraft{"webhook.created", "webhook", id_, 1, "team_a", "test", 990, "{}"});
+    return true;
+  }
+  void finish(bool committed) override { done_.set_value(committed); }
+
+ private:
+  std::string id_;
+  std::promise<bool> done_;
+};
+
+// What every fake sink shares with the test: the messages sent, in order, and the switches the
+// test flips. Sinks run on the publisher's thread, the test on its own: all under `mu`.
+struct FakeBroker {
+  std::mutex mu;
+  std::vector<uint64_t> sent;                      // every send, across sinks
+  std::vector<uint64_t> unanswered;                // sent and not yet reported, in order
+  std::vector<std::pair<uint64_t, bool>> reports;  // to hand out on the next poll
+  bool auto_confirm = false;  // confirm each message on the poll after its send
+  bool queue_full = false;
+  uint64_t refuse_seq = 0;  // send() of this seq answers kRefused
+  int sinks_made = 0;
+  bool break_current = false;
+
+  // Reports `seq` (which must be unanswered) as delivered or failed on the next poll.
+  void report(uint64_t seq, bool ok) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::erase(unanswered, seq);
+    reports.emplace_back(seq, ok);
+  }
+  std::vector<uint64_t> sent_copy() {
+    std::lock_guard<std::mutex> lock(mu);
+    return sent;
+  }
+  std::vector<uint64_t> unanswered_copy() {
+    std::lock_guard<std::mutex> lock(mu);
+    return unanswered;
+  }
+};
+
+class FakeSink final : public Sink {
+ public:
+  explicit FakeSink(FakeBroker& b) : b_(b) {}
+  Sent send(const OutboundMessage& m) override {
+    std::lock_guard<std::mutex> lock(b_.mu);
+    if (b_.queue_full) return Sent::kQueueFull;
+    if (m.seq == b_.refuse_seq) return Sent::kRefused;
+    b_.sent.push_back(m.seq);
+    if (b_.auto_confirm) {
+      b_.reports.emplace_back(m.seq, true);
+    } else {
+      b_.unanswered.push_back(m.seq);
+    }
+    return Sent::kQueued;
+  }
+  void poll(milliseconds timeout, const DeliveryFn& on_delivery) override {
+    std::vector<std::pair<uint64_t, bool>> ready;
+    {
+      std::lock_guard<std::mutex> lock(b_.mu);
+      ready.swap(b_.reports);
+    }
+    if (ready.empty()) std::this_thread::sleep_for(std::min(timeout, milliseconds(2)));
+    for (auto [seq, ok] : ready) on_delivery(seq, ok, ok ? "" : "broker said no");
+  }
+  bool broken() const override {
+    std::lock_guard<std::mutex> lock(b_.mu);
+    return b_.break_current;
+  }
+  ~FakeSink() override {
+    std::lock_guard<std::mutex> lock(b_.mu);
+    b_.unanswered.clear();  // purged
+    b_.reports.clear();
+    b_.break_current = false;
+  }
+
+ private:
+  FakeBroker& b_;
+};
+
+struct Fixture {
+  testing::ScratchDir dir;
+  std::unique_ptr<Store> store = std::move(Store::open(dir.path()).value());
+  FixedClock clock;
+  std::unique_ptr<IdGenerator> ids = make_system_id_generator(clock);
+  std::unique_ptr<Writer> writer = std::move(Writer::start(*store, *ids).value());
+  FakeBroker broker;
+
+  void append(int n) {
+    for (int i = 0; i < n; ++i) {
+      std::promise<bool> done;
+      auto committed = done.get_future();
+      writer->submit(std::make_unique<AppendJob>("whk_" + std::to_string(i), std::move(done)));
+      REQUIRE(committed.get());
+    }
+  }
+  std::unique_ptr<Publisher> publisher() {
+    PublisherConfig config;
+    config.backoff_min = milliseconds(1);
+    config.backoff_max = milliseconds(5);
+    config.max_in_flight = 8;
+    return std::make_unique<Publisher>(
+        *store, *writer, clock,
+        [this]() -> Result<std::unique_ptr<Sink>> {
+          std::lock_guard<std::mutex> lock(broker.mu);
+          ++broker.sinks_made;
+          return std::unique_ptr<Sink>(std::make_unique<FakeSink>(broker));
+        },
+        config);
+  }
+};
+
+// Polls `condition` for up to 5 s.
+template <typename F>
+bool eventually(F condition) {
+  for (int i = 0; i < 5000; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return condition();
+}
+
+TEST_CASE("the checkpoint advances only over an unbroken run of confirmed deliveries") {
+  Fixture f;
+  f.append(5);
+  auto p = f.publisher();
+  REQUIRE(p->start().ok());
+  REQUIRE(eventually([&] { return f.broker.unanswered_copy().size() == 5; }));
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3, 4, 5});
+  f.broker.report(3, true);
+  f.broker.report(1, true);
+  CHECK(eventually([&] { return p->checkpoint() == 1; }));
+  f.broker.report(5, true);
+  f.broker.report(2, true);
+  CHECK(eventually([&] { return p->checkpoint() == 3; }));
+  std::this_thread::sleep_for(milliseconds(20));
+  CHECK(p->checkpoint() == 3);  // 4 is not confirmed: 5 does not count yet
+  f.broker.report(4, true);
+  CHECK(eventually([&] { return p->checkpoint() == 5; }));
+}
+
+TEST_CASE("a failed delivery starts over from the checkpoint with a new producer, in order") {
+  Fixture f;
+  f.append(6);
+  auto p = f.publisher();
+  REQUIRE(p->start().ok());
+  REQUIRE(eventually([&] { return f.broker.unanswered_copy().size() == 6; }));
+  f.broker.report(1, true);
+  f.broker.report(2, true);
+  f.broker.report(4, true);
+  f.broker.report(3, false);
+  REQUIRE(eventually([&] { return f.broker.sent_copy().size() == 6 + 4; }));
+  CHECK(p->checkpoint() == 2);
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 3, 4, 5, 6});
+  CHECK(f.broker.sinks_made == 2);
+  for (uint64_t seq : {3, 4, 5, 6}) f.broker.report(seq, true);
+  CHECK(eventually([&] { return p->checkpoint() == 6; }));
+  CHECK(p->render_metrics().find("gatewayd_mirror_restarts_total 1\n") != std::string::npos);
+}
+
+TEST_CASE("an event the producer refuses stalls the mirror instead of being skipped") {
+  Fixture f;
+  f.append(4);
+  {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    f.broker.auto_confirm = true;
+    f.broker.refuse_seq = 3;
+  }
+  auto p = f.publisher();
+  REQUIRE(p->start().ok());
+  REQUIRE(eventually([&] {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    return f.broker.sinks_made >= 4;  // tried again and again
+  }));
+  CHECK(p->checkpoint() == 2);
+  for (uint64_t seq : f.broker.sent_copy()) CHECK(seq <= 2);  // never 4 without 3
+  {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    f.broker.refuse_seq = 0;  // e.g. the broker's size limit was raised
+  }
+  CHECK(eventually([&] { return p->checkpoint() == 4; }));
+}
+
+TEST_CASE("a full queue and a broken producer lose nothing") {
+  Fixture f;
+  f.append(20);  // more than max_in_flight (8)
+  {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    f.broker.queue_full = true;
+  }
+  auto p = f.publisher();
+  REQUIRE(p->start().ok());
+  std::this_thread::sleep_for(milliseconds(20));
+  CHECK(f.broker.sent_copy().empty());
+  {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    f.broker.queue_full = false;
+  }
+  REQUIRE(eventually([&] { return f.broker.unanswered_copy().size() == 8; }));  // the cap
+  f.broker.report(1, true);
+  REQUIRE(eventually([&] { return p->checkpoint() == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    f.broker.break_current = true;
+    f.broker.auto_confirm = true;
+  }
+  CHECK(eventually([&] { return p->checkpoint() == 20; }));
+  auto sent = f.broker.sent_copy();
+  // After the break, sending resumed at 2: every event from 2 on was sent again in order.
+  auto last_two = std::find(sent.rbegin(), sent.rend(), uint64_t{2});
+  REQUIRE(last_two != sent.rend());
+  CHECK(last_two.base() - 1 != sent.begin() + 1);  // sent twice
+  auto resumed = last_two.base() - 1;
+  for (uint64_t seq = 2; seq <= 20; ++seq, ++resumed) {
+    REQUIRE(resumed != sent.end());
+    CHECK(*resumed == seq);
+  }
+}
+
+TEST_CASE("the checkpoint is saved, so a restarted publisher resumes after it; new events follow") {
+  Fixture f;
+  f.append(3);
+  {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    f.broker.auto_confirm = true;
+  }
+  auto p = f.publisher();
+  REQUIRE(p->start().ok());
+  REQUIRE(eventually([&] { return p->checkpoint() == 3; }));
+  f.append(2);  // woken by the writer's commit
+  REQUIRE(eventually([&] { return p->checkpoint() == 5; }));
+  p->stop();
+  CHECK(p->render_metrics().find("gatewayd_mirror_lag_events 0\n") != std::string::npos);
+
+  f.append(1);
+  auto again = f.publisher();
+  REQUIRE(again->start().ok());
+  REQUIRE(eventually([&] { return again->checkpoint() == 6; }));
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3, 4, 5, 6});  // 6 alone after restart
+}
+
+TEST_CASE("lag is reported in events and in seconds since the oldest unconfirmed event") {
+  Fixture f;
+  f.append(3);
+  auto p = f.publisher();
+  REQUIRE(p->start().ok());
+  REQUIRE(eventually([&] { return f.broker.unanswered_copy().size() == 3; }));
+  std::string text = p->render_metrics();
+  CHECK(text.find("gatewayd_mirror_lag_events 3\n") != std::string::npos);
+  CHECK(text.find("gatewayd_mirror_lag_seconds 10\n") != std::string::npos);  // 1000 - 990
+  CHECK(text.find("gatewayd_mirror_in_flight 3\n") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gw::mirror

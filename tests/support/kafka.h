@@ -1,0 +1,64 @@
+// A real Kafka-protocol broker for tests (tests/tools/kafka_mock: librdkafka's mock cluster in a
+// child process, on loopback TCP) and a real consumer (Debian's kcat) to read a topic back.
+// A KafkaMock is used from the test's main thread (children die with the thread that spawned
+// them, see process.h).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "support/process.h"
+
+namespace gw::testing {
+
+class KafkaMock {
+ public:
+  // `binary` is the kafka_mock program; `topic` is created with `partitions` partitions.
+  KafkaMock(std::string binary, std::string topic, int partitions);
+  ~KafkaMock();  // SIGKILLs the broker if it still runs (paused or not)
+  KafkaMock(const KafkaMock&) = delete;
+  KafkaMock& operator=(const KafkaMock&) = delete;
+
+  // Starts the broker; returns once it printed its bootstrap address. Throws std::runtime_error
+  // with its output otherwise.
+  void start();
+  // SIGSTOP (returns once stopped) / SIGCONT: a frozen broker accepts nothing and answers nothing.
+  void pause();
+  void resume();
+
+  const std::string& bootstrap() const { return bootstrap_; }
+  const std::string& topic() const { return topic_; }
+
+ private:
+  std::string binary_;
+  std::string topic_;
+  int partitions_;
+  std::string bootstrap_;
+  std::unique_ptr<ChildProcess> proc_;
+};
+
+struct KafkaMessage {
+  int partition = -1;
+  long long offset = -1;
+  std::string key;
+  std::string payload;
+  std::vector<std::pair<std::string, std::string>> headers;  // in the order they were sent
+  // The value of the first header called `name`.
+  std::optional<std::string> header(std::string_view name) const;
+};
+
+// Every message of `topic` from the beginning, read with `kcat -C -e -J` (partition by partition,
+// each in offset order). Throws std::runtime_error with kcat's stderr if kcat fails.
+std::vector<KafkaMessage> kcat_read_all(const std::string& bootstrap, const std::string& topic);
+
+// Reads the topic until it holds at least `count` messages or `timeout` passes; returns the last
+// read.
+std::vector<KafkaMessage> kcat_read_at_least(const std::string& bootstrap, const std::string& topic,
+                                             size_t count, std::chrono::milliseconds timeout);
+
+}  // namespace gw::testing
