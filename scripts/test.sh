@@ -46,7 +46,11 @@ run_ctest() {
 }
 
 stage "install dependencies"
-gw_install_deps
+gw_install_deps GW_DEPS GW_TEST_DEPS
+
+# The real deployment (Dockerfile, Kafka in KRaft mode); no Docker engine is needed to check it.
+stage "validate docker-compose.yml"
+docker-compose -f docker-compose.yml config -q
 
 stage "release: configure + build (build/)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGATEWAY_WERROR=ON -DGATEWAY_SANITIZE=OFF
