@@ -24,6 +24,12 @@ GW_TEST_DEPS=(
   docker-compose
 )
 
+# Only scripts/test.sh, and only when no `npm` is on PATH: Node.js runs the OpenAPI linter. (Not in
+# GW_TEST_DEPS: a NodeSource `nodejs` bundles npm and conflicts with Debian's `npm` package.)
+GW_NODE_DEPS=(
+  nodejs npm
+)
+
 # Prints the packages of the named lists (default: GW_DEPS) that are not installed, one per line,
 # each once. Fails with a message on stderr when a name is not one of the lists above.
 gw_missing_deps() {

@@ -45,6 +45,21 @@ run_ctest() {
   fi
 }
 
+# Lints the OpenAPI document with Spectral (rules: .spectral.yaml). The pinned CLI lives in the
+# git-ignored .tools/spectral and is installed there once; it needs no install scripts.
+SPECTRAL_VERSION=6.16.3
+lint_openapi() {
+  local spectral="$ROOT/.tools/spectral/node_modules/.bin/spectral"
+  if [[ "$("$spectral" --version 2>/dev/null)" != "$SPECTRAL_VERSION" ]]; then
+    if ! command -v npm >/dev/null; then
+      gw_install_deps GW_NODE_DEPS || return 1
+    fi
+    npm install --prefix "$ROOT/.tools/spectral" --no-audit --no-fund --ignore-scripts \
+      "@stoplight/spectral-cli@${SPECTRAL_VERSION}" || return 1
+  fi
+  "$spectral" lint --fail-severity=error src/http/openapi.json
+}
+
 stage "install dependencies"
 gw_install_deps GW_DEPS GW_TEST_DEPS
 
@@ -56,6 +71,11 @@ stage "release: configure + build (build/)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGATEWAY_WERROR=ON -DGATEWAY_SANITIZE=OFF
 cmake --build build -j"$JOBS"
 run_ctest build release
+
+stage "lint openapi.json (spectral)"
+if ! lint_openapi; then
+  FAILED+=("openapi lint")
+fi
 
 stage "sanitizers: configure + build (build-asan/)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGATEWAY_WERROR=ON -DGATEWAY_SANITIZE=ON

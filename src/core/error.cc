@@ -17,6 +17,8 @@ const char* code_name(Code code) {
     case Code::kUnsupportedMediaType: return "unsupported_media_type";
     case Code::kValidationFailed: return "validation_failed";
     case Code::kRateLimited: return "rate_limited";
+    case Code::kInvalidIdempotencyKey: return "invalid_idempotency_key";
+    case Code::kIdempotencyKeyReused: return "idempotency_key_reused";
     case Code::kInternal: return "internal";
     case Code::kUnavailable: return "unavailable";
   }

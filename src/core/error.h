@@ -23,6 +23,8 @@ enum class Code {
   kUnsupportedMediaType,
   kValidationFailed,
   kRateLimited,
+  kInvalidIdempotencyKey,
+  kIdempotencyKeyReused,
   kInternal,
   kUnavailable,
 };

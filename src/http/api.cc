@@ -6,6 +6,7 @@
 #include <rapidjson/document.h>
 
 #include "commands/fields.h"
+#include "http/openapi.h"
 #include "http/problem.h"
 #include "core/text.h"
 
@@ -30,6 +31,7 @@ Reply json_reply(int status, std::string body) {
 Reply record_reply(int status, Kind kind, const Written& w) {
   Reply r = json_reply(status, w.json);
   r.headers.emplace_back("ETag", etag_of(w.version));
+  if (w.replayed) r.headers.emplace_back("Idempotency-Replayed", "true");
   if (status == 201) {
     // The new id sits at a fixed place in the record JSON: {"<id_field>":"<id>", ...}.
     const std::string key = std::string("{\"") + id_field(kind) + "\":\"";
@@ -100,47 +102,87 @@ std::vector<std::string_view> split_path(std::string_view path) {
   return out;
 }
 
+constexpr std::string_view kIdSegment = "{id}";
+
+// A route of the table with its path template split into segments once.
+struct CompiledRoute {
+  const RouteSpec* spec;
+  std::vector<std::string> segments;
+};
+
+const std::vector<CompiledRoute>& compiled_routes() {
+  static const std::vector<CompiledRoute> table = [] {
+    std::vector<CompiledRoute> out;
+    for (const RouteSpec& spec : served_routes()) {
+      std::vector<std::string> segments;
+      for (auto s : split_path(spec.path)) segments.emplace_back(s);
+      out.push_back({&spec, std::move(segments)});
+    }
+    return out;
+  }();
+  return table;
+}
+
+// True when the path's segments fit the template's; the `{id}` segment is copied to *id.
+bool matches(const std::vector<std::string>& tmpl, const std::vector<std::string_view>& seg,
+             std::string* id) {
+  if (tmpl.size() != seg.size()) return false;
+  for (size_t i = 0; i < seg.size(); ++i) {
+    if (tmpl[i] == kIdSegment) {
+      if (seg[i].empty()) return false;
+      *id = std::string(seg[i]);
+    } else if (tmpl[i] != seg[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 Target route(const std::string& method, const std::string& path) {
   Target t;
-  auto seg = split_path(path);
-  auto pick = [&](std::vector<std::string> methods, std::vector<Route> routes) {
+  const auto seg = split_path(path);
+  for (const CompiledRoute& c : compiled_routes()) {
+    std::string id;
+    if (!matches(c.segments, seg, &id)) continue;
     t.known_path = true;
-    for (size_t i = 0; i < methods.size(); ++i) {
-      if (methods[i] == method) t.route = routes[i];
-    }
-    t.allowed = std::move(methods);
-  };
-  if (seg.size() == 1 && (seg[0] == "healthz" || seg[0] == "readyz" || seg[0] == "metrics")) {
-    t.protected_route = false;
-    Route r = seg[0] == "healthz" ? Route::kHealthz
-              : seg[0] == "readyz" ? Route::kReadyz
-                                   : Route::kMetrics;
-    pick({"GET"}, {r});
-    return t;
-  }
-  if (seg.size() < 2 || seg[0] != "v1") return t;
-  if (seg.size() == 2 && seg[1] == "events") {
-    pick({"GET"}, {Route::kEvents});
-    return t;
-  }
-  t.kind = kind_from_name(seg[1]);
-  if (!t.kind) return t;
-  if (seg.size() == 2) {
-    pick({"GET", "POST"}, {Route::kList, Route::kCreate});
-  } else if (seg.size() == 3 && !seg[2].empty()) {
-    t.id = std::string(seg[2]);
-    pick({"GET", "PUT", "DELETE"}, {Route::kGet, Route::kUpdate, Route::kDelete});
-  } else if (seg.size() == 4 && !seg[2].empty() && seg[3] == "verify" && t.kind == Kind::kDomain) {
-    t.id = std::string(seg[2]);
-    pick({"POST"}, {Route::kVerify});
-  } else if (seg.size() == 4 && !seg[2].empty() && seg[3] == "history") {
-    t.id = std::string(seg[2]);
-    pick({"GET"}, {Route::kHistory});
+    t.kind = c.spec->kind;
+    t.id = std::move(id);
+    t.protected_route = c.spec->protected_route;
+    t.allowed.push_back(c.spec->method);
+    if (c.spec->method == method) t.route = c.spec->route;
   }
   return t;
 }
 
 }  // namespace
+
+const std::vector<RouteSpec>& served_routes() {
+  static const std::vector<RouteSpec> table = [] {
+    std::vector<RouteSpec> r;
+    for (auto [path, route] : {std::pair{"/healthz", Route::kHealthz},
+                               {"/readyz", Route::kReadyz},
+                               {"/metrics", Route::kMetrics},
+                               {"/openapi.json", Route::kOpenapi}}) {
+      r.push_back({"GET", path, route, std::nullopt, false});
+    }
+    r.push_back({"GET", "/v1/events", Route::kEvents, std::nullopt, true});
+    for (Kind k : {Kind::kProfile, Kind::kDomain, Kind::kWebhook}) {
+      const std::string base = std::string("/v1/") + kind_name(k);
+      auto add = [&r, k](const char* method, const std::string& path, Route route) {
+        r.push_back({method, path, route, k, true});
+      };
+      add("GET", base, Route::kList);
+      add("POST", base, Route::kCreate);
+      add("GET", base + "/{id}", Route::kGet);
+      add("PUT", base + "/{id}", Route::kUpdate);
+      add("DELETE", base + "/{id}", Route::kDelete);
+      if (k == Kind::kDomain) add("POST", base + "/{id}/verify", Route::kVerify);
+      add("GET", base + "/{id}/history", Route::kHistory);
+    }
+    return r;
+  }();
+  return table;
+}
 
 // Per-request state; shared with the writer thread's completion when the request is a write.
 struct Api::Context {
@@ -254,6 +296,8 @@ void Api::handle(Request req, Respond respond) {
       Reply r = json_reply(200, metrics_.render());
       r.content_type = "text/plain; version=0.0.4";
       ctx->reply(std::move(r));
+    } else if (t.route == Route::kOpenapi) {
+      ctx->reply(json_reply(200, std::string(openapi_json())));
     } else if (t.route == Route::kReadyz && !ready_()) {
       ctx->fail(make_error(Code::kUnavailable, "not ready"));
     } else {
@@ -345,14 +389,37 @@ Done Api::write_reply(const std::shared_ptr<Context>& ctx, Kind kind, int status
 
 void Api::create(const std::shared_ptr<Context>& ctx, Kind kind) {
   if (!ctx->check_query({})) return;
+  std::optional<IdempotencyKey> idempotency;
+  if (const auto& key = ctx->request.idempotency_key) {
+    if (!valid_idempotency_key(*key)) {
+      return ctx->fail(make_error(Code::kInvalidIdempotencyKey,
+                                  "Idempotency-Key must be 1 to 255 visible ASCII characters"));
+    }
+    idempotency = IdempotencyKey{ctx->caller.tenant, *key,
+                                 request_fingerprint(ctx->request.method, ctx->request.path,
+                                                     ctx->request.body)};
+  }
   auto spec = read_spec(*ctx, kind, Mode::kCreate);
   if (!spec) return;
-  service_.create(std::move(*spec), ctx->actor(), write_reply(ctx, kind, 201));
+  service_.create(std::move(*spec), ctx->actor(), std::move(idempotency),
+                  write_reply(ctx, kind, 201));
 }
 
 void Api::get(Context& ctx, Kind kind, const std::string& id) {
-  if (!ctx.check_query({})) return;
-  auto found = reads_.get(kind, ctx.caller.tenant, id);
+  if (!ctx.check_query({"as_of"})) return;
+  uint64_t as_of = 0;  // 0: as it is now
+  if (!ctx.int_param("as_of", 1, UINT64_MAX, &as_of)) return;
+  if (as_of != 0) {
+    // A point in the future would give an answer that later writes could change.
+    auto last = reads_.last_seq();
+    if (!last.ok()) return ctx.fail(last.error());
+    if (as_of > last.value()) {
+      return ctx.fail(make_error(Code::kInvalidQuery, "as_of must not be beyond the last event (" +
+                                                          std::to_string(last.value()) + ")"));
+    }
+  }
+  auto found = as_of != 0 ? reads_.get_as_of(kind, ctx.caller.tenant, id, as_of)
+                          : reads_.get(kind, ctx.caller.tenant, id);
   if (!found.ok()) return ctx.fail(found.error());
   if (!found.value()) return ctx.fail(record_not_found(kind, id));
   ctx.reply(record_reply(200, kind, Written{std::move(found.value()->json), found.value()->version}));

@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "commands/parse.h"
 #include "http/metrics.h"
@@ -23,6 +26,19 @@ struct ApiConfig {
   size_t max_request_bytes = 1 << 20;
   FieldPolicy policy;
 };
+
+// One method on one path template of the router's table, e.g. POST /v1/domain/{id}/verify.
+// `{id}` stands for any one non-empty path segment; every other segment is literal.
+struct RouteSpec {
+  std::string method;
+  std::string path;
+  Route route;
+  std::optional<Kind> kind;
+  bool protected_route;  // needs the bearer token and X-Tenant-ID
+};
+
+// The table the router matches requests against, in order (methods of one path in Allow order).
+const std::vector<RouteSpec>& served_routes();
 
 class Api {
  public:

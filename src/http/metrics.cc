@@ -11,6 +11,7 @@ const char* route_label(Route route) {
     case Route::kHealthz: return "/healthz";
     case Route::kReadyz: return "/readyz";
     case Route::kMetrics: return "/metrics";
+    case Route::kOpenapi: return "/openapi.json";
     case Route::kList: return "list";
     case Route::kCreate: return "create";
     case Route::kGet: return "get";

@@ -15,8 +15,8 @@ namespace gw::http {
 
 // Routes as metric labels.
 enum class Route : uint8_t {
-  kHealthz, kReadyz, kMetrics, kList, kCreate, kGet, kUpdate, kDelete, kVerify, kHistory, kEvents,
-  kUnmatched, kCount
+  kHealthz, kReadyz, kMetrics, kOpenapi, kList, kCreate, kGet, kUpdate, kDelete, kVerify, kHistory,
+  kEvents, kUnmatched, kCount
 };
 const char* route_label(Route route);
 

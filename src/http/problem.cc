@@ -9,7 +9,8 @@ int status_of(Code code) {
   switch (code) {
     case Code::kInvalidJson:
     case Code::kInvalidQuery:
-    case Code::kMissingTenant: return 400;
+    case Code::kMissingTenant:
+    case Code::kInvalidIdempotencyKey: return 400;
     case Code::kUnauthorized: return 401;
     case Code::kTenantMismatch: return 403;
     case Code::kNotFound: return 404;
@@ -18,7 +19,8 @@ int status_of(Code code) {
     case Code::kPreconditionFailed: return 412;
     case Code::kPayloadTooLarge: return 413;
     case Code::kUnsupportedMediaType: return 415;
-    case Code::kValidationFailed: return 422;
+    case Code::kValidationFailed:
+    case Code::kIdempotencyKeyReused: return 422;
     case Code::kRateLimited: return 429;
     case Code::kInternal: return 500;
     case Code::kUnavailable: return 503;
@@ -43,6 +45,8 @@ const char* title_of(Code code) {
     case Code::kUnsupportedMediaType: return "Unsupported media type";
     case Code::kValidationFailed: return "Validation failed";
     case Code::kRateLimited: return "Rate limited";
+    case Code::kInvalidIdempotencyKey: return "Invalid Idempotency-Key";
+    case Code::kIdempotencyKeyReused: return "Idempotency-Key reused";
     case Code::kInternal: return "Internal error";
     case Code::kUnavailable: return "Service unavailable";
   }

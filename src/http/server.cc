@@ -164,6 +164,7 @@ class Handler final : public P::Http::Handler {
       request.tenant = header_value(req, "X-Tenant-ID");
       request.content_type = header_value(req, "Content-Type");
       request.if_match = header_value(req, "If-Match");
+      request.idempotency_key = header_value(req, "Idempotency-Key");
       request.body = req.body();
       state_->api->handle(std::move(request), respond);
     } catch (const std::exception&) {

@@ -1,5 +1,7 @@
 #include "projections/read_model.h"
 
+#include <rapidjson/document.h>
+
 #include "projections/keys.h"
 
 namespace gw {
@@ -34,6 +36,55 @@ Result<std::optional<ReadModel::Found>> ReadModel::get(Kind kind, std::string_vi
   }
   if (header.deleted || header.team != team) return std::optional<Found>();
   return std::optional<Found>(Found{std::string(json), header.version});
+}
+
+Result<std::optional<ReadModel::Found>> ReadModel::get_as_of(Kind kind, std::string_view team,
+                                                              std::string_view id,
+                                                              uint64_t as_of) const {
+  using Maybe = std::optional<Found>;
+  if (kind_of_id(id) != kind) return Maybe();
+  Snapshot snap(store_);
+  auto raw = store_.get(Cf::kProjections, keys::record(id), snap.get());
+  if (!raw.ok()) return std::move(raw.error());
+  if (!raw.value()) return Maybe();
+  keys::RecordHeader header;
+  std::string_view current;
+  if (!keys::decode_record(*raw.value(), &header, &current)) {
+    return make_error(Code::kInternal, "stored record is malformed");
+  }
+  if (header.team != team) return Maybe();
+  // The record's last event at or before `as_of` (its history is in version order, and versions
+  // grow with sequence numbers).
+  std::optional<std::string> last;
+  const std::string prefix = keys::history_prefix(id);
+  auto it = store_.iterate(Cf::kProjections, snap.get());
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (decode_u64(view(it->value())) > as_of) break;
+    last.emplace(view(it->value()));
+  }
+  if (!it->status().ok()) return io_error(it->status());
+  if (!last) return Maybe();
+  auto event = store_.get(Cf::kEvents, *last, snap.get());
+  if (!event.ok()) return std::move(event.error());
+  if (!event.value()) return make_error(Code::kInternal, "history names a missing event");
+  rapidjson::Document doc;
+  doc.Parse(event.value()->data(), event.value()->size());
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("data") ||
+      !doc.HasMember("schema_version") || !doc["schema_version"].IsInt() ||
+      !doc.HasMember("aggregate_version") || !doc["aggregate_version"].IsUint64()) {
+    return make_error(Code::kInternal, "a stored event is malformed");
+  }
+  auto record = record_from_json(kind, doc["data"], doc["schema_version"].GetInt());
+  if (!record.ok()) return std::move(record.error());
+  if (meta_of(record.value()).deleted_at != 0) return Maybe();
+  return Maybe(Found{to_json(record.value()), doc["aggregate_version"].GetUint64()});
+}
+
+Result<uint64_t> ReadModel::last_seq() const {
+  auto it = store_.iterate(Cf::kEvents);
+  it->SeekToLast();
+  if (!it->status().ok()) return io_error(it->status());
+  return it->Valid() ? decode_u64(view(it->key())) : 0;
 }
 
 Result<std::optional<std::string>> ReadModel::record_json(std::string_view id,

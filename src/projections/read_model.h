@@ -27,6 +27,14 @@ class ReadModel {
   // belongs to another team (callers answer 404 for all three alike).
   Result<std::optional<Found>> get(Kind kind, std::string_view team, std::string_view id) const;
 
+  // The record `id` as it was right after event `as_of` (read from its history, upcast from older
+  // schema versions); nullopt when it did not exist then, was deleted by then, or belongs to
+  // another team. The version is the record's version at that point.
+  Result<std::optional<Found>> get_as_of(Kind kind, std::string_view team, std::string_view id,
+                                         uint64_t as_of) const;
+  // The sequence number of the log's last event (0 for an empty log).
+  Result<uint64_t> last_seq() const;
+
   struct Filter {
     std::string field;
     std::string value;

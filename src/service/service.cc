@@ -11,15 +11,21 @@ class CommandJob final : public Job {
  public:
   using Decide = std::function<Result<Decision>(Lookups&, const Actor&, int64_t now)>;
   CommandJob(Actor actor, Decide decide, Done done, const Clock& clock,
-             std::atomic<uint64_t>& events)
+             std::atomic<uint64_t>& events, std::optional<IdempotencyKey> idempotency)
       : actor_(std::move(actor)),
         decide_(std::move(decide)),
         done_(std::move(done)),
         clock_(clock),
-        events_(events) {}
+        events_(events),
+        idempotency_(std::move(idempotency)) {}
 
   bool execute(Tx& tx) override {
     const int64_t now = clock_.now_seconds();
+    if (idempotency_) {
+      auto kept = find_answer(tx, *idempotency_, now);
+      if (!kept.ok()) return reject(std::move(kept.error()));
+      if (kept.value()) return replay(std::move(*kept.value()));
+    }
     TxLookups lookups(tx);
     auto decision = decide_(lookups, actor_, now);
     if (lookups.failure()) return reject(*lookups.failure());
@@ -35,6 +41,12 @@ class CommandJob final : public Job {
     }
     auto written = record_changes(tx, d, actor_, now);
     if (!written.ok()) return reject(std::move(written.error()));
+    if (idempotency_) {
+      KeptAnswer answer{idempotency_->fingerprint, now, written.value().version,
+                        written.value().json};
+      auto kept = keep_answer(tx, *idempotency_, answer, now);
+      if (!kept.ok()) return reject(std::move(kept.error()));
+    }
     appended_ = d.changes.size();
     result_ = Written{std::move(written.value().json), written.value().version};
     return true;
@@ -55,11 +67,23 @@ class CommandJob final : public Job {
     return false;
   }
 
+  // Answers with what the first request under this key got, or refuses another request.
+  bool replay(KeptAnswer kept) {
+    if (kept.fingerprint != idempotency_->fingerprint) {
+      return reject(make_error(Code::kIdempotencyKeyReused,
+                               "Idempotency-Key " + idempotency_->key +
+                                   " was used in the last 24 hours for a different request"));
+    }
+    result_ = Written{std::move(kept.json), kept.version, true};
+    return false;
+  }
+
   Actor actor_;
   Decide decide_;
   Done done_;
   const Clock& clock_;
   std::atomic<uint64_t>& events_;
+  std::optional<IdempotencyKey> idempotency_;
   Result<Written> result_ = make_error(Code::kInternal, "command was not executed");
   size_t appended_ = 0;
 };
@@ -70,9 +94,10 @@ Service::Service(Writer& writer, const Clock& clock, IdGenerator& ids,
                  std::string verification_domain)
     : writer_(writer), clock_(clock), ids_(ids), verification_domain_(std::move(verification_domain)) {}
 
-void Service::run(Actor actor, Decide decide, Done done) {
+void Service::run(Actor actor, Decide decide, Done done,
+                  std::optional<IdempotencyKey> idempotency) {
   writer_.submit(std::make_unique<CommandJob>(std::move(actor), std::move(decide), std::move(done),
-                                              clock_, events_appended_));
+                                              clock_, events_appended_, std::move(idempotency)));
 }
 
 void Service::record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result,
@@ -85,7 +110,8 @@ void Service::record_outcome(std::string domain_id, uint64_t request_seq, CheckR
       std::move(done));
 }
 
-void Service::create(Spec spec, Actor actor, Done done) {
+void Service::create(Spec spec, Actor actor, std::optional<IdempotencyKey> idempotency,
+                     Done done) {
   const Kind kind = static_cast<Kind>(spec.index() + 1);
   Fresh fresh;
   fresh.id = ids_.next(id_prefix(kind));
@@ -98,7 +124,7 @@ void Service::create(Spec spec, Actor actor, Done done) {
         fresh.now = now;
         return decide_create(spec, a, fresh, lookups);
       },
-      std::move(done));
+      std::move(done), std::move(idempotency));
 }
 
 void Service::update(Kind kind, std::string id, Spec spec, Actor actor,

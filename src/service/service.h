@@ -12,6 +12,7 @@
 #include "commands/decide.h"
 #include "commands/parse.h"
 #include "core/clock.h"
+#include "service/idempotency.h"
 #include "store/writer.h"
 
 namespace gw {
@@ -20,6 +21,7 @@ namespace gw {
 struct Written {
   std::string json;
   uint64_t version = 0;
+  bool replayed = false;  // the answer kept for an Idempotency-Key, not a new write
 };
 
 using Done = std::function<void(Result<Written>)>;
@@ -28,7 +30,10 @@ class Service {
  public:
   Service(Writer& writer, const Clock& clock, IdGenerator& ids, std::string verification_domain);
 
-  void create(Spec spec, Actor actor, Done done);
+  // With `idempotency`, a repeat of a create that succeeded in the last 24 hours gets its first
+  // answer (replayed) and appends nothing; the same key with another request is
+  // kIdempotencyKeyReused (see service/idempotency.h).
+  void create(Spec spec, Actor actor, std::optional<IdempotencyKey> idempotency, Done done);
   void update(Kind kind, std::string id, Spec spec, Actor actor,
               std::optional<std::string> if_match, Done done);
   void remove(Kind kind, std::string id, Actor actor, Done done);
@@ -42,7 +47,8 @@ class Service {
  private:
   // Runs on the writer thread with the job's actor and the time of the batch.
   using Decide = std::function<Result<Decision>(Lookups&, const Actor&, int64_t now)>;
-  void run(Actor actor, Decide decide, Done done);
+  void run(Actor actor, Decide decide, Done done,
+           std::optional<IdempotencyKey> idempotency = std::nullopt);
 
   Writer& writer_;
   const Clock& clock_;

@@ -37,7 +37,7 @@ class Fixture {
     s.domain.meta.team_id = team;
     s.domain.hostname = host;
     s.domain.workload_id = workload;
-    auto r = call([&](Done d) { service_->create(Spec{s}, Actor{team, "t"}, std::move(d)); });
+    auto r = call([&](Done d) { service_->create(Spec{s}, Actor{team, "t"}, std::nullopt, std::move(d)); });
     REQUIRE(r.ok());
     return r.value().json.substr(14, 30);  // {"domain_id":"<30 chars>"
   }

@@ -1,0 +1,102 @@
+#include "service/idempotency.h"
+
+#include <vector>
+
+#include "core/hex.h"
+
+namespace gw {
+
+namespace {
+
+constexpr size_t kFingerprintSize = 64;
+constexpr int kPrunePerWrite = 8;
+
+std::string answer_key(const IdempotencyKey& k) {
+  std::string out = "i";
+  out.append(1, '\0').append(k.tenant).append(1, '\0').append(k.key);
+  return out;
+}
+
+std::string expiry_prefix() { return std::string("I") + '\0'; }
+
+std::string expiry_key(int64_t time, const IdempotencyKey& k) {
+  std::string out = expiry_prefix() + encode_u64(static_cast<uint64_t>(time));
+  out.append(1, '\0').append(k.tenant).append(1, '\0').append(k.key);
+  return out;
+}
+
+std::optional<KeptAnswer> decode(std::string_view v) {
+  if (v.size() < kFingerprintSize + 16) return std::nullopt;
+  KeptAnswer a;
+  a.fingerprint.assign(v.substr(0, kFingerprintSize));
+  a.time = static_cast<int64_t>(decode_u64(v.substr(kFingerprintSize, 8)));
+  a.version = decode_u64(v.substr(kFingerprintSize + 8, 8));
+  a.json.assign(v.substr(kFingerprintSize + 16));
+  return a;
+}
+
+}  // namespace
+
+bool valid_idempotency_key(std::string_view key) {
+  if (key.empty() || key.size() > 255) return false;
+  for (char c : key) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+std::string request_fingerprint(std::string_view method, std::string_view path,
+                                std::string_view body) {
+  std::string text;
+  text.reserve(method.size() + path.size() + body.size() + 2);
+  text.append(method).append(" ").append(path).append("\n").append(body);
+  return sha256_hex(text);
+}
+
+Result<std::optional<KeptAnswer>> find_answer(Tx& tx, const IdempotencyKey& key, int64_t now) {
+  auto raw = tx.get(Cf::kMeta, answer_key(key));
+  if (!raw.ok()) return std::move(raw.error());
+  if (!raw.value()) return std::optional<KeptAnswer>();
+  auto answer = decode(*raw.value());
+  if (!answer) return make_error(Code::kInternal, "a kept idempotent answer is malformed");
+  if (now - answer->time >= kIdempotencyWindowSeconds) return std::optional<KeptAnswer>();
+  return answer;
+}
+
+Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& answer, int64_t now) {
+  // Prune first, so a key that expired and is used again keeps its new entry.
+  const std::string prefix = expiry_prefix();
+  const std::string cutoff =
+      prefix + encode_u64(static_cast<uint64_t>(now - kIdempotencyWindowSeconds));
+  std::vector<std::string> expired;
+  auto it = tx.iterate(Cf::kMeta);
+  for (it->Seek(prefix); it->Valid() && expired.size() < kPrunePerWrite; it->Next()) {
+    std::string_view k(it->key().data(), it->key().size());
+    if (!k.starts_with(prefix) || k.substr(0, cutoff.size()) >= cutoff) break;
+    expired.emplace_back(k);
+  }
+  if (!it->status().ok()) return make_error(Code::kUnavailable, it->status().ToString());
+  for (const std::string& k : expired) {
+    tx.del(Cf::kMeta, k);
+    // The answer key is the expiry key's tail: i \0 <tenant> \0 <key>. Delete it only if it
+    // still belongs to this expiry entry (it may have been replaced since).
+    std::string_view tail = std::string_view(k).substr(prefix.size() + 9);
+    std::string answer_k = std::string("i") + '\0' + std::string(tail);
+    auto stored = tx.get(Cf::kMeta, answer_k);
+    if (!stored.ok()) return std::move(stored.error());
+    auto a = stored.value() ? decode(*stored.value()) : std::nullopt;
+    if (a && encode_u64(static_cast<uint64_t>(a->time)) ==
+                 std::string_view(k).substr(prefix.size(), 8)) {
+      tx.del(Cf::kMeta, answer_k);
+    }
+  }
+  std::string value = answer.fingerprint;
+  value += encode_u64(static_cast<uint64_t>(answer.time));
+  value += encode_u64(answer.version);
+  value += answer.json;
+  tx.put(Cf::kMeta, answer_key(key), value);
+  tx.put(Cf::kMeta, expiry_key(answer.time, key), "");
+  return true;
+}
+
+}  // namespace gw

@@ -1,0 +1,51 @@
+// Idempotency-Key for creates: the first successful answer to (tenant, key) is kept for 24 hours
+// in the store's kMeta column family, written in the same atomic batch as the events it answers,
+// so it is exactly as durable as they are and survives restarts and `gatewayctl rebuild`.
+// A request with the same key and the same fingerprint (method, path and body bytes) gets that
+// answer again without a new event; with another fingerprint it is refused. Failed requests keep
+// nothing, so a client may fix and retry under the same key.
+//
+//   i \0 <tenant> \0 <key>                 -> fingerprint(64 hex) time(8) version(8) record JSON
+//   I \0 <time 8 bytes> \0 <tenant> \0 <key> -> ""   expiry order; old entries are pruned by new
+//   ones
+//
+// Pure functions over a Tx; used on the writer thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "store/writer.h"
+
+namespace gw {
+
+inline constexpr int64_t kIdempotencyWindowSeconds = 24 * 60 * 60;
+
+struct IdempotencyKey {
+  std::string tenant;
+  std::string key;          // as sent, 1..255 visible ASCII characters
+  std::string fingerprint;  // hex SHA-256 of the request (see fingerprint())
+};
+
+struct KeptAnswer {
+  std::string fingerprint;
+  int64_t time = 0;
+  uint64_t version = 0;
+  std::string json;
+};
+
+// Whether `key` is a well-formed Idempotency-Key header value.
+bool valid_idempotency_key(std::string_view key);
+// What "the same request" means: the method, the path and the body, byte for byte.
+std::string request_fingerprint(std::string_view method, std::string_view path,
+                                std::string_view body);
+
+// The answer kept for `key`, unless there is none or it is older than the window at `now`.
+Result<std::optional<KeptAnswer>> find_answer(Tx& tx, const IdempotencyKey& key, int64_t now);
+// Stages `answer` under `key` and prunes up to a few entries that expired before `now`.
+Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& answer, int64_t now);
+
+}  // namespace gw

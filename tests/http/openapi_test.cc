@@ -1,0 +1,127 @@
+// The embedded OpenAPI document against the router's own table: it parses as JSON, every served
+// route is documented with its method, every documented operation is served, authentication is
+// documented exactly where the router asks for it, and the error shape lists every error code.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <rapidjson/document.h>
+
+#include "core/error.h"
+#include "http/api.h"
+#include "http/openapi.h"
+
+namespace gw::http {
+namespace {
+
+constexpr std::string_view kMethods[] = {"get",     "put",  "post",  "delete",
+                                         "options", "head", "patch", "trace"};
+
+rapidjson::Document parsed() {
+  rapidjson::Document doc;
+  const std::string_view text = openapi_json();
+  doc.Parse<rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
+  return doc;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return out;
+}
+
+const rapidjson::Value* member(const rapidjson::Value& v, const std::string& name) {
+  if (!v.IsObject()) return nullptr;
+  auto it = v.FindMember(name.c_str());
+  return it == v.MemberEnd() ? nullptr : &it->value;
+}
+
+// The operation object documented for `method` (any case) on `path`, or nullptr.
+const rapidjson::Value* operation(const rapidjson::Document& doc, const std::string& path,
+                                  std::string_view method) {
+  const rapidjson::Value* paths = member(doc, "paths");
+  const rapidjson::Value* item = paths != nullptr ? member(*paths, path) : nullptr;
+  return item != nullptr ? member(*item, lower(method)) : nullptr;
+}
+
+TEST_CASE("the embedded OpenAPI document is a JSON object for OpenAPI 3.1.0") {
+  rapidjson::Document doc = parsed();
+  REQUIRE_FALSE(doc.HasParseError());
+  REQUIRE(doc.IsObject());
+  const rapidjson::Value* version = member(doc, "openapi");
+  REQUIRE(version != nullptr);
+  REQUIRE(version->IsString());
+  CHECK(std::string_view(version->GetString()) == "3.1.0");
+  REQUIRE(member(doc, "paths") != nullptr);
+  CHECK(member(doc, "paths")->IsObject());
+}
+
+TEST_CASE("every route the router serves is documented in the OpenAPI document") {
+  rapidjson::Document doc = parsed();
+  REQUIRE(doc.IsObject());
+  REQUIRE_FALSE(served_routes().empty());
+  for (const RouteSpec& route : served_routes()) {
+    CAPTURE(route.method);
+    CAPTURE(route.path);
+    const rapidjson::Value* op = operation(doc, route.path, route.method);
+    REQUIRE(op != nullptr);
+    // Authentication is documented exactly where the router asks for it: the global bearer
+    // requirement applies unless the operation opts out with `security: []`.
+    const rapidjson::Value* security = member(*op, "security");
+    const bool open = security != nullptr && security->IsArray() && security->Empty();
+    CHECK(open == !route.protected_route);
+    const rapidjson::Value* responses = member(*op, "responses");
+    REQUIRE(responses != nullptr);
+    CHECK((member(*responses, "401") != nullptr) == route.protected_route);
+  }
+}
+
+TEST_CASE("every operation of the OpenAPI document is served by the router") {
+  rapidjson::Document doc = parsed();
+  REQUIRE(doc.IsObject());
+  const rapidjson::Value* paths = member(doc, "paths");
+  REQUIRE(paths != nullptr);
+  size_t documented = 0;
+  for (const auto& item : paths->GetObject()) {
+    const std::string path = item.name.GetString();
+    REQUIRE(item.value.IsObject());
+    for (const auto& m : item.value.GetObject()) {
+      const std::string key = m.name.GetString();
+      if (std::find(std::begin(kMethods), std::end(kMethods), key) == std::end(kMethods)) continue;
+      ++documented;
+      CAPTURE(path);
+      CAPTURE(key);
+      const auto& routes = served_routes();
+      CHECK(std::any_of(routes.begin(), routes.end(), [&](const RouteSpec& r) {
+        return r.path == path && lower(r.method) == key;
+      }));
+    }
+  }
+  CHECK(documented == served_routes().size());
+}
+
+TEST_CASE("the OpenAPI problem codes include every error code the server sends") {
+  rapidjson::Document doc = parsed();
+  REQUIRE(doc.IsObject());
+  const rapidjson::Value* components = member(doc, "components");
+  const rapidjson::Value* schemas = components ? member(*components, "schemas") : nullptr;
+  const rapidjson::Value* problem = schemas ? member(*schemas, "Problem") : nullptr;
+  const rapidjson::Value* properties = problem ? member(*problem, "properties") : nullptr;
+  const rapidjson::Value* code = properties ? member(*properties, "code") : nullptr;
+  const rapidjson::Value* codes = code ? member(*code, "enum") : nullptr;
+  REQUIRE(codes != nullptr);
+  REQUIRE(codes->IsArray());
+  std::set<std::string> documented;
+  for (const auto& c : codes->GetArray()) documented.insert(c.GetString());
+  for (int i = 0; i <= static_cast<int>(Code::kUnavailable); ++i) {
+    const std::string name = code_name(static_cast<Code>(i));
+    CAPTURE(name);
+    CHECK(documented.contains(name));
+  }
+}
+
+}  // namespace
+}  // namespace gw::http

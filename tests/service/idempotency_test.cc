@@ -1,0 +1,103 @@
+// Kept answers for Idempotency-Key: found within 24 hours, gone after, and pruned by later writes.
+#include <doctest/doctest.h>
+
+#include "service/idempotency.h"
+#include "store/store_test_util.h"
+
+namespace gw {
+namespace {
+
+class FixedClock final : public Clock {
+ public:
+  int64_t now_seconds() const override { return 0; }
+  int64_t now_millis() const override { return 0; }
+};
+
+struct Fixture {
+  testing::ScratchDir dir;
+  std::unique_ptr<Store> store = std::move(Store::open(dir.path()).value());
+  FixedClock clock;
+  std::unique_ptr<IdGenerator> ids = make_system_id_generator(clock);
+
+  // Runs `f` on a Tx and writes what it staged.
+  template <typename F>
+  void write(F f) {
+    Tx tx(*store, *ids, 0, kGenesisHash);
+    f(tx);
+    REQUIRE(store->db()->Write(rocksdb::WriteOptions(), tx.batch()).ok());
+  }
+  std::optional<KeptAnswer> find(const IdempotencyKey& key, int64_t now) {
+    Tx tx(*store, *ids, 0, kGenesisHash);
+    auto r = find_answer(tx, key, now);
+    REQUIRE(r.ok());
+    return r.value();
+  }
+  size_t meta_keys() {
+    size_t n = 0;
+    auto it = store->iterate(Cf::kMeta);
+    for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+    return n;
+  }
+};
+
+IdempotencyKey key_of(std::string tenant, std::string key) {
+  return IdempotencyKey{std::move(tenant), std::move(key),
+                        request_fingerprint("POST", "/v1/x", "{}")};
+}
+
+TEST_CASE("an answer is kept for 24 hours per tenant and key") {
+  Fixture f;
+  const int64_t t0 = 1'800'000'000;
+  IdempotencyKey k = key_of("team_a", "k1");
+  f.write([&](Tx& tx) {
+    REQUIRE(keep_answer(tx, k, {k.fingerprint, t0, 3, "{\"a\":1}"}, t0).ok());
+  });
+  auto found = f.find(k, t0 + kIdempotencyWindowSeconds - 1);
+  REQUIRE(found.has_value());
+  CHECK(found->fingerprint == k.fingerprint);
+  CHECK(found->time == t0);
+  CHECK(found->version == 3);
+  CHECK(found->json == "{\"a\":1}");
+  CHECK_FALSE(f.find(k, t0 + kIdempotencyWindowSeconds).has_value());
+  CHECK_FALSE(f.find(key_of("team_b", "k1"), t0).has_value());
+  CHECK_FALSE(f.find(key_of("team_a", "k2"), t0).has_value());
+}
+
+TEST_CASE("new answers prune expired ones, but not a key that was used again since") {
+  Fixture f;
+  const int64_t t0 = 1'800'000'000;
+  for (int i = 0; i < 5; ++i) {
+    IdempotencyKey k = key_of("team_a", "old" + std::to_string(i));
+    f.write([&](Tx& tx) {
+      REQUIRE(keep_answer(tx, k, {k.fingerprint, t0 + i, 1, "{}"}, t0 + i).ok());
+    });
+  }
+  CHECK(f.meta_keys() == 10);  // an answer and an expiry entry each
+  // "old0" is used again after it expired: its new answer must survive the pruning below.
+  const int64_t later = t0 + kIdempotencyWindowSeconds + 10;
+  IdempotencyKey reused = key_of("team_a", "old0");
+  f.write([&](Tx& tx) {
+    REQUIRE(keep_answer(tx, reused, {reused.fingerprint, later, 2, "{}"}, later).ok());
+  });
+  // Pruning ran before the new entry was staged: the five old expiry entries and four old
+  // answers are gone; old0's new answer and its new expiry entry remain.
+  CHECK(f.meta_keys() == 2);
+  auto found = f.find(reused, later);
+  REQUIRE(found.has_value());
+  CHECK(found->version == 2);
+}
+
+TEST_CASE("an Idempotency-Key header is 1 to 255 visible ASCII characters") {
+  CHECK(valid_idempotency_key("a"));
+  CHECK(valid_idempotency_key("3f1c-4b2a_key:1/2"));
+  CHECK(valid_idempotency_key(std::string(255, 'x')));
+  CHECK_FALSE(valid_idempotency_key(""));
+  CHECK_FALSE(valid_idempotency_key(std::string(256, 'x')));
+  CHECK_FALSE(valid_idempotency_key("a b"));
+  CHECK_FALSE(valid_idempotency_key("caf\xc3\xa9"));
+  CHECK(request_fingerprint("POST", "/v1/a", "{}") != request_fingerprint("POST", "/v1/b", "{}"));
+  CHECK(request_fingerprint("POST", "/v1/a", "{}") != request_fingerprint("POST", "/v1/a", "{} "));
+}
+
+}  // namespace
+}  // namespace gw
