@@ -87,19 +87,6 @@ Result<uint64_t> ReadModel::last_seq() const {
   return it->Valid() ? decode_u64(view(it->key())) : 0;
 }
 
-Result<std::optional<std::string>> ReadModel::record_json(std::string_view id,
-                                                         const rocksdb::Snapshot* snap) const {
-  auto raw = store_.get(Cf::kProjections, keys::record(id), snap);
-  if (!raw.ok()) return std::move(raw.error());
-  if (!raw.value()) return std::optional<std::string>();
-  keys::RecordHeader header;
-  std::string_view json;
-  if (!keys::decode_record(*raw.value(), &header, &json)) {
-    return make_error(Code::kInternal, "stored record is malformed");
-  }
-  return std::optional<std::string>(std::string(json));
-}
-
 Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
                                         const std::vector<Filter>& filters, uint64_t page,
                                         uint64_t per_page) const {
@@ -141,11 +128,27 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
     }
   }
   if (!it->status().ok()) return io_error(it->status());
+  // The page's records in one batched lookup.
+  std::vector<std::string> record_keys;
+  record_keys.reserve(ids.size());
+  for (const auto& id : ids) record_keys.push_back(keys::record(id));
+  std::vector<rocksdb::Slice> slices(record_keys.begin(), record_keys.end());
+  std::vector<rocksdb::PinnableSlice> values(ids.size());
+  std::vector<rocksdb::Status> statuses(ids.size());
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snap.get();
+  store_.db()->MultiGet(ro, store_.cf(Cf::kProjections), slices.size(), slices.data(),
+                        values.data(), statuses.data());
   out.items.reserve(ids.size());
-  for (const auto& id : ids) {
-    auto json = record_json(id, snap.get());
-    if (!json.ok()) return std::move(json.error());
-    if (json.value()) out.items.push_back(std::move(*json.value()));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (statuses[i].IsNotFound()) continue;
+    if (!statuses[i].ok()) return io_error(statuses[i]);
+    keys::RecordHeader header;
+    std::string_view json;
+    if (!keys::decode_record(view(values[i]), &header, &json)) {
+      return make_error(Code::kInternal, "stored record is malformed");
+    }
+    out.items.emplace_back(json);
   }
   return out;
 }

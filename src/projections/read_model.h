@@ -64,8 +64,6 @@ class ReadModel {
   Result<Events> tenant_events(std::string_view team, uint64_t after, uint64_t limit) const;
 
  private:
-  Result<std::optional<std::string>> record_json(std::string_view id,
-                                                 const rocksdb::Snapshot* snap) const;
   const Store& store_;
 };
 

@@ -14,7 +14,10 @@ rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::C
   rocksdb::BlockBasedTableOptions t;
   t.block_cache = cache;
   t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-  t.cache_index_and_filter_blocks = true;
+  // Index and filter blocks stay in the table readers' own memory (about 1.3 bytes per key),
+  // not in the block cache: a cached filter block of a large file does not fit one shard of the
+  // cache and was read from disk and checksummed again on every point read.
+  t.cache_index_and_filter_blocks = false;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
   return o;
 }
@@ -28,6 +31,16 @@ rocksdb::ColumnFamilyOptions event_options(const std::shared_ptr<rocksdb::Cache>
 }
 
 Error unavailable(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
+
+// Default (kMeta), events, projections: the order of Store's handles.
+std::vector<rocksdb::ColumnFamilyDescriptor> column_families() {
+  auto cache = rocksdb::NewLRUCache(64 << 20);
+  return {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {"events", event_options(cache)},
+      {"projections", projection_options(cache)},
+  };
+}
 
 }  // namespace
 
@@ -47,22 +60,33 @@ uint64_t decode_u64(std::string_view bytes) {
 }
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& dir, rocksdb::Env* env) {
-  auto cache = rocksdb::NewLRUCache(64 << 20);
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   options.max_background_jobs = 2;
   options.bytes_per_sync = 1 << 20;
   if (env != nullptr) options.env = env;
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs{
-      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
-      {"events", event_options(cache)},
-      {"projections", projection_options(cache)},
-  };
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  auto s = rocksdb::DB::Open(options, dir, cfs, &handles, &raw);
+  auto s = rocksdb::DB::Open(options, dir, column_families(), &handles, &raw);
   if (!s.ok()) return unavailable(s);
+  return adopt(dir, raw, handles);
+}
+
+Result<std::unique_ptr<Store>> Store::open_secondary(const std::string& dir,
+                                                     const std::string& scratch_dir) {
+  rocksdb::DBOptions options;
+  options.max_open_files = -1;  // required of a secondary: it keeps every table file it reads open
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  auto s =
+      rocksdb::DB::OpenAsSecondary(options, dir, scratch_dir, column_families(), &handles, &raw);
+  if (!s.ok()) return unavailable(s);
+  return adopt(dir, raw, handles);
+}
+
+std::unique_ptr<Store> Store::adopt(const std::string& dir, rocksdb::DB* raw,
+                                    const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
   std::unique_ptr<Store> store(new Store());
   store->dir_ = dir;
   store->db_.reset(raw);

@@ -1,6 +1,7 @@
 // The RocksDB database behind gatewayd: column family `events` (the append-only log, key = 8-byte
 // big-endian sequence number, value = the event's JSON) and `projections` (read models, see
-// projections/keys.h). One process opens a data dir at a time (RocksDB's LOCK file).
+// projections/keys.h). One process opens a data dir for writing at a time (RocksDB's LOCK file);
+// read-only secondaries (open_secondary) may look on meanwhile.
 // A Store is safe for concurrent use: readers call get()/iterate() from any thread without a
 // lock of ours; all writes to the log and the projections go through the single Writer (store/writer.h).
 #pragma once
@@ -9,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <rocksdb/db.h>
 
@@ -26,6 +28,13 @@ class Store {
   // cannot (locked by another process, corrupt, unwritable).
   // `env` replaces RocksDB's default Env (tests inject faults through it); it must outlive the Store.
   static Result<std::unique_ptr<Store>> open(const std::string& dir, rocksdb::Env* env = nullptr);
+  // Opens `dir` read-only as a RocksDB secondary instance: a view of the database as of this call
+  // (its table files, MANIFEST and write-ahead logs), also while another process has it open for
+  // writing; the LOCK is not taken. RocksDB keeps the secondary's own log in `scratch_dir`, which
+  // must exist and outlive the Store. Writes fail. kUnavailable if it cannot be opened (no
+  // database there, unreadable).
+  static Result<std::unique_ptr<Store>> open_secondary(const std::string& dir,
+                                                       const std::string& scratch_dir);
   ~Store();
 
   Store(const Store&) = delete;
@@ -51,6 +60,8 @@ class Store {
 
  private:
   Store() = default;
+  static std::unique_ptr<Store> adopt(const std::string& dir, rocksdb::DB* raw,
+                                      const std::vector<rocksdb::ColumnFamilyHandle*>& handles);
   std::string dir_;
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* default_cf_ = nullptr;
