@@ -72,8 +72,9 @@ void Publisher::run() {
       sink_ = std::move(made.value());
     }
     const bool sent_all = fill();
-    sink_->poll(window_.empty() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10),
-                report);
+    // Caught up and idle: no need to wait here (the wait below sleeps until the next commit).
+    const bool idle = sent_all && window_.empty();
+    sink_->poll(idle ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10), report);
     advance();
     if (failed_ || sink_->broken()) {
       start_over(failed_ ? failure_ : "the producer stopped after a fatal error");
@@ -81,7 +82,7 @@ void Publisher::run() {
     }
     save_checkpoint(false);
     // Caught up with the log and nothing in flight: sleep until the writer commits more.
-    if (sent_all && window_.empty()) writer_.wait_beyond(next_ - 1, std::chrono::milliseconds(200));
+    if (idle) writer_.wait_beyond(next_ - 1, std::chrono::milliseconds(200));
   }
   // Stopping: give what is in flight a bounded time to be confirmed.
   if (sink_) {
@@ -123,7 +124,12 @@ bool Publisher::fill() {
     in_flight_.store(window_.size(), std::memory_order_relaxed);
     next_ = seq + 1;
   }
-  return it->status().ok();
+  if (!it->status().ok()) {
+    failed_ = true;
+    failure_ = "cannot read the log: " + it->status().ToString();
+    return false;
+  }
+  return true;
 }
 
 void Publisher::on_delivery(uint64_t seq, bool ok, std::string_view error) {
