@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Debian packages gatewayd needs to build, test and run. Sourced by scripts/test.sh, scripts/run.sh,
-# scripts/bench_verify.sh and the Dockerfile's builder stage. gw_install_deps installs only what is
-# missing, so a re-run never touches apt.
+# scripts/bench_verify.sh, scripts/bench.sh and the Dockerfile's builder stage. gw_install_deps
+# installs only what is missing, so a re-run never touches apt.
 #
 # The lists are used by name (gw_install_deps GW_DEPS GW_TEST_DEPS), which shellcheck cannot see.
 # shellcheck disable=SC2034
@@ -22,6 +22,11 @@ GW_DEPS=(
 # Only scripts/test.sh installs these: docker-compose validates docker-compose.yml.
 GW_TEST_DEPS=(
   docker-compose
+)
+
+# Only scripts/bench.sh installs these: wrk drives the HTTP load.
+GW_BENCH_DEPS=(
+  wrk
 )
 
 # Only scripts/test.sh, and only when no `npm` is on PATH: Node.js runs the OpenAPI linter. (Not in
