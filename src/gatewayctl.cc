@@ -1,17 +1,73 @@
-// gatewayctl: administration from the command line. Wiring only.
-//   gatewayctl token create --tokens-file FILE --tenant TEAM [--name NAME]
+// gatewayctl: administration from the command line. Wiring only: flags in, reports out; the work
+// is done by http/tokens.h and admin/.
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "admin/backup.h"
+#include "admin/check.h"
+#include "admin/log_export.h"
+#include "admin/read_only.h"
+#include "admin/rebuild.h"
 #include "core/flags.h"
 #include "http/tokens.h"
 
 namespace {
 
+constexpr char kUsage[] =
+    "usage:\n"
+    "  gatewayctl token create --tokens-file FILE --tenant TEAM [--name NAME]\n"
+    "      append a new token's hash to FILE and print the token\n"
+    "  gatewayctl events --data-dir D [--after SEQ]\n"
+    "      the event log as NDJSON on stdout: the stored bytes of each event with seq > SEQ\n"
+    "  gatewayctl replay --data-dir D --until-seq N --out FILE\n"
+    "      every record live right after event N, as JSON, into FILE\n"
+    "  gatewayctl check --data-dir D\n"
+    "      exit 0 only if the hash chain is intact and the read model equals a fresh replay\n"
+    "  gatewayctl backup --data-dir D --out DIR\n"
+    "      a consistent copy of the database (not the tokens file) into a new or empty DIR;\n"
+    "      restore by starting gatewayd with --data-dir DIR\n"
+    "  gatewayctl rebuild --data-dir D\n"
+    "      drop the read model and replay the whole log (gatewayd must be stopped)\n"
+    "events, replay, check and backup read a consistent view and work while gatewayd runs.\n"
+    "--data-dir may also come from GATEWAY_DATA_DIR.\n";
+
 int usage() {
-  std::cerr << "usage:\n"
-               "  gatewayctl token create --tokens-file FILE --tenant TEAM [--name NAME]\n";
+  std::cerr << kUsage;
   return 2;
+}
+
+int fail(const std::string& message) {
+  std::cerr << "gatewayctl: " << message << "\n";
+  return 1;
+}
+
+const gw::FlagSpec kDataDir{"data-dir", "GATEWAY_DATA_DIR", "", "gatewayd's data directory"};
+
+// Parses argv[first..] into `flags`; an exit code when the command must not go on.
+std::optional<int> parse(gw::Flags& flags, int argc, char** argv, int first,
+                         const std::vector<std::string>& required) {
+  auto parsed = flags.parse(argc, argv, first);
+  if (!parsed.ok()) {
+    std::cerr << "gatewayctl: " << parsed.error().detail << "\n" << flags.usage();
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::cout << kUsage << flags.usage();
+    return 0;
+  }
+  for (const auto& name : required) {
+    if (flags.get(name).empty()) {
+      std::cerr << "gatewayctl: --" << name << " is required\n";
+      return usage();
+    }
+  }
+  return std::nullopt;
 }
 
 int token_create(int argc, char** argv) {
@@ -20,17 +76,9 @@ int token_create(int argc, char** argv) {
       {"tenant", "", "", "tenant (team id) the token is bound to"},
       {"name", "", "default", "token name, recorded as the actor of its changes"},
   });
-  auto parsed = flags.parse(argc, argv, 3);
-  if (!parsed.ok()) {
-    std::cerr << "gatewayctl: " << parsed.error().detail << "\n" << flags.usage();
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.usage();
-    return 0;
-  }
-  if (flags.get("tokens-file").empty() || flags.get("tenant").empty()) return usage();
-  auto token = gw::http::create_token(flags.get("tokens-file"), flags.get("tenant"), flags.get("name"));
+  if (auto exit = parse(flags, argc, argv, 3, {"tokens-file", "tenant"})) return *exit;
+  auto token =
+      gw::http::create_token(flags.get("tokens-file"), flags.get("tenant"), flags.get("name"));
   if (!token.ok()) {
     std::cerr << "gatewayctl: " << token.error().detail;
     for (const auto& e : token.error().errors) std::cerr << "; " << e.field << " " << e.message;
@@ -41,11 +89,112 @@ int token_create(int argc, char** argv) {
   return 0;
 }
 
+int events(int argc, char** argv) {
+  gw::Flags flags({kDataDir, {"after", "", "0", "write the events with a greater seq"}});
+  if (auto exit = parse(flags, argc, argv, 2, {"data-dir"})) return *exit;
+  auto after = gw::parse_int(flags.get("after"), 0, INT64_MAX);
+  if (!after) return fail("--after must be a whole number >= 0");
+  auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
+  if (!store.ok()) return fail(store.error().detail);
+  std::ios::sync_with_stdio(false);
+  auto written =
+      gw::admin::write_events(store.value()->store(), static_cast<uint64_t>(*after), std::cout);
+  if (!written.ok()) return fail("events: " + written.error().detail);
+  return 0;
+}
+
+int replay(int argc, char** argv) {
+  gw::Flags flags({kDataDir,
+                   {"until-seq", "", "", "the event to stop after (0 = before the first)"},
+                   {"out", "", "", "file to write the records to (replaced)"}});
+  if (auto exit = parse(flags, argc, argv, 2, {"data-dir", "until-seq", "out"})) return *exit;
+  auto until = gw::parse_int(flags.get("until-seq"), 0, INT64_MAX);
+  if (!until) return fail("--until-seq must be a whole number >= 0");
+  auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
+  if (!store.ok()) return fail(store.error().detail);
+  const std::string out_path = flags.get("out");
+  const std::string tmp_path = out_path + ".tmp";
+  std::ofstream out(tmp_path, std::ios::binary | std::ios::trunc);
+  if (!out) return fail("cannot write " + tmp_path);
+  auto records =
+      gw::admin::write_replay(store.value()->store(), static_cast<uint64_t>(*until), out);
+  out.close();
+  std::error_code ec;
+  if (!records.ok() || !out) {
+    std::filesystem::remove(tmp_path, ec);
+    return fail("replay: " + (records.ok() ? "cannot write " + tmp_path : records.error().detail));
+  }
+  std::filesystem::rename(tmp_path, out_path, ec);
+  if (ec) return fail("cannot write " + out_path + ": " + ec.message());
+  std::cout << "replay: " << records.value() << " records live after event " << *until
+            << " written to " << out_path << "\n";
+  return 0;
+}
+
+int check(int argc, char** argv) {
+  gw::Flags flags({kDataDir});
+  if (auto exit = parse(flags, argc, argv, 2, {"data-dir"})) return *exit;
+  auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
+  if (!store.ok()) {
+    std::cout << "check: FAIL: " << store.error().detail << "\n";
+    return 1;
+  }
+  auto report = gw::admin::check_store(store.value()->store());
+  if (!report.ok()) {
+    std::cout << "check: FAIL: cannot read the store: " << report.error().detail << "\n";
+    return 1;
+  }
+  const auto& r = report.value();
+  if (!r.failure.empty()) {
+    std::cout << "check: FAIL: " << r.failure << "\n";
+    return 1;
+  }
+  std::cout << "check: OK: " << r.events << " events, hash chain intact; " << r.projection_keys
+            << " projection keys equal a fresh replay; " << gw::admin::describe(r.records) << "\n";
+  return 0;
+}
+
+int backup(int argc, char** argv) {
+  gw::Flags flags({kDataDir, {"out", "", "", "new or empty directory for the copy"}});
+  if (auto exit = parse(flags, argc, argv, 2, {"data-dir", "out"})) return *exit;
+  auto report = gw::admin::backup(flags.get("data-dir"), flags.get("out"));
+  if (!report.ok()) return fail("backup: " + report.error().detail);
+  const auto& r = report.value();
+  std::cout << "backup: " << flags.get("out") << " holds events 1.." << r.last_seq << " ("
+            << r.events << " events, " << r.projections << " projection keys, " << r.meta
+            << " other keys); the tokens file is not included\n";
+  return 0;
+}
+
+int rebuild(int argc, char** argv) {
+  gw::Flags flags({kDataDir});
+  if (auto exit = parse(flags, argc, argv, 2, {"data-dir"})) return *exit;
+  auto report = gw::admin::rebuild(flags.get("data-dir"));
+  if (!report.ok()) return fail("rebuild: " + report.error().detail);
+  const auto& r = report.value();
+  const double rate = r.seconds > 0 ? static_cast<double>(r.events) / r.seconds : 0;
+  std::cout << std::fixed << std::setprecision(3) << "rebuild: " << r.events
+            << " events replayed in " << r.seconds << " s (" << std::setprecision(0) << rate
+            << " events/s)\n"
+            << "rebuild: " << gw::admin::describe(r.records) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[1]) == "token" && std::string(argv[2]) == "create") {
+  const std::string command = argc >= 2 ? argv[1] : "";
+  if (command == "token" && argc >= 3 && std::string(argv[2]) == "create") {
     return token_create(argc, argv);
+  }
+  if (command == "events") return events(argc, argv);
+  if (command == "replay") return replay(argc, argv);
+  if (command == "check") return check(argc, argv);
+  if (command == "backup") return backup(argc, argv);
+  if (command == "rebuild") return rebuild(argc, argv);
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return 0;
   }
   return usage();
 }

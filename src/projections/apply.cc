@@ -8,9 +8,6 @@
 
 namespace gw {
 
-namespace {
-
-// Every projection entry a record contributes while live (none once deleted), as key -> value.
 std::map<std::string, std::string> entries_of(const Record& record, uint64_t create_seq) {
   std::map<std::string, std::string> out;
   const Meta& m = meta_of(record);
@@ -47,7 +44,9 @@ std::map<std::string, std::string> entries_of(const Record& record, uint64_t cre
   return out;
 }
 
-bool counted(const std::string& key) { return key[0] == 'l' || key[0] == 'f'; }
+bool counted(std::string_view entry_key) { return entry_key[0] == 'l' || entry_key[0] == 'f'; }
+
+namespace {
 
 std::string counter_key(const std::string& entry) {
   // Strip the trailing <create_seq> (8 bytes), keep the separator before it for count_of_prefix.
@@ -68,14 +67,15 @@ Result<bool> add_to_counter(Tx& tx, const std::string& key, int64_t delta) {
 }
 
 // Writes the record and moves its index entries from what `before` had to what `after` has.
+// projections/log_fold.cc derives the same keys from the final records; keep the two in step.
 // `after_json` is to_json(after), made once by the caller.
-Result<bool> project(Tx& tx, uint64_t seq, const std::optional<Record>& before,
-                     const Record& after, std::string_view after_json, uint64_t version,
-                     uint64_t create_seq) {
+Result<bool> project(Tx& tx, uint64_t seq, const std::optional<Record>& before, const Record& after,
+                     std::string_view after_json, uint64_t version, uint64_t create_seq) {
   const Meta& m = meta_of(after);
   keys::RecordHeader header{version, create_seq, m.deleted_at != 0, m.team_id};
   tx.put(Cf::kProjections, keys::record(m.id), keys::encode_record(header, after_json));
-  auto old_entries = before ? entries_of(*before, create_seq) : std::map<std::string, std::string>{};
+  auto old_entries =
+      before ? entries_of(*before, create_seq) : std::map<std::string, std::string>{};
   auto new_entries = entries_of(after, create_seq);
   for (const auto& [key, value] : old_entries) {
     if (new_entries.count(key) != 0) continue;
@@ -100,6 +100,7 @@ Result<bool> project(Tx& tx, uint64_t seq, const std::optional<Record>& before,
 
 // The open-request queue the verifier works from: a verification request opens one (and becomes
 // the domain's latest), its outcome closes it. Kept in the same batch as the events.
+// LogFold::add (projections/log_fold.cc) follows the same rules.
 void track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused_by,
                     const std::string& domain_id) {
   if (type == "domain.verification_requested") {
@@ -128,14 +129,15 @@ Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
   }
   rapidjson::Document doc;
   doc.Parse(json.data(), json.size());
-  if (doc.HasParseError()) return make_error(Code::kInternal, "stored record " + id + " is not JSON");
+  if (doc.HasParseError())
+    return make_error(Code::kInternal, "stored record " + id + " is not JSON");
   auto record = record_from_json(*kind, doc, kSchemaVersion);
   if (!record.ok()) return std::move(record.error());
-  return std::optional<Stored>(Stored{std::move(record.value()), header.version, header.create_seq});
+  return std::optional<Stored>(
+      Stored{std::move(record.value()), header.version, header.create_seq});
 }
 
-Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& actor,
-                                int64_t now) {
+Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& actor, int64_t now) {
   const std::string& subject = meta_of(decision.result).id;
   Recorded subject_written;
   for (const auto& change : decision.changes) {
@@ -150,8 +152,14 @@ Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& a
       version = current.value()->version + 1;
       create_seq = current.value()->create_seq;
     }
-    EventDraft draft{change.type, kind_name(kind_of(change.record)), m.id,  version,
-                     m.team_id,   actor.name,                        now,   to_json(change.record),
+    EventDraft draft{change.type,
+                     kind_name(kind_of(change.record)),
+                     m.id,
+                     version,
+                     m.team_id,
+                     actor.name,
+                     now,
+                     to_json(change.record),
                      change.caused_by};
     uint64_t seq = tx.append(draft);
     track_requests(tx, change.type, seq, change.caused_by, m.id);
@@ -165,10 +173,15 @@ Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& a
   return subject_written;
 }
 
-Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {
-  rapidjson::Document doc;
+Result<LoggedEvent> parse_logged_event(std::string_view event_json) {
+  // A typical event's DOM fits this buffer, so parsing one takes no 64 KiB chunk from the heap
+  // (freeing such chunks makes malloc consolidate its free lists, a cost that shows in a replay).
+  char buffer[16 << 10];
+  rapidjson::MemoryPoolAllocator<> pool(buffer, sizeof buffer);
+  rapidjson::Document doc(&pool);
   doc.Parse(event_json.data(), event_json.size());
-  if (doc.HasParseError() || !doc.IsObject()) return make_error(Code::kInternal, "event is not JSON");
+  if (doc.HasParseError() || !doc.IsObject())
+    return make_error(Code::kInternal, "event is not JSON");
   auto member = [&doc](const char* name) -> const rapidjson::Value* {
     auto it = doc.FindMember(name);
     return it == doc.MemberEnd() ? nullptr : &it->value;
@@ -190,20 +203,28 @@ Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {
   if (!kind) return make_error(Code::kInternal, "event has an unknown aggregate kind");
   auto record = record_from_json(*kind, *data, schema->GetInt());
   if (!record.ok()) return std::move(record.error());
-  auto current = load_stored(tx, meta_of(record.value()).id);
+  return LoggedEvent{seq->GetUint64(), std::string(type->GetString(), type->GetStringLength()),
+                     version->GetUint64(), caused_by == nullptr ? 0 : caused_by->GetUint64(),
+                     std::move(record.value())};
+}
+
+Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {
+  auto parsed = parse_logged_event(event_json);
+  if (!parsed.ok()) return std::move(parsed.error());
+  const LoggedEvent& e = parsed.value();
+  const std::string& id = meta_of(e.record).id;
+  auto current = load_stored(tx, id);
   if (!current.ok()) return std::move(current.error());
   std::optional<Record> before;
-  uint64_t create_seq = seq->GetUint64();
+  uint64_t create_seq = e.seq;
   if (current.value()) {
     before = current.value()->record;
     create_seq = current.value()->create_seq;
   }
-  auto r = project(tx, seq->GetUint64(), before, record.value(), to_json(record.value()),
-                   version->GetUint64(), create_seq);
+  auto r = project(tx, e.seq, before, e.record, to_json(e.record), e.version, create_seq);
   if (!r.ok()) return std::move(r.error());
-  track_requests(tx, type->GetString(), seq->GetUint64(),
-                 caused_by == nullptr ? 0 : caused_by->GetUint64(), meta_of(record.value()).id);
-  return seq->GetUint64();
+  track_requests(tx, e.type, e.seq, e.caused_by, id);
+  return e.seq;
 }
 
 std::optional<std::string> TxLookups::get(const std::string& key) {
@@ -267,9 +288,9 @@ std::vector<std::string> TxLookups::ids_under(const std::string& prefix, bool va
   std::vector<std::string> out;
   auto it = tx_.iterate(Cf::kProjections);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    out.push_back(values ? it->value().ToString()
-                         : std::string(it->key().data() + prefix.size(),
-                                       it->key().size() - prefix.size()));
+    out.push_back(
+        values ? it->value().ToString()
+               : std::string(it->key().data() + prefix.size(), it->key().size() - prefix.size()));
   }
   if (!it->status().ok()) failure_ = make_error(Code::kUnavailable, it->status().ToString());
   return out;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -23,12 +24,30 @@ struct Recorded {
 // Appends one event per change of `decision` and applies each to the read model. Returns the
 // record of the decision's subject (decision.result) as written.
 // On failure (an I/O error reading current state) the caller must discard the Tx's writes.
-Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& actor,
-                                int64_t now);
+Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& actor, int64_t now);
 
 // Applies an event already in the log (its stored JSON) to the read model: used to catch up and to
 // rebuild. Upcasts older schema versions.
 Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json);
+
+// An event read back from the log, its record upcast to the current schema.
+struct LoggedEvent {
+  uint64_t seq = 0;
+  std::string type;
+  uint64_t version = 0;    // aggregate_version
+  uint64_t caused_by = 0;  // 0 when the event has none
+  Record record;
+};
+// Parses a stored event. kInternal when it is not JSON or a member is missing or mistyped.
+Result<LoggedEvent> parse_logged_event(std::string_view event_json);
+
+// Every index entry (key -> value) a record contributes while live, none once it is deleted: all
+// projection keys of a record except its own, its history, and the counters.
+std::map<std::string, std::string> entries_of(const Record& record, uint64_t create_seq);
+// List and filter entries are counted: each such key ends in the record's create_seq (8 bytes),
+// and a counter (keys::count_of_prefix of the rest of the key) holds the number of entries under
+// that prefix.
+bool counted(std::string_view entry_key);
 
 // Lookups for decide, over the writer's Tx (pending writes of the batch included).
 class TxLookups final : public Lookups {

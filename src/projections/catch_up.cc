@@ -1,5 +1,14 @@
 #include "projections/catch_up.h"
 
+#include <rocksdb/sst_file_writer.h>
+
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "projections/apply.h"
 #include "projections/keys.h"
 #include "store/writer.h"
@@ -7,13 +16,105 @@
 namespace gw {
 
 namespace {
+
 constexpr size_t kEventsPerBatch = 1024;
+constexpr uint64_t kTableFileBytes = 256 << 20;
+
+Error io_error(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
+
+// Writes the sorted `stream` to table files of about kTableFileBytes each, named
+// `<prefix><n>.sst`; returns their paths (none for an empty stream).
+Result<std::vector<std::string>> write_tables(Store& store, const std::string& prefix,
+                                              const LogFold::Stream& stream) {
+  auto* cf = store.cf(Cf::kProjections);
+  const rocksdb::Options options = store.db()->GetOptions(cf);
+  std::vector<std::string> files;
+  std::unique_ptr<rocksdb::SstFileWriter> table;
+  std::string key;
+  std::string value;
+  while (stream(&key, &value)) {
+    if (table && table->FileSize() >= kTableFileBytes) {
+      if (auto s = table->Finish(); !s.ok()) return io_error(s);
+      table.reset();
+    }
+    if (!table) {
+      files.push_back(prefix + std::to_string(files.size() + 1) + ".sst");
+      table = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), options, cf);
+      if (auto s = table->Open(files.back()); !s.ok()) return io_error(s);
+    }
+    if (auto s = table->Put(key, value); !s.ok()) return io_error(s);
+  }
+  if (table) {
+    if (auto s = table->Finish(); !s.ok()) return io_error(s);
+  }
+  return files;
+}
+
+// Writes each part of the fold's projections on its own thread, then ingests all the files in
+// one step (they cover disjoint key ranges).
+Result<bool> ingest(Store& store, const LogFold& fold, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!std::filesystem::create_directories(dir, ec)) {
+    return make_error(Code::kUnavailable, "cannot create " + dir + ": " + ec.message());
+  }
+  std::vector<std::future<Result<std::vector<std::string>>>> parts;
+  for (auto& part : fold.projections()) {
+    const std::string prefix = dir + "/part" + std::to_string(parts.size() + 1) + "-";
+    parts.push_back(std::async(std::launch::async, [&store, prefix, part = std::move(part)] {
+      return write_tables(store, prefix, part);
+    }));
+  }
+  std::vector<std::string> files;
+  std::optional<Error> failed;
+  for (auto& part : parts) {
+    auto written = part.get();
+    if (!written.ok()) {
+      failed = std::move(written.error());
+      continue;
+    }
+    files.insert(files.end(), written.value().begin(), written.value().end());
+  }
+  if (failed) return std::move(*failed);
+  if (files.empty()) return true;
+  rocksdb::IngestExternalFileOptions options;
+  options.move_files = true;
+  options.write_global_seqno = false;
+  auto s = store.db()->IngestExternalFile(store.cf(Cf::kProjections), files, options);
+  if (!s.ok()) return io_error(s);
+  return true;
+}
+
+}  // namespace
+
+Result<bool> rebuild_projections(Store& store, LogFold& fold) {
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  ro.readahead_size = 4 << 20;
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator(ro, store.cf(Cf::kEvents)));
+  it->SeekToLast();
+  if (it->Valid() && it->key().size() == 8) {
+    fold.reserve(decode_u64(std::string_view(it->key().data(), 8)));
+  }
+  it->SeekToFirst();
+  if (auto r = fold_events(*it, UINT64_MAX, fold); !r.ok()) return r;
+  const std::string dir = store.dir() + "/rebuild.tmp";
+  auto r = ingest(store, fold, dir);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return r;
 }
 
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {
   auto checkpoint = store.get(Cf::kProjections, keys::checkpoint());
   if (!checkpoint.ok()) return std::move(checkpoint.error());
-  uint64_t after = checkpoint.value() ? decode_u64(*checkpoint.value()) : 0;
+  if (!checkpoint.value()) {
+    LogFold fold;
+    auto r = rebuild_projections(store, fold);
+    if (!r.ok()) return std::move(r.error());
+    return fold.events();
+  }
+  uint64_t after = decode_u64(*checkpoint.value());
   uint64_t applied = 0;
   auto it = store.iterate(Cf::kEvents);
   it->Seek(encode_u64(after + 1));

@@ -8,11 +8,20 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "projections/log_fold.h"
 #include "store/store.h"
 
 namespace gw {
 
-// Returns the number of events applied.
+// Returns the number of events applied. With no checkpoint (empty projections) this is
+// rebuild_projections; otherwise the events past the checkpoint are applied one by one.
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids);
+
+// Replays the whole log into the projections column family, which must be empty (a new data dir,
+// or right after Store::reset_projections): folds every event into `fold`, writes the projections
+// it implies to sorted table files under <data-dir>/rebuild.tmp and ingests them in one atomic
+// step, so the read model is either complete or still empty. kInternal for a malformed event,
+// kUnavailable on an I/O error.
+Result<bool> rebuild_projections(Store& store, LogFold& fold);
 
 }  // namespace gw

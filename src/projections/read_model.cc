@@ -16,15 +16,18 @@ Error io_error(const rocksdb::Status& s) { return make_error(Code::kUnavailable,
 
 bool ReadModel::filterable(Kind kind, std::string_view field) {
   switch (kind) {
-    case Kind::kProfile: return field == "hostname";
-    case Kind::kDomain: return field == "hostname" || field == "status" || field == "workload_id";
-    case Kind::kWebhook: return field == "status" || field == "workload_id";
+    case Kind::kProfile:
+      return field == "hostname";
+    case Kind::kDomain:
+      return field == "hostname" || field == "status" || field == "workload_id";
+    case Kind::kWebhook:
+      return field == "status" || field == "workload_id";
   }
   return false;
 }
 
 Result<std::optional<ReadModel::Found>> ReadModel::get(Kind kind, std::string_view team,
-                                                        std::string_view id) const {
+                                                       std::string_view id) const {
   if (kind_of_id(id) != kind) return std::optional<Found>();
   auto raw = store_.get(Cf::kProjections, keys::record(id));
   if (!raw.ok()) return std::move(raw.error());
@@ -39,8 +42,8 @@ Result<std::optional<ReadModel::Found>> ReadModel::get(Kind kind, std::string_vi
 }
 
 Result<std::optional<ReadModel::Found>> ReadModel::get_as_of(Kind kind, std::string_view team,
-                                                              std::string_view id,
-                                                              uint64_t as_of) const {
+                                                             std::string_view id,
+                                                             uint64_t as_of) const {
   using Maybe = std::optional<Found>;
   if (kind_of_id(id) != kind) return Maybe();
   Snapshot snap(store_);
@@ -153,8 +156,7 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   return out;
 }
 
-Result<std::optional<std::vector<std::string>>> ReadModel::history(Kind kind,
-                                                                   std::string_view team,
+Result<std::optional<std::vector<std::string>>> ReadModel::history(Kind kind, std::string_view team,
                                                                    std::string_view id) const {
   using History = std::optional<std::vector<std::string>>;
   if (kind_of_id(id) != kind) return History();

@@ -1,0 +1,110 @@
+#include "admin/backup.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "admin/read_only.h"
+#include "store/store.h"
+
+namespace gw::admin {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kBatchBytes = 8 << 20;
+
+Error io_error(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
+
+// Copies one column family; returns the number of keys.
+Result<uint64_t> copy_cf(const Store& from, Store& to, Cf cf) {
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = true;  // made durable by the flush at the end
+  rocksdb::WriteBatch batch;
+  uint64_t keys = 0;
+  auto it = from.iterate(cf);
+  for (it->SeekToFirst(); it->Valid(); it->Next(), ++keys) {
+    batch.Put(to.cf(cf), it->key(), it->value());
+    if (batch.GetDataSize() >= kBatchBytes) {
+      if (auto s = to.db()->Write(wo, &batch); !s.ok()) return io_error(s);
+      batch.Clear();
+    }
+  }
+  if (!it->status().ok()) return io_error(it->status());
+  if (auto s = to.db()->Write(wo, &batch); !s.ok()) return io_error(s);
+  return keys;
+}
+
+bool fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+Result<BackupReport> copy_database(const std::string& data_dir, const std::string& out_dir) {
+  auto source = ReadOnlyStore::open(data_dir);
+  if (!source.ok()) return std::move(source.error());
+  const Store& from = source.value()->store();
+  auto target = Store::open(out_dir);
+  if (!target.ok()) {
+    return make_error(Code::kUnavailable,
+                      "cannot create a database in " + out_dir + ": " + target.error().detail);
+  }
+  Store& to = *target.value();
+  BackupReport report;
+  for (auto [cf, count] :
+       {std::pair{Cf::kEvents, &report.events}, std::pair{Cf::kProjections, &report.projections},
+        std::pair{Cf::kMeta, &report.meta}}) {
+    auto copied = copy_cf(from, to, cf);
+    if (!copied.ok()) return std::move(copied.error());
+    *count = copied.value();
+  }
+  auto last = from.iterate(Cf::kEvents);
+  last->SeekToLast();
+  if (last->Valid() && last->key().size() == 8) {
+    report.last_seq = decode_u64(std::string_view(last->key().data(), 8));
+  }
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  auto s = to.db()->Flush(flush, {to.cf(Cf::kMeta), to.cf(Cf::kEvents), to.cf(Cf::kProjections)});
+  if (!s.ok()) return io_error(s);
+  if (s = to.db()->SyncWAL(); !s.ok()) return io_error(s);
+  target.value().reset();  // closes the copy
+  if (!fsync_dir(out_dir)) return make_error(Code::kUnavailable, "cannot sync " + out_dir);
+  return report;
+}
+
+}  // namespace
+
+Result<BackupReport> backup(const std::string& data_dir, const std::string& out_dir) {
+  std::error_code ec;
+  const bool existed = fs::exists(out_dir, ec);
+  if (existed && (!fs::is_directory(out_dir, ec) || !fs::is_empty(out_dir, ec))) {
+    return make_error(Code::kPreconditionFailed,
+                      out_dir + " exists and is not an empty directory; back up into a new one");
+  }
+  if (!existed && !fs::create_directories(out_dir, ec)) {
+    return make_error(Code::kUnavailable, "cannot create " + out_dir + ": " + ec.message());
+  }
+  auto report = copy_database(data_dir, out_dir);
+  if (!report.ok()) {
+    // Everything in out_dir is ours: it was empty or missing.
+    for (const auto& entry : fs::directory_iterator(out_dir, ec)) fs::remove_all(entry.path(), ec);
+    if (!existed) fs::remove(out_dir, ec);
+    return report;
+  }
+  fs::path path = fs::absolute(out_dir, ec).lexically_normal();
+  if (path.filename().empty()) path = path.parent_path();  // "dir/" names dir
+  const fs::path parent = path.parent_path();
+  if (!existed && !fsync_dir(parent.string())) {
+    return make_error(Code::kUnavailable, "cannot sync " + parent.string());
+  }
+  return report;
+}
+
+}  // namespace gw::admin

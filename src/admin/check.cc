@@ -1,0 +1,142 @@
+#include "admin/check.h"
+
+#include <functional>
+
+#include "core/hex.h"
+#include "projections/keys.h"
+#include "projections/log_fold.h"
+#include "store/writer.h"
+
+namespace gw::admin {
+
+namespace {
+
+constexpr std::string_view kPrevHashMember = ",\"prev_hash\":\"";
+constexpr std::string_view kHashMember = "\",\"hash\":\"";
+constexpr size_t kHashHex = 64;
+// The stored event ends with ,"prev_hash":"<64 hex>","hash":"<64 hex>"}
+constexpr size_t kTrailer = kPrevHashMember.size() + kHashHex + kHashMember.size() + kHashHex + 2;
+
+std::string escaped(std::string_view bytes, size_t limit) {
+  static const char kHexDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes.substr(0, limit)) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += "\\x";
+      out.push_back(kHexDigits[c >> 4]);
+      out.push_back(kHexDigits[c & 0xf]);
+    }
+  }
+  if (bytes.size() > limit) out += "...";
+  return out;
+}
+
+// Follows the hash chain event by event; the first break becomes the error.
+class ChainCheck {
+ public:
+  Result<bool> operator()(uint64_t seq, std::string_view stored) {
+    auto fail = [seq](const std::string& why) {
+      return make_error(Code::kInternal, "event " + std::to_string(seq) + ": " + why);
+    };
+    if (seq != expected_) {
+      return make_error(Code::kInternal, "event " + std::to_string(expected_) +
+                                             " is missing (the log goes on with event " +
+                                             std::to_string(seq) + ")");
+    }
+    const std::string head = "{\"seq\":" + std::to_string(seq) + ",";
+    if (stored.size() < head.size() + kTrailer || !stored.starts_with(head) ||
+        !stored.ends_with("\"}")) {
+      return fail("the stored event is malformed");
+    }
+    const std::string_view trailer = stored.substr(stored.size() - kTrailer);
+    const std::string_view prev_hash = trailer.substr(kPrevHashMember.size(), kHashHex);
+    const std::string_view hash = trailer.substr(kTrailer - 2 - kHashHex, kHashHex);
+    if (!trailer.starts_with(kPrevHashMember) ||
+        trailer.substr(kPrevHashMember.size() + kHashHex, kHashMember.size()) != kHashMember) {
+      return fail("the stored event does not end with prev_hash and hash");
+    }
+    if (prev_hash != prev_hash_) {
+      return fail("prev_hash is not the hash of event " + std::to_string(seq - 1));
+    }
+    std::string canonical(stored.substr(0, stored.size() - kTrailer));
+    canonical.push_back('}');
+    if (sha256_hex(prev_hash_ + canonical) != hash) return fail("hash does not match its content");
+    prev_hash_ = std::string(hash);
+    ++expected_;
+    return true;
+  }
+
+ private:
+  uint64_t expected_ = 1;
+  std::string prev_hash_ = kGenesisHash;
+};
+
+// The first difference between the stored projections and the replay's, or "".
+Result<std::string> compare_projections(const Store& store, const LogFold& fold,
+                                        uint64_t* compared) {
+  auto it = store.iterate(Cf::kProjections);
+  it->SeekToFirst();
+  auto replay = concatenated(fold.projections());
+  std::string key;
+  std::string value;
+  bool more = replay(&key, &value);
+  for (; it->Valid() || more; ++*compared) {
+    const std::string_view stored_key(it->Valid() ? it->key().data() : nullptr,
+                                      it->Valid() ? it->key().size() : 0);
+    if (!more || (it->Valid() && stored_key < key)) {
+      return "projections: " + describe_key(stored_key) +
+             " is in the read model but not in a fresh replay of the log";
+    }
+    if (!it->Valid() || key < stored_key) {
+      return "projections: " + describe_key(key) +
+             " of a fresh replay is missing from the read model";
+    }
+    const std::string_view stored_value(it->value().data(), it->value().size());
+    if (stored_value != value) {
+      return "projections: " + describe_key(key) + " differs: the read model has \"" +
+             escaped(stored_value, 200) + "\", a fresh replay has \"" + escaped(value, 200) + "\"";
+    }
+    it->Next();
+    more = replay(&key, &value);
+  }
+  if (!it->status().ok()) return make_error(Code::kUnavailable, it->status().ToString());
+  return std::string();
+}
+
+}  // namespace
+
+std::string describe_key(std::string_view key) {
+  std::string out;
+  // List, filter, history, tenant-feed and request keys end in an 8-byte big-endian number.
+  const bool numbered = !key.empty() &&
+                        std::string_view("lfhtq").find(key[0]) != std::string_view::npos &&
+                        key.size() >= 10 && key[key.size() - 9] == '\0';
+  std::string_view text = numbered ? key.substr(0, key.size() - 9) : key;
+  for (char c : text) out += c == '\0' ? std::string("/") : escaped(std::string_view(&c, 1), 1);
+  if (numbered) out += "/" + std::to_string(decode_u64(key.substr(key.size() - 8)));
+  return out;
+}
+
+Result<CheckReport> check_store(const Store& store) {
+  CheckReport report;
+  LogFold fold;
+  ChainCheck chain;
+  auto it = store.iterate(Cf::kEvents);
+  it->SeekToFirst();
+  auto folded = fold_events(*it, UINT64_MAX, fold, std::ref(chain));
+  report.events = fold.events();
+  if (!folded.ok()) {
+    if (folded.error().code == Code::kUnavailable) return std::move(folded.error());
+    report.failure = folded.error().detail;
+    return report;
+  }
+  auto diff = compare_projections(store, fold, &report.projection_keys);
+  if (!diff.ok()) return std::move(diff.error());
+  report.failure = diff.value();
+  report.records = count_records(fold);
+  return report;
+}
+
+}  // namespace gw::admin

@@ -1,0 +1,40 @@
+// `gatewayctl check`: is the data dir's history intact, and does its read model follow from it?
+//  - the hash chain: sequence numbers run 1, 2, 3, ... without gaps; each event's `prev_hash` is
+//    the previous event's `hash` (64 zeros for the first); each `hash` is
+//    hex(SHA-256(prev_hash || canonical)), canonical being the stored bytes up to the appended
+//    `,"prev_hash":...` plus `}` (see encode_event in store/writer.h): recomputed from the bytes
+//    as stored, never from a re-serialization;
+//  - the projections column family equals, key for key and byte for byte, what a fresh replay of
+//    the log writes (projections/log_fold.h), computed in memory.
+// `store` must not change during the call: a ReadOnlyStore's (whose view is fixed at its open,
+// also while gatewayd runs) or one no writer is running on. Safe to call from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "admin/counts.h"
+#include "core/error.h"
+#include "store/store.h"
+
+namespace gw::admin {
+
+struct CheckReport {
+  // Empty when everything holds; otherwise the first problem found, naming the first bad event's
+  // sequence number for the chain ("event 7: hash does not match its content") or the first
+  // differing key for the projections.
+  std::string failure;
+  uint64_t events = 0;
+  uint64_t projection_keys = 0;  // keys compared
+  RecordCounts records;
+};
+
+// kUnavailable on an I/O error; a damaged log or read model is a report with `failure` set.
+Result<CheckReport> check_store(const Store& store);
+
+// A projection key for people: components joined by '/', a trailing 8-byte number in decimal,
+// other bytes outside printable ASCII as \xNN. E.g. "h/dom_01J.../3".
+std::string describe_key(std::string_view key);
+
+}  // namespace gw::admin

@@ -1,0 +1,23 @@
+// Record counts of a folded log, for the summaries the admin commands print. Pure; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "projections/log_fold.h"
+
+namespace gw::admin {
+
+struct RecordCounts {
+  uint64_t profiles = 0;  // live records of each kind
+  uint64_t domains = 0;
+  uint64_t webhooks = 0;
+  uint64_t deleted = 0;  // deleted records of all kinds
+};
+
+RecordCounts count_records(const LogFold& fold);
+
+// "live gateway_security_profile=3 domain=2 webhook=1 deleted=1"
+std::string describe(const RecordCounts& counts);
+
+}  // namespace gw::admin

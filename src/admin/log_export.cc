@@ -1,0 +1,63 @@
+#include "admin/log_export.h"
+
+#include <string>
+
+#include "projections/log_fold.h"
+
+namespace gw::admin {
+
+namespace {
+
+Error io_error(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
+
+Result<uint64_t> last_seq(const Store& store) {
+  auto it = store.iterate(Cf::kEvents);
+  it->SeekToLast();
+  if (!it->status().ok()) return io_error(it->status());
+  if (!it->Valid()) return uint64_t{0};
+  if (it->key().size() != 8) return make_error(Code::kInternal, "an event key is malformed");
+  return decode_u64(std::string_view(it->key().data(), 8));
+}
+
+}  // namespace
+
+Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& out) {
+  auto it = store.iterate(Cf::kEvents);
+  uint64_t written = 0;
+  for (it->Seek(encode_u64(after + 1)); it->Valid(); it->Next()) {
+    out.write(it->value().data(), static_cast<std::streamsize>(it->value().size()));
+    out.put('\n');
+    ++written;
+  }
+  if (!it->status().ok()) return io_error(it->status());
+  out.flush();
+  if (!out) return make_error(Code::kUnavailable, "cannot write the events");
+  return written;
+}
+
+Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostream& out) {
+  auto last = last_seq(store);
+  if (!last.ok()) return std::move(last.error());
+  if (until_seq > last.value()) {
+    return make_error(Code::kValidationFailed,
+                      "--until-seq " + std::to_string(until_seq) +
+                          " is past the end of the log (its last event is " +
+                          std::to_string(last.value()) + ")");
+  }
+  LogFold fold;
+  auto it = store.iterate(Cf::kEvents);
+  it->SeekToFirst();
+  if (auto r = fold_events(*it, until_seq, fold); !r.ok()) return std::move(r.error());
+  out << "{\"until_seq\":" << until_seq << ",\"records\":[";
+  uint64_t records = 0;
+  for (const auto& a : fold.aggregates()) {
+    if (meta_of(a.record).deleted_at != 0) continue;
+    out << (records++ == 0 ? "\n" : ",\n") << to_json(a.record);
+  }
+  out << "\n]}\n";
+  out.flush();
+  if (!out) return make_error(Code::kUnavailable, "cannot write the records");
+  return records;
+}
+
+}  // namespace gw::admin

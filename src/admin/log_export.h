@@ -1,0 +1,30 @@
+// Reading the event log out of a data dir: the raw events, and every record as of an event.
+// `store` must not change during a call: a ReadOnlyStore's (whose view is fixed at its open, also
+// while gatewayd runs) or one no writer is running on. Safe to call from any thread; `out` is the
+// caller's.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+
+#include "core/error.h"
+#include "store/store.h"
+
+namespace gw::admin {
+
+// Writes every event with sequence number > `after` as NDJSON: exactly the stored bytes of each,
+// one per line, in sequence order. Returns the number written; kUnavailable on an I/O error.
+Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& out);
+
+// Writes every record live right after event `until_seq` (0 = before the first event), each
+// exactly as GET would show it (older schema versions upcast), ordered by the sequence number of
+// its create event, as
+//   {"until_seq":N,"records":[
+//   {...},
+//   {...}
+//   ]}
+// Returns the number of records. kValidationFailed when `until_seq` is past the last event;
+// kInternal (naming the event) for a malformed event; kUnavailable on an I/O error.
+Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostream& out);
+
+}  // namespace gw::admin

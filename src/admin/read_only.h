@@ -1,0 +1,37 @@
+// Opening a data dir for reading while gatewayd may be running on it. The database is opened as
+// a RocksDB secondary instance (Store::open_secondary): it reads the table files, the MANIFEST and
+// the write-ahead logs as they are at the open, takes no LOCK and never writes to the data dir,
+// so everything gatewayd acknowledged (synced to its log) before the open is visible. The view
+// never moves on (TryCatchUpWithPrimary is not called), so all reads agree with each other;
+// RocksDB offers no snapshots on a secondary, and none are needed. RocksDB's own log of the
+// secondary goes to a private directory under $TMPDIR (default /tmp), removed again on close.
+// A ReadOnlyStore is used like a Store: safe for concurrent reads.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "store/store.h"
+
+namespace gw::admin {
+
+class ReadOnlyStore {
+ public:
+  // kUnavailable (with a message naming `data_dir`) if there is no database there or it cannot be
+  // read.
+  static Result<std::unique_ptr<ReadOnlyStore>> open(const std::string& data_dir);
+  ~ReadOnlyStore();  // closes the database, then removes the scratch directory
+
+  ReadOnlyStore(const ReadOnlyStore&) = delete;
+  ReadOnlyStore& operator=(const ReadOnlyStore&) = delete;
+
+  const Store& store() const { return *store_; }
+
+ private:
+  ReadOnlyStore() = default;
+  std::string scratch_dir_;
+  std::unique_ptr<Store> store_;
+};
+
+}  // namespace gw::admin

@@ -1,0 +1,36 @@
+#include "admin/rebuild.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "projections/catch_up.h"
+#include "store/store.h"
+
+namespace gw::admin {
+
+Result<RebuildReport> rebuild(const std::string& data_dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(data_dir + "/CURRENT", ec)) {
+    return make_error(Code::kUnavailable, data_dir + " holds no gatewayd database");
+  }
+  auto store = Store::open(data_dir);
+  if (!store.ok()) {
+    const std::string& why = store.error().detail;
+    const bool locked =
+        why.find("lock") != std::string::npos || why.find("LOCK") != std::string::npos;
+    return make_error(Code::kUnavailable,
+                      "cannot open " + data_dir + " for writing" +
+                          (locked ? " (it is in use: stop gatewayd first)" : "") + ": " + why);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (auto r = store.value()->reset_projections(); !r.ok()) return std::move(r.error());
+  LogFold fold;
+  if (auto r = rebuild_projections(*store.value(), fold); !r.ok()) return std::move(r.error());
+  RebuildReport report;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.events = fold.events();
+  report.records = count_records(fold);
+  return report;
+}
+
+}  // namespace gw::admin

@@ -1,0 +1,27 @@
+// `gatewayctl rebuild`: drops the read model of a data dir and replays the whole log into it
+// (Store::reset_projections, then rebuild_projections: one fold of the log in memory, written as
+// sorted table files and ingested at once). The server must be stopped: the data dir is opened
+// for writing, which RocksDB's LOCK refuses while gatewayd holds it.
+// Safe to call from any thread; not concurrently on one data dir.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "admin/counts.h"
+#include "core/error.h"
+
+namespace gw::admin {
+
+struct RebuildReport {
+  uint64_t events = 0;  // events replayed
+  RecordCounts records;
+  double seconds = 0;  // dropping, replaying and writing the projections
+};
+
+// kUnavailable when the data dir cannot be opened for writing (the message says so when gatewayd,
+// or another process, holds it) or on an I/O error; kInternal (naming the event) for a malformed
+// event, in which case the projections are left empty and gatewayd will replay again at start.
+Result<RebuildReport> rebuild(const std::string& data_dir);
+
+}  // namespace gw::admin

@@ -1,0 +1,303 @@
+// The admin commands' library on a real RocksDB, starting from the schema-1 fixture log
+// (tests/fixtures/schema_v1/events.ndjson): it replays with scope subtree; check finds a broken
+// hash chain and a read model that differs from a fresh replay; replay and events read the log
+// back; rebuild refuses a data dir in use; backup copies every column family.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "admin/backup.h"
+#include "admin/check.h"
+#include "admin/log_export.h"
+#include "admin/read_only.h"
+#include "admin/rebuild.h"
+#include "core/hex.h"
+#include "projections/keys.h"
+#include "projections/read_model.h"
+#include "store/store_test_util.h"
+#include "support/event_log.h"
+#include "support/json.h"
+
+namespace gw::admin {
+namespace {
+
+using testing::parse_json;
+using testing::str;
+
+constexpr char kDomainA[] = "dom_01HQ3Z8K2M4N6P8R0T2V4X6Y8Z";  // team_a, verified at event 3
+constexpr char kDomainB[] = "dom_01HQ3Z9A1B2C3D4E5F6G7H8J9K";  // team_b, created at event 7
+constexpr char kProfile[] = "gsp_01HQ3Z8M5Q7S9V1X3Z5B7D9F1H";  // team_a, event 4
+constexpr char kWebhook[] = "whk_01HQ3Z8P6R8T0W2Y4A6C8E0G2J";  // team_b, events 5 and 6 (deleted)
+
+std::string fixture_file() { return testing::fixture_path("schema_v1/events.ndjson"); }
+
+std::vector<std::string> fixture_lines() {
+  std::ifstream in(fixture_file());
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A data dir seeded with the fixture log and rebuilt.
+struct FixtureDir {
+  FixtureDir() {
+    REQUIRE(testing::load_event_log(dir.path(), fixture_file()) == 7);
+    auto r = rebuild(dir.path());
+    REQUIRE(r.ok());
+    report = r.value();
+  }
+  std::string path() const { return dir.path(); }
+  testing::ScratchDir dir;
+  RebuildReport report;
+};
+
+std::unique_ptr<ReadOnlyStore> open_read_only(const std::string& path) {
+  auto s = ReadOnlyStore::open(path);
+  REQUIRE(s.ok());
+  return std::move(s.value());
+}
+
+std::unique_ptr<Store> open_store(const std::string& path) {
+  auto s = Store::open(path);
+  REQUIRE(s.ok());
+  return std::move(s.value());
+}
+
+std::string check_failure(const std::string& path) {
+  auto ro = open_read_only(path);
+  auto report = check_store(ro->store());
+  REQUIRE(report.ok());
+  return report.value().failure;
+}
+
+// Edits the stored event `seq` of a closed data dir.
+void edit_event(const std::string& path, uint64_t seq,
+                const std::function<std::string(std::string)>& edit) {
+  auto store = open_store(path);
+  auto event = store->get(Cf::kEvents, encode_u64(seq));
+  REQUIRE(event.ok());
+  REQUIRE(event.value().has_value());
+  auto s = store->db()->Put(rocksdb::WriteOptions(), store->cf(Cf::kEvents), encode_u64(seq),
+                            edit(*event.value()));
+  REQUIRE(s.ok());
+}
+
+// The record JSON the read model holds for `id`, exactly as GET sends it.
+std::string stored_record(const std::string& path, Kind kind, const std::string& team,
+                          const std::string& id) {
+  auto store = open_store(path);
+  auto found = ReadModel(*store).get(kind, team, id);
+  REQUIRE(found.ok());
+  REQUIRE(found.value().has_value());
+  return found.value()->json;
+}
+
+TEST_CASE("a schema-1 log replays its domains with scope subtree") {
+  FixtureDir fx;
+  CHECK(fx.report.events == 7);
+  CHECK(fx.report.records.domains == 2);
+  CHECK(fx.report.records.profiles == 1);
+  CHECK(fx.report.records.webhooks == 0);
+  CHECK(fx.report.records.deleted == 1);
+  auto a = parse_json(stored_record(fx.path(), Kind::kDomain, "team_a", kDomainA));
+  CHECK(str(a, "scope") == "subtree");
+  CHECK(str(a, "status") == "verified");
+  auto b = parse_json(stored_record(fx.path(), Kind::kDomain, "team_b", kDomainB));
+  CHECK(str(b, "scope") == "subtree");  // a deeper name, yet created before scope existed
+  CHECK(str(b, "status") == "pending");
+  auto store = open_store(fx.path());
+  CHECK_FALSE(ReadModel(*store).get(Kind::kWebhook, "team_b", kWebhook).value().has_value());
+}
+
+TEST_CASE("check passes on an intact log and read model") {
+  FixtureDir fx;
+  auto ro = open_read_only(fx.path());
+  auto report = check_store(ro->store());
+  REQUIRE(report.ok());
+  CHECK(report.value().failure == "");
+  CHECK(report.value().events == 7);
+  CHECK(report.value().projection_keys > 7);
+  CHECK(describe(report.value().records) ==
+        "live gateway_security_profile=1 domain=2 webhook=0 deleted=1");
+}
+
+TEST_CASE("check names the first event whose stored bytes were changed") {
+  FixtureDir fx;
+  edit_event(fx.path(), 4, [](std::string e) {
+    e.replace(e.find("www.shop"), 8, "www.shap");
+    return e;
+  });
+  CHECK(check_failure(fx.path()) == "event 4: hash does not match its content");
+}
+
+TEST_CASE("check names the event after one that was re-hashed, and a missing event") {
+  FixtureDir fx;
+  SUBCASE("re-hashed") {
+    // Event 5 is changed and given a hash that fits its new content: the break shows at event 6.
+    edit_event(fx.path(), 5, [](std::string e) {
+      e.replace(e.find("hook-17"), 7, "hook-18");
+      const size_t trailer = e.find(",\"prev_hash\":\"");
+      const std::string prev = e.substr(trailer + 14, 64);
+      const std::string canonical = e.substr(0, trailer) + "}";
+      return canonical.substr(0, canonical.size() - 1) + ",\"prev_hash\":\"" + prev +
+             "\",\"hash\":\"" + sha256_hex(prev + canonical) + "\"}";
+    });
+    CHECK(check_failure(fx.path()) == "event 6: prev_hash is not the hash of event 5");
+  }
+  SUBCASE("missing") {
+    auto store = open_store(fx.path());
+    REQUIRE(
+        store->db()->Delete(rocksdb::WriteOptions(), store->cf(Cf::kEvents), encode_u64(3)).ok());
+    store.reset();
+    CHECK(check_failure(fx.path()) == "event 3 is missing (the log goes on with event 4)");
+  }
+}
+
+TEST_CASE("check names the first projection key that differs from a fresh replay") {
+  FixtureDir fx;
+  auto store = open_store(fx.path());
+  auto* cf = store->cf(Cf::kProjections);
+  std::string expected;
+  SUBCASE("changed value") {
+    auto value = store->get(Cf::kProjections, keys::record(kProfile)).value().value();
+    value.replace(value.find("monitor"), 7, "block  ");
+    REQUIRE(store->db()->Put(rocksdb::WriteOptions(), cf, keys::record(kProfile), value).ok());
+    expected = "projections: r/" + std::string(kProfile) + " differs: the read model has";
+  }
+  SUBCASE("missing key") {
+    const std::string key = keys::list_prefix("team_b", Kind::kDomain) + encode_u64(7);
+    REQUIRE(store->db()->Delete(rocksdb::WriteOptions(), cf, key).ok());
+    expected = "projections: l/team_b/2/7 of a fresh replay is missing from the read model";
+  }
+  SUBCASE("extra key") {
+    REQUIRE(store->db()
+                ->Put(rocksdb::WriteOptions(), cf, keys::profile_hostname("x.example"), "id")
+                .ok());
+    expected = "projections: p/x.example is in the read model but not in a fresh replay of the log";
+  }
+  store.reset();
+  CHECK(check_failure(fx.path()).starts_with(expected));
+}
+
+TEST_CASE("replay lists the records live after an event, upcast, in creation order") {
+  FixtureDir fx;
+  auto ro = open_read_only(fx.path());
+  auto ids_at = [&](uint64_t until) {
+    std::ostringstream out;
+    auto n = write_replay(ro->store(), until, out);
+    REQUIRE(n.ok());
+    auto doc = parse_json(out.str());
+    REQUIRE(doc.IsObject());
+    CHECK(testing::num(doc, "until_seq") == static_cast<int64_t>(until));
+    std::vector<std::string> ids;
+    for (const auto* r : testing::items(testing::field(doc, "records"))) {
+      if (r->HasMember("domain_id")) {
+        CHECK(str(*r, "scope") == "subtree");
+        ids.push_back(str(*r, "domain_id"));
+      } else {
+        ids.push_back(r->HasMember("profile_id") ? str(*r, "profile_id") : str(*r, "webhook_id"));
+      }
+    }
+    CHECK(n.value() == ids.size());
+    return ids;
+  };
+  using Ids = std::vector<std::string>;
+  CHECK(ids_at(0) == Ids{});
+  CHECK(ids_at(1) == Ids{kDomainA});
+  CHECK(ids_at(5) == Ids{kDomainA, kProfile, kWebhook});
+  CHECK(ids_at(6) == Ids{kDomainA, kProfile});
+  CHECK(ids_at(7) == Ids{kDomainA, kProfile, kDomainB});
+
+  // Each record exactly as GET shows it: the last one's state is the read model's.
+  std::ostringstream out;
+  REQUIRE(write_replay(ro->store(), 7, out).ok());
+  const std::string expected_a = stored_record(fx.path(), Kind::kDomain, "team_a", kDomainA);
+  CHECK(out.str().find("\n" + expected_a + ",\n") != std::string::npos);
+  std::ostringstream pending;
+  REQUIRE(write_replay(ro->store(), 2, pending).ok());
+  CHECK(str(parse_json(pending.str())["records"][0], "status") == "pending");
+
+  std::ostringstream past;
+  auto beyond = write_replay(ro->store(), 8, past);
+  REQUIRE_FALSE(beyond.ok());
+  CHECK(beyond.error().code == Code::kValidationFailed);
+  CHECK(beyond.error().detail == "--until-seq 8 is past the end of the log (its last event is 7)");
+}
+
+TEST_CASE("events writes the stored bytes of the events after a sequence number") {
+  FixtureDir fx;
+  auto ro = open_read_only(fx.path());
+  const auto lines = fixture_lines();
+  REQUIRE(lines.size() == 7);
+  std::ostringstream all;
+  CHECK(write_events(ro->store(), 0, all).value() == 7);
+  std::ostringstream tail;
+  CHECK(write_events(ro->store(), 5, tail).value() == 2);
+  CHECK(tail.str() == lines[5] + "\n" + lines[6] + "\n");
+  std::string file;
+  for (const auto& line : lines) file += line + "\n";
+  CHECK(all.str() == file);
+}
+
+TEST_CASE("rebuild refuses a data dir that is open for writing") {
+  FixtureDir fx;
+  auto store = open_store(fx.path());
+  auto r = rebuild(fx.path());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().detail.find("stop gatewayd first") != std::string::npos);
+  store.reset();
+  CHECK(rebuild(fx.path()).ok());
+  CHECK_FALSE(rebuild(fx.path() + "/nothing-here").ok());
+}
+
+TEST_CASE("backup copies every column family and refuses a non-empty directory") {
+  FixtureDir fx;
+  {
+    auto store = open_store(fx.path());
+    REQUIRE(store->put_meta("mirror-checkpoint", "5").ok());
+  }
+  testing::ScratchDir parent;
+  const std::string out = parent.path() + "/copy";
+  auto r = backup(fx.path(), out);
+  REQUIRE(r.ok());
+  CHECK(r.value().last_seq == 7);
+  CHECK(r.value().events == 7);
+  CHECK(r.value().meta == 1);
+  CHECK(check_failure(out) == "");
+  CHECK(stored_record(out, Kind::kDomain, "team_a", kDomainA) ==
+        stored_record(fx.path(), Kind::kDomain, "team_a", kDomainA));
+  CHECK(open_store(out)->get(Cf::kMeta, "mirror-checkpoint").value() ==
+        std::optional<std::string>("5"));
+
+  auto again = backup(fx.path(), out);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == Code::kPreconditionFailed);
+  CHECK(check_failure(out) == "");  // untouched
+
+  // An empty directory is fine; a file in it is not.
+  const std::string empty = parent.path() + "/empty";
+  std::filesystem::create_directory(empty);
+  CHECK(backup(fx.path(), empty).ok());
+  const std::string used = parent.path() + "/used";
+  std::filesystem::create_directory(used);
+  std::ofstream(used + "/notes.txt") << "mine";
+  CHECK(backup(fx.path(), used).error().code == Code::kPreconditionFailed);
+  CHECK(std::filesystem::exists(used + "/notes.txt"));
+}
+
+TEST_CASE("projection keys are described readably") {
+  CHECK(describe_key(keys::record("dom_x")) == "r/dom_x");
+  CHECK(describe_key(keys::history_prefix("dom_x") + encode_u64(3)) == "h/dom_x/3");
+  CHECK(describe_key(keys::list_prefix("team_a", Kind::kWebhook) + encode_u64(258)) ==
+        "l/team_a/3/258");
+  CHECK(describe_key(keys::filter_prefix("t", Kind::kDomain, "status", "pending") +
+                     encode_u64(9)) == "f/t/2/status/pending/9");
+  CHECK(describe_key(keys::request_prefix() + encode_u64(12)) == "q/12");
+  CHECK(describe_key(keys::checkpoint()) == "m/checkpoint");
+  CHECK(describe_key(std::string("c\0t\x01", 4)) == "c/t\\x01");
+}
+
+}  // namespace
+}  // namespace gw::admin

@@ -1,0 +1,360 @@
+// gatewayctl's audit and recovery commands against a real gatewayd: events, rebuild, replay,
+// check (also on tampered copies of a data dir), backup while the server takes writes, and a
+// schema-1 log served with scope subtree.
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "integration/fixture.h"
+#include "store/store.h"
+#include "support/event_log.h"
+
+namespace gw::itest {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kGatewayd = GATEWAYD_PATH;
+constexpr const char* kGatewayctl = GATEWAYCTL_PATH;
+constexpr std::string_view kClosedDns = "GATEWAY_DNS_SERVERS=127.0.0.1:1";
+
+testing::CommandResult ctl(std::vector<std::string> args) {
+  args.insert(args.begin(), kGatewayctl);
+  return testing::run_command(args, {}, std::chrono::seconds(120));
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The global sequence number of the last event, from both teams' feeds (every event belongs to
+// one).
+int64_t last_seq(Api& a, Api& b) {
+  int64_t last = 0;
+  for (Api* api : {&a, &b}) {
+    Response r = api->get("/v1/events?after=0&limit=1000");
+    REQUIRE(r.status == 200);
+    last = std::max(last, num(json(r), "next_after"));
+  }
+  return last;
+}
+
+// Every live record of every kind as the API lists it, per team, re-serialized.
+std::vector<std::string> all_listed(Api& a, Api& b) {
+  std::vector<std::string> out;
+  for (Api* api : {&a, &b}) {
+    for (const Kind* kind : kKinds) {
+      Response r = api->get(std::string(kind->path) + "?per_page=100");
+      REQUIRE(r.status == 200);
+      const rapidjson::Document page = json(r);
+      for (const auto* item : items(field(page, "data"))) out.push_back(testing::to_json(*item));
+    }
+  }
+  return out;
+}
+
+// Creates, edits and deletes a few records of each kind for team `n`.
+std::vector<std::string> churn(Api& api, int n) {
+  std::vector<std::string> paths;
+  for (const Kind* kind : kKinds) {
+    for (int i = 0; i < 3; ++i) {
+      std::string id = create(api, *kind, n * 10 + i);
+      paths.push_back(item_path(*kind, id));
+    }
+    const std::string edited =
+        testing::json_with(kind->body(api.team(), n * 10), kind->edit_field, kind->edit_value);
+    CHECK(api.put(paths[paths.size() - 3], edited).status == 200);
+    CHECK(api.del(paths[paths.size() - 2]).status == 200);
+  }
+  return paths;
+}
+
+// The answers a client sees: each record (status, ETag, body), its history, and the lists.
+std::vector<std::string> answers(Api& api, const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& path : paths) {
+    Response r = api.get(path);
+    out.push_back(path + " " + std::to_string(r.status) + " " + r.header("ETag").value_or("") +
+                  " " + r.body);
+    out.push_back(api.get(path + "/history").body);
+  }
+  for (const Kind* kind : kKinds)
+    out.push_back(api.get(std::string(kind->path) + "?per_page=100").body);
+  return out;
+}
+
+// Copies a stopped server's data dir and edits one key of `cf` in the copy.
+void tamper(const std::string& from, const std::string& to, Cf cf, const std::string& key,
+            const std::function<void(std::string*)>& edit) {
+  fs::copy(from, to, fs::copy_options::recursive);
+  auto store = Store::open(to);
+  REQUIRE(store.ok());
+  auto value = store.value()->get(cf, key);
+  REQUIRE(value.ok());
+  REQUIRE(value.value().has_value());
+  std::string changed = *value.value();
+  edit(&changed);
+  REQUIRE(changed != *value.value());
+  REQUIRE(
+      store.value()->db()->Put(rocksdb::WriteOptions(), store.value()->cf(cf), key, changed).ok());
+}
+
+TEST_CASE("events prints the log as NDJSON, the same events /v1/events serves") {
+  Server server;
+  Api a(server, kTeamA);
+  Api b(server, kTeamB);
+  churn(a, 1);
+  churn(b, 2);
+  std::map<int64_t, std::string> served;
+  for (Api* api : {&a, &b}) {
+    Response r = api->get("/v1/events?limit=1000");
+    REQUIRE(r.status == 200);
+    const rapidjson::Document feed = json(r);
+    for (const auto* e : items(field(feed, "data"))) served[num(*e, "seq")] = testing::to_json(*e);
+  }
+  auto all = ctl({"events", "--data-dir", server.data_dir()});
+  INFO(all.err);
+  REQUIRE(all.status.success());
+  const auto lines = lines_of(all.out);
+  REQUIRE(lines.size() == served.size());
+  int64_t seq = 0;
+  for (const auto& line : lines) {
+    CHECK(num(testing::parse_json(line), "seq") == ++seq);
+    CHECK(line == served[seq]);
+  }
+  auto tail = ctl({"events", "--data-dir", server.data_dir(), "--after", std::to_string(seq - 2)});
+  REQUIRE(tail.status.success());
+  CHECK(lines_of(tail.out) == std::vector<std::string>{served[seq - 1], served[seq]});
+}
+
+TEST_CASE("rebuild replays the log into the same API answers, and only with the server stopped") {
+  Server server;
+  Api a(server, kTeamA);
+  Api b(server, kTeamB);
+  const auto paths_a = churn(a, 1);
+  const auto paths_b = churn(b, 2);
+  const auto before_a = answers(a, paths_a);
+  const auto before_b = answers(b, paths_b);
+
+  auto refused = ctl({"rebuild", "--data-dir", server.data_dir()});
+  CHECK(refused.status.code == 1);
+  CHECK(refused.err.find("stop gatewayd first") != std::string::npos);
+
+  REQUIRE(server.stop().success());
+  auto rebuilt = ctl({"rebuild", "--data-dir", server.data_dir()});
+  INFO(rebuilt.out, rebuilt.err);
+  REQUIRE(rebuilt.status.success());
+  CHECK(rebuilt.out.find("rebuild: 30 events replayed in ") != std::string::npos);
+  CHECK(rebuilt.out.find("events/s)") != std::string::npos);
+  CHECK(rebuilt.out.find("live gateway_security_profile=4 domain=4 webhook=4 deleted=6") !=
+        std::string::npos);
+  server.restart();
+  CHECK(answers(a, paths_a) == before_a);
+  CHECK(answers(b, paths_b) == before_b);
+  CHECK(ctl({"check", "--data-dir", server.data_dir()}).status.success());
+}
+
+TEST_CASE("replay --until-seq gives the records as the API showed them at that point") {
+  Server server;
+  Api a(server, kTeamA);
+  Api b(server, kTeamB);
+  std::vector<std::pair<int64_t, std::vector<std::string>>> seen;
+  seen.emplace_back(0, all_listed(a, b));
+  std::vector<std::string> paths;
+  for (int step = 0; step < 4; ++step) {
+    Api& api = step % 2 == 0 ? a : b;
+    for (const Kind* kind : kKinds) paths.push_back(item_path(*kind, create(api, *kind, step)));
+    if (step >= 2) {
+      const Kind& kind = *kKinds[step % 3];
+      CHECK(
+          api.put(paths[paths.size() - 3 + step % 3],
+                  testing::json_with(kind.body(api.team(), step), kind.edit_field, kind.edit_value))
+              .status == 200);
+      CHECK(api.del(paths[paths.size() - 9 + step % 3]).status == 200);  // this team's, 2 steps ago
+    }
+    seen.emplace_back(last_seq(a, b), all_listed(a, b));
+  }
+  testing::TempDir out_dir;
+  for (const auto& [seq, listed] : seen) {
+    CAPTURE(seq);
+    const std::string out = out_dir.file("replay-" + std::to_string(seq) + ".json");
+    auto r = ctl({"replay", "--data-dir", server.data_dir(), "--until-seq", std::to_string(seq),
+                  "--out", out});
+    INFO(r.err);
+    REQUIRE(r.status.success());
+    std::ifstream in(out);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto doc = testing::parse_json(text.str());
+    CHECK(num(doc, "until_seq") == seq);
+    // The API lists per team and kind, oldest first; the replay lists by creation across all.
+    std::vector<std::string> replayed;
+    for (std::string_view team : {kTeamA, kTeamB}) {
+      for (const Kind* kind : kKinds) {
+        for (const auto* rec : items(field(doc, "records"))) {
+          if (str(*rec, "team_id") == team && rec->HasMember(std::string(kind->id_field))) {
+            replayed.push_back(testing::to_json(*rec));
+          }
+        }
+      }
+    }
+    CHECK(replayed == listed);
+  }
+  const int64_t end = seen.back().first;
+  auto past = ctl({"replay", "--data-dir", server.data_dir(), "--until-seq",
+                   std::to_string(end + 1), "--out", out_dir.file("past.json")});
+  CHECK(past.status.code == 1);
+  CHECK(past.err.find("past the end of the log (its last event is " + std::to_string(end) + ")") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(out_dir.file("past.json")));
+  auto negative = ctl({"replay", "--data-dir", server.data_dir(), "--until-seq", "-1", "--out",
+                       out_dir.file("negative.json")});
+  CHECK(negative.status.code == 1);
+  CHECK(negative.err.find("--until-seq must be a whole number >= 0") != std::string::npos);
+}
+
+TEST_CASE("check passes on a live store and fails on a copy with a changed event or projection") {
+  Server server;
+  Api a(server, kTeamA);
+  Api b(server, kTeamB);
+  churn(a, 1);
+  churn(b, 2);
+  Response created = a.post("/v1/domain", domain_body(kTeamA, "tamper.example.com"));
+  REQUIRE(created.status == 201);
+  const std::string id = str(json(created), "domain_id");
+  REQUIRE(verify(a, id).status == 200);  // the verifier appends its outcome meanwhile
+  auto live = ctl({"check", "--data-dir", server.data_dir()});
+  INFO(live.out, live.err);
+  CHECK(live.status.success());
+  CHECK(live.out.starts_with("check: OK: "));
+
+  const int64_t created_seq =
+      num(at(field(json(a.get("/v1/domain/" + id + "/history")), "data"), 0), "seq");
+  REQUIRE(created_seq > 0);
+  REQUIRE(server.stop().success());
+  testing::TempDir copies;
+  SUBCASE("an event") {
+    const std::string copy = copies.file("event");
+    tamper(server.data_dir(), copy, Cf::kEvents, encode_u64(static_cast<uint64_t>(created_seq)),
+           [](std::string* e) { (*e)[e->find("tamper.example") + 8] = 'b'; });
+    auto r = ctl({"check", "--data-dir", copy});
+    CHECK(r.status.code == 1);
+    CHECK(r.out == "check: FAIL: event " + std::to_string(created_seq) +
+                       ": hash does not match its content\n");
+  }
+  SUBCASE("a projection") {
+    const std::string copy = copies.file("projection");
+    tamper(server.data_dir(), copy, Cf::kProjections, std::string("r\0", 2) + id,
+           [](std::string* v) { (*v)[v->find("tamper.example") + 8] = 'b'; });
+    auto r = ctl({"check", "--data-dir", copy});
+    CHECK(r.status.code == 1);
+    CHECK(r.out.starts_with("check: FAIL: projections: r/" + id + " differs: "));
+  }
+  CHECK(ctl({"check", "--data-dir", server.data_dir()}).status.success());
+}
+
+TEST_CASE("backup under write load holds every record acknowledged before it began") {
+  Server server;
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::string>> acknowledged;  // team, path; in order of 201
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      Api api(server, t % 2 == 0 ? kTeamA : kTeamB);
+      for (int n = t * 100000; !stop.load(); ++n) {
+        const Kind& kind = *kKinds[static_cast<size_t>(n) % 3];
+        Response r = api.post(std::string(kind.path), kind.body(api.team(), n));
+        if (r.status != 201) continue;
+        std::lock_guard<std::mutex> lock(mu);
+        acknowledged.emplace_back(api.team(), item_path(kind, str(json(r), kind.id_field)));
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::vector<std::pair<std::string, std::string>> before;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    before = acknowledged;
+  }
+  testing::TempDir parent;
+  const std::string out = parent.file("backup");
+  auto r = ctl({"backup", "--data-dir", server.data_dir(), "--out", out});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  stop = true;
+  for (auto& w : writers) w.join();
+  INFO(r.out, r.err);
+  REQUIRE(r.status.success());
+  CHECK(r.out.find("the tokens file is not included") != std::string::npos);
+  REQUIRE(before.size() > 10);
+  CHECK(acknowledged.size() > before.size());  // the server took writes during the backup
+
+  testing::Gatewayd restored;
+  restored.start(kGatewayd, out, {"--tokens-file", server.tokens_file()},
+                 {std::string(kClosedDns)});
+  HttpClient http;
+  size_t found = 0;
+  for (const auto& [team, path] : before) {
+    Response got =
+        http.request("GET", restored.base_url() + path,
+                     {{"Authorization", "Bearer " + server.token(team)}, {"X-Tenant-ID", team}});
+    if (got.status == 200) ++found;
+  }
+  CHECK(found == before.size());
+  CHECK(restored.stop().success());
+  CHECK(ctl({"check", "--data-dir", out}).status.success());
+}
+
+TEST_CASE("backup refuses a directory that is not empty") {
+  Server server;
+  Api a(server, kTeamA);
+  create(a, kWebhook, 1);
+  testing::TempDir parent;
+  const std::string out = parent.file("used");
+  fs::create_directory(out);
+  std::ofstream(out + "/keep.txt") << "mine";
+  auto r = ctl({"backup", "--data-dir", server.data_dir(), "--out", out});
+  CHECK(r.status.code == 1);
+  CHECK(r.err.find("exists and is not an empty directory") != std::string::npos);
+  CHECK(fs::exists(out + "/keep.txt"));
+  CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 1);
+}
+
+TEST_CASE("gatewayd serves a schema-1 log's domains with scope subtree") {
+  testing::TempDir dir;
+  const std::string data = dir.file("data");
+  REQUIRE(testing::load_event_log(data, testing::fixture_path("schema_v1/events.ndjson")) == 7);
+  const std::string tokens = dir.file("tokens");
+  const std::string token_a = testing::create_token(kGatewayctl, tokens, "team_a", "team_a-token");
+  const std::string token_b = testing::create_token(kGatewayctl, tokens, "team_b", "team_b-token");
+  testing::Gatewayd server;
+  server.start(kGatewayd, data, {"--tokens-file", tokens}, {std::string(kClosedDns)});
+  HttpClient http;
+  auto get = [&](const std::string& token, std::string_view team, const std::string& path) {
+    return http.request("GET", server.base_url() + path,
+                        {{"Authorization", "Bearer " + token}, {"X-Tenant-ID", std::string(team)}});
+  };
+  Response a = get(token_a, kTeamA, "/v1/domain/dom_01HQ3Z8K2M4N6P8R0T2V4X6Y8Z");
+  INFO(a.body);
+  REQUIRE(a.status == 200);
+  CHECK(str(json(a), "scope") == "subtree");
+  CHECK(str(json(a), "status") == "verified");
+  CHECK(a.header("ETag") == "\"3\"");
+  Response b = get(token_b, kTeamB, "/v1/domain?hostname=blog.example.org");
+  REQUIRE(b.status == 200);
+  CHECK(str(at(field(json(b), "data"), 0), "scope") == "subtree");
+  CHECK(get(token_b, kTeamB, "/v1/webhook/whk_01HQ3Z8P6R8T0W2Y4A6C8E0G2J").status == 404);
+  auto checked = ctl({"check", "--data-dir", data});
+  INFO(checked.out);
+  CHECK(checked.status.success());
+}
+
+}  // namespace
+}  // namespace gw::itest
