@@ -15,7 +15,8 @@ std::vector<int64_t> event_seqs(Api& api, const Kind& kind, const std::string& i
   Response r = api.get(item_path(kind, id) + "/history");
   REQUIRE(r.status == 200);
   std::vector<int64_t> out;
-  for (const rapidjson::Value* e : items(field(json(r), "data"))) out.push_back(num(*e, "seq"));
+  const rapidjson::Document history = json(r);  // outlives the loop (a temporary would not)
+  for (const rapidjson::Value* e : items(field(history, "data"))) out.push_back(num(*e, "seq"));
   return out;
 }
 
