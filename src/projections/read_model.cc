@@ -1,7 +1,6 @@
 #include "projections/read_model.h"
 
-#include <rapidjson/document.h>
-
+#include "projections/apply.h"
 #include "projections/keys.h"
 
 namespace gw {
@@ -26,36 +25,37 @@ bool ReadModel::filterable(Kind kind, std::string_view field) {
   return false;
 }
 
-Result<std::optional<ReadModel::Found>> ReadModel::get(Kind kind, std::string_view team,
-                                                       std::string_view id) const {
-  if (kind_of_id(id) != kind) return std::optional<Found>();
-  auto raw = store_.get(Cf::kProjections, keys::record(id));
+Result<bool> ReadModel::read_owned(Kind kind, std::string_view team, std::string_view id,
+                                   const rocksdb::Snapshot* snap, Owned* out) const {
+  if (kind_of_id(id) != kind) return false;
+  auto raw = store_.get(Cf::kProjections, keys::record(id), snap);
   if (!raw.ok()) return std::move(raw.error());
-  if (!raw.value()) return std::optional<Found>();
-  keys::RecordHeader header;
-  std::string_view json;
-  if (!keys::decode_record(*raw.value(), &header, &json)) {
+  if (!raw.value()) return false;
+  out->raw = std::move(*raw.value());
+  if (!keys::decode_record(out->raw, &out->header, &out->json)) {
     return make_error(Code::kInternal, "stored record is malformed");
   }
-  if (header.deleted || header.team != team) return std::optional<Found>();
-  return std::optional<Found>(Found{std::string(json), header.version});
+  return out->header.team == team;
+}
+
+Result<std::optional<ReadModel::Found>> ReadModel::get(Kind kind, std::string_view team,
+                                                       std::string_view id) const {
+  Owned record;
+  auto owned = read_owned(kind, team, id, nullptr, &record);
+  if (!owned.ok()) return std::move(owned.error());
+  if (!owned.value() || record.header.deleted) return std::optional<Found>();
+  return std::optional<Found>(Found{std::string(record.json), record.header.version});
 }
 
 Result<std::optional<ReadModel::Found>> ReadModel::get_as_of(Kind kind, std::string_view team,
                                                              std::string_view id,
                                                              uint64_t as_of) const {
   using Maybe = std::optional<Found>;
-  if (kind_of_id(id) != kind) return Maybe();
   Snapshot snap(store_);
-  auto raw = store_.get(Cf::kProjections, keys::record(id), snap.get());
-  if (!raw.ok()) return std::move(raw.error());
-  if (!raw.value()) return Maybe();
-  keys::RecordHeader header;
-  std::string_view current;
-  if (!keys::decode_record(*raw.value(), &header, &current)) {
-    return make_error(Code::kInternal, "stored record is malformed");
-  }
-  if (header.team != team) return Maybe();
+  Owned current;
+  auto owned = read_owned(kind, team, id, snap.get(), &current);
+  if (!owned.ok()) return std::move(owned.error());
+  if (!owned.value()) return Maybe();
   // The record's last event at or before `as_of` (its history is in version order, and versions
   // grow with sequence numbers).
   std::optional<std::string> last;
@@ -70,17 +70,11 @@ Result<std::optional<ReadModel::Found>> ReadModel::get_as_of(Kind kind, std::str
   auto event = store_.get(Cf::kEvents, *last, snap.get());
   if (!event.ok()) return std::move(event.error());
   if (!event.value()) return make_error(Code::kInternal, "history names a missing event");
-  rapidjson::Document doc;
-  doc.Parse(event.value()->data(), event.value()->size());
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("data") ||
-      !doc.HasMember("schema_version") || !doc["schema_version"].IsInt() ||
-      !doc.HasMember("aggregate_version") || !doc["aggregate_version"].IsUint64()) {
-    return make_error(Code::kInternal, "a stored event is malformed");
-  }
-  auto record = record_from_json(kind, doc["data"], doc["schema_version"].GetInt());
-  if (!record.ok()) return std::move(record.error());
-  if (meta_of(record.value()).deleted_at != 0) return Maybe();
-  return Maybe(Found{to_json(record.value()), doc["aggregate_version"].GetUint64()});
+  auto parsed = parse_logged_event(*event.value());  // upcasts older schema versions
+  if (!parsed.ok()) return std::move(parsed.error());
+  const LoggedEvent& e = parsed.value();
+  if (meta_of(e.record).deleted_at != 0) return Maybe();
+  return Maybe(Found{to_json(e.record), e.version});
 }
 
 Result<uint64_t> ReadModel::last_seq() const {
@@ -159,17 +153,11 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
 Result<std::optional<std::vector<std::string>>> ReadModel::history(Kind kind, std::string_view team,
                                                                    std::string_view id) const {
   using History = std::optional<std::vector<std::string>>;
-  if (kind_of_id(id) != kind) return History();
   Snapshot snap(store_);
-  auto raw = store_.get(Cf::kProjections, keys::record(id), snap.get());
-  if (!raw.ok()) return std::move(raw.error());
-  keys::RecordHeader header;
-  std::string_view json;
-  if (!raw.value()) return History();
-  if (!keys::decode_record(*raw.value(), &header, &json)) {
-    return make_error(Code::kInternal, "stored record is malformed");
-  }
-  if (header.team != team) return History();
+  Owned record;
+  auto owned = read_owned(kind, team, id, snap.get(), &record);
+  if (!owned.ok()) return std::move(owned.error());
+  if (!owned.value()) return History();
   std::vector<std::string> events;
   const std::string prefix = keys::history_prefix(id);
   auto it = store_.iterate(Cf::kProjections, snap.get());

@@ -11,6 +11,7 @@
 
 #include "commands/records.h"
 #include "core/error.h"
+#include "projections/keys.h"
 #include "store/store.h"
 
 namespace gw {
@@ -64,6 +65,16 @@ class ReadModel {
   Result<Events> tenant_events(std::string_view team, uint64_t after, uint64_t limit) const;
 
  private:
+  struct Owned {
+    std::string raw;  // the stored value; header.team and json point into it
+    keys::RecordHeader header;
+    std::string_view json;
+  };
+  // Reads record `id` (deleted or not) into *out. False when `id` is not of `kind`, the record
+  // does not exist, or it belongs to another team.
+  Result<bool> read_owned(Kind kind, std::string_view team, std::string_view id,
+                          const rocksdb::Snapshot* snap, Owned* out) const;
+
   const Store& store_;
 };
 
