@@ -132,10 +132,7 @@ int main(int argc, char** argv) {
     if (!started.ok()) return fail("cannot start the Kafka mirror: " + started.error().detail);
     metrics.add_section([&mirror] { return mirror->render_metrics(); });
   } else {
-    metrics.add_section([] {
-      return std::string("# HELP gatewayd_mirror_enabled 1 when events are mirrored to Kafka.\n"
-                         "# TYPE gatewayd_mirror_enabled gauge\ngatewayd_mirror_enabled 0\n");
-    });
+    metrics.add_section(&gw::mirror::Publisher::render_disabled_metrics);
   }
   auto api = std::make_shared<gw::http::Api>(api_config, service, reads, tokens, limiter, metrics,
                                              [w] { return w->writable(); });

@@ -13,6 +13,19 @@ namespace {
 constexpr char kCheckpointKey[] = "mirror/checkpoint";
 constexpr auto kSaveEvery = std::chrono::milliseconds(100);
 
+void write_metric(std::ostream& out, const char* name, const char* type, const char* help,
+                  uint64_t value) {
+  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+      << name << " " << value << "\n";
+}
+
+std::string enabled_metric(uint64_t enabled) {
+  std::ostringstream out;
+  write_metric(out, "gatewayd_mirror_enabled", "gauge", "1 when events are mirrored to Kafka.",
+               enabled);
+  return out.str();
+}
+
 }  // namespace
 
 Publisher::Publisher(Store& store, Writer& writer, const Clock& clock, SinkFactory make_sink,
@@ -120,7 +133,7 @@ bool Publisher::fill() {
         failure_ = "the producer refused event " + std::to_string(seq);
         return false;
     }
-    window_.push_back(Slot{seq, message.value().time, false});
+    window_.push_back(Slot{seq, false});
     in_flight_.store(window_.size(), std::memory_order_relaxed);
     next_ = seq + 1;
   }
@@ -199,11 +212,10 @@ std::string Publisher::render_metrics() const {
     }
   }
   std::ostringstream out;
+  out << enabled_metric(1);
   auto metric = [&out](const char* name, const char* type, const char* help, uint64_t value) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-        << name << " " << value << "\n";
+    write_metric(out, name, type, help, value);
   };
-  metric("gatewayd_mirror_enabled", "gauge", "1 when events are mirrored to Kafka.", 1);
   metric("gatewayd_mirror_checkpoint_seq", "gauge",
          "Highest sequence number up to which every event is confirmed by Kafka.", checkpoint);
   metric("gatewayd_mirror_lag_events", "gauge", "Events in the log not yet confirmed by Kafka.",
@@ -222,5 +234,7 @@ std::string Publisher::render_metrics() const {
          restarts_.load(std::memory_order_relaxed));
   return out.str();
 }
+
+std::string Publisher::render_disabled_metrics() { return enabled_metric(0); }
 
 }  // namespace gw::mirror

@@ -63,11 +63,12 @@ class Publisher {
   uint64_t checkpoint() const { return checkpoint_.load(std::memory_order_acquire); }
   // Prometheus text: enabled, checkpoint, lag in events and seconds, in flight, counters.
   std::string render_metrics() const;
+  // What /metrics shows when mirroring is off: gatewayd_mirror_enabled 0.
+  static std::string render_disabled_metrics();
 
  private:
   struct Slot {
     uint64_t seq;
-    int64_t time;
     bool confirmed;
   };
 
