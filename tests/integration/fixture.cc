@@ -26,12 +26,22 @@ std::string kind_webhook_body(std::string_view team, int n) {
 
 }  // namespace
 
-const Kind kProfile{"gateway_security_profile", "/v1/gateway_security_profile", "profile_id",
-                    "gsp_", kind_profile_body, "waf_mode", R"("monitor")"};
-const Kind kDomain{"domain", "/v1/domain", "domain_id", "dom_", kind_domain_body, "redirect_to",
+const Kind kProfile{"gateway_security_profile",
+                    "/v1/gateway_security_profile",
+                    "profile_id",
+                    "gsp_",
+                    kind_profile_body,
+                    "waf_mode",
+                    R"("monitor")"};
+const Kind kDomain{"domain",
+                   "/v1/domain",
+                   "domain_id",
+                   "dom_",
+                   kind_domain_body,
+                   "redirect_to",
                    R"("https://www.example.org/landing")"};
-const Kind kWebhook{"webhook", "/v1/webhook", "webhook_id", "whk_", kind_webhook_body, "status",
-                    R"("inactive")"};
+const Kind kWebhook{"webhook",         "/v1/webhook", "webhook_id",   "whk_",
+                    kind_webhook_body, "status",      R"("inactive")"};
 
 std::string profile_body(std::string_view team, std::string_view hostname) {
   return R"({"team_id":)" + json_quote(team) + R"(,"hostname":)" + json_quote(hostname) +
@@ -66,9 +76,7 @@ Server::~Server() {
   if (proc_.running()) proc_.kill();
 }
 
-void Server::start() {
-  proc_.start(kGatewayd, dir_.path(), extra_args_, env_);
-}
+void Server::start() { proc_.start(kGatewayd, dir_.path(), extra_args_, env_); }
 
 std::string Server::token(std::string_view team) const {
   if (team == kTeamA) return token_a_;
@@ -97,7 +105,9 @@ Response Api::send(std::string_view method, const std::string& path, const Heade
   return http_.request(method, server_->url() + path, headers, body);
 }
 
-Response Api::get(const std::string& path, const Headers& extra) { return send("GET", path, extra); }
+Response Api::get(const std::string& path, const Headers& extra) {
+  return send("GET", path, extra);
+}
 
 Response Api::post(const std::string& path, const std::string& body, const Headers& extra) {
   Headers headers = {{"Content-Type", "application/json"}};
@@ -186,6 +196,22 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+std::vector<std::string> all_events(Api& api) {
+  std::vector<std::string> events;
+  int64_t after = 0;
+  for (;;) {
+    Response r = api.get("/v1/events?after=" + std::to_string(after) + "&limit=1000");
+    REQUIRE(r.status == 200);
+    const rapidjson::Document page = json(r);
+    for (const rapidjson::Value* e : items(field(page, "data"))) {
+      events.push_back(testing::to_json(*e));
+    }
+    const int64_t next = num(page, "next_after");
+    if (next == after) return events;
+    after = next;
+  }
 }
 
 std::string metrics(const Server& server) {

@@ -140,6 +140,9 @@ std::vector<std::string> split_list(std::string_view value);
 // Seconds since the epoch, now.
 int64_t unix_now();
 
+// Every event of the api's tenant, paged through /v1/events, each as testing::to_json of it.
+std::vector<std::string> all_events(Api& api);
+
 // GET /metrics (CHECKs 200) and returns the Prometheus text.
 std::string metrics(const Server& server);
 

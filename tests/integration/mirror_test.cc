@@ -25,23 +25,7 @@ struct Broker {
   }
 };
 
-// The whole log, read through team_a's events feed (every test here writes as team_a only).
-std::vector<std::string> log_of(Api& api) {
-  std::vector<std::string> events;
-  int64_t after = 0;
-  for (;;) {
-    Response r = api.get("/v1/events?after=" + std::to_string(after) + "&limit=1000");
-    REQUIRE(r.status == 200);
-    rapidjson::Document page = json(r);
-    for (const rapidjson::Value* e : items(field(page, "data")))
-      events.push_back(testing::to_json(*e));
-    int64_t next = num(page, "next_after");
-    if (next == after) return events;
-    after = next;
-  }
-}
-
-// The log's last sequence number as the mirror sees it.
+// A gauge of the mirror's metrics (-1 when absent).
 double mirror_gauge(const Server& server, std::string_view series) {
   return sample(metrics(server), series).value_or(-1);
 }
@@ -122,7 +106,8 @@ TEST_CASE("every event is published once, as a CloudEvents message keyed by aggr
     }
   }
   wait_mirrored(server);
-  std::vector<std::string> log = log_of(api);
+  // The whole log: every test here writes as team_a only.
+  std::vector<std::string> log = all_events(api);
   REQUIRE(log.size() >= 5 * 3 * 2 + 5 * 2 + 3);
   auto messages = testing::kcat_read_at_least(broker.mock.bootstrap(), broker.mock.topic(),
                                               log.size(), std::chrono::seconds(10));
@@ -177,7 +162,7 @@ TEST_CASE("a frozen broker never blocks writes; the backlog drains in order when
 
   broker.mock.resume();
   wait_mirrored(server);
-  std::vector<std::string> log = log_of(api);
+  std::vector<std::string> log = all_events(api);
   auto messages = testing::kcat_read_at_least(broker.mock.bootstrap(), broker.mock.topic(),
                                               log.size(), std::chrono::seconds(10));
   CHECK(check_topic(messages, log) == 0);
@@ -191,7 +176,7 @@ TEST_CASE("a frozen broker never blocks writes; the backlog drains in order when
     broker.mock.resume();
     server.restart();
     wait_mirrored(server);
-    log = log_of(api);
+    log = all_events(api);
     messages = testing::kcat_read_at_least(broker.mock.bootstrap(), broker.mock.topic(), log.size(),
                                            std::chrono::seconds(10));
     check_topic(messages, log);
@@ -228,7 +213,7 @@ TEST_CASE("after a SIGKILL of gatewayd mid-stream, publishing resumes from the c
   Api api(server, kTeamA);
   REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "after-restart")).status == 201);
   wait_mirrored(server);
-  std::vector<std::string> log = log_of(api);
+  std::vector<std::string> log = all_events(api);
   CHECK(log.size() >= static_cast<size_t>(acknowledged.load()) + 1);
   auto messages = testing::kcat_read_at_least(broker.mock.bootstrap(), broker.mock.topic(),
                                               log.size(), std::chrono::seconds(10));
