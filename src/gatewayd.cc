@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   auto ids = gw::make_system_id_generator(clock);
   auto caught_up = gw::catch_up_projections(*store.value(), *ids);
   if (!caught_up.ok()) return fail("cannot bring projections up to date: " + caught_up.error().detail);
-  auto writer = gw::Writer::start(*store.value(), *ids);
+  auto writer = gw::Writer::start(*store.value(), *ids, gw::scanned_by_commands);
   if (!writer.ok()) return fail("cannot start the writer: " + writer.error().detail);
 
   gw::Service service(*writer.value(), clock, *ids, verification_domain);

@@ -167,7 +167,7 @@ Result<Decision> create_domain(const DomainSpec& s, const Actor& actor, const Fr
   d.meta.id = fresh.id;
   d.meta.created_at = d.meta.updated_at = fresh.now;
   Record r = std::move(d);
-  return Decision{{Change{event_type(Kind::kDomain, "created"), r}}, r};
+  return Decision{{Change{event_type(Kind::kDomain, "created"), r, 0, true}}, r};
 }
 
 Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now,
@@ -236,7 +236,7 @@ Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh
   m.id = fresh.id;
   m.created_at = m.updated_at = fresh.now;
   m.deleted_at = 0;
-  return Decision{{Change{event_type(kind_of(r), "created"), r}}, r};
+  return Decision{{Change{event_type(kind_of(r), "created"), r, 0, true}}, r};
 }
 
 Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spec,

@@ -58,6 +58,8 @@ struct Change {
   std::string type;
   Record record;
   uint64_t caused_by = 0;
+  // The record is new (a create, its id just made): nothing is stored under its id yet.
+  bool created = false;
 };
 
 // What a command decided: the events to append (empty: nothing changes, e.g. verifying a

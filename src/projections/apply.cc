@@ -53,23 +53,10 @@ std::string counter_key(const std::string& entry) {
   return keys::count_of_prefix(std::string_view(entry).substr(0, entry.size() - 8));
 }
 
-Result<bool> add_to_counter(Tx& tx, const std::string& key, int64_t delta) {
-  auto current = tx.get(Cf::kProjections, key);
-  if (!current.ok()) return std::move(current.error());
-  uint64_t n = current.value() ? decode_u64(*current.value()) : 0;
-  n = static_cast<uint64_t>(static_cast<int64_t>(n) + delta);
-  if (n == 0) {
-    tx.del(Cf::kProjections, key);
-  } else {
-    tx.put(Cf::kProjections, key, encode_u64(n));
-  }
-  return true;
-}
-
 // Writes the record and moves its index entries from what `before` had to what `after` has.
 // projections/log_fold.cc derives the same keys from the final records; keep the two in step.
 // `after_json` is to_json(after), made once by the caller.
-Result<bool> project(Tx& tx, uint64_t seq, const std::optional<Record>& before, const Record& after,
+void project(Tx& tx, uint64_t seq, const std::optional<Record>& before, const Record& after,
                      std::string_view after_json, uint64_t version, uint64_t create_seq) {
   const Meta& m = meta_of(after);
   keys::RecordHeader header{version, create_seq, m.deleted_at != 0, m.team_id};
@@ -81,7 +68,7 @@ Result<bool> project(Tx& tx, uint64_t seq, const std::optional<Record>& before, 
     if (new_entries.count(key) != 0) continue;
     tx.del(Cf::kProjections, key);
     if (counted(key)) {
-      if (auto r = add_to_counter(tx, counter_key(key), -1); !r.ok()) return r;
+      tx.add_to_counter(Cf::kProjections, counter_key(key), -1);
     }
   }
   for (const auto& [key, value] : new_entries) {
@@ -89,13 +76,12 @@ Result<bool> project(Tx& tx, uint64_t seq, const std::optional<Record>& before, 
     if (old != old_entries.end() && old->second == value) continue;
     tx.put(Cf::kProjections, key, value);
     if (counted(key) && old == old_entries.end()) {
-      if (auto r = add_to_counter(tx, counter_key(key), +1); !r.ok()) return r;
+      tx.add_to_counter(Cf::kProjections, counter_key(key), +1);
     }
   }
   tx.put(Cf::kProjections, keys::history_prefix(m.id) + encode_u64(version), encode_u64(seq));
   tx.put(Cf::kProjections, keys::tenant_events_prefix(m.team_id) + encode_u64(seq), "");
-  tx.put(Cf::kProjections, keys::checkpoint(), encode_u64(seq));
-  return true;
+  tx.put_at_seal(Cf::kProjections, keys::checkpoint(), encode_u64(seq));
 }
 
 // The open-request queue the verifier works from: a verification request opens one (and becomes
@@ -137,20 +123,26 @@ Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
       Stored{std::move(record.value()), header.version, header.create_seq});
 }
 
-Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& actor, int64_t now) {
+Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, const Decision& decision,
+                                const Actor& actor, int64_t now) {
   const std::string& subject = meta_of(decision.result).id;
   Recorded subject_written;
   for (const auto& change : decision.changes) {
     const Meta& m = meta_of(change.record);
-    auto current = load_stored(tx, m.id);
-    if (!current.ok()) return std::move(current.error());
+    // Usually what the decision itself loaded, kept by `lookups`; a new record has nothing stored.
+    std::optional<Stored> current;
+    if (!change.created) {
+      current = lookups.load(m.id);
+      if (lookups.failure()) return *lookups.failure();
+      lookups.forget(m.id);  // about to change
+    }
     std::optional<Record> before;
     uint64_t version = 1;
     uint64_t create_seq = tx.last_seq() + 1;
-    if (current.value()) {
-      before = current.value()->record;
-      version = current.value()->version + 1;
-      create_seq = current.value()->create_seq;
+    if (current) {
+      before = std::move(current->record);
+      version = current->version + 1;
+      create_seq = current->create_seq;
     }
     EventDraft draft{change.type,
                      kind_name(kind_of(change.record)),
@@ -163,10 +155,7 @@ Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& a
                      change.caused_by};
     uint64_t seq = tx.append(draft);
     track_requests(tx, change.type, seq, change.caused_by, m.id);
-    if (auto r = project(tx, seq, before, change.record, draft.data_json, version, create_seq);
-        !r.ok()) {
-      return std::move(r.error());
-    }
+    project(tx, seq, before, change.record, draft.data_json, version, create_seq);
     // The reply is the subject's record, not that of a domain a change cascaded to.
     if (m.id == subject) subject_written = Recorded{std::move(draft.data_json), version};
   }
@@ -221,8 +210,7 @@ Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {
     before = current.value()->record;
     create_seq = current.value()->create_seq;
   }
-  auto r = project(tx, e.seq, before, e.record, to_json(e.record), e.version, create_seq);
-  if (!r.ok()) return std::move(r.error());
+  project(tx, e.seq, before, e.record, to_json(e.record), e.version, create_seq);
   track_requests(tx, e.type, e.seq, e.caused_by, id);
   return e.seq;
 }
@@ -237,13 +225,17 @@ std::optional<std::string> TxLookups::get(const std::string& key) {
 }
 
 std::optional<Stored> TxLookups::load(const std::string& id) {
+  auto kept = loaded_.find(id);
+  if (kept != loaded_.end()) return kept->second;
   auto r = load_stored(tx_, id);
   if (!r.ok()) {
     failure_ = r.error();
     return std::nullopt;
   }
-  return std::move(r.value());
+  return loaded_.emplace(id, std::move(r.value())).first->second;
 }
+
+void TxLookups::forget(const std::string& id) { loaded_.erase(id); }
 
 std::optional<std::string> TxLookups::live_profile_by_hostname(const std::string& hostname) {
   return get(keys::profile_hostname(hostname));
@@ -256,21 +248,19 @@ std::optional<std::string> TxLookups::live_domain_by_hostname(const std::string&
 
 std::vector<Claim> TxLookups::claims_covering(const std::string& hostname) {
   std::vector<Claim> out;
-  auto it = tx_.iterate(Cf::kProjections);
   // The name itself, then each ancestor (subtree claims only).
   std::string_view name = hostname;
   for (bool self = true;; self = false) {
     const std::string prefix = keys::claim_prefix(name);
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-      std::string_view value(it->value().data(), it->value().size());
+    auto r = tx_.scan(Cf::kProjections, prefix, [&](std::string_view key, std::string_view value) {
       size_t sep = value.find('\0');
-      if (sep == std::string_view::npos) continue;
-      Claim c{std::string(value.substr(0, sep)),
-              std::string(it->key().data() + prefix.size(), it->key().size() - prefix.size()),
+      if (sep == std::string_view::npos) return true;
+      Claim c{std::string(value.substr(0, sep)), std::string(key.substr(prefix.size())),
               std::string(name), std::string(value.substr(sep + 1))};
       if (self || c.scope == "subtree") out.push_back(std::move(c));
-    }
-    if (!it->status().ok()) failure_ = make_error(Code::kUnavailable, it->status().ToString());
+      return true;
+    });
+    if (!r.ok()) failure_ = std::move(r.error());
     size_t dot = name.find('.');
     if (dot == std::string_view::npos) break;
     name.remove_prefix(dot + 1);
@@ -286,13 +276,11 @@ std::optional<uint64_t> TxLookups::open_request(const std::string& domain_id) {
 
 std::vector<std::string> TxLookups::ids_under(const std::string& prefix, bool values) {
   std::vector<std::string> out;
-  auto it = tx_.iterate(Cf::kProjections);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    out.push_back(
-        values ? it->value().ToString()
-               : std::string(it->key().data() + prefix.size(), it->key().size() - prefix.size()));
-  }
-  if (!it->status().ok()) failure_ = make_error(Code::kUnavailable, it->status().ToString());
+  auto r = tx_.scan(Cf::kProjections, prefix, [&](std::string_view key, std::string_view value) {
+    out.emplace_back(values ? value : key.substr(prefix.size()));
+    return true;
+  });
+  if (!r.ok()) failure_ = std::move(r.error());
   return out;
 }
 

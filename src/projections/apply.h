@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "commands/decide.h"
 #include "store/writer.h"
@@ -21,10 +22,13 @@ struct Recorded {
   uint64_t version = 0;
 };
 
+class TxLookups;
 // Appends one event per change of `decision` and applies each to the read model. Returns the
-// record of the decision's subject (decision.result) as written.
+// record of the decision's subject (decision.result) as written. `lookups` is what the decision
+// read through: the records it loaded are not read again.
 // On failure (an I/O error reading current state) the caller must discard the Tx's writes.
-Result<Recorded> record_changes(Tx& tx, const Decision& decision, const Actor& actor, int64_t now);
+Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, const Decision& decision,
+                                const Actor& actor, int64_t now);
 
 // Applies an event already in the log (its stored JSON) to the read model: used to catch up and to
 // rebuild. Upcasts older schema versions.
@@ -49,7 +53,9 @@ std::map<std::string, std::string> entries_of(const Record& record, uint64_t cre
 // that prefix.
 bool counted(std::string_view entry_key);
 
-// Lookups for decide, over the writer's Tx (pending writes of the batch included).
+// Lookups for decide, over the writer's Tx (pending writes of the batch included). Records are
+// read and parsed once: load() keeps what it read until forget(id), which must be called before
+// the record is changed. One per job.
 class TxLookups final : public Lookups {
  public:
   explicit TxLookups(Tx& tx) : tx_(tx) {}
@@ -62,6 +68,7 @@ class TxLookups final : public Lookups {
   std::vector<std::string> team_domains_under(const std::string& team,
                                               const std::string& hostname) override;
   std::vector<std::string> inherited_from(const std::string& parent_id) override;
+  void forget(const std::string& id);
   // An I/O error met by any lookup; decisions taken after one must be discarded.
   const std::optional<Error>& failure() const { return failure_; }
 
@@ -70,6 +77,7 @@ class TxLookups final : public Lookups {
   // Under `prefix`: the values (values=true) or the rest of each key.
   std::vector<std::string> ids_under(const std::string& prefix, bool values);
   Tx& tx_;
+  std::unordered_map<std::string, std::optional<Stored>> loaded_;
   std::optional<Error> failure_;
 };
 

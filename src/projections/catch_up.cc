@@ -126,9 +126,11 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {
       if (!r.ok()) return std::move(r.error());
       ++applied;
     }
+    auto batch = tx.seal();
+    if (!batch.ok()) return std::move(batch.error());
     rocksdb::WriteOptions wo;
     wo.sync = true;
-    auto s = store.db()->Write(wo, tx.batch());
+    auto s = store.db()->Write(wo, batch.value());
     if (!s.ok()) return make_error(Code::kUnavailable, s.ToString());
   }
   if (!it->status().ok()) return make_error(Code::kUnavailable, it->status().ToString());

@@ -79,6 +79,10 @@ std::string tenant_events_prefix(std::string_view team) { return join({"t", team
 
 std::string checkpoint() { return join({"m", "checkpoint"}); }
 
+bool scanned_by_decisions(std::string_view key) {
+  return !key.empty() && (key[0] == 'v' || key[0] == 'n' || key[0] == 'i');
+}
+
 std::string encode_record(const RecordHeader& header, std::string_view json) {
   std::string out = encode_u64(header.version);
   out += encode_u64(header.create_seq);

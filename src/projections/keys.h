@@ -16,6 +16,9 @@
 //   h \0 <aggregate id> \0 <version>            -> seq       an aggregate's events
 //   t \0 <team> \0 <seq>                        -> ""        a tenant's events
 //   m \0 checkpoint                             -> seq       last event applied
+//
+// l, t and q keys end in a sequence number and are written in increasing order under the rest of
+// the key; the store's memtable insert hint (store/store.cc) counts on it for speed.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +47,10 @@ std::string request_prefix();
 std::string open_request(std::string_view domain_id);
 std::string tenant_events_prefix(std::string_view team);
 std::string checkpoint();
+
+// True for the keys decisions scan in key order (claims, domains by name, inherited
+// verifications), also for a prefix of such keys: the writer's Tx orders only these (Tx::scan).
+bool scanned_by_decisions(std::string_view key);
 
 // Stored record value: a small binary header read without parsing JSON on the hot path.
 struct RecordHeader {

@@ -63,19 +63,20 @@ Result<std::optional<KeptAnswer>> find_answer(Tx& tx, const IdempotencyKey& key,
   return answer;
 }
 
+bool scanned_by_keep_answer(std::string_view key) { return key.starts_with(expiry_prefix()); }
+
 Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& answer, int64_t now) {
   // Prune first, so a key that expired and is used again keeps its new entry.
   const std::string prefix = expiry_prefix();
   const std::string cutoff =
       prefix + encode_u64(static_cast<uint64_t>(now - kIdempotencyWindowSeconds));
   std::vector<std::string> expired;
-  auto it = tx.iterate(Cf::kMeta);
-  for (it->Seek(prefix); it->Valid() && expired.size() < kPrunePerWrite; it->Next()) {
-    std::string_view k(it->key().data(), it->key().size());
-    if (!k.starts_with(prefix) || k.substr(0, cutoff.size()) >= cutoff) break;
+  auto scanned = tx.scan(Cf::kMeta, prefix, [&](std::string_view k, std::string_view) {
+    if (k.substr(0, cutoff.size()) >= cutoff) return false;
     expired.emplace_back(k);
-  }
-  if (!it->status().ok()) return make_error(Code::kUnavailable, it->status().ToString());
+    return expired.size() < kPrunePerWrite;
+  });
+  if (!scanned.ok()) return std::move(scanned.error());
   for (const std::string& k : expired) {
     tx.del(Cf::kMeta, k);
     // The answer key is the expiry key's tail: i \0 <tenant> \0 <key>. Delete it only if it

@@ -47,5 +47,7 @@ std::string request_fingerprint(std::string_view method, std::string_view path,
 Result<std::optional<KeptAnswer>> find_answer(Tx& tx, const IdempotencyKey& key, int64_t now);
 // Stages `answer` under `key` and prunes up to a few entries that expired before `now`.
 Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& answer, int64_t now);
+// True for the kMeta keys keep_answer scans (its expiry index) through Tx::scan.
+bool scanned_by_keep_answer(std::string_view key);
 
 }  // namespace gw

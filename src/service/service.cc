@@ -1,7 +1,9 @@
 #include "service/service.h"
 
-#include "projections/apply.h"
 #include "commands/challenge.h"
+#include "projections/apply.h"
+#include "projections/keys.h"
+#include "service/idempotency.h"
 
 namespace gw {
 
@@ -33,13 +35,13 @@ class CommandJob final : public Job {
     Decision& d = decision.value();
     if (d.changes.empty()) {
       // Nothing to append: answer with the record as stored.
-      auto stored = load_stored(tx, meta_of(d.result).id);
-      if (!stored.ok()) return reject(std::move(stored.error()));
-      uint64_t version = stored.value() ? stored.value()->version : 0;
+      auto stored = lookups.load(meta_of(d.result).id);
+      if (lookups.failure()) return reject(*lookups.failure());
+      uint64_t version = stored ? stored->version : 0;
       result_ = Written{to_json(d.result), version};
       return false;
     }
-    auto written = record_changes(tx, d, actor_, now);
+    auto written = record_changes(tx, lookups, d, actor_, now);
     if (!written.ok()) return reject(std::move(written.error()));
     if (idempotency_) {
       KeptAnswer answer{idempotency_->fingerprint, now, written.value().version,
@@ -89,6 +91,11 @@ class CommandJob final : public Job {
 };
 
 }  // namespace
+
+bool scanned_by_commands(Cf which, std::string_view key) {
+  if (which == Cf::kMeta) return scanned_by_keep_answer(key);
+  return which == Cf::kProjections && keys::scanned_by_decisions(key);
+}
 
 Service::Service(Writer& writer, const Clock& clock, IdGenerator& ids,
                  std::string verification_domain)

@@ -26,6 +26,9 @@ struct Written {
 
 using Done = std::function<void(Result<Written>)>;
 
+// The keys the Service's jobs scan through Tx::scan: pass to Writer::start.
+bool scanned_by_commands(Cf which, std::string_view key);
+
 class Service {
  public:
   Service(Writer& writer, const Clock& clock, IdGenerator& ids, std::string verification_domain);

@@ -1,6 +1,7 @@
 #include "store/store.h"
 
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 
 #include <vector>
@@ -8,6 +9,25 @@
 namespace gw {
 
 namespace {
+
+// Where the memtable starts looking when it inserts a projections key. The list (l), tenant event
+// (t) and open request (q) keys of projections/keys.h end in an 8-byte sequence number and are
+// written in increasing order under the rest of the key, so each insert lands right after the
+// previous one with the same prefix: with a hint per prefix it costs a few comparisons instead of
+// a search from the top of the skiplist. Only a speed-up: a key out of order is still inserted
+// correctly. Other keys (records, histories, counters) get no hint.
+class SequenceTailHint final : public rocksdb::SliceTransform {
+ public:
+  const char* Name() const override { return "gw.SequenceTailHint"; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), key.size() - 8);
+  }
+  bool InDomain(const rocksdb::Slice& key) const override {
+    if (key.size() <= 8) return false;
+    const char c = key[0];
+    return c == 'l' || c == 't' || c == 'q';
+  }
+};
 
 rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::Cache>& cache) {
   rocksdb::ColumnFamilyOptions o;
@@ -19,6 +39,7 @@ rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::C
   // cache and was read from disk and checksummed again on every point read.
   t.cache_index_and_filter_blocks = false;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  o.memtable_insert_with_hint_prefix_extractor = std::make_shared<SequenceTailHint>();
   return o;
 }
 

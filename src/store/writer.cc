@@ -4,6 +4,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <rocksdb/perf_level.h>
+
 #include "core/hex.h"
 
 namespace gw {
@@ -12,99 +14,10 @@ namespace {
 
 constexpr size_t kMaxBatchJobs = 1024;
 
-rocksdb::Slice slice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
-
 }  // namespace
 
-std::string encode_event(uint64_t seq, const std::string& event_id, const EventDraft& d,
-                         const std::string& prev_hash, std::string* hash_out) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  auto str = [&w](const char* key, const std::string& v) {
-    w.Key(key);
-    w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
-  };
-  w.StartObject();
-  w.Key("seq");
-  w.Uint64(seq);
-  str("event_id", event_id);
-  str("type", d.type);
-  str("aggregate_kind", d.aggregate_kind);
-  str("aggregate_id", d.aggregate_id);
-  w.Key("aggregate_version");
-  w.Uint64(d.aggregate_version);
-  str("tenant", d.tenant);
-  str("actor", d.actor);
-  w.Key("time");
-  w.Int64(d.time);
-  w.Key("schema_version");
-  w.Int(kSchemaVersion);
-  if (d.caused_by != 0) {
-    w.Key("caused_by");
-    w.Uint64(d.caused_by);
-  }
-  w.Key("data");
-  w.RawValue(d.data_json.data(), d.data_json.size(), rapidjson::kObjectType);
-  w.EndObject();
-  std::string canonical(buf.GetString(), buf.GetSize());
-  std::string hash = sha256_hex(prev_hash + canonical);
-  std::string out = canonical;
-  out.pop_back();  // the closing brace
-  out += ",\"prev_hash\":\"" + prev_hash + "\",\"hash\":\"" + hash + "\"}";
-  if (hash_out != nullptr) *hash_out = std::move(hash);
-  return out;
-}
-
-Tx::Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash)
-    : store_(store),
-      ids_(ids),
-      wb_(rocksdb::BytewiseComparator(), 0, /*overwrite_key=*/true),
-      last_seq_(last_seq),
-      last_hash_(std::move(last_hash)) {}
-
-Result<std::optional<std::string>> Tx::get(Cf which, std::string_view key) {
-  std::string value;
-  auto s = wb_.GetFromBatchAndDB(store_.db(), rocksdb::ReadOptions(), store_.cf(which), slice(key),
-                                 &value);
-  if (s.IsNotFound()) return std::optional<std::string>();
-  if (!s.ok()) return make_error(Code::kUnavailable, s.ToString());
-  return std::optional<std::string>(std::move(value));
-}
-
-void Tx::put(Cf which, std::string_view key, std::string_view value) {
-  wb_.Put(store_.cf(which), slice(key), slice(value));
-}
-
-void Tx::del(Cf which, std::string_view key) { wb_.Delete(store_.cf(which), slice(key)); }
-
-std::unique_ptr<rocksdb::Iterator> Tx::iterate(Cf which) {
-  auto* base = store_.db()->NewIterator(rocksdb::ReadOptions(), store_.cf(which));
-  return std::unique_ptr<rocksdb::Iterator>(wb_.NewIteratorWithBase(store_.cf(which), base));
-}
-
-uint64_t Tx::append(const EventDraft& draft) {
-  uint64_t seq = last_seq_ + 1;
-  std::string hash;
-  std::string value = encode_event(seq, ids_.next("evt"), draft, last_hash_, &hash);
-  wb_.Put(store_.cf(Cf::kEvents), encode_u64(seq), value);
-  last_seq_ = seq;
-  last_hash_ = std::move(hash);
-  return seq;
-}
-
-void Tx::set_savepoint() {
-  wb_.SetSavePoint();
-  saved_seq_ = last_seq_;
-  saved_hash_ = last_hash_;
-}
-
-void Tx::rollback_to_savepoint() {
-  wb_.RollbackToSavePoint();
-  last_seq_ = saved_seq_;
-  last_hash_ = saved_hash_;
-}
-
-Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids) {
+Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids,
+                                              ScannedKeys scanned) {
   uint64_t seq = 0;
   std::string hash = kGenesisHash;
   auto it = store.iterate(Cf::kEvents);
@@ -121,13 +34,14 @@ Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids) {
   } else if (!it->status().ok()) {
     return make_error(Code::kUnavailable, it->status().ToString());
   }
-  std::unique_ptr<Writer> w(new Writer(store, ids, seq, std::move(hash)));
+  std::unique_ptr<Writer> w(new Writer(store, ids, scanned, seq, std::move(hash)));
   w->thread_ = std::thread([p = w.get()] { p->run(); });
   return w;
 }
 
-Writer::Writer(Store& store, IdGenerator& ids, uint64_t seq, std::string hash)
-    : store_(store), ids_(ids), seq_(seq), hash_(std::move(hash)), published_seq_(seq) {}
+Writer::Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, uint64_t seq,
+               std::string hash)
+    : store_(store), ids_(ids), scanned_(scanned), seq_(seq), hash_(std::move(hash)), published_seq_(seq) {}
 
 Writer::~Writer() { stop(); }
 
@@ -166,6 +80,7 @@ uint64_t Writer::wait_beyond(uint64_t seq, std::chrono::milliseconds timeout) {
 }
 
 void Writer::run() {
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
   std::vector<std::unique_ptr<Job>> jobs;
   for (;;) {
     jobs.clear();
@@ -184,16 +99,20 @@ void Writer::run() {
       for (auto& job : jobs) job->finish(false);
       continue;
     }
-    Tx tx(store_, ids_, seq_, hash_);
+    Tx tx(store_, ids_, seq_, hash_, scanned_);
     for (auto& job : jobs) {
       tx.set_savepoint();
       if (!job->execute(tx)) tx.rollback_to_savepoint();
     }
     bool committed = true;
-    if (tx.batch()->Count() > 0) {
+    auto batch = tx.seal();
+    if (!batch.ok()) {
+      // A counter could not be read: nothing was written, the log's tail is unchanged.
+      committed = false;
+    } else if (batch.value()->Count() > 0) {
       rocksdb::WriteOptions wo;
       wo.sync = true;
-      auto s = store_.db()->Write(wo, tx.batch());
+      auto s = store_.db()->Write(wo, batch.value());
       committed = s.ok();
       if (!committed) writable_.store(false, std::memory_order_release);
       if (committed) {

@@ -16,66 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include <rocksdb/utilities/write_batch_with_index.h>
-
 #include "core/clock.h"
 #include "core/error.h"
 #include "store/store.h"
+#include "store/tx.h"
 
 namespace gw {
-
-// An event before the log assigns its sequence number, id and hash.
-struct EventDraft {
-  std::string type;
-  std::string aggregate_kind;
-  std::string aggregate_id;
-  uint64_t aggregate_version = 0;
-  std::string tenant;
-  std::string actor;
-  int64_t time = 0;
-  std::string data_json;  // the full record after the change
-  uint64_t caused_by = 0;  // the event this one answers (a verification request), 0 for none
-};
-
-inline constexpr int kSchemaVersion = 2;
-inline constexpr char kGenesisHash[] =
-    "0000000000000000000000000000000000000000000000000000000000000000";
-
-// The stored form of an event: canonical JSON (fixed member order, no hash members; `caused_by`
-// only when non-zero) with `prev_hash` and `hash` appended,
-// hash = hex(SHA-256(prev_hash || canonical bytes)).
-std::string encode_event(uint64_t seq, const std::string& event_id, const EventDraft& draft,
-                         const std::string& prev_hash, std::string* hash_out);
-
-// A batch being staged on the writer thread. Reads see committed data plus this batch's writes.
-class Tx {
- public:
-  Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash);
-
-  Result<std::optional<std::string>> get(Cf which, std::string_view key);
-  void put(Cf which, std::string_view key, std::string_view value);
-  void del(Cf which, std::string_view key);
-  // An iterator over committed data merged with this batch's writes.
-  std::unique_ptr<rocksdb::Iterator> iterate(Cf which);
-  // Appends an event to the log; returns its sequence number.
-  uint64_t append(const EventDraft& draft);
-
-  uint64_t last_seq() const { return last_seq_; }
-  const std::string& last_hash() const { return last_hash_; }
-  rocksdb::WriteBatch* batch() { return wb_.GetWriteBatch(); }
-
-  void set_savepoint();
-  void rollback_to_savepoint();
-
- private:
-  Store& store_;
-  IdGenerator& ids_;
-  rocksdb::WriteBatchWithIndex wb_;
-  uint64_t last_seq_;
-  std::string last_hash_;
-  uint64_t saved_seq_ = 0;
-  std::string saved_hash_;
-};
 
 class Job {
  public:
@@ -91,7 +37,9 @@ class Job {
 class Writer {
  public:
   // Reads the log's tail to continue its sequence and hash chain. Starts the writer thread.
-  static Result<std::unique_ptr<Writer>> start(Store& store, IdGenerator& ids);
+  // `scanned`: the keys jobs scan through Tx::scan (nullptr: any key).
+  static Result<std::unique_ptr<Writer>> start(Store& store, IdGenerator& ids,
+                                               ScannedKeys scanned = nullptr);
   ~Writer();  // stops: finishes queued jobs, joins
 
   // Queues a job. After stop() the job is finished at once with committed=false.
@@ -109,11 +57,12 @@ class Writer {
   uint64_t wait_beyond(uint64_t seq, std::chrono::milliseconds timeout);
 
  private:
-  Writer(Store& store, IdGenerator& ids, uint64_t seq, std::string hash);
+  Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, uint64_t seq, std::string hash);
   void run();
 
   Store& store_;
   IdGenerator& ids_;
+  ScannedKeys scanned_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Job>> queue_;  // GUARDED_BY(mu_)

@@ -55,6 +55,7 @@ TEST_CASE("create profile: one created event with server fields set") {
   REQUIRE(d.ok());
   REQUIRE(d.value().changes.size() == 1);
   CHECK(d.value().changes[0].type == "gateway_security_profile.created");
+  CHECK(d.value().changes[0].created);  // nothing is stored under the new id yet
   const auto& p = std::get<Profile>(d.value().changes[0].record);
   CHECK(p.meta == Meta{"gsp_1", "team_a", 1234, 1234, 0});
   CHECK(p.waf_mode == "off");

@@ -128,7 +128,7 @@ TEST_CASE("folding the log writes the read model that applying each event writes
       REQUIRE(
           apply_logged_event(tx, std::string_view(it->value().data(), it->value().size())).ok());
     }
-    REQUIRE(store->db()->Write(rocksdb::WriteOptions(), tx.batch()).ok());
+    REQUIRE(store->db()->Write(rocksdb::WriteOptions(), tx.seal().value()).ok());
   }
   const auto applied = dump(*store);
 

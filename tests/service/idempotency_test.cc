@@ -24,7 +24,7 @@ struct Fixture {
   void write(F f) {
     Tx tx(*store, *ids, 0, kGenesisHash);
     f(tx);
-    REQUIRE(store->db()->Write(rocksdb::WriteOptions(), tx.batch()).ok());
+    REQUIRE(store->db()->Write(rocksdb::WriteOptions(), tx.seal().value()).ok());
   }
   std::optional<KeptAnswer> find(const IdempotencyKey& key, int64_t now) {
     Tx tx(*store, *ids, 0, kGenesisHash);

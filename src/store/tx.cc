@@ -1,0 +1,222 @@
+#include "store/tx.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "core/hex.h"
+
+namespace gw {
+
+namespace {
+
+rocksdb::Slice slice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
+
+size_t index_of(Cf which) { return static_cast<size_t>(which); }
+
+// The first key after every key that starts with `prefix` ("" if there is none).
+std::string prefix_end(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
+}  // namespace
+
+std::string encode_event(uint64_t seq, const std::string& event_id, const EventDraft& d,
+                         const std::string& prev_hash, std::string* hash_out) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  auto str = [&w](const char* key, const std::string& v) {
+    w.Key(key);
+    w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+  };
+  w.StartObject();
+  w.Key("seq");
+  w.Uint64(seq);
+  str("event_id", event_id);
+  str("type", d.type);
+  str("aggregate_kind", d.aggregate_kind);
+  str("aggregate_id", d.aggregate_id);
+  w.Key("aggregate_version");
+  w.Uint64(d.aggregate_version);
+  str("tenant", d.tenant);
+  str("actor", d.actor);
+  w.Key("time");
+  w.Int64(d.time);
+  w.Key("schema_version");
+  w.Int(kSchemaVersion);
+  if (d.caused_by != 0) {
+    w.Key("caused_by");
+    w.Uint64(d.caused_by);
+  }
+  w.Key("data");
+  w.RawValue(d.data_json.data(), d.data_json.size(), rapidjson::kObjectType);
+  w.EndObject();
+  std::string_view canonical(buf.GetString(), buf.GetSize());
+  std::string hashed;
+  hashed.reserve(prev_hash.size() + canonical.size());
+  hashed.append(prev_hash).append(canonical);
+  std::string hash = sha256_hex(hashed);
+  std::string out;
+  out.reserve(canonical.size() + 2 * 64 + 32);
+  out.append(canonical.substr(0, canonical.size() - 1));  // without the closing brace
+  out += ",\"prev_hash\":\"";
+  out += prev_hash;
+  out += "\",\"hash\":\"";
+  out += hash;
+  out += "\"}";
+  if (hash_out != nullptr) *hash_out = std::move(hash);
+  return out;
+}
+
+Tx::Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash,
+       ScannedKeys scanned)
+    : store_(store),
+      ids_(ids),
+      scanned_(scanned),
+      wb_(256 << 10),
+      last_seq_(last_seq),
+      last_hash_(std::move(last_hash)) {}
+
+Result<std::optional<std::string>> Tx::get(Cf which, std::string_view key) {
+  const Overlay& overlay = overlay_[index_of(which)];
+  if (!overlay.empty()) {
+    auto it = overlay.find(key);
+    if (it != overlay.end()) return it->second;
+  }
+  return store_.get(which, key);
+}
+
+void Tx::write(Cf which, std::string_view key, std::optional<std::string_view> value) {
+  const size_t cf = index_of(which);
+  auto [it, inserted] = overlay_[cf].try_emplace(std::string(key));
+  Undo undo{cf, &*it, !inserted, std::nullopt};
+  if (!inserted) undo.previous = std::move(it->second);
+  undo_.push_back(std::move(undo));
+  if (value) {
+    it->second.emplace(*value);
+  } else {
+    it->second.reset();
+  }
+  if (inserted && (scanned_ == nullptr || scanned_(which, key))) ordered_[cf].insert(it->first);
+}
+
+void Tx::put(Cf which, std::string_view key, std::string_view value) {
+  wb_.Put(store_.cf(which), slice(key), slice(value));
+  write(which, key, value);
+}
+
+void Tx::del(Cf which, std::string_view key) {
+  wb_.Delete(store_.cf(which), slice(key));
+  write(which, key, std::nullopt);
+}
+
+Result<bool> Tx::scan(Cf which, std::string_view prefix, const Visit& visit) {
+  if (scanned_ != nullptr && !scanned_(which, prefix)) {
+    return make_error(Code::kInternal, "a Tx scan of keys it does not keep in order");
+  }
+  const size_t cf = index_of(which);
+  const std::string end = prefix_end(prefix);
+  auto in_range = [&](std::string_view k) { return k.starts_with(prefix); };
+  const auto& ordered = ordered_[cf];
+  const auto& overlay = overlay_[cf];
+  auto mine = ordered.lower_bound(prefix);
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice upper(end);
+  if (!end.empty()) ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> db(store_.db()->NewIterator(ro, store_.cf(which)));
+  db->Seek(slice(prefix));
+  for (;;) {
+    const bool have_db = db->Valid();
+    const bool have_mine = mine != ordered.end() && in_range(*mine);
+    if (!have_db && !have_mine) break;
+    std::string_view db_key =
+        have_db ? std::string_view(db->key().data(), db->key().size()) : std::string_view();
+    if (have_mine && (!have_db || *mine <= db_key)) {
+      if (have_db && *mine == db_key) db->Next();  // the batch's write replaces the stored value
+      const auto& value = overlay.find(*mine)->second;
+      std::string_view key = *mine;
+      ++mine;
+      if (value && !visit(key, *value)) return true;
+    } else {
+      if (!visit(db_key, std::string_view(db->value().data(), db->value().size()))) return true;
+      db->Next();
+    }
+  }
+  if (!db->status().ok()) return make_error(Code::kUnavailable, db->status().ToString());
+  return true;
+}
+
+void Tx::add_to_counter(Cf which, std::string_view key, int64_t delta) {
+  int64_t& sum = counters_[{index_of(which), std::string(key)}];
+  sum += delta;
+  counter_undo_.emplace_back(&sum, delta);
+}
+
+void Tx::put_at_seal(Cf which, std::string_view key, std::string_view value) {
+  at_seal_[{index_of(which), std::string(key)}] = value;
+}
+
+uint64_t Tx::append(const EventDraft& draft) {
+  uint64_t seq = last_seq_ + 1;
+  std::string hash;
+  std::string value = encode_event(seq, ids_.next("evt"), draft, last_hash_, &hash);
+  wb_.Put(store_.cf(Cf::kEvents), encode_u64(seq), value);
+  last_seq_ = seq;
+  last_hash_ = std::move(hash);
+  return seq;
+}
+
+void Tx::set_savepoint() {
+  wb_.SetSavePoint();
+  undo_.clear();
+  counter_undo_.clear();
+  saved_at_seal_ = at_seal_;
+  saved_seq_ = last_seq_;
+  saved_hash_ = last_hash_;
+}
+
+void Tx::rollback_to_savepoint() {
+  wb_.RollbackToSavePoint();
+  for (auto u = undo_.rbegin(); u != undo_.rend(); ++u) {
+    if (u->existed) {
+      u->entry->second = std::move(u->previous);
+    } else {
+      std::string key = u->entry->first;  // rare: a rejected job's first write of a key
+      ordered_[u->cf].erase(key);
+      overlay_[u->cf].erase(key);
+    }
+  }
+  undo_.clear();
+  for (auto& [sum, delta] : counter_undo_) *sum -= delta;
+  counter_undo_.clear();
+  at_seal_ = saved_at_seal_;
+  last_seq_ = saved_seq_;
+  last_hash_ = saved_hash_;
+}
+
+Result<rocksdb::WriteBatch*> Tx::seal() {
+  if (!sealed_) {
+    sealed_ = true;
+    for (const auto& [where, delta] : counters_) {
+      if (delta == 0) continue;
+      const Cf which = static_cast<Cf>(where.first);
+      auto current = get(which, where.second);
+      if (!current.ok()) return std::move(current.error());
+      uint64_t n = current.value() ? decode_u64(*current.value()) : 0;
+      n = static_cast<uint64_t>(static_cast<int64_t>(n) + delta);
+      if (n == 0) {
+        wb_.Delete(store_.cf(which), slice(where.second));
+      } else {
+        wb_.Put(store_.cf(which), slice(where.second), encode_u64(n));
+      }
+    }
+    for (const auto& [where, value] : at_seal_) {
+      wb_.Put(store_.cf(static_cast<Cf>(where.first)), slice(where.second), slice(value));
+    }
+  }
+  return &wb_;
+}
+
+}  // namespace gw

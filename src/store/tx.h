@@ -1,0 +1,133 @@
+// Tx: one batch of writes being staged on the writer thread, and the stored form of an event.
+//
+// Reads through a Tx see committed data plus this batch's own writes. The batch is a plain
+// rocksdb::WriteBatch beside an overlay of what it wrote: a hash map for point reads and, for keys
+// that are scanned in key order, a sorted index. (RocksDB's WriteBatchWithIndex keeps every key in
+// a skiplist whose comparator decodes entries out of the batch; on the write path that cost more
+// than the memtable insert itself.)
+//
+// Jobs stage into one Tx one after another; a rejected job is rolled back to the save point set
+// before it, which undoes its writes, its counter changes and its appended events alike.
+// Not thread-safe: the writer thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <rocksdb/write_batch.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "store/store.h"
+
+namespace gw {
+
+// An event before the log assigns its sequence number, id and hash.
+struct EventDraft {
+  std::string type;
+  std::string aggregate_kind;
+  std::string aggregate_id;
+  uint64_t aggregate_version = 0;
+  std::string tenant;
+  std::string actor;
+  int64_t time = 0;
+  std::string data_json;  // the full record after the change
+  uint64_t caused_by = 0;  // the event this one answers (a verification request), 0 for none
+};
+
+inline constexpr int kSchemaVersion = 2;
+inline constexpr char kGenesisHash[] =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+
+// The stored form of an event: canonical JSON (fixed member order, no hash members; `caused_by`
+// only when non-zero) with `prev_hash` and `hash` appended,
+// hash = hex(SHA-256(prev_hash || canonical bytes)).
+std::string encode_event(uint64_t seq, const std::string& event_id, const EventDraft& draft,
+                         const std::string& prev_hash, std::string* hash_out);
+
+// Which keys a Tx must be able to scan in key order (see Tx::scan). nullptr: every key.
+using ScannedKeys = bool (*)(Cf which, std::string_view key);
+
+class Tx {
+ public:
+  Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash,
+     ScannedKeys scanned = nullptr);
+  Tx(const Tx&) = delete;
+  Tx& operator=(const Tx&) = delete;
+
+  Result<std::optional<std::string>> get(Cf which, std::string_view key);
+  void put(Cf which, std::string_view key, std::string_view value);
+  void del(Cf which, std::string_view key);
+
+  // Calls visit(key, value) for each key starting with `prefix`, in key order, committed data
+  // merged with this batch's writes, until visit returns false. Every key under `prefix` must be
+  // one the Tx was told it scans (kInternal otherwise); kUnavailable on an I/O error.
+  using Visit = std::function<bool(std::string_view key, std::string_view value)>;
+  Result<bool> scan(Cf which, std::string_view prefix, const Visit& visit);
+
+  // A counter: an 8-byte big-endian count stored under `key`, deleted when it reaches 0. The
+  // changes of the whole batch are summed and written when it is sealed, so a counter costs one
+  // read and one write per batch however many jobs change it. Not visible to get() before that.
+  void add_to_counter(Cf which, std::string_view key, int64_t delta);
+  // Writes `value` under `key` when the batch is sealed; the last value set wins (a checkpoint).
+  void put_at_seal(Cf which, std::string_view key, std::string_view value);
+
+  // Appends an event to the log; returns its sequence number.
+  uint64_t append(const EventDraft& draft);
+
+  uint64_t last_seq() const { return last_seq_; }
+  const std::string& last_hash() const { return last_hash_; }
+
+  void set_savepoint();
+  void rollback_to_savepoint();
+
+  // Writes the counters and the put_at_seal values into the batch and returns it, ready for
+  // DB::Write. Call once, after the last job; the Tx takes no more writes after it. kUnavailable
+  // if a counter cannot be read.
+  Result<rocksdb::WriteBatch*> seal();
+
+ private:
+  static constexpr size_t kCfs = 3;
+  // Transparent, so a lookup by string_view allocates nothing.
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  using Overlay =
+      std::unordered_map<std::string, std::optional<std::string>, Hash, std::equal_to<>>;
+  using Entry = Overlay::value_type;
+  struct Undo {
+    size_t cf;
+    Entry* entry;
+    bool existed;
+    std::optional<std::string> previous;
+  };
+  void write(Cf which, std::string_view key, std::optional<std::string_view> value);
+
+  Store& store_;
+  IdGenerator& ids_;
+  ScannedKeys scanned_;
+  rocksdb::WriteBatch wb_;
+  Overlay overlay_[kCfs];
+  std::set<std::string_view> ordered_[kCfs];  // overlay keys that are scanned, in order
+  std::vector<Undo> undo_;                    // writes since the save point
+  std::map<std::pair<size_t, std::string>, int64_t> counters_;
+  std::vector<std::pair<int64_t*, int64_t>> counter_undo_;
+  std::map<std::pair<size_t, std::string>, std::string> at_seal_;
+  std::map<std::pair<size_t, std::string>, std::string> saved_at_seal_;
+  uint64_t last_seq_;
+  std::string last_hash_;
+  uint64_t saved_seq_ = 0;
+  std::string saved_hash_;
+  bool sealed_ = false;
+};
+
+}  // namespace gw

@@ -1,0 +1,205 @@
+// Tx on a real RocksDB: reads through the batch's own writes, ordered scans merging committed
+// data with the batch, save points, counters and seal-time values.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/store_test_util.h"
+#include "store/tx.h"
+
+namespace gw {
+namespace {
+
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+struct Fixture {
+  testing::ScratchDir dir;
+  SystemClock clock;
+  std::unique_ptr<IdGenerator> ids = make_system_id_generator(clock);
+  std::unique_ptr<Store> store = std::move(Store::open(dir.path()).value());
+
+  void commit(Tx& tx) {
+    auto batch = tx.seal();
+    REQUIRE(batch.ok());
+    REQUIRE(store->db()->Write(rocksdb::WriteOptions(), batch.value()).ok());
+  }
+  std::optional<std::string> stored(std::string_view key) {
+    auto r = store->get(Cf::kProjections, key);
+    REQUIRE(r.ok());
+    return r.value();
+  }
+};
+
+Pairs scan_all(Tx& tx, std::string_view prefix, size_t limit = 100) {
+  Pairs out;
+  auto r = tx.scan(Cf::kProjections, prefix, [&](std::string_view k, std::string_view v) {
+    out.emplace_back(std::string(k), std::string(v));
+    return out.size() < limit;
+  });
+  REQUIRE(r.ok());
+  return out;
+}
+
+std::optional<std::string> read(Tx& tx, std::string_view key) {
+  auto r = tx.get(Cf::kProjections, key);
+  REQUIRE(r.ok());
+  return r.value();
+}
+
+bool only_v_keys(Cf, std::string_view key) { return key.starts_with("v"); }
+
+TEST_CASE("a Tx reads its own puts and deletes over committed data") {
+  Fixture f;
+  {
+    Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+    tx.put(Cf::kProjections, "a", "1");
+    tx.put(Cf::kProjections, "b", "2");
+    f.commit(tx);
+  }
+  Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+  CHECK(read(tx, "a") == "1");
+  tx.put(Cf::kProjections, "a", "one");
+  tx.del(Cf::kProjections, "b");
+  tx.put(Cf::kProjections, "c", "3");
+  CHECK(read(tx, "a") == "one");
+  CHECK_FALSE(read(tx, "b").has_value());
+  CHECK(read(tx, "c") == "3");
+  CHECK_FALSE(read(tx, "d").has_value());
+  // The same key in another column family is another key.
+  auto meta = tx.get(Cf::kMeta, "a");
+  REQUIRE(meta.ok());
+  CHECK_FALSE(meta.value().has_value());
+  f.commit(tx);
+  CHECK(f.stored("a") == "one");
+  CHECK_FALSE(f.stored("b").has_value());
+  CHECK(f.stored("c") == "3");
+}
+
+TEST_CASE("a scan merges committed keys with the batch's writes, in key order") {
+  Fixture f;
+  {
+    Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+    for (const char* k : {"p1", "p3", "p5", "p7", "q0"}) tx.put(Cf::kProjections, k, "old");
+    tx.put(Cf::kProjections, "o9", "before the prefix");
+    f.commit(tx);
+  }
+  Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+  tx.put(Cf::kProjections, "p2", "new");   // between committed keys
+  tx.put(Cf::kProjections, "p3", "new");   // replaces a committed value
+  tx.del(Cf::kProjections, "p5");          // hides a committed key
+  tx.put(Cf::kProjections, "p9", "new");   // after the last committed key of the prefix
+  tx.put(Cf::kProjections, "p8", "gone");
+  tx.del(Cf::kProjections, "p8");          // written and deleted in the batch
+  tx.put(Cf::kProjections, "q1", "other prefix");
+  CHECK(scan_all(tx, "p") ==
+        Pairs{{"p1", "old"}, {"p2", "new"}, {"p3", "new"}, {"p7", "old"}, {"p9", "new"}});
+  CHECK(scan_all(tx, "p", 2) == Pairs{{"p1", "old"}, {"p2", "new"}});  // visit stops it
+  CHECK(scan_all(tx, "q") == Pairs{{"q0", "old"}, {"q1", "other prefix"}});
+  CHECK(scan_all(tx, "x").empty());
+}
+
+TEST_CASE("a scan with a prefix ending in 0xff bytes stops at the prefix") {
+  Fixture f;
+  Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+  const std::string prefix("a\xff\xff", 3);
+  tx.put(Cf::kProjections, prefix + "1", "in");
+  tx.put(Cf::kProjections, "b", "out");
+  f.commit(tx);
+  Tx again(*f.store, *f.ids, 0, kGenesisHash);
+  again.put(Cf::kProjections, prefix + "2", "in");
+  CHECK(scan_all(again, prefix) == Pairs{{prefix + "1", "in"}, {prefix + "2", "in"}});
+}
+
+TEST_CASE("a Tx told which keys it scans orders only those, and refuses other scans") {
+  Fixture f;
+  Tx tx(*f.store, *f.ids, 0, kGenesisHash, only_v_keys);
+  tx.put(Cf::kProjections, "v2", "b");
+  tx.put(Cf::kProjections, "v1", "a");
+  tx.put(Cf::kProjections, "w1", "point reads only");
+  CHECK(scan_all(tx, "v") == Pairs{{"v1", "a"}, {"v2", "b"}});
+  CHECK(read(tx, "w1") == "point reads only");
+  auto refused = tx.scan(Cf::kProjections, "w", [](std::string_view, std::string_view) {
+    return true;
+  });
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Code::kInternal);
+}
+
+TEST_CASE("rolling back to the save point undoes writes, counters, seal values and events") {
+  Fixture f;
+  {
+    Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+    tx.put(Cf::kProjections, "kept", "committed");
+    tx.add_to_counter(Cf::kProjections, "n", 5);
+    f.commit(tx);
+  }
+  Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+  tx.set_savepoint();  // job 1: accepted
+  tx.put(Cf::kProjections, "a", "job1");
+  tx.add_to_counter(Cf::kProjections, "n", 1);
+  tx.put_at_seal(Cf::kProjections, "m", "1");
+  tx.append(EventDraft{"thing.created", "thing", "t1", 1, "team", "test", 1, "{}"});
+  const std::string hash_after_job1 = tx.last_hash();
+
+  tx.set_savepoint();  // job 2: rejected
+  tx.put(Cf::kProjections, "a", "job2");    // overwrites job 1's write
+  tx.put(Cf::kProjections, "b", "job2");    // a new key
+  tx.put(Cf::kProjections, "b", "job2 again");
+  tx.del(Cf::kProjections, "kept");         // hides a committed key
+  tx.add_to_counter(Cf::kProjections, "n", 10);
+  tx.add_to_counter(Cf::kProjections, "other", 1);
+  tx.put_at_seal(Cf::kProjections, "m", "2");
+  tx.append(EventDraft{"thing.created", "thing", "t2", 1, "team", "test", 1, "{}"});
+  CHECK(read(tx, "a") == "job2");
+  CHECK_FALSE(read(tx, "kept").has_value());
+  tx.rollback_to_savepoint();
+
+  CHECK(read(tx, "a") == "job1");
+  CHECK_FALSE(read(tx, "b").has_value());
+  CHECK(read(tx, "kept") == "committed");
+  CHECK(scan_all(tx, "b").empty());
+  CHECK(tx.last_seq() == 1);
+  CHECK(tx.last_hash() == hash_after_job1);
+  f.commit(tx);
+  CHECK(f.stored("a") == "job1");
+  CHECK_FALSE(f.stored("b").has_value());
+  CHECK(f.stored("kept") == "committed");
+  CHECK(decode_u64(*f.stored("n")) == 6);
+  CHECK_FALSE(f.stored("other").has_value());
+  CHECK(f.stored("m") == "1");
+  auto events = f.store->iterate(Cf::kEvents);
+  events->SeekToFirst();
+  REQUIRE(events->Valid());
+  CHECK(events->value().ToString().find("\"aggregate_id\":\"t1\"") != std::string::npos);
+  events->Next();
+  CHECK_FALSE(events->Valid());
+}
+
+TEST_CASE("counters sum over the batch and are deleted at zero; the last seal value wins") {
+  Fixture f;
+  {
+    Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+    tx.add_to_counter(Cf::kProjections, "n", 2);
+    tx.add_to_counter(Cf::kProjections, "n", 1);
+    tx.add_to_counter(Cf::kProjections, "z", 1);
+    tx.add_to_counter(Cf::kProjections, "z", -1);  // nets to nothing: never written
+    tx.put_at_seal(Cf::kProjections, "m", "first");
+    tx.put_at_seal(Cf::kProjections, "m", "last");
+    CHECK_FALSE(read(tx, "n").has_value());  // counters are written when the batch is sealed
+    f.commit(tx);
+  }
+  CHECK(decode_u64(*f.stored("n")) == 3);
+  CHECK_FALSE(f.stored("z").has_value());
+  CHECK(f.stored("m") == "last");
+  {
+    Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+    tx.add_to_counter(Cf::kProjections, "n", -3);
+    f.commit(tx);
+  }
+  CHECK_FALSE(f.stored("n").has_value());
+}
+
+}  // namespace
+}  // namespace gw
