@@ -134,6 +134,7 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   std::vector<rocksdb::Status> statuses(ids.size());
   rocksdb::ReadOptions ro;
   ro.snapshot = snap.get();
+  disable_rocksdb_perf_counters();
   store_.db()->MultiGet(ro, store_.cf(Cf::kProjections), slices.size(), slices.data(),
                         values.data(), statuses.data());
   out.items.reserve(ids.size());

@@ -1,6 +1,7 @@
 #include "store/store.h"
 
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/perf_level.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 
@@ -141,8 +142,16 @@ Result<bool> Store::put_meta(std::string_view key, std::string_view value) {
   return true;
 }
 
+void disable_rocksdb_perf_counters() {
+  thread_local bool disabled = false;
+  if (disabled) return;
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+  disabled = true;
+}
+
 Result<std::optional<std::string>> Store::get(Cf which, std::string_view key,
                                              const rocksdb::Snapshot* snapshot) const {
+  disable_rocksdb_perf_counters();
   std::string value;
   rocksdb::ReadOptions ro;
   ro.snapshot = snapshot;
@@ -154,6 +163,7 @@ Result<std::optional<std::string>> Store::get(Cf which, std::string_view key,
 }
 
 std::unique_ptr<rocksdb::Iterator> Store::iterate(Cf which, const rocksdb::Snapshot* snapshot) const {
+  disable_rocksdb_perf_counters();
   rocksdb::ReadOptions ro;
   ro.snapshot = snapshot;
   return std::unique_ptr<rocksdb::Iterator>(db_->NewIterator(ro, cf(which)));

@@ -22,6 +22,11 @@ namespace gw {
 // owns its keys and writes them itself (the Kafka mirror's checkpoint), not through the Writer.
 enum class Cf { kEvents, kProjections, kMeta };
 
+// RocksDB counts per-thread perf statistics on every key comparison of a read or write, each
+// count a TLS lookup into the shared library; nothing in gatewayd reads them. Turns them off for
+// the calling thread, once (Store's reads and the writer thread call it).
+void disable_rocksdb_perf_counters();
+
 class Store {
  public:
   // Opens (creating if missing) the database in `dir`. kUnavailable with RocksDB's message if it

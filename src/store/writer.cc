@@ -4,8 +4,6 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include <rocksdb/perf_level.h>
-
 #include "core/hex.h"
 
 namespace gw {
@@ -80,7 +78,7 @@ uint64_t Writer::wait_beyond(uint64_t seq, std::chrono::milliseconds timeout) {
 }
 
 void Writer::run() {
-  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+  disable_rocksdb_perf_counters();
   std::vector<std::unique_ptr<Job>> jobs;
   for (;;) {
     jobs.clear();
