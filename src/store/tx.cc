@@ -79,13 +79,32 @@ Tx::Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash,
       last_seq_(last_seq),
       last_hash_(std::move(last_hash)) {}
 
-Result<std::optional<std::string>> Tx::get(Cf which, std::string_view key) {
-  const Overlay& overlay = overlay_[index_of(which)];
-  if (!overlay.empty()) {
+Tx::Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash,
+       ScannedKeys scanned, const Tx* base, std::function<void()> settle)
+    : Tx(store, ids, last_seq, std::move(last_hash), scanned) {
+  base_ = base;
+  settle_ = std::move(settle);
+}
+
+const std::optional<std::string>* Tx::staged(size_t cf, std::string_view key) const {
+  for (const Tx* tx = this; tx != nullptr; tx = tx == this ? base_ : nullptr) {
+    const Overlay& overlay = tx->overlay_[cf];
+    if (overlay.empty()) continue;
     auto it = overlay.find(key);
-    if (it != overlay.end()) return it->second;
+    if (it != overlay.end()) return &it->second;
   }
+  return nullptr;
+}
+
+Result<std::optional<std::string>> Tx::get(Cf which, std::string_view key) {
+  if (const auto* value = staged(index_of(which), key)) return *value;
   return store_.get(which, key);
+}
+
+void Tx::settle() {
+  if (base_ == nullptr) return;
+  settle_();
+  base_ = nullptr;
 }
 
 void Tx::write(Cf which, std::string_view key, std::optional<std::string_view> value) {
@@ -116,6 +135,7 @@ Result<bool> Tx::scan(Cf which, std::string_view prefix, const Visit& visit) {
   if (scanned_ != nullptr && !scanned_(which, prefix)) {
     return make_error(Code::kInternal, "a Tx scan of keys it does not keep in order");
   }
+  settle();  // the base's writes are in the database from here on
   const size_t cf = index_of(which);
   const std::string end = prefix_end(prefix);
   auto in_range = [&](std::string_view k) { return k.starts_with(prefix); };
@@ -198,7 +218,7 @@ void Tx::rollback_to_savepoint() {
 
 Result<rocksdb::WriteBatch*> Tx::seal() {
   if (!sealed_) {
-    sealed_ = true;
+    settle();
     for (const auto& [where, delta] : counters_) {
       if (delta == 0) continue;
       const Cf which = static_cast<Cf>(where.first);
@@ -207,14 +227,17 @@ Result<rocksdb::WriteBatch*> Tx::seal() {
       uint64_t n = current.value() ? decode_u64(*current.value()) : 0;
       n = static_cast<uint64_t>(static_cast<int64_t>(n) + delta);
       if (n == 0) {
-        wb_.Delete(store_.cf(which), slice(where.second));
+        del(which, where.second);
       } else {
-        wb_.Put(store_.cf(which), slice(where.second), encode_u64(n));
+        put(which, where.second, encode_u64(n));
       }
     }
     for (const auto& [where, value] : at_seal_) {
-      wb_.Put(store_.cf(static_cast<Cf>(where.first)), slice(where.second), slice(value));
+      put(static_cast<Cf>(where.first), where.second, value);
     }
+    // Written to the overlay too, so a Tx staged on this one reads them before they are stored.
+    undo_.clear();
+    sealed_ = true;
   }
   return &wb_;
 }

@@ -60,6 +60,12 @@ class Tx {
  public:
   Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash,
      ScannedKeys scanned = nullptr);
+  // A Tx staged on top of `base`, a sealed Tx that may still be being written: reads see the
+  // base's writes whether or not they are in the database yet. `settle` must block until the
+  // base's write has ended; a scan calls it first (scans do not merge the base) and the Tx
+  // stops reading the base after it. `base` must outlive this Tx or settle(), whichever is first.
+  Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash, ScannedKeys scanned,
+     const Tx* base, std::function<void()> settle);
   Tx(const Tx&) = delete;
   Tx& operator=(const Tx&) = delete;
 
@@ -90,9 +96,13 @@ class Tx {
   void rollback_to_savepoint();
 
   // Writes the counters and the put_at_seal values into the batch and returns it, ready for
-  // DB::Write. Call once, after the last job; the Tx takes no more writes after it. kUnavailable
-  // if a counter cannot be read.
+  // DB::Write. Call once, after the last job; the Tx takes no more writes after it. Settles the
+  // base first: counters are read from the database. kUnavailable if a counter cannot be read.
   Result<rocksdb::WriteBatch*> seal();
+  // The sealed batch (after seal() succeeded).
+  rocksdb::WriteBatch* batch() { return &wb_; }
+  // Waits for the base's write to end (see the constructor); no-op without a base.
+  void settle();
 
  private:
   static constexpr size_t kCfs = 3;
@@ -111,10 +121,14 @@ class Tx {
     std::optional<std::string> previous;
   };
   void write(Cf which, std::string_view key, std::optional<std::string_view> value);
+  // This batch's (or, unsettled, the base's) write of `key`: nullptr if neither wrote it.
+  const std::optional<std::string>* staged(size_t cf, std::string_view key) const;
 
   Store& store_;
   IdGenerator& ids_;
   ScannedKeys scanned_;
+  const Tx* base_ = nullptr;
+  std::function<void()> settle_;
   rocksdb::WriteBatch wb_;
   Overlay overlay_[kCfs];
   std::set<std::string_view> ordered_[kCfs];  // overlay keys that are scanned, in order

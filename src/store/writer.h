@@ -1,7 +1,14 @@
 // The single writer: every change to the database goes through it. Jobs submitted from any thread
 // are executed one after another on the writer thread; all jobs that queued up while the previous
-// batch was being synced are staged into one WriteBatch and made durable with one fsync (group
+// batch was being written are staged into one WriteBatch and made durable with one fsync (group
 // commit). A job's writes, including its events, are atomic: all of a batch or none.
+//
+// Three threads form a pipeline: the writer thread stages batch N+1 (executes its jobs on a Tx
+// whose reads see batch N, written or not, and takes in the jobs that arrive while batch N is
+// being written), the commit thread writes batch N, and the finish thread finishes the jobs of
+// batch N-1 (their replies). Batch N+1 is sealed and handed over only after batch N's write
+// ended, and only if it succeeded; so batches are written one at a time, in order, and a job is
+// never finished as committed before its batch and every batch before it are durable.
 // Thread-safe: submit() may be called from any thread; Tx is used only on the writer thread.
 #pragma once
 
@@ -29,8 +36,9 @@ class Job {
   // Writer thread. Decide and stage writes through `tx`. Return false to discard whatever this
   // job staged (a rejected command). Must not block.
   virtual bool execute(Tx& tx) = 0;
-  // Writer thread, after the batch holding this job was made durable (`committed`) or failed to
-  // be written (every job of the batch then sees false and must answer "unavailable").
+  // Finish thread, after the batch holding this job was made durable (`committed`) or failed to
+  // be written (every job of the batch then sees false and must answer "unavailable"). Jobs are
+  // finished in submission order.
   virtual void finish(bool committed) = 0;
 };
 
@@ -59,6 +67,12 @@ class Writer {
  private:
   Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, uint64_t seq, std::string hash);
   void run();
+  void commit_loop();
+  void finish_loop();
+  // Writer thread: blocks until the commit thread has no batch (the last one handed over ended).
+  void await_commit();
+  // Queues `jobs` to be finished on the finish thread, after every batch queued before them.
+  void finish_all(std::vector<std::unique_ptr<Job>>& jobs, bool committed);
 
   Store& store_;
   IdGenerator& ids_;
@@ -76,7 +90,24 @@ class Writer {
   std::mutex commit_mu_;
   std::condition_variable commit_cv_;  // notified after each commit and on stop
   bool stopped_ = false;               // GUARDED_BY(commit_mu_)
+  // The hand-over to the commit thread, one batch at a time (under mu_; cv_ wakes the writer
+  // thread for new jobs and for the end of a commit, handoff_cv_ the commit thread).
+  std::condition_variable handoff_cv_;
+  Tx* handed_tx_ = nullptr;                    // GUARDED_BY(mu_); owned by run()
+  std::vector<std::unique_ptr<Job>> handed_;   // GUARDED_BY(mu_)
+  bool committing_ = false;                    // GUARDED_BY(mu_)
+  bool commit_stop_ = false;                   // GUARDED_BY(mu_)
+  struct Finished {
+    std::vector<std::unique_ptr<Job>> jobs;
+    bool committed;
+  };
+  std::mutex finish_mu_;
+  std::condition_variable finish_cv_;
+  std::deque<Finished> finishing_;  // GUARDED_BY(finish_mu_)
+  bool finish_stop_ = false;        // GUARDED_BY(finish_mu_)
   std::thread thread_;
+  std::thread commit_thread_;
+  std::thread finish_thread_;
 };
 
 }  // namespace gw

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <future>
 #include <latch>
+#include <mutex>
 #include <thread>
 
 #include "core/hex.h"
@@ -28,7 +29,7 @@ class AppendJob final : public Job {
     if (gate_ != nullptr) gate_->wait();
     EventDraft d{"thing.created", "thing", id_, 1, "team_a", "test", 100, R"({"id":")" + id_ + "\"}"};
     tx.append(d);
-    tx.put(Cf::kProjections, "r\0" + id_, "x");
+    tx.put(Cf::kProjections, std::string("r\0", 2) + id_, "x");
     return !reject_;
   }
   void finish(bool committed) override { done_.set_value(committed); }
@@ -127,6 +128,9 @@ TEST_CASE("jobs queued during a sync share one batch; a rejected job leaves no t
   auto rejected = store.value()->get(Cf::kProjections, std::string("r\0job50", 7));
   REQUIRE(rejected.ok());
   CHECK_FALSE(rejected.value().has_value());
+  auto accepted = store.value()->get(Cf::kProjections, std::string("r\0job49", 7));
+  REQUIRE(accepted.ok());
+  CHECK(accepted.value() == "x");
 }
 
 TEST_CASE("jobs submitted after stop are finished as not committed") {
@@ -161,42 +165,169 @@ namespace gw {
 namespace {
 
 // Wraps the real Env; while `fail` is set, appends and syncs of files it created fail like a full
-// or broken disk.
+// or broken disk. While `hold` is set, a sync of the write-ahead log waits (a slow disk) until
+// release(), and fails then if `fail` was set meanwhile.
 class FailingEnv final : public rocksdb::EnvWrapper {
  public:
   FailingEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
   const char* Name() const override { return "FailingEnv"; }
   std::atomic<bool> fail{false};
 
+  void hold() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = true;
+  }
+  // Blocks until a log sync is waiting.
+  void await_held_sync() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return held_ > 0; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = false;
+    cv_.notify_all();
+  }
+
   rocksdb::Status NewWritableFile(const std::string& name,
                                   std::unique_ptr<rocksdb::WritableFile>* result,
                                   const rocksdb::EnvOptions& options) override {
     std::unique_ptr<rocksdb::WritableFile> file;
     auto s = target()->NewWritableFile(name, &file, options);
-    if (s.ok()) result->reset(new File(std::move(file), fail));
+    if (s.ok()) result->reset(new File(std::move(file), *this, name.ends_with(".log")));
     return s;
   }
 
  private:
+  void wait_if_held() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!hold_) return;
+    ++held_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !hold_; });
+    --held_;
+  }
+
   class File final : public rocksdb::WritableFileWrapper {
    public:
-    File(std::unique_ptr<rocksdb::WritableFile> target, std::atomic<bool>& fail)
-        : rocksdb::WritableFileWrapper(target.get()), owned_(std::move(target)), fail_(fail) {}
+    File(std::unique_ptr<rocksdb::WritableFile> target, FailingEnv& env, bool log)
+        : rocksdb::WritableFileWrapper(target.get()), owned_(std::move(target)), env_(env),
+          log_(log) {}
     rocksdb::Status Append(const rocksdb::Slice& data) override {
-      if (fail_) return rocksdb::Status::IOError("injected: disk full");
+      if (env_.fail) return rocksdb::Status::IOError("injected: disk full");
       return rocksdb::WritableFileWrapper::Append(data);
     }
     rocksdb::Status Sync() override {
-      if (fail_) return rocksdb::Status::IOError("injected: fsync failed");
+      if (log_) env_.wait_if_held();
+      if (env_.fail) return rocksdb::Status::IOError("injected: fsync failed");
       return rocksdb::WritableFileWrapper::Sync();
     }
     rocksdb::Status Fsync() override { return Sync(); }
 
    private:
     std::unique_ptr<rocksdb::WritableFile> owned_;
-    std::atomic<bool>& fail_;
+    FailingEnv& env_;
+    bool log_;
   };
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;  // GUARDED_BY(mu_)
+  int held_ = 0;       // GUARDED_BY(mu_)
 };
+
+// Reads a key through its Tx, then appends an event and writes its own key. `executed` is
+// counted down after the read.
+class ReadingJob final : public Job {
+ public:
+  ReadingJob(std::string id, std::string reads, std::latch& executed, std::promise<bool> done,
+             std::vector<std::string>& finished)
+      : id_(std::move(id)), reads_(std::move(reads)), executed_(executed), done_(std::move(done)),
+        finished_(finished) {}
+  bool execute(Tx& tx) override {
+    auto r = tx.get(Cf::kProjections, reads_);
+    seen = r.ok() && r.value() ? *r.value() : "(none)";
+    tx.append(EventDraft{"thing.created", "thing", id_, 1, "team_a", "test", 100, "{}"});
+    tx.put(Cf::kProjections, std::string("r\0", 2) + id_, "written by " + id_);
+    executed_.count_down();
+    return true;
+  }
+  void finish(bool committed) override {
+    finished_.push_back(id_);  // the finish thread only: no lock needed
+    done_.set_value(committed);
+  }
+  std::string seen;
+
+ private:
+  std::string id_;
+  std::string reads_;
+  std::latch& executed_;
+  std::promise<bool> done_;
+  std::vector<std::string>& finished_;
+};
+
+// Batch A is held in its log sync; job B is staged behind it meanwhile, reading A's key.
+struct PipelineRun {
+  testing::ScratchDir dir;
+  SystemClock clock;
+  std::unique_ptr<IdGenerator> ids = make_system_id_generator(clock);
+  FailingEnv env;
+  std::unique_ptr<Store> store = std::move(Store::open(dir.path(), &env).value());
+  std::unique_ptr<Writer> writer = std::move(Writer::start(*store, *ids).value());
+  std::vector<std::string> finished;
+  std::latch a_executed{1};
+  std::latch b_executed{1};
+  std::future<bool> a_done;
+  std::future<bool> b_done;
+  ReadingJob* b = nullptr;
+
+  void stage_b_behind_held_a() {
+    env.hold();
+    std::promise<bool> pa;
+    a_done = pa.get_future();
+    writer->submit(std::make_unique<ReadingJob>("a", "none", a_executed, std::move(pa), finished));
+    env.await_held_sync();  // A is being written
+    std::promise<bool> pb;
+    b_done = pb.get_future();
+    auto job = std::make_unique<ReadingJob>("b", std::string("r\0a", 3), b_executed, std::move(pb),
+                                            finished);
+    b = job.get();
+    writer->submit(std::move(job));
+    b_executed.wait();  // B was staged while A's write had not ended
+  }
+};
+
+TEST_CASE("a batch staged while the one before it is being written reads that batch's writes") {
+  PipelineRun run;
+  run.stage_b_behind_held_a();
+  CHECK(run.b->seen == "written by a");
+  auto stored = run.store->get(Cf::kProjections, std::string("r\0a", 3));
+  REQUIRE(stored.ok());
+  CHECK_FALSE(stored.value().has_value());  // A is not in the database yet: B read A's batch
+  run.env.release();
+  CHECK(run.a_done.get());
+  CHECK(run.b_done.get());
+  CHECK(run.finished == std::vector<std::string>{"a", "b"});
+  CHECK(run.writer->last_seq() == 2);
+  run.writer->stop();
+  auto events = all_events(*run.store);
+  CHECK(events.size() == 2);
+  check_chain(events);
+}
+
+TEST_CASE("when a batch fails to be written, the batch staged on it fails too") {
+  PipelineRun run;
+  run.stage_b_behind_held_a();
+  run.env.fail = true;
+  run.env.release();
+  CHECK_FALSE(run.a_done.get());
+  CHECK_FALSE(run.b_done.get());  // B was decided on A's writes, which never happened
+  CHECK(run.finished == std::vector<std::string>{"a", "b"});
+  CHECK_FALSE(run.writer->writable());
+  CHECK(run.writer->last_seq() == 0);
+  run.writer->stop();
+  run.env.fail = false;
+  CHECK(all_events(*run.store).empty());
+}
 
 TEST_CASE("a failed write answers every job of the batch as not committed and stops writing") {
   testing::ScratchDir dir;
