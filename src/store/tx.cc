@@ -87,13 +87,12 @@ Tx::Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash,
 }
 
 const std::optional<std::string>* Tx::staged(size_t cf, std::string_view key) const {
-  for (const Tx* tx = this; tx != nullptr; tx = tx == this ? base_ : nullptr) {
-    const Overlay& overlay = tx->overlay_[cf];
-    if (overlay.empty()) continue;
+  auto in = [key](const Overlay& overlay) -> const std::optional<std::string>* {
     auto it = overlay.find(key);
-    if (it != overlay.end()) return &it->second;
-  }
-  return nullptr;
+    return it == overlay.end() ? nullptr : &it->second;
+  };
+  if (const auto* mine = in(overlay_[cf])) return mine;
+  return base_ == nullptr ? nullptr : in(base_->overlay_[cf]);
 }
 
 Result<std::optional<std::string>> Tx::get(Cf which, std::string_view key) {

@@ -1,10 +1,6 @@
 #include "store/writer.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
-#include "core/hex.h"
 
 namespace gw {
 
@@ -41,7 +37,12 @@ Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids,
 
 Writer::Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, uint64_t seq,
                std::string hash)
-    : store_(store), ids_(ids), scanned_(scanned), seq_(seq), hash_(std::move(hash)), published_seq_(seq) {}
+    : store_(store),
+      ids_(ids),
+      scanned_(scanned),
+      seq_(seq),
+      hash_(std::move(hash)),
+      published_seq_(seq) {}
 
 Writer::~Writer() { stop(); }
 
