@@ -21,8 +21,8 @@
 # Every figure is the median of RUNS. Prints a markdown table on stdout and saves it, with every
 # raw wrk output and the server logs, under build-bench/results/<timestamp>/.
 #
-#   scripts/bench.sh                                  # full run: about 11 minutes on 2 cores
-#                                                     # (phase A 7, phase B 4), plus the build
+#   scripts/bench.sh                                  # full run: about 9 minutes on 2 cores
+#                                                     # (phase A 6, phase B 3), plus the build
 #   DURATION=3 RUNS=1 SKIP_1M=1 scripts/bench.sh      # quick check: about 45 s
 #   DURATION=3 RUNS=1 BIG_N=200000 scripts/bench.sh   # the 1M phase on a smaller log: 75 s
 #
@@ -33,7 +33,7 @@
 # times those at PRELOAD_N), SETTLE_MAX (60: before each measured run, wait up to this many
 # seconds for gatewayd's background work, such as compactions, to end), BUILD (build-bench),
 # KEEP_DATA (0; 1 keeps the data dirs under BUILD/run.*). The 1M preload creates BIG_N webhooks
-# over HTTP: about 80 s at 13k creates/s, 100 s on a busy machine.
+# over HTTP: about 40 s at 26k creates/s.
 #
 # Exit status: 0 when every phase ran and every error count is 0, even when a target is missed
 # (it is a measurement); 1 when a phase failed or any request erred.
