@@ -101,8 +101,7 @@ void track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused
   }
 }
 
-}  // namespace
-
+// Reads a stored record (header and parsed record).
 Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
   auto raw = tx.get(Cf::kProjections, keys::record(id));
   if (!raw.ok()) return std::move(raw.error());
@@ -122,6 +121,8 @@ Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
   return std::optional<Stored>(
       Stored{std::move(record.value()), header.version, header.create_seq});
 }
+
+}  // namespace
 
 Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, const Decision& decision,
                                 const Actor& actor, int64_t now) {

@@ -13,9 +13,6 @@
 
 namespace gw {
 
-// Reads a stored record (header and parsed record).
-Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id);
-
 // A record as written by the last change of a decision: its JSON and version (the ETag).
 struct Recorded {
   std::string json;

@@ -117,7 +117,9 @@ void Tx::write(Cf which, std::string_view key, std::optional<std::string_view> v
   } else {
     it->second.reset();
   }
-  if (inserted && (scanned_ == nullptr || scanned_(which, key))) ordered_[cf].insert(it->first);
+  if (inserted && (scanned_ == nullptr || scanned_(which, key))) {
+    ordered_[cf].emplace(it->first, &it->second);
+  }
 }
 
 void Tx::put(Cf which, std::string_view key, std::string_view value) {
@@ -139,7 +141,6 @@ Result<bool> Tx::scan(Cf which, std::string_view prefix, const Visit& visit) {
   const std::string end = prefix_end(prefix);
   auto in_range = [&](std::string_view k) { return k.starts_with(prefix); };
   const auto& ordered = ordered_[cf];
-  const auto& overlay = overlay_[cf];
   auto mine = ordered.lower_bound(prefix);
   rocksdb::ReadOptions ro;
   rocksdb::Slice upper(end);
@@ -148,16 +149,15 @@ Result<bool> Tx::scan(Cf which, std::string_view prefix, const Visit& visit) {
   db->Seek(slice(prefix));
   for (;;) {
     const bool have_db = db->Valid();
-    const bool have_mine = mine != ordered.end() && in_range(*mine);
+    const bool have_mine = mine != ordered.end() && in_range(mine->first);
     if (!have_db && !have_mine) break;
     std::string_view db_key =
         have_db ? std::string_view(db->key().data(), db->key().size()) : std::string_view();
-    if (have_mine && (!have_db || *mine <= db_key)) {
-      if (have_db && *mine == db_key) db->Next();  // the batch's write replaces the stored value
-      const auto& value = overlay.find(*mine)->second;
-      std::string_view key = *mine;
+    if (have_mine && (!have_db || mine->first <= db_key)) {
+      if (have_db && mine->first == db_key) db->Next();  // the batch's write replaces it
+      const auto [key, value] = *mine;
       ++mine;
-      if (value && !visit(key, *value)) return true;
+      if (*value && !visit(key, **value)) return true;
     } else {
       if (!visit(db_key, std::string_view(db->value().data(), db->value().size()))) return true;
       db->Next();
@@ -216,28 +216,25 @@ void Tx::rollback_to_savepoint() {
 }
 
 Result<rocksdb::WriteBatch*> Tx::seal() {
-  if (!sealed_) {
-    settle();
-    for (const auto& [where, delta] : counters_) {
-      if (delta == 0) continue;
-      const Cf which = static_cast<Cf>(where.first);
-      auto current = get(which, where.second);
-      if (!current.ok()) return std::move(current.error());
-      uint64_t n = current.value() ? decode_u64(*current.value()) : 0;
-      n = static_cast<uint64_t>(static_cast<int64_t>(n) + delta);
-      if (n == 0) {
-        del(which, where.second);
-      } else {
-        put(which, where.second, encode_u64(n));
-      }
+  settle();
+  for (const auto& [where, delta] : counters_) {
+    if (delta == 0) continue;
+    const Cf which = static_cast<Cf>(where.first);
+    auto current = get(which, where.second);
+    if (!current.ok()) return std::move(current.error());
+    uint64_t n = current.value() ? decode_u64(*current.value()) : 0;
+    n = static_cast<uint64_t>(static_cast<int64_t>(n) + delta);
+    if (n == 0) {
+      del(which, where.second);
+    } else {
+      put(which, where.second, encode_u64(n));
     }
-    for (const auto& [where, value] : at_seal_) {
-      put(static_cast<Cf>(where.first), where.second, value);
-    }
-    // Written to the overlay too, so a Tx staged on this one reads them before they are stored.
-    undo_.clear();
-    sealed_ = true;
   }
+  for (const auto& [where, value] : at_seal_) {
+    put(static_cast<Cf>(where.first), where.second, value);
+  }
+  // Written to the overlay too, so a Tx staged on this one reads them before they are stored.
+  undo_.clear();
   return &wb_;
 }
 

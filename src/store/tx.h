@@ -15,7 +15,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -97,12 +96,11 @@ class Tx {
 
   // Writes the counters and the put_at_seal values into the batch and returns it, ready for
   // DB::Write. Call once, after the last job; the Tx takes no more writes after it. Settles the
-  // base first: counters are read from the database. kUnavailable if a counter cannot be read.
+  // base first: counters are read from the database. kUnavailable if a counter cannot be read
+  // (the batch must then be dropped).
   Result<rocksdb::WriteBatch*> seal();
   // The sealed batch (after seal() succeeded).
   rocksdb::WriteBatch* batch() { return &wb_; }
-  // Waits for the base's write to end (see the constructor); no-op without a base.
-  void settle();
 
  private:
   static constexpr size_t kCfs = 3;
@@ -121,6 +119,8 @@ class Tx {
     std::optional<std::string> previous;
   };
   void write(Cf which, std::string_view key, std::optional<std::string_view> value);
+  // Waits for the base's write to end (see the constructor); no-op without a base.
+  void settle();
   // This batch's (or, unsettled, the base's) write of `key`: nullptr if neither wrote it.
   const std::optional<std::string>* staged(size_t cf, std::string_view key) const;
 
@@ -131,7 +131,9 @@ class Tx {
   std::function<void()> settle_;
   rocksdb::WriteBatch wb_;
   Overlay overlay_[kCfs];
-  std::set<std::string_view> ordered_[kCfs];  // overlay keys that are scanned, in order
+  // The overlay entries of keys that are scanned, in key order (keys and values point into
+  // overlay_, whose nodes do not move).
+  std::map<std::string_view, const std::optional<std::string>*> ordered_[kCfs];
   std::vector<Undo> undo_;                    // writes since the save point
   std::map<std::pair<size_t, std::string>, int64_t> counters_;
   std::vector<std::pair<int64_t*, int64_t>> counter_undo_;
@@ -141,7 +143,6 @@ class Tx {
   std::string last_hash_;
   uint64_t saved_seq_ = 0;
   std::string saved_hash_;
-  bool sealed_ = false;
 };
 
 }  // namespace gw

@@ -87,7 +87,7 @@ uint64_t Writer::wait_beyond(uint64_t seq, std::chrono::milliseconds timeout) {
   return published_seq_.load(std::memory_order_acquire);
 }
 
-void Writer::finish_all(std::vector<std::unique_ptr<Job>>& jobs, bool committed) {
+void Writer::queue_finish(std::vector<std::unique_ptr<Job>>& jobs, bool committed) {
   if (jobs.empty()) return;
   {
     std::lock_guard<std::mutex> lock(finish_mu_);
@@ -134,7 +134,7 @@ void Writer::run() {
       std::vector<std::unique_ptr<Job>> failed(std::make_move_iterator(queue_.begin()),
                                                std::make_move_iterator(queue_.end()));
       queue_.clear();
-      finish_all(failed, false);
+      queue_finish(failed, false);
       continue;
     }
     auto tx = std::make_unique<Tx>(store_, ids_, seq_, hash_, scanned_, previous.get(),
@@ -165,7 +165,7 @@ void Writer::run() {
       // The previous batch failed (this one was staged on writes that never happened), or a
       // counter could not be read (nothing was written), or every job was rejected or changed
       // nothing (committed, trivially). The log's tail is unchanged.
-      finish_all(jobs, writable_.load(std::memory_order_acquire) && batch.ok());
+      queue_finish(jobs, writable_.load(std::memory_order_acquire) && batch.ok());
       lock.lock();
       continue;
     }
@@ -208,7 +208,7 @@ void Writer::commit_loop() {
     } else {
       writable_.store(false, std::memory_order_release);
     }
-    finish_all(jobs, committed);
+    queue_finish(jobs, committed);
     lock.lock();
     handed_tx_ = nullptr;
     committing_ = false;

@@ -72,7 +72,7 @@ class Writer {
   // Writer thread: blocks until the commit thread has no batch (the last one handed over ended).
   void await_commit();
   // Queues `jobs` to be finished on the finish thread, after every batch queued before them.
-  void finish_all(std::vector<std::unique_ptr<Job>>& jobs, bool committed);
+  void queue_finish(std::vector<std::unique_ptr<Job>>& jobs, bool committed);
 
   Store& store_;
   IdGenerator& ids_;
