@@ -1,7 +1,11 @@
 #include "core/hex.h"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/sha.h>
+
+#include <memory>
+#include <stdexcept>
 
 namespace gw {
 
@@ -17,10 +21,21 @@ std::string to_hex(std::string_view bytes) {
   return out;
 }
 
+// OpenSSL 3's one-shot SHA256() looks the algorithm up in its provider store (under a lock) and
+// allocates a context on every call; every authenticated request hashes its token. So the
+// algorithm is fetched once and each thread reuses one context.
 std::string sha256(std::string_view data) {
+  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  thread_local const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
+                                                                                 &EVP_MD_CTX_free);
   std::string digest(SHA256_DIGEST_LENGTH, '\0');
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(),
-         reinterpret_cast<unsigned char*>(digest.data()));
+  unsigned int size = 0;
+  if (md == nullptr || !ctx || EVP_DigestInit_ex2(ctx.get(), md, nullptr) != 1 ||
+      EVP_DigestUpdate(ctx.get(), data.data(), data.size()) != 1 ||
+      EVP_DigestFinal_ex(ctx.get(), reinterpret_cast<unsigned char*>(digest.data()), &size) != 1 ||
+      size != digest.size()) {
+    throw std::runtime_error("SHA-256 is not available");
+  }
   return digest;
 }
 

@@ -7,9 +7,9 @@
 #include <functional>
 #include <mutex>
 #include <unordered_map>
-#include <sstream>
 #include <thread>
 
+#include "core/text.h"
 #include "http/problem.h"
 
 namespace gw::http {
@@ -48,6 +48,7 @@ class RawContentType final : public P::Http::Header::Header {
   void parse(const std::string& data) override { value_ = data; }
   void parseRaw(const char* str, size_t len) override { value_.assign(str, len); }
   void write(std::ostream& os) const override { os << value_; }
+  const std::string& value() const { return value_; }
 
  private:
   std::string value_;
@@ -102,16 +103,28 @@ std::string percent_decode(std::string_view in, bool plus_is_space) {
   return out;
 }
 
-// A request header's value whether Pistache kept it raw or parsed it into a typed header.
-std::optional<std::string> header_value(const P::Http::Request& req, const char* name) {
-  const auto& headers = req.headers();
-  if (auto raw = headers.tryGetRaw(name)) return raw->value();
-  if (auto typed = headers.tryGet(name)) {
-    std::ostringstream os;
-    typed->write(os);
-    return os.str();
+// The request headers the Api reads. Pistache keeps the headers it registers typed (of ours,
+// Authorization, and Content-Type as a RawContentType) and all others raw, in maps whose every
+// lookup lower-cases the name into a new string; so the typed ones are looked up once each and
+// the raw ones are picked out in one pass.
+void read_headers(const P::Http::Header::Collection& headers, Request* out) {
+  if (auto auth = std::dynamic_pointer_cast<const P::Http::Header::Authorization>(
+          headers.tryGet(P::Http::Header::Authorization::Name))) {
+    out->authorization = auth->value();
   }
-  return std::nullopt;
+  if (auto type = std::dynamic_pointer_cast<const RawContentType>(
+          headers.tryGet(RawContentType::Name))) {
+    out->content_type = type->value();
+  }
+  for (const auto& [name, raw] : headers.rawList()) {
+    if (ascii_iequals(name, "X-Tenant-ID")) {
+      out->tenant = raw.value();
+    } else if (ascii_iequals(name, "If-Match")) {
+      out->if_match = raw.value();
+    } else if (ascii_iequals(name, "Idempotency-Key")) {
+      out->idempotency_key = raw.value();
+    }
+  }
 }
 
 bool wants_close(const P::Http::Request& req) {
@@ -137,20 +150,14 @@ class Handler final : public P::Http::Handler {
   explicit Handler(std::shared_ptr<Server::State> state) : state_(std::move(state)) {}
 
   void onRequest(const P::Http::Request& req, P::Http::ResponseWriter response) override {
-    auto writer = std::make_shared<P::Http::ResponseWriter>(std::move(response));
-    const bool close = wants_close(req);
+    // One allocation holds what the reply needs; exactly one reply goes out, even if the Api
+    // answered and then something threw.
+    auto exchange = std::make_shared<Exchange>(std::move(response), wants_close(req), state_);
     state_->in_flight.fetch_add(1, std::memory_order_acq_rel);
-    // Exactly one reply goes out, even if the Api answered and then something threw.
-    auto answered = std::make_shared<std::atomic<bool>>(false);
-    Respond respond = [writer, close, answered, state = state_](Reply reply) {
-      if (answered->exchange(true)) return;
-      send(*writer, std::move(reply), close);
-      state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
-    };
     if (state_->draining.load(std::memory_order_acquire)) {
       Reply r = problem(make_error(Code::kUnavailable, "shutting down"));
       r.close = true;
-      respond(std::move(r));
+      answer(*exchange, std::move(r));
       return;
     }
     try {
@@ -160,20 +167,32 @@ class Handler final : public P::Http::Handler {
       for (auto it = req.query().parameters_begin(); it != req.query().parameters_end(); ++it) {
         request.query.emplace_back(percent_decode(it->first, true), percent_decode(it->second, true));
       }
-      request.authorization = header_value(req, "Authorization");
-      request.tenant = header_value(req, "X-Tenant-ID");
-      request.content_type = header_value(req, "Content-Type");
-      request.if_match = header_value(req, "If-Match");
-      request.idempotency_key = header_value(req, "Idempotency-Key");
+      read_headers(req.headers(), &request);
       request.body = req.body();
-      state_->api->handle(std::move(request), respond);
+      state_->api->handle(std::move(request),
+                          [exchange](Reply reply) { answer(*exchange, std::move(reply)); });
     } catch (const std::exception&) {
       // Nothing from inside escapes to the client; Pistache would send the exception text.
-      respond(problem(make_error(Code::kInternal, "unexpected exception")));
+      answer(*exchange, problem(make_error(Code::kInternal, "unexpected exception")));
     }
   }
 
  private:
+  struct Exchange {
+    Exchange(P::Http::ResponseWriter w, bool c, std::shared_ptr<Server::State> s)
+        : writer(std::move(w)), close(c), state(std::move(s)) {}
+    P::Http::ResponseWriter writer;
+    const bool close;
+    std::atomic<bool> answered{false};
+    const std::shared_ptr<Server::State> state;
+  };
+
+  static void answer(Exchange& exchange, Reply reply) {
+    if (exchange.answered.exchange(true)) return;
+    send(exchange.writer, std::move(reply), exchange.close);
+    exchange.state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
   static void send(P::Http::ResponseWriter& w, Reply reply, bool close) {
     try {
       if (!w.getPeer()) return;  // the client went away
@@ -181,9 +200,9 @@ class Handler final : public P::Http::Handler {
       headers.remove("Connection");
       headers.add(std::make_shared<NamedHeader>(
           "Connection", (close || reply.close) ? "close" : "keep-alive"));
-      headers.add(std::make_shared<NamedHeader>("Content-Type", reply.content_type));
+      headers.add(std::make_shared<NamedHeader>("Content-Type", std::move(reply.content_type)));
       for (auto& [name, value] : reply.headers) {
-        headers.add(std::make_shared<NamedHeader>(name, value));
+        headers.add(std::make_shared<NamedHeader>(std::move(name), std::move(value)));
       }
       w.send(static_cast<P::Http::Code>(reply.status), reply.body);
     } catch (const std::exception&) {

@@ -1,0 +1,40 @@
+#include <doctest/doctest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/hex.h"
+
+namespace gw {
+namespace {
+
+TEST_CASE("sha256 gives the FIPS 180-2 digests, on every thread and call after call") {
+  // The reused per-thread context must start clean each time: the same input twice, and a short
+  // input after a long one, give the standard digests.
+  const std::string million(1000000, 'a');
+  auto check = [&] {
+    CHECK(sha256_hex("abc") ==
+          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(sha256_hex(million) ==
+          "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    CHECK(sha256_hex("") ==
+          "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    CHECK(sha256_hex("abc") ==
+          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  };
+  check();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back(check);
+  for (auto& t : threads) t.join();
+}
+
+TEST_CASE("constant_time_equal compares whole byte strings") {
+  CHECK(constant_time_equal("", ""));
+  CHECK(constant_time_equal(std::string("a\0b", 3), std::string("a\0b", 3)));
+  CHECK_FALSE(constant_time_equal(std::string("a\0b", 3), std::string("a\0c", 3)));
+  CHECK_FALSE(constant_time_equal("abc", "abcd"));
+}
+
+}  // namespace
+}  // namespace gw
