@@ -28,8 +28,10 @@ Reply json_reply(int status, std::string body) {
   return r;
 }
 
-Reply record_reply(int status, Kind kind, const Written& w) {
-  Reply r = json_reply(status, w.json);
+Reply record_reply(int status, Kind kind, Written w) {
+  Reply r;
+  r.status = status;
+  r.headers.reserve(3);
   r.headers.emplace_back("ETag", etag_of(w.version));
   if (w.replayed) r.headers.emplace_back("Idempotency-Replayed", "true");
   if (status == 201) {
@@ -41,6 +43,7 @@ Reply record_reply(int status, Kind kind, const Written& w) {
                                              w.json.substr(key.size(), end - key.size()));
     }
   }
+  r.body = std::move(w.json);
   return r;
 }
 
@@ -84,13 +87,14 @@ struct Target {
   Route route = Route::kUnmatched;
   std::optional<Kind> kind;
   std::string id;
-  std::vector<std::string> allowed;  // methods, for 405
+  std::vector<std::string_view> allowed;  // methods, for 405 (pointing into served_routes())
   bool known_path = false;
   bool protected_route = true;
 };
 
 std::vector<std::string_view> split_path(std::string_view path) {
   std::vector<std::string_view> out;
+  out.reserve(8);
   if (path.empty() || path[0] != '/') return out;
   path.remove_prefix(1);
   while (true) {
@@ -123,14 +127,14 @@ const std::vector<CompiledRoute>& compiled_routes() {
   return table;
 }
 
-// True when the path's segments fit the template's; the `{id}` segment is copied to *id.
+// True when the path's segments fit the template's; *id is the `{id}` segment.
 bool matches(const std::vector<std::string>& tmpl, const std::vector<std::string_view>& seg,
-             std::string* id) {
+             std::string_view* id) {
   if (tmpl.size() != seg.size()) return false;
   for (size_t i = 0; i < seg.size(); ++i) {
     if (tmpl[i] == kIdSegment) {
       if (seg[i].empty()) return false;
-      *id = std::string(seg[i]);
+      *id = seg[i];
     } else if (tmpl[i] != seg[i]) {
       return false;
     }
@@ -142,12 +146,16 @@ Target route(const std::string& method, const std::string& path) {
   Target t;
   const auto seg = split_path(path);
   for (const CompiledRoute& c : compiled_routes()) {
-    std::string id;
+    std::string_view id;
     if (!matches(c.segments, seg, &id)) continue;
-    t.known_path = true;
-    t.kind = c.spec->kind;
-    t.id = std::move(id);
-    t.protected_route = c.spec->protected_route;
+    if (!t.known_path) {
+      // The methods of one path share its template, its kind and whether it is protected.
+      t.known_path = true;
+      t.kind = c.spec->kind;
+      t.id = id;
+      t.protected_route = c.spec->protected_route;
+      t.allowed.reserve(5);
+    }
     t.allowed.push_back(c.spec->method);
     if (c.spec->method == method) t.route = c.spec->route;
   }
@@ -277,7 +285,10 @@ void Api::handle(Request req, Respond respond) {
   if (t.route == Route::kUnmatched) {
     Reply r = problem(make_error(Code::kMethodNotAllowed, request.method + " is not allowed here"));
     std::string allow;
-    for (const auto& m : t.allowed) allow += (allow.empty() ? "" : ", ") + m;
+    for (auto m : t.allowed) {
+      if (!allow.empty()) allow += ", ";
+      allow += m;
+    }
     r.headers.emplace_back("Allow", allow);
     ctx->reply(std::move(r));
     return;
@@ -383,7 +394,7 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode) {
 Done Api::write_reply(const std::shared_ptr<Context>& ctx, Kind kind, int status) {
   return [ctx, kind, status](Result<Written> r) {
     if (!r.ok()) return ctx->fail(r.error());
-    ctx->reply(record_reply(status, kind, r.value()));
+    ctx->reply(record_reply(status, kind, std::move(r.value())));
   };
 }
 
