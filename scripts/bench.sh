@@ -33,7 +33,7 @@
 # times those at PRELOAD_N), SETTLE_MAX (60: before each measured run, wait up to this many
 # seconds for gatewayd's background work, such as compactions, to end), BUILD (build-bench),
 # KEEP_DATA (0; 1 keeps the data dirs under BUILD/run.*). The 1M preload creates BIG_N webhooks
-# over HTTP: about 40 s at 26k creates/s.
+# over HTTP: about 35 to 40 s at 26k to 28k creates/s.
 #
 # Exit status: 0 when every phase ran and every error count is 0, even when a target is missed
 # (it is a measurement); 1 when a phase failed or any request erred.
