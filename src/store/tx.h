@@ -119,6 +119,8 @@ class Tx {
     std::optional<std::string> previous;
   };
   void write(Cf which, std::string_view key, std::optional<std::string_view> value);
+  // Rewrites wb_ in (column family, key) order, keeping only the last write of each key.
+  Result<bool> sort_batch();
   // Waits for the base's write to end (see the constructor); no-op without a base.
   void settle();
   // This batch's (or, unsettled, the base's) write of `key`: nullptr if neither wrote it.

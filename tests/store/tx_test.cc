@@ -201,5 +201,71 @@ TEST_CASE("counters sum over the batch and are deleted at zero; the last seal va
   CHECK_FALSE(f.stored("n").has_value());
 }
 
+// Records what a sealed batch holds, in the batch's order.
+class Recorder final : public rocksdb::WriteBatch::Handler {
+ public:
+  struct Op {
+    uint32_t cf;
+    std::string key;
+    std::optional<std::string> value;  // nullopt: a delete
+    bool operator==(const Op&) const = default;
+  };
+  std::vector<Op> ops;
+  rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice& k, const rocksdb::Slice& v) override {
+    ops.push_back(Op{cf, k.ToString(), v.ToString()});
+    return rocksdb::Status::OK();
+  }
+  rocksdb::Status DeleteCF(uint32_t cf, const rocksdb::Slice& k) override {
+    ops.push_back(Op{cf, k.ToString(), std::nullopt});
+    return rocksdb::Status::OK();
+  }
+};
+
+TEST_CASE("a sealed batch is in column family and key order, with only the last write of a key") {
+  Fixture f;
+  REQUIRE(f.store->db()->Put(rocksdb::WriteOptions(), f.store->cf(Cf::kProjections), "gone", "x")
+              .ok());
+  Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+  tx.put(Cf::kProjections, "m", "1");
+  tx.append(EventDraft{"thing.created", "thing", "a", 1, "team_a", "test", 100, "{}"});
+  tx.put(Cf::kProjections, "b", "1");
+  tx.del(Cf::kProjections, "gone");
+  tx.put(Cf::kProjections, "a", "1");
+  tx.put(Cf::kProjections, "m", "2");    // rewritten: only "3" is kept
+  tx.del(Cf::kProjections, "b");         // put, then deleted: the delete is kept
+  tx.del(Cf::kProjections, "c");
+  tx.put(Cf::kProjections, "c", "back");  // deleted, then put: the put is kept
+  tx.append(EventDraft{"thing.created", "thing", "b", 1, "team_a", "test", 100, "{}"});
+  tx.put(Cf::kProjections, "m", "3");
+  // A rejected job's writes are gone before the batch is reordered.
+  tx.set_savepoint();
+  tx.put(Cf::kProjections, "a", "rejected");
+  tx.put(Cf::kProjections, "0", "rejected");
+  tx.rollback_to_savepoint();
+  auto batch = tx.seal();
+  REQUIRE(batch.ok());
+  Recorder seen;
+  REQUIRE(batch.value()->Iterate(&seen).ok());
+  const uint32_t events = f.store->cf(Cf::kEvents)->GetID();
+  const uint32_t proj = f.store->cf(Cf::kProjections)->GetID();
+  REQUIRE(seen.ops.size() == 7);
+  CHECK(seen.ops[0].cf == events);
+  CHECK(seen.ops[0].key == encode_u64(1));
+  CHECK(seen.ops[1].cf == events);
+  CHECK(seen.ops[1].key == encode_u64(2));
+  CHECK(seen.ops[2] == Recorder::Op{proj, "a", "1"});
+  CHECK(seen.ops[3] == Recorder::Op{proj, "b", std::nullopt});
+  CHECK(seen.ops[4] == Recorder::Op{proj, "c", "back"});
+  CHECK(seen.ops[5] == Recorder::Op{proj, "gone", std::nullopt});
+  CHECK(seen.ops[6] == Recorder::Op{proj, "m", "3"});
+  REQUIRE(f.store->db()->Write(rocksdb::WriteOptions(), batch.value()).ok());
+  CHECK(f.stored("a") == "1");
+  CHECK_FALSE(f.stored("b").has_value());
+  CHECK(f.stored("c") == "back");
+  CHECK_FALSE(f.stored("gone").has_value());
+  CHECK(f.stored("m") == "3");
+  CHECK_FALSE(f.stored("0").has_value());
+}
+
 }  // namespace
 }  // namespace gw
