@@ -4,6 +4,7 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/hex.h"
 
@@ -252,10 +253,38 @@ Result<bool> Tx::sort_batch() {
   CollectOps collect(ops);
   auto s = wb_.Iterate(&collect);  // Put and Delete are all a Tx writes; anything else fails here
   if (!s.ok()) return make_error(Code::kInternal, "cannot reorder a batch: " + s.ToString());
-  // Stable: of several writes of one key, the last one stays last, and only it is kept.
-  std::stable_sort(ops.begin(), ops.end(), [](const BatchOp& a, const BatchOp& b) {
-    return a.cf != b.cf ? a.cf < b.cf : a.key.compare(b.key) < 0;
-  });
+  // By column family and first key byte first (a stable counting sort: keys of one kind share
+  // it), then each run by key unless it is in order already, as the log's sequence numbers and
+  // most index entries of a batch of creates are. Stable: of several writes of one key the last
+  // stays last, and only it is kept below.
+  auto bucket_of = [](const BatchOp& op) -> size_t {
+    return op.cf * 256 + (op.key.empty() ? 0 : static_cast<unsigned char>(op.key[0]));
+  };
+  auto by_key = [](const BatchOp& a, const BatchOp& b) { return a.key.compare(b.key) < 0; };
+  std::vector<uint32_t> starts;  // bucket -> first position, then bucket -> end
+  std::vector<BatchOp> sorted_ops(ops.size());
+  {
+    std::unordered_map<size_t, uint32_t> counts;
+    for (const auto& op : ops) ++counts[bucket_of(op)];
+    std::vector<size_t> buckets;
+    for (const auto& [b, n] : counts) buckets.push_back(b);
+    std::sort(buckets.begin(), buckets.end());
+    std::unordered_map<size_t, uint32_t> next;
+    uint32_t at = 0;
+    for (size_t b : buckets) {
+      next[b] = at;
+      starts.push_back(at);
+      at += counts[b];
+    }
+    starts.push_back(at);
+    for (const auto& op : ops) sorted_ops[next[bucket_of(op)]++] = op;
+  }
+  for (size_t i = 0; i + 1 < starts.size(); ++i) {
+    auto first = sorted_ops.begin() + starts[i];
+    auto last = sorted_ops.begin() + starts[i + 1];
+    if (!std::is_sorted(first, last, by_key)) std::stable_sort(first, last, by_key);
+  }
+  ops.swap(sorted_ops);
   rocksdb::ColumnFamilyHandle* handles[kCfs];
   for (size_t i = 0; i < kCfs; ++i) handles[i] = store_.cf(static_cast<Cf>(i));
   auto handle_of = [&](uint32_t id) -> rocksdb::ColumnFamilyHandle* {
@@ -278,13 +307,9 @@ Result<bool> Tx::sort_batch() {
 }
 
 Result<rocksdb::WriteBatch*> Tx::seal() {
-  // In key order, each memtable insert starts from where the previous one ended (the skiplist
-  // keeps that position) instead of searching from the top: on a large memtable that search, a
-  // cache miss per level, was most of a batch's write. Done before settling, so it overlaps the
-  // previous batch's write; the few counter and checkpoint keys added below stay unsorted.
-  auto sorted = sort_batch();
-  if (!sorted.ok()) return std::move(sorted.error());
   settle();
+  // Counters and seal values go into the batch only, not the overlay: seal() may run on another
+  // thread while the next Tx reads this one's overlay (see the header).
   for (const auto& [where, delta] : counters_) {
     if (delta == 0) continue;
     const Cf which = static_cast<Cf>(where.first);
@@ -292,17 +317,21 @@ Result<rocksdb::WriteBatch*> Tx::seal() {
     if (!current.ok()) return std::move(current.error());
     uint64_t n = current.value() ? decode_u64(*current.value()) : 0;
     n = static_cast<uint64_t>(static_cast<int64_t>(n) + delta);
+    auto* cf = store_.cf(which);
     if (n == 0) {
-      del(which, where.second);
+      wb_.Delete(cf, slice(where.second));
     } else {
-      put(which, where.second, encode_u64(n));
+      wb_.Put(cf, slice(where.second), encode_u64(n));
     }
   }
   for (const auto& [where, value] : at_seal_) {
-    put(static_cast<Cf>(where.first), where.second, value);
+    wb_.Put(store_.cf(static_cast<Cf>(where.first)), slice(where.second), slice(value));
   }
-  // Written to the overlay too, so a Tx staged on this one reads them before they are stored.
-  undo_.clear();
+  // In key order, each memtable insert starts from where the previous one ended (the skiplist
+  // keeps that position) instead of searching from the top: on a large memtable that search, a
+  // cache miss per level, was most of a batch's write.
+  auto sorted = sort_batch();
+  if (!sorted.ok()) return std::move(sorted.error());
   return &wb_;
 }
 

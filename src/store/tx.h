@@ -8,7 +8,8 @@
 //
 // Jobs stage into one Tx one after another; a rejected job is rolled back to the save point set
 // before it, which undoes its writes, its counter changes and its appended events alike.
-// Not thread-safe: the writer thread only.
+// Not thread-safe: one thread at a time stages a Tx and then seals it (see seal() for what may
+// run beside it).
 #pragma once
 
 #include <cstdint>
@@ -80,7 +81,8 @@ class Tx {
 
   // A counter: an 8-byte big-endian count stored under `key`, deleted when it reaches 0. The
   // changes of the whole batch are summed and written when it is sealed, so a counter costs one
-  // read and one write per batch however many jobs change it. Not visible to get() before that.
+  // read and one write per batch however many jobs change it. get() reads it from the database
+  // only (see seal()).
   void add_to_counter(Cf which, std::string_view key, int64_t delta);
   // Writes `value` under `key` when the batch is sealed; the last value set wins (a checkpoint).
   void put_at_seal(Cf which, std::string_view key, std::string_view value);
@@ -94,10 +96,13 @@ class Tx {
   void set_savepoint();
   void rollback_to_savepoint();
 
-  // Writes the counters and the put_at_seal values into the batch and returns it, ready for
-  // DB::Write. Call once, after the last job; the Tx takes no more writes after it. Settles the
-  // base first: counters are read from the database. kUnavailable if a counter cannot be read
-  // (the batch must then be dropped).
+  // Writes the counters and the put_at_seal values into the batch, puts the batch in key order
+  // and returns it, ready for DB::Write. Call once, after the last job; the Tx takes no more
+  // writes after it. Settles the base first: counters are read from the database. The counters
+  // and seal values are not written to the overlay, so neither this Tx nor one staged on it reads
+  // them before the batch is stored; and seal() changes nothing a Tx staged on this one reads, so
+  // it may run on another thread while that Tx is being staged. kUnavailable if a counter cannot
+  // be read (the batch must then be dropped).
   Result<rocksdb::WriteBatch*> seal();
   // The sealed batch (after seal() succeeded).
   rocksdb::WriteBatch* batch() { return &wb_; }

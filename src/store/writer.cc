@@ -113,73 +113,59 @@ void Writer::finish_loop() {
   }
 }
 
-void Writer::await_commit() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return !committing_; });
+void Writer::await_written(uint64_t number) {
+  std::unique_lock<std::mutex> lock(commit_mu_);
+  commit_cv_.wait(lock, [&] { return written_ >= number; });
+}
+
+std::unique_ptr<Writer::Batch> Writer::open_batch() {
+  auto batch = std::make_unique<Batch>();
+  batch->number = ++opened_;
+  batch->base = last_tx_;
+  if (last_tx_) {
+    // The base is the batch before this one; the one before the base is written already.
+    batch->tx = std::make_shared<Tx>(store_, ids_, last_tx_->last_seq(), last_tx_->last_hash(),
+                                     scanned_, last_tx_.get(),
+                                     [this, n = batch->number - 1] { await_written(n); });
+  } else {
+    batch->tx = std::make_shared<Tx>(store_, ids_, seq_, hash_, scanned_);
+  }
+  last_tx_ = batch->tx;
+  return batch;
 }
 
 void Writer::run() {
   disable_rocksdb_perf_counters();
-  std::vector<std::unique_ptr<Job>> jobs;
-  // The last batch handed to the commit thread; the next Tx is staged on top of it.
-  std::unique_ptr<Tx> previous;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) break;  // stopping and drained
-    if (!writable_.load(std::memory_order_acquire)) {
-      // Fail-stop: after a failed write the log's tail on disk is unknown (the WAL may hold the
-      // failed batch), so nothing more is written until a restart recovers it.
-      cv_.wait(lock, [this] { return !committing_; });  // the failed batch's jobs finish first
-      std::vector<std::unique_ptr<Job>> failed(std::make_move_iterator(queue_.begin()),
-                                               std::make_move_iterator(queue_.end()));
-      queue_.clear();
-      queue_finish(failed, false);
-      continue;
+    if (commit_wants_ && open_ && !ready_) {
+      // The commit thread is free: it gets the batch as it stands.
+      ready_ = std::move(open_);
+      commit_wants_ = false;
+      handoff_cv_.notify_one();
     }
-    auto tx = std::make_unique<Tx>(store_, ids_, seq_, hash_, scanned_, previous.get(),
-                                   [this] { await_commit(); });
-    for (;;) {
-      const size_t first = jobs.size();
-      while (!queue_.empty() && jobs.size() < kMaxBatchJobs) {
-        jobs.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+    if (!queue_.empty() && !ready_ && !(open_ && open_->jobs.size() >= kMaxBatchJobs)) {
+      if (!open_) open_ = open_batch();
+      Batch* batch = open_.get();  // stays the writer thread's while it is not parked
+      std::unique_ptr<Job> job = std::move(queue_.front());
+      queue_.pop_front();
       lock.unlock();
-      for (size_t i = first; i < jobs.size(); ++i) {
-        tx->set_savepoint();
-        if (!jobs[i]->execute(*tx)) tx->rollback_to_savepoint();
+      // After a failed write nothing is executed; the job only waits in its batch to be failed
+      // in order (fail-stop: the log's tail on disk is unknown until a restart recovers it).
+      if (writable_.load(std::memory_order_acquire)) {
+        batch->tx->set_savepoint();
+        if (!job->execute(*batch->tx)) batch->tx->rollback_to_savepoint();
       }
       lock.lock();
-      // While the previous batch is still being written, the jobs arriving meanwhile join this
-      // one: a batch is as large as the time its predecessor's write took allows.
-      if (!committing_ || jobs.size() >= kMaxBatchJobs) break;
-      cv_.wait(lock, [this] { return !committing_ || !queue_.empty(); });
-      if (queue_.empty()) break;
-    }
-    lock.unlock();
-    auto batch = tx->seal();  // waits for the previous batch's write to end
-    previous.reset();
-    if (!writable_.load(std::memory_order_acquire) || !batch.ok() ||
-        batch.value()->Count() == 0) {
-      // The previous batch failed (this one was staged on writes that never happened), or a
-      // counter could not be read (nothing was written), or every job was rejected or changed
-      // nothing (committed, trivially). The log's tail is unchanged.
-      queue_finish(jobs, writable_.load(std::memory_order_acquire) && batch.ok());
-      lock.lock();
+      batch->jobs.push_back(std::move(job));
       continue;
     }
-    seq_ = tx->last_seq();
-    hash_ = tx->last_hash();
-    lock.lock();
-    handed_tx_ = tx.get();
-    handed_ = std::move(jobs);
-    jobs.clear();
-    committing_ = true;
-    handoff_cv_.notify_one();
-    previous = std::move(tx);
+    if (stopping_ && queue_.empty() && !open_ && !ready_) break;
+    parked_ = true;
+    if (open_) handoff_cv_.notify_one();  // the commit thread may take it now
+    cv_.wait(lock);
+    parked_ = false;
   }
-  cv_.wait(lock, [this] { return !committing_; });
   commit_stop_ = true;
   handoff_cv_.notify_one();
 }
@@ -188,32 +174,62 @@ void Writer::commit_loop() {
   disable_rocksdb_perf_counters();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    handoff_cv_.wait(lock, [this] { return commit_stop_ || handed_tx_ != nullptr; });
-    if (handed_tx_ == nullptr) return;  // stopping, nothing left
-    Tx* tx = handed_tx_;
-    std::vector<std::unique_ptr<Job>> jobs = std::move(handed_);
-    handed_.clear();
-    lock.unlock();
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    auto s = store_.db()->Write(wo, tx->batch());
-    const bool committed = s.ok();
-    if (committed) {
-      {
-        std::lock_guard<std::mutex> published(commit_mu_);
-        published_seq_.store(tx->last_seq(), std::memory_order_release);
-      }
-      commit_cv_.notify_all();
-      batches_.fetch_add(1, std::memory_order_relaxed);
+    std::unique_ptr<Batch> batch;
+    if (ready_) {
+      batch = std::move(ready_);
+      cv_.notify_one();  // the writer thread may stage again
+    } else if (parked_ && open_) {
+      batch = std::move(open_);
+      // The writer thread waits: for jobs (none queued) or, when stopping, for the last batch to
+      // be taken, or for this batch to be taken because it is full.
+      if (stopping_ || !queue_.empty()) cv_.notify_one();
+    } else if (commit_stop_) {
+      return;
     } else {
-      writable_.store(false, std::memory_order_release);
+      // Nothing staged yet, or the writer thread is executing a job: it hands the batch over
+      // after that job.
+      commit_wants_ = true;
+      handoff_cv_.wait(lock);
+      continue;
     }
-    queue_finish(jobs, committed);
+    commit_wants_ = false;
+    lock.unlock();
+    commit(*batch);
+    batch.reset();  // drops the base; the Tx itself lives on as the base of the next batch
     lock.lock();
-    handed_tx_ = nullptr;
-    committing_ = false;
-    cv_.notify_one();
   }
+}
+
+void Writer::commit(Batch& batch) {
+  bool committed = writable_.load(std::memory_order_acquire);
+  if (committed) {
+    auto sealed = batch.tx->seal();  // settles: the base was written by this thread
+    batch.base.reset();
+    if (!sealed.ok()) {
+      // A counter could not be read: nothing of this batch is written, but the batch after it
+      // may be staged on its writes already, so writing stops as after a failed write.
+      committed = false;
+    } else if (sealed.value()->Count() != 0) {
+      rocksdb::WriteOptions wo;
+      wo.sync = true;
+      committed = store_.db()->Write(wo, sealed.value()).ok();
+      if (committed) {
+        {
+          std::lock_guard<std::mutex> published(commit_mu_);
+          published_seq_.store(batch.tx->last_seq(), std::memory_order_release);
+        }
+        batches_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    // Otherwise every job was rejected or changed nothing: committed, trivially.
+    if (!committed) writable_.store(false, std::memory_order_release);
+  }
+  queue_finish(batch.jobs, committed);
+  {
+    std::lock_guard<std::mutex> lock(commit_mu_);
+    written_ = batch.number;
+  }
+  commit_cv_.notify_all();
 }
 
 }  // namespace gw

@@ -4,12 +4,14 @@
 // commit). A job's writes, including its events, are atomic: all of a batch or none.
 //
 // Three threads form a pipeline: the writer thread stages batch N+1 (executes its jobs on a Tx
-// whose reads see batch N, written or not, and takes in the jobs that arrive while batch N is
-// being written), the commit thread writes batch N, and the finish thread finishes the jobs of
-// batch N-1 (their replies). Batch N+1 is sealed and handed over only after batch N's write
-// ended, and only if it succeeded; so batches are written one at a time, in order, and a job is
-// never finished as committed before its batch and every batch before it are durable.
-// Thread-safe: submit() may be called from any thread; Tx is used only on the writer thread.
+// whose reads see batch N, written or not), the commit thread seals and writes batch N, and the
+// finish thread finishes the jobs of batch N-1 (their replies). When the commit thread is done
+// with batch N it takes batch N+1 as it stands: by itself if the writer thread is waiting for
+// jobs (no thread has to wake up between two writes), or from the writer thread after the job it
+// is executing. A batch is opened only after the one before its base was written, so batches are
+// written one at a time, in order; after a failed write every later job fails, and a job is never
+// finished as committed before its batch and every batch before it are durable.
+// Thread-safe: submit() may be called from any thread; a Tx is used by one thread at a time.
 #pragma once
 
 #include <atomic>
@@ -65,12 +67,24 @@ class Writer {
   uint64_t wait_beyond(uint64_t seq, std::chrono::milliseconds timeout);
 
  private:
+  // A batch: its Tx and its jobs, in submission order.
+  struct Batch {
+    std::shared_ptr<Tx> tx;
+    std::shared_ptr<Tx> base;  // the Tx it is staged on, kept until this one is sealed
+    std::vector<std::unique_ptr<Job>> jobs;
+    uint64_t number = 0;       // batches are numbered 1, 2, ... in the order they are written
+  };
+
   Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, uint64_t seq, std::string hash);
   void run();
   void commit_loop();
   void finish_loop();
-  // Writer thread: blocks until the commit thread has no batch (the last one handed over ended).
-  void await_commit();
+  // Writer thread, under mu_: a new open batch staged on the last one.
+  std::unique_ptr<Batch> open_batch();
+  // Commit thread: seals and writes `batch`, queues its jobs to be finished, marks it written.
+  void commit(Batch& batch);
+  // Blocks until batch `number` is written (or failed to be).
+  void await_written(uint64_t number);
   // Queues `jobs` to be finished on the finish thread, after every batch queued before them.
   void queue_finish(std::vector<std::unique_ptr<Job>>& jobs, bool committed);
 
@@ -78,25 +92,30 @@ class Writer {
   IdGenerator& ids_;
   ScannedKeys scanned_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;          // wakes the writer thread
+  std::condition_variable handoff_cv_;  // wakes the commit thread
   std::deque<std::unique_ptr<Job>> queue_;  // GUARDED_BY(mu_)
   bool stopping_ = false;                   // GUARDED_BY(mu_)
-  // Owned by the writer thread:
-  uint64_t seq_;
+  // The batch the writer thread stages into. The commit thread takes it only while `parked_`
+  // (the writer thread waits and touches no batch), or when the writer thread hands it over as
+  // `ready_` after the commit thread asked (`commit_wants_`). While `ready_` is set the writer
+  // thread stages nothing: a batch must not be staged on one whose base is not written yet.
+  std::unique_ptr<Batch> open_;   // GUARDED_BY(mu_)
+  std::unique_ptr<Batch> ready_;  // GUARDED_BY(mu_)
+  bool parked_ = false;           // GUARDED_BY(mu_)
+  bool commit_wants_ = false;     // GUARDED_BY(mu_)
+  bool commit_stop_ = false;      // GUARDED_BY(mu_)
+  std::shared_ptr<Tx> last_tx_;   // GUARDED_BY(mu_); the newest Tx, the base of the next one
+  uint64_t opened_ = 0;           // GUARDED_BY(mu_); the number of the newest batch
+  uint64_t seq_;                  // the log's tail before the first batch
   std::string hash_;
   std::atomic<uint64_t> published_seq_;
   std::atomic<bool> writable_{true};
   std::atomic<uint64_t> batches_{0};
   std::mutex commit_mu_;
-  std::condition_variable commit_cv_;  // notified after each commit and on stop
+  std::condition_variable commit_cv_;  // notified after each batch's write and on stop
+  uint64_t written_ = 0;               // GUARDED_BY(commit_mu_); the last batch written (or failed)
   bool stopped_ = false;               // GUARDED_BY(commit_mu_)
-  // The hand-over to the commit thread, one batch at a time (under mu_; cv_ wakes the writer
-  // thread for new jobs and for the end of a commit, handoff_cv_ the commit thread).
-  std::condition_variable handoff_cv_;
-  Tx* handed_tx_ = nullptr;                    // GUARDED_BY(mu_); owned by run()
-  std::vector<std::unique_ptr<Job>> handed_;   // GUARDED_BY(mu_)
-  bool committing_ = false;                    // GUARDED_BY(mu_)
-  bool commit_stop_ = false;                   // GUARDED_BY(mu_)
   struct Finished {
     std::vector<std::unique_ptr<Job>> jobs;
     bool committed;

@@ -314,6 +314,40 @@ TEST_CASE("a batch staged while the one before it is being written reads that ba
   check_chain(events);
 }
 
+TEST_CASE("more jobs than one batch holds, queued behind a slow write, all get written") {
+  testing::ScratchDir dir;
+  SystemClock clock;
+  auto ids = make_system_id_generator(clock);
+  FailingEnv env;
+  auto store = Store::open(dir.path(), &env);
+  REQUIRE(store.ok());
+  auto writer = Writer::start(*store.value(), *ids);
+  REQUIRE(writer.ok());
+  env.hold();
+  std::vector<std::future<bool>> done;
+  auto submit = [&](const std::string& id) {
+    std::promise<bool> p;
+    done.push_back(p.get_future());
+    writer.value()->submit(std::make_unique<AppendJob>(id, false, std::move(p)));
+  };
+  submit("held");
+  env.await_held_sync();
+  // A batch takes at most 1024 jobs: the writer stages a full one behind the held write and
+  // queues the rest, which must be staged once the full batch is taken, with no new submission.
+  for (int i = 0; i < 2500; ++i) submit("job" + std::to_string(i));
+  env.release();
+  for (auto& f : done) {
+    REQUIRE(f.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    CHECK(f.get());
+  }
+  CHECK(writer.value()->last_seq() == 2501);
+  CHECK(writer.value()->batches() >= 4);
+  writer.value()->stop();
+  auto events = all_events(*store.value());
+  CHECK(events.size() == 2501);
+  check_chain(events);
+}
+
 TEST_CASE("when a batch fails to be written, the batch staged on it fails too") {
   PipelineRun run;
   run.stage_b_behind_held_a();
