@@ -1,5 +1,7 @@
 #include "projections/read_model.h"
 
+#include <algorithm>
+
 #include "projections/apply.h"
 #include "projections/keys.h"
 
@@ -125,28 +127,34 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
     }
   }
   if (!it->status().ok()) return io_error(it->status());
-  // The page's records in one batched lookup.
-  std::vector<std::string> record_keys;
-  record_keys.reserve(ids.size());
-  for (const auto& id : ids) record_keys.push_back(keys::record(id));
-  std::vector<rocksdb::Slice> slices(record_keys.begin(), record_keys.end());
-  std::vector<rocksdb::PinnableSlice> values(ids.size());
-  std::vector<rocksdb::Status> statuses(ids.size());
-  rocksdb::ReadOptions ro;
-  ro.snapshot = snap.get();
-  disable_rocksdb_perf_counters();
-  store_.db()->MultiGet(ro, store_.cf(Cf::kProjections), slices.size(), slices.data(),
-                        values.data(), statuses.data());
-  out.items.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (statuses[i].IsNotFound()) continue;
-    if (!statuses[i].ok()) return io_error(statuses[i]);
+  // The page's records, walked in key order with the same iterator. Ids are time-ordered, so
+  // records created one after another are usually neighbours in key order: a record a few keys
+  // further on is reached with Next() (one step along the memtable's bottom level) and only a
+  // larger gap costs a Seek. Twenty point lookups, each a search from the top of the memtable's
+  // skiplist, were about half of a list request.
+  constexpr int kMaxSteps = 8;
+  std::vector<std::pair<std::string, size_t>> wanted;  // record key, position on the page
+  wanted.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) wanted.emplace_back(keys::record(ids[i]), i);
+  std::sort(wanted.begin(), wanted.end());
+  std::vector<std::optional<std::string>> found(ids.size());
+  for (const auto& [key, position] : wanted) {
+    const rocksdb::Slice target(key);
+    int steps = 0;
+    while (it->Valid() && it->key().compare(target) < 0 && steps++ < kMaxSteps) it->Next();
+    if (!it->Valid() || it->key().compare(target) < 0) it->Seek(target);
+    if (!it->Valid() || it->key() != target) continue;  // not stored (cannot happen: same snapshot)
     keys::RecordHeader header;
     std::string_view json;
-    if (!keys::decode_record(view(values[i]), &header, &json)) {
+    if (!keys::decode_record(view(it->value()), &header, &json)) {
       return make_error(Code::kInternal, "stored record is malformed");
     }
-    out.items.emplace_back(json);
+    found[position].emplace(json);
+  }
+  if (!it->status().ok()) return io_error(it->status());
+  out.items.reserve(ids.size());
+  for (auto& item : found) {
+    if (item) out.items.push_back(std::move(*item));
   }
   return out;
 }

@@ -13,11 +13,24 @@
 namespace gw {
 namespace {
 
+// Ids that sort in the reverse of their creation order (as after a clock step back).
+class DescendingIds final : public IdGenerator {
+ public:
+  std::string next(const char* prefix) override {
+    std::string digits = std::to_string(1'000'000'000'000 - ++n_);
+    return std::string(prefix) + "_" + std::string(26 - digits.size(), '0') + digits;
+  }
+  std::string random_hex(size_t bytes) override { return std::string(2 * bytes, 'a'); }
+
+ private:
+  uint64_t n_ = 0;
+};
+
 class Fixture {
  public:
-  Fixture() {
+  explicit Fixture(std::unique_ptr<IdGenerator> ids = nullptr) {
     store_ = std::move(Store::open(dir_.path()).value());
-    ids_ = make_system_id_generator(clock_);
+    ids_ = ids ? std::move(ids) : make_system_id_generator(clock_);
     writer_ = std::move(Writer::start(*store_, *ids_).value());
     service_ = std::make_unique<Service>(*writer_, clock_, *ids_, "verify.platform.test");
   }
@@ -96,6 +109,32 @@ TEST_CASE("lists page oldest first with true totals, filter, and forget deleted 
 
   auto feed = reads.tenant_events("team_a", 0, 1000);
   CHECK(feed.value().events.size() == 26);  // 25 creates + 1 delete; team_b's event is not here
+}
+
+TEST_CASE("a list page keeps creation order when ids sort otherwise and other records lie between") {
+  Fixture fx(std::make_unique<DescendingIds>());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 30; ++i) {
+    ids.push_back(fx.create_domain("team_a", "a" + std::to_string(i) + ".example.com", "w"));
+    // Other records between two of team_a's in key order: more than a few steps apart.
+    for (int j = 0; j < 12; ++j) {
+      fx.create_domain("team_b", "b" + std::to_string(i) + "-" + std::to_string(j) + ".example.com",
+                       "w");
+    }
+  }
+  REQUIRE(ids[0] > ids[1]);  // the first created sorts last
+  ReadModel reads(*fx.store_);
+  for (uint64_t page = 1; page <= 2; ++page) {
+    auto listed = reads.list(Kind::kDomain, "team_a", {}, page, 20);
+    REQUIRE(listed.ok());
+    CHECK(listed.value().total == 30);
+    const size_t first = (page - 1) * 20;
+    REQUIRE(listed.value().items.size() == std::min<size_t>(20, 30 - first));
+    for (size_t i = 0; i < listed.value().items.size(); ++i) {
+      CHECK(listed.value().items[i].find("\"domain_id\":\"" + ids[first + i] + "\"") !=
+            std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("the read model rebuilt from the log equals the one kept in step with it") {
