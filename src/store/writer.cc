@@ -51,6 +51,7 @@ void Writer::submit(std::unique_ptr<Job> job) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
       queue_.push_back(std::move(job));
+      ++submitted_;
       cv_.notify_one();
       return;
     }
@@ -138,8 +139,10 @@ void Writer::run() {
   disable_rocksdb_perf_counters();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    if (commit_wants_ && open_ && !ready_) {
-      // The commit thread is free: it gets the batch as it stands.
+    if (commit_wants_ && open_ && !ready_ &&
+        (taken_ >= wanted_upto_ || open_->jobs.size() >= kMaxBatchJobs)) {
+      // The commit thread is free, and every job queued before it asked is staged (group
+      // commit: the jobs that queued up during the last write share the next one).
       ready_ = std::move(open_);
       commit_wants_ = false;
       handoff_cv_.notify_one();
@@ -149,6 +152,7 @@ void Writer::run() {
       Batch* batch = open_.get();  // stays the writer thread's while it is not parked
       std::unique_ptr<Job> job = std::move(queue_.front());
       queue_.pop_front();
+      ++taken_;
       lock.unlock();
       // After a failed write nothing is executed; the job only waits in its batch to be failed
       // in order (fail-stop: the log's tail on disk is unknown until a restart recovers it).
@@ -188,7 +192,10 @@ void Writer::commit_loop() {
     } else {
       // Nothing staged yet, or the writer thread is executing a job: it hands the batch over
       // after that job.
-      commit_wants_ = true;
+      if (!commit_wants_) {
+        commit_wants_ = true;
+        wanted_upto_ = submitted_;
+      }
       handoff_cv_.wait(lock);
       continue;
     }

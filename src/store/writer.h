@@ -6,9 +6,9 @@
 // Three threads form a pipeline: the writer thread stages batch N+1 (executes its jobs on a Tx
 // whose reads see batch N, written or not), the commit thread seals and writes batch N, and the
 // finish thread finishes the jobs of batch N-1 (their replies). When the commit thread is done
-// with batch N it takes batch N+1 as it stands: by itself if the writer thread is waiting for
-// jobs (no thread has to wake up between two writes), or from the writer thread after the job it
-// is executing. A batch is opened only after the one before its base was written, so batches are
+// with batch N it takes batch N+1: by itself if the writer thread is waiting for jobs (no thread
+// has to wake up between two writes), or from the writer thread once every job queued before
+// the commit thread asked is staged. A batch is opened only after the one before its base was written, so batches are
 // written one at a time, in order; after a failed write every later job fails, and a job is never
 // finished as committed before its batch and every batch before it are durable.
 // Thread-safe: submit() may be called from any thread; a Tx is used by one thread at a time.
@@ -104,6 +104,9 @@ class Writer {
   std::unique_ptr<Batch> ready_;  // GUARDED_BY(mu_)
   bool parked_ = false;           // GUARDED_BY(mu_)
   bool commit_wants_ = false;     // GUARDED_BY(mu_)
+  uint64_t submitted_ = 0;        // GUARDED_BY(mu_); jobs queued so far
+  uint64_t taken_ = 0;            // GUARDED_BY(mu_); jobs the writer thread took from the queue
+  uint64_t wanted_upto_ = 0;      // GUARDED_BY(mu_); submitted_ when the commit thread asked
   bool commit_stop_ = false;      // GUARDED_BY(mu_)
   std::shared_ptr<Tx> last_tx_;   // GUARDED_BY(mu_); the newest Tx, the base of the next one
   uint64_t opened_ = 0;           // GUARDED_BY(mu_); the number of the newest batch
