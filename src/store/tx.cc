@@ -4,7 +4,7 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
-#include <unordered_map>
+#include <iterator>
 
 #include "core/hex.h"
 
@@ -222,7 +222,7 @@ namespace {
 
 // One operation of a WriteBatch, pointing into the batch's own bytes.
 struct BatchOp {
-  uint32_t cf;
+  size_t cf;  // index_of(Cf)
   bool del;
   rocksdb::Slice key;
   rocksdb::Slice value;
@@ -230,19 +230,29 @@ struct BatchOp {
 
 class CollectOps final : public rocksdb::WriteBatch::Handler {
  public:
-  explicit CollectOps(std::vector<BatchOp>& ops) : ops_(ops) {}
-  rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice& key,
-                        const rocksdb::Slice& value) override {
-    ops_.push_back(BatchOp{cf, false, key, value});
-    return rocksdb::Status::OK();
+  CollectOps(const Store& store, std::vector<BatchOp>& ops) : ops_(ops) {
+    for (size_t i = 0; i < std::size(ids_); ++i) ids_[i] = store.cf(static_cast<Cf>(i))->GetID();
   }
-  rocksdb::Status DeleteCF(uint32_t cf, const rocksdb::Slice& key) override {
-    ops_.push_back(BatchOp{cf, true, key, rocksdb::Slice()});
-    return rocksdb::Status::OK();
+  rocksdb::Status PutCF(uint32_t id, const rocksdb::Slice& key,
+                        const rocksdb::Slice& value) override {
+    return add(id, false, key, value);
+  }
+  rocksdb::Status DeleteCF(uint32_t id, const rocksdb::Slice& key) override {
+    return add(id, true, key, rocksdb::Slice());
   }
 
  private:
+  rocksdb::Status add(uint32_t id, bool del, const rocksdb::Slice& key,
+                      const rocksdb::Slice& value) {
+    for (size_t i = 0; i < std::size(ids_); ++i) {
+      if (ids_[i] != id) continue;
+      ops_.push_back(BatchOp{i, del, key, value});
+      return rocksdb::Status::OK();
+    }
+    return rocksdb::Status::InvalidArgument("a batch names an unknown column family");
+  }
   std::vector<BatchOp>& ops_;
+  uint32_t ids_[3];  // the column family ids of Cf::kMeta, kEvents and kProjections
 };
 
 }  // namespace
@@ -250,55 +260,37 @@ class CollectOps final : public rocksdb::WriteBatch::Handler {
 Result<bool> Tx::sort_batch() {
   std::vector<BatchOp> ops;
   ops.reserve(wb_.Count());
-  CollectOps collect(ops);
+  CollectOps collect(store_, ops);
   auto s = wb_.Iterate(&collect);  // Put and Delete are all a Tx writes; anything else fails here
   if (!s.ok()) return make_error(Code::kInternal, "cannot reorder a batch: " + s.ToString());
   // By column family and first key byte first (a stable counting sort: keys of one kind share
   // it), then each run by key unless it is in order already, as the log's sequence numbers and
   // most index entries of a batch of creates are. Stable: of several writes of one key the last
   // stays last, and only it is kept below.
-  auto bucket_of = [](const BatchOp& op) -> size_t {
+  constexpr size_t kBuckets = kCfs * 256;
+  auto bucket_of = [](const BatchOp& op) {
     return op.cf * 256 + (op.key.empty() ? 0 : static_cast<unsigned char>(op.key[0]));
   };
-  auto by_key = [](const BatchOp& a, const BatchOp& b) { return a.key.compare(b.key) < 0; };
-  std::vector<uint32_t> starts;  // bucket -> first position, then bucket -> end
+  std::vector<uint32_t> start(kBuckets + 1, 0);  // bucket b holds [start[b], start[b + 1])
+  for (const auto& op : ops) ++start[bucket_of(op) + 1];
+  for (size_t b = 0; b < kBuckets; ++b) start[b + 1] += start[b];
   std::vector<BatchOp> sorted_ops(ops.size());
   {
-    std::unordered_map<size_t, uint32_t> counts;
-    for (const auto& op : ops) ++counts[bucket_of(op)];
-    std::vector<size_t> buckets;
-    for (const auto& [b, n] : counts) buckets.push_back(b);
-    std::sort(buckets.begin(), buckets.end());
-    std::unordered_map<size_t, uint32_t> next;
-    uint32_t at = 0;
-    for (size_t b : buckets) {
-      next[b] = at;
-      starts.push_back(at);
-      at += counts[b];
-    }
-    starts.push_back(at);
+    std::vector<uint32_t> next(start.begin(), start.end() - 1);
     for (const auto& op : ops) sorted_ops[next[bucket_of(op)]++] = op;
   }
-  for (size_t i = 0; i + 1 < starts.size(); ++i) {
-    auto first = sorted_ops.begin() + starts[i];
-    auto last = sorted_ops.begin() + starts[i + 1];
+  auto by_key = [](const BatchOp& a, const BatchOp& b) { return a.key.compare(b.key) < 0; };
+  for (size_t b = 0; b < kBuckets; ++b) {
+    auto first = sorted_ops.begin() + start[b];
+    auto last = sorted_ops.begin() + start[b + 1];
     if (!std::is_sorted(first, last, by_key)) std::stable_sort(first, last, by_key);
   }
-  ops.swap(sorted_ops);
-  rocksdb::ColumnFamilyHandle* handles[kCfs];
-  for (size_t i = 0; i < kCfs; ++i) handles[i] = store_.cf(static_cast<Cf>(i));
-  auto handle_of = [&](uint32_t id) -> rocksdb::ColumnFamilyHandle* {
-    for (auto* h : handles) {
-      if (h->GetID() == id) return h;
-    }
-    return nullptr;
-  };
   rocksdb::WriteBatch sorted(wb_.GetDataSize());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const BatchOp& op = ops[i];
-    if (i + 1 < ops.size() && ops[i + 1].cf == op.cf && ops[i + 1].key == op.key) continue;
-    auto* cf = handle_of(op.cf);
-    if (cf == nullptr) return make_error(Code::kInternal, "a batch names an unknown column family");
+  for (size_t i = 0; i < sorted_ops.size(); ++i) {
+    const BatchOp& op = sorted_ops[i];
+    const BatchOp* after = i + 1 < sorted_ops.size() ? &sorted_ops[i + 1] : nullptr;
+    if (after != nullptr && after->cf == op.cf && after->key == op.key) continue;  // overwritten
+    auto* cf = store_.cf(static_cast<Cf>(op.cf));
     s = op.del ? sorted.Delete(cf, op.key) : sorted.Put(cf, op.key, op.value);
     if (!s.ok()) return make_error(Code::kInternal, "cannot reorder a batch: " + s.ToString());
   }

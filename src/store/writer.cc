@@ -190,8 +190,8 @@ void Writer::commit_loop() {
     } else if (commit_stop_) {
       return;
     } else {
-      // Nothing staged yet, or the writer thread is executing a job: it hands the batch over
-      // after that job.
+      // Nothing staged yet, or the writer thread is still staging: it hands the batch over once
+      // every job queued by now is staged.
       if (!commit_wants_) {
         commit_wants_ = true;
         wanted_upto_ = submitted_;
@@ -216,7 +216,9 @@ void Writer::commit(Batch& batch) {
       // A counter could not be read: nothing of this batch is written, but the batch after it
       // may be staged on its writes already, so writing stops as after a failed write.
       committed = false;
-    } else if (sealed.value()->Count() != 0) {
+    } else if (sealed.value()->Count() == 0) {
+      // Every job was rejected or changed nothing: committed, trivially.
+    } else {
       rocksdb::WriteOptions wo;
       wo.sync = true;
       committed = store_.db()->Write(wo, sealed.value()).ok();
@@ -228,7 +230,6 @@ void Writer::commit(Batch& batch) {
         batches_.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    // Otherwise every job was rejected or changed nothing: committed, trivially.
     if (!committed) writable_.store(false, std::memory_order_release);
   }
   queue_finish(batch.jobs, committed);

@@ -315,20 +315,15 @@ TEST_CASE("a batch staged while the one before it is being written reads that ba
 }
 
 TEST_CASE("more jobs than one batch holds, queued behind a slow write, all get written") {
-  testing::ScratchDir dir;
-  SystemClock clock;
-  auto ids = make_system_id_generator(clock);
-  FailingEnv env;
-  auto store = Store::open(dir.path(), &env);
-  REQUIRE(store.ok());
-  auto writer = Writer::start(*store.value(), *ids);
-  REQUIRE(writer.ok());
+  PipelineRun run;  // its real store and writer on the FailingEnv; the jobs here are its own
+  auto& env = run.env;
+  auto& writer = run.writer;
   env.hold();
   std::vector<std::future<bool>> done;
   auto submit = [&](const std::string& id) {
     std::promise<bool> p;
     done.push_back(p.get_future());
-    writer.value()->submit(std::make_unique<AppendJob>(id, false, std::move(p)));
+    writer->submit(std::make_unique<AppendJob>(id, false, std::move(p)));
   };
   submit("held");
   env.await_held_sync();
@@ -340,10 +335,10 @@ TEST_CASE("more jobs than one batch holds, queued behind a slow write, all get w
     REQUIRE(f.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
     CHECK(f.get());
   }
-  CHECK(writer.value()->last_seq() == 2501);
-  CHECK(writer.value()->batches() >= 4);
-  writer.value()->stop();
-  auto events = all_events(*store.value());
+  CHECK(writer->last_seq() == 2501);
+  CHECK(writer->batches() >= 4);
+  writer->stop();
+  auto events = all_events(*run.store);
   CHECK(events.size() == 2501);
   check_chain(events);
 }
