@@ -94,7 +94,11 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
                       : keys::filter_prefix(team, kind, filters[0].field, filters[0].value);
   const uint64_t offset = (page - 1) * per_page;
   Page out;
-  std::vector<std::string> ids;
+  // The page's record keys, with their positions on the page.
+  std::vector<std::pair<std::string, size_t>> wanted;
+  auto want = [&wanted](std::string_view id) {
+    wanted.emplace_back(keys::record(id), wanted.size());
+  };
   Snapshot snap(store_);
   auto it = store_.iterate(Cf::kProjections, snap.get());
   if (filters.size() <= 1) {
@@ -104,10 +108,10 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
     out.total = count.value() ? decode_u64(*count.value()) : 0;
     if (offset >= out.total) return out;
     uint64_t skipped = 0;
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix) && ids.size() < per_page;
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix) && wanted.size() < per_page;
          it->Next()) {
       if (skipped++ < offset) continue;
-      ids.emplace_back(view(it->value()));
+      want(view(it->value()));
     }
   } else {
     // Several filters: walk the first filter's index and test the others by point lookups of
@@ -123,7 +127,7 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
         match = hit.value().has_value();
       }
       if (!match) continue;
-      if (out.total++ >= offset && ids.size() < per_page) ids.emplace_back(view(it->value()));
+      if (out.total++ >= offset && wanted.size() < per_page) want(view(it->value()));
     }
   }
   if (!it->status().ok()) return io_error(it->status());
@@ -133,11 +137,9 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   // larger gap costs a Seek. Twenty point lookups, each a search from the top of the memtable's
   // skiplist, were about half of a list request.
   constexpr int kMaxSteps = 8;
-  std::vector<std::pair<std::string, size_t>> wanted;  // record key, position on the page
-  wanted.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) wanted.emplace_back(keys::record(ids[i]), i);
+  const size_t page_size = wanted.size();
   std::sort(wanted.begin(), wanted.end());
-  std::vector<std::optional<std::string>> found(ids.size());
+  std::vector<std::optional<std::string>> found(page_size);
   for (const auto& [key, position] : wanted) {
     const rocksdb::Slice target(key);
     int steps = 0;
@@ -152,7 +154,7 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
     found[position].emplace(json);
   }
   if (!it->status().ok()) return io_error(it->status());
-  out.items.reserve(ids.size());
+  out.items.reserve(page_size);
   for (auto& item : found) {
     if (item) out.items.push_back(std::move(*item));
   }

@@ -104,8 +104,6 @@ class Tx {
   // it may run on another thread while that Tx is being staged. kUnavailable if a counter cannot
   // be read (the batch must then be dropped).
   Result<rocksdb::WriteBatch*> seal();
-  // The sealed batch (after seal() succeeded).
-  rocksdb::WriteBatch* batch() { return &wb_; }
 
  private:
   static constexpr size_t kCfs = 3;
