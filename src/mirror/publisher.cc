@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/thread_name.h"
+
 namespace gw::mirror {
 
 namespace {
@@ -64,6 +66,7 @@ void Publisher::stop() {
 }
 
 void Publisher::run() {
+  name_this_thread("gw-mirror");
   const DeliveryFn report = [this](uint64_t seq, bool ok, std::string_view error) {
     on_delivery(seq, ok, error);
   };

@@ -1,6 +1,8 @@
 #include "store/store.h"
 
+#include <rocksdb/compaction_filter.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/merge_operator.h>
 #include <rocksdb/perf_level.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
@@ -30,6 +32,41 @@ class SequenceTailHint final : public rocksdb::SliceTransform {
   }
 };
 
+// Counters (the `c` keys of projections/keys.h: an 8-byte big-endian count) are changed by
+// merging an 8-byte big-endian delta (two's complement), so a write batch adds to a count without
+// reading it first. The sum is taken modulo 2^64, so a negative delta needs no sign handling.
+class CounterAdd final : public rocksdb::AssociativeMergeOperator {
+ public:
+  const char* Name() const override { return "gw.CounterAdd"; }
+  bool Merge(const rocksdb::Slice& /*key*/, const rocksdb::Slice* existing,
+             const rocksdb::Slice& delta, std::string* sum, rocksdb::Logger* /*logger*/)
+      const override {
+    if (delta.size() != 8 || (existing != nullptr && existing->size() != 8)) {
+      return false;  // not a counter: RocksDB reports Corruption rather than guess
+    }
+    uint64_t n = decode_u64(std::string_view(delta.data(), 8));
+    if (existing != nullptr) n += decode_u64(std::string_view(existing->data(), 8));
+    *sum = encode_u64(n);
+    return true;
+  }
+};
+
+// A counter that has come back to zero reads the same as none (keys::is_spent_counter);
+// compactions drop it, so the counters of filter values no longer used (a workload id that is
+// gone) do not pile up. Only `c` keys: no other projection's value is read as a number here.
+// RocksDB turns a removed key into a tombstone unless the compaction is at the bottom, so no
+// older count comes back. The compaction that folds a counter's deltas to 0 writes the 0; a
+// later one drops it.
+class ZeroCounterDrop final : public rocksdb::CompactionFilter {
+ public:
+  const char* Name() const override { return "gw.ZeroCounterDrop"; }
+  bool Filter(int /*level*/, const rocksdb::Slice& key, const rocksdb::Slice& value,
+              std::string* /*new_value*/, bool* /*value_changed*/) const override {
+    return !key.empty() && key[0] == 'c' && value.size() == 8 &&
+           decode_u64(std::string_view(value.data(), 8)) == 0;
+  }
+};
+
 rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::Cache>& cache) {
   rocksdb::ColumnFamilyOptions o;
   rocksdb::BlockBasedTableOptions t;
@@ -41,6 +78,12 @@ rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::C
   t.cache_index_and_filter_blocks = false;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
   o.memtable_insert_with_hint_prefix_extractor = std::make_shared<SequenceTailHint>();
+  o.merge_operator = std::make_shared<CounterAdd>();
+  // A hot counter (a tenant's list count) gets a delta per batch; past this many deltas in the
+  // memtable the write reads the count and stores the sum, so a read never folds more than this.
+  o.max_successive_merges = 32;
+  static const ZeroCounterDrop zero_counter_drop;
+  o.compaction_filter = &zero_counter_drop;
   return o;
 }
 

@@ -222,8 +222,9 @@ namespace {
 
 // One operation of a WriteBatch, pointing into the batch's own bytes.
 struct BatchOp {
+  enum Type : uint8_t { kPut, kDelete, kMerge };
   size_t cf;  // index_of(Cf)
-  bool del;
+  Type type;
   rocksdb::Slice key;
   rocksdb::Slice value;
 };
@@ -235,18 +236,22 @@ class CollectOps final : public rocksdb::WriteBatch::Handler {
   }
   rocksdb::Status PutCF(uint32_t id, const rocksdb::Slice& key,
                         const rocksdb::Slice& value) override {
-    return add(id, false, key, value);
+    return add(id, BatchOp::kPut, key, value);
   }
   rocksdb::Status DeleteCF(uint32_t id, const rocksdb::Slice& key) override {
-    return add(id, true, key, rocksdb::Slice());
+    return add(id, BatchOp::kDelete, key, rocksdb::Slice());
+  }
+  rocksdb::Status MergeCF(uint32_t id, const rocksdb::Slice& key,
+                          const rocksdb::Slice& value) override {
+    return add(id, BatchOp::kMerge, key, value);
   }
 
  private:
-  rocksdb::Status add(uint32_t id, bool del, const rocksdb::Slice& key,
+  rocksdb::Status add(uint32_t id, BatchOp::Type type, const rocksdb::Slice& key,
                       const rocksdb::Slice& value) {
     for (size_t i = 0; i < std::size(ids_); ++i) {
       if (ids_[i] != id) continue;
-      ops_.push_back(BatchOp{i, del, key, value});
+      ops_.push_back(BatchOp{i, type, key, value});
       return rocksdb::Status::OK();
     }
     return rocksdb::Status::InvalidArgument("a batch names an unknown column family");
@@ -261,12 +266,13 @@ Result<bool> Tx::sort_batch() {
   std::vector<BatchOp> ops;
   ops.reserve(wb_.Count());
   CollectOps collect(store_, ops);
-  auto s = wb_.Iterate(&collect);  // Put and Delete are all a Tx writes; anything else fails here
+  auto s = wb_.Iterate(&collect);  // Put, Delete and Merge are all a Tx writes; others fail here
   if (!s.ok()) return make_error(Code::kInternal, "cannot reorder a batch: " + s.ToString());
   // By column family and first key byte first (a stable counting sort: keys of one kind share
   // it), then each run by key unless it is in order already, as the log's sequence numbers and
   // most index entries of a batch of creates are. Stable: of several writes of one key the last
-  // stays last, and only it is kept below.
+  // stays last, and only it is kept below unless it is a merge (a counter's delta, which adds to
+  // what is before it).
   constexpr size_t kBuckets = kCfs * 256;
   auto bucket_of = [](const BatchOp& op) {
     return op.cf * 256 + (op.key.empty() ? 0 : static_cast<unsigned char>(op.key[0]));
@@ -289,9 +295,16 @@ Result<bool> Tx::sort_batch() {
   for (size_t i = 0; i < sorted_ops.size(); ++i) {
     const BatchOp& op = sorted_ops[i];
     const BatchOp* after = i + 1 < sorted_ops.size() ? &sorted_ops[i + 1] : nullptr;
-    if (after != nullptr && after->cf == op.cf && after->key == op.key) continue;  // overwritten
+    if (after != nullptr && after->cf == op.cf && after->key == op.key &&
+        after->type != BatchOp::kMerge) {
+      continue;  // overwritten
+    }
     auto* cf = store_.cf(static_cast<Cf>(op.cf));
-    s = op.del ? sorted.Delete(cf, op.key) : sorted.Put(cf, op.key, op.value);
+    switch (op.type) {
+      case BatchOp::kPut: s = sorted.Put(cf, op.key, op.value); break;
+      case BatchOp::kDelete: s = sorted.Delete(cf, op.key); break;
+      case BatchOp::kMerge: s = sorted.Merge(cf, op.key, op.value); break;
+    }
     if (!s.ok()) return make_error(Code::kInternal, "cannot reorder a batch: " + s.ToString());
   }
   wb_ = std::move(sorted);
@@ -302,19 +315,13 @@ Result<rocksdb::WriteBatch*> Tx::seal() {
   settle();
   // Counters and seal values go into the batch only, not the overlay: seal() may run on another
   // thread while the next Tx reads this one's overlay (see the header).
+  // A counter is a merge of the batch's summed change (see the column family's CounterAdd), a
+  // blind write: sealing reads nothing, where a read per counter was most of it.
   for (const auto& [where, delta] : counters_) {
     if (delta == 0) continue;
-    const Cf which = static_cast<Cf>(where.first);
-    auto current = get(which, where.second);
-    if (!current.ok()) return std::move(current.error());
-    uint64_t n = current.value() ? decode_u64(*current.value()) : 0;
-    n = static_cast<uint64_t>(static_cast<int64_t>(n) + delta);
-    auto* cf = store_.cf(which);
-    if (n == 0) {
-      wb_.Delete(cf, slice(where.second));
-    } else {
-      wb_.Put(cf, slice(where.second), encode_u64(n));
-    }
+    auto s = wb_.Merge(store_.cf(static_cast<Cf>(where.first)), slice(where.second),
+                       encode_u64(static_cast<uint64_t>(delta)));
+    if (!s.ok()) return make_error(Code::kInternal, "cannot add a counter: " + s.ToString());
   }
   for (const auto& [where, value] : at_seal_) {
     wb_.Put(store_.cf(static_cast<Cf>(where.first)), slice(where.second), slice(value));

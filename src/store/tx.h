@@ -79,10 +79,11 @@ class Tx {
   using Visit = std::function<bool(std::string_view key, std::string_view value)>;
   Result<bool> scan(Cf which, std::string_view prefix, const Visit& visit);
 
-  // A counter: an 8-byte big-endian count stored under `key`, deleted when it reaches 0. The
-  // changes of the whole batch are summed and written when it is sealed, so a counter costs one
-  // read and one write per batch however many jobs change it. get() reads it from the database
-  // only (see seal()).
+  // A counter: an 8-byte big-endian count stored under `key` in a column family whose merge
+  // operator adds (Store's projections). The changes of the whole batch are summed and merged in
+  // when it is sealed, so a counter costs one blind write per batch however many jobs change it.
+  // A count back at 0 may stay stored as 0 until a compaction drops it. get() reads it from the
+  // database only (see seal()).
   void add_to_counter(Cf which, std::string_view key, int64_t delta);
   // Writes `value` under `key` when the batch is sealed; the last value set wins (a checkpoint).
   void put_at_seal(Cf which, std::string_view key, std::string_view value);
@@ -98,11 +99,10 @@ class Tx {
 
   // Writes the counters and the put_at_seal values into the batch, puts the batch in key order
   // and returns it, ready for DB::Write. Call once, after the last job; the Tx takes no more
-  // writes after it. Settles the base first: counters are read from the database. The counters
-  // and seal values are not written to the overlay, so neither this Tx nor one staged on it reads
-  // them before the batch is stored; and seal() changes nothing a Tx staged on this one reads, so
-  // it may run on another thread while that Tx is being staged. kUnavailable if a counter cannot
-  // be read (the batch must then be dropped).
+  // writes after it. Settles the base first. The counters and seal values are not written to the
+  // overlay, so neither this Tx nor one staged on it reads them before the batch is stored; and
+  // seal() changes nothing a Tx staged on this one reads, so it may run on another thread while
+  // that Tx is being staged. kInternal if the batch cannot be rebuilt (it must then be dropped).
   Result<rocksdb::WriteBatch*> seal();
 
  private:

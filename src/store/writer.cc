@@ -2,6 +2,8 @@
 
 #include <rapidjson/document.h>
 
+#include "core/thread_name.h"
+
 namespace gw {
 
 namespace {
@@ -99,6 +101,7 @@ void Writer::queue_finish(std::vector<std::unique_ptr<Job>>& jobs, bool committe
 }
 
 void Writer::finish_loop() {
+  name_this_thread("gw-finish");
   std::deque<Finished> todo;
   std::unique_lock<std::mutex> lock(finish_mu_);
   for (;;) {
@@ -136,6 +139,7 @@ std::unique_ptr<Writer::Batch> Writer::open_batch() {
 }
 
 void Writer::run() {
+  name_this_thread("gw-stage");
   disable_rocksdb_perf_counters();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -175,6 +179,7 @@ void Writer::run() {
 }
 
 void Writer::commit_loop() {
+  name_this_thread("gw-commit");
   disable_rocksdb_perf_counters();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -213,8 +218,8 @@ void Writer::commit(Batch& batch) {
     auto sealed = batch.tx->seal();  // settles: the base was written by this thread
     batch.base.reset();
     if (!sealed.ok()) {
-      // A counter could not be read: nothing of this batch is written, but the batch after it
-      // may be staged on its writes already, so writing stops as after a failed write.
+      // The batch could not be sealed: nothing of it is written, but the batch after it may be
+      // staged on its writes already, so writing stops as after a failed write.
       committed = false;
     } else if (sealed.value()->Count() == 0) {
       // Every job was rejected or changed nothing: committed, trivially.

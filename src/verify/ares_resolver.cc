@@ -8,6 +8,8 @@
 
 #include <vector>
 
+#include "core/thread_name.h"
+
 namespace gw {
 
 namespace {
@@ -111,6 +113,7 @@ void AresResolver::lookup_cname(std::string name, Callback callback) {
 }
 
 void AresResolver::run() {
+  name_this_thread("gw-dns");
   State& s = *state_;
   struct Pending {
     State* state;

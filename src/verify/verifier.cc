@@ -7,6 +7,7 @@
 
 #include "projections/keys.h"
 #include "core/text.h"
+#include "core/thread_name.h"
 
 namespace gw {
 
@@ -56,6 +57,7 @@ void Verifier::stop() {
 }
 
 void Verifier::run() {
+  name_this_thread("gw-verify");
   uint64_t seen = 0;
   const std::string prefix = keys::request_prefix();
   while (!stopping_.load()) {

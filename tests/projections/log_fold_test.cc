@@ -105,14 +105,6 @@ void write_random_log(Store& store, int n) {
   REQUIRE(store.db()->Write(rocksdb::WriteOptions(), &batch).ok());
 }
 
-std::map<std::string, std::string> dump(const Store& store) {
-  std::map<std::string, std::string> out;
-  auto it = store.iterate(Cf::kProjections);
-  for (it->SeekToFirst(); it->Valid(); it->Next())
-    out[it->key().ToString()] = it->value().ToString();
-  return out;
-}
-
 TEST_CASE("folding the log writes the read model that applying each event writes") {
   testing::ScratchDir dir;
   auto store = std::move(Store::open(dir.path()).value());
@@ -130,13 +122,13 @@ TEST_CASE("folding the log writes the read model that applying each event writes
     }
     REQUIRE(store->db()->Write(rocksdb::WriteOptions(), tx.seal().value()).ok());
   }
-  const auto applied = dump(*store);
+  const auto applied = testing::projections_as_read(*store);
 
   REQUIRE(store->reset_projections().ok());
   LogFold fold;
   REQUIRE(rebuild_projections(*store, fold).ok());
   CHECK(fold.events() == 20000);
-  const auto folded = dump(*store);
+  const auto folded = testing::projections_as_read(*store);
   CHECK(folded.size() == applied.size());
   CHECK(folded == applied);
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/rebuild.tmp"));
@@ -146,7 +138,7 @@ TEST_CASE("folding the log writes the read model that applying each event writes
   auto caught_up = catch_up_projections(*store, *ids);
   REQUIRE(caught_up.ok());
   CHECK(caught_up.value() == 20000);
-  CHECK(dump(*store) == applied);
+  CHECK(testing::projections_as_read(*store) == applied);
 }
 
 TEST_CASE("folding stops at a malformed event and names it") {
@@ -159,7 +151,7 @@ TEST_CASE("folding stops at a malformed event and names it") {
   auto r = rebuild_projections(*store, fold);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().detail == "event 4: event lacks a required member");
-  CHECK(dump(*store).empty());
+  CHECK(testing::projections_as_read(*store).empty());
 }
 
 }  // namespace

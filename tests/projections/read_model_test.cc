@@ -56,10 +56,7 @@ class Fixture {
   }
 
   std::map<std::string, std::string> dump_projections() {
-    std::map<std::string, std::string> out;
-    auto it = store_->iterate(Cf::kProjections);
-    for (it->SeekToFirst(); it->Valid(); it->Next()) out[it->key().ToString()] = it->value().ToString();
-    return out;
+    return testing::projections_as_read(*store_);
   }
 
   testing::ScratchDir dir_;

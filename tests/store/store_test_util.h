@@ -4,7 +4,11 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
+
+#include "projections/keys.h"
+#include "store/store.h"
 
 namespace gw::testing {
 
@@ -22,5 +26,18 @@ class ScratchDir {
  private:
   std::string path_;
 };
+
+// Every projections key and value as a reader sees them: a counter back at 0 reads as none
+// (keys::is_spent_counter), so it is left out, as a replay of the log leaves it out.
+inline std::map<std::string, std::string> projections_as_read(const Store& store) {
+  std::map<std::string, std::string> out;
+  auto it = store.iterate(Cf::kProjections);
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    const std::string_view value(it->value().data(), it->value().size());
+    if (!keys::is_spent_counter(key, value)) out.emplace(key, value);
+  }
+  return out;
+}
 
 }  // namespace gw::testing

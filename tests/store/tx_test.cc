@@ -177,7 +177,7 @@ TEST_CASE("rolling back to the save point undoes writes, counters, seal values a
   CHECK_FALSE(events->Valid());
 }
 
-TEST_CASE("counters sum over the batch and are deleted at zero; the last seal value wins") {
+TEST_CASE("counters sum over the batch and read 0 when back at zero; the last seal value wins") {
   Fixture f;
   {
     Tx tx(*f.store, *f.ids, 0, kGenesisHash);
@@ -198,7 +198,45 @@ TEST_CASE("counters sum over the batch and are deleted at zero; the last seal va
     tx.add_to_counter(Cf::kProjections, "n", -3);
     f.commit(tx);
   }
-  CHECK_FALSE(f.stored("n").has_value());
+  CHECK(decode_u64(*f.stored("n")) == 0);
+}
+
+TEST_CASE("a counter adds up over many batches, across flushes, and compactions drop it at 0") {
+  Fixture f;
+  auto* proj = f.store->cf(Cf::kProjections);
+  auto add = [&f](std::string_view key, int64_t delta) {
+    Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+    tx.add_to_counter(Cf::kProjections, key, delta);
+    f.commit(tx);
+  };
+  auto count = [&f](std::string_view key) -> std::optional<uint64_t> {
+    auto v = f.stored(key);
+    if (!v) return std::nullopt;
+    REQUIRE(v->size() == 8);
+    return decode_u64(*v);
+  };
+  // More deltas than the memtable keeps unfolded (max_successive_merges), some in table files.
+  for (int i = 0; i < 100; ++i) {
+    add("c_hot", +1);
+    if (i == 40) REQUIRE(f.store->db()->Flush(rocksdb::FlushOptions(), proj).ok());
+  }
+  add("c_hot", -30);
+  CHECK(count("c_hot") == 70);
+  add("c_gone", +2);
+  REQUIRE(f.store->db()->Flush(rocksdb::FlushOptions(), proj).ok());
+  add("c_gone", -2);
+  CHECK(count("c_gone") == 0);  // stored as 0 until a compaction
+  // A zero value under another kind of key is data, not a counter.
+  REQUIRE(f.store->db()->Put(rocksdb::WriteOptions(), proj, "z_zero", encode_u64(0)).ok());
+  REQUIRE(f.store->db()->Flush(rocksdb::FlushOptions(), proj).ok());
+  rocksdb::CompactRangeOptions full;
+  full.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  REQUIRE(f.store->db()->CompactRange(full, proj, nullptr, nullptr).ok());
+  CHECK(count("c_gone") == 0);  // the compaction that folds the deltas writes their sum, 0
+  REQUIRE(f.store->db()->CompactRange(full, proj, nullptr, nullptr).ok());
+  CHECK(count("c_hot") == 70);
+  CHECK_FALSE(count("c_gone").has_value());
+  CHECK(count("z_zero") == 0);
 }
 
 // Records what a sealed batch holds, in the batch's order.
@@ -208,6 +246,7 @@ class Recorder final : public rocksdb::WriteBatch::Handler {
     uint32_t cf;
     std::string key;
     std::optional<std::string> value;  // nullopt: a delete
+    bool merge = false;
     bool operator==(const Op&) const = default;
   };
   std::vector<Op> ops;
@@ -217,6 +256,10 @@ class Recorder final : public rocksdb::WriteBatch::Handler {
   }
   rocksdb::Status DeleteCF(uint32_t cf, const rocksdb::Slice& k) override {
     ops.push_back(Op{cf, k.ToString(), std::nullopt});
+    return rocksdb::Status::OK();
+  }
+  rocksdb::Status MergeCF(uint32_t cf, const rocksdb::Slice& k, const rocksdb::Slice& v) override {
+    ops.push_back(Op{cf, k.ToString(), v.ToString(), true});
     return rocksdb::Status::OK();
   }
 };
@@ -237,6 +280,10 @@ TEST_CASE("a sealed batch is in column family and key order, with only the last 
   tx.put(Cf::kProjections, "c", "back");  // deleted, then put: the put is kept
   tx.append(EventDraft{"thing.created", "thing", "b", 1, "team_a", "test", 100, "{}"});
   tx.put(Cf::kProjections, "m", "3");
+  // A counter's delta is merged at seal, after everything else; it adds to a put of its key in
+  // the same batch, so both stay, in that order.
+  tx.add_to_counter(Cf::kProjections, "cn", 2);
+  tx.put(Cf::kProjections, "cn", encode_u64(5));
   // A rejected job's writes are gone before the batch is reordered.
   tx.set_savepoint();
   tx.put(Cf::kProjections, "a", "rejected");
@@ -248,7 +295,7 @@ TEST_CASE("a sealed batch is in column family and key order, with only the last 
   REQUIRE(batch.value()->Iterate(&seen).ok());
   const uint32_t events = f.store->cf(Cf::kEvents)->GetID();
   const uint32_t proj = f.store->cf(Cf::kProjections)->GetID();
-  REQUIRE(seen.ops.size() == 7);
+  REQUIRE(seen.ops.size() == 9);
   CHECK(seen.ops[0].cf == events);
   CHECK(seen.ops[0].key == encode_u64(1));
   CHECK(seen.ops[1].cf == events);
@@ -256,9 +303,12 @@ TEST_CASE("a sealed batch is in column family and key order, with only the last 
   CHECK(seen.ops[2] == Recorder::Op{proj, "a", "1"});
   CHECK(seen.ops[3] == Recorder::Op{proj, "b", std::nullopt});
   CHECK(seen.ops[4] == Recorder::Op{proj, "c", "back"});
-  CHECK(seen.ops[5] == Recorder::Op{proj, "gone", std::nullopt});
-  CHECK(seen.ops[6] == Recorder::Op{proj, "m", "3"});
+  CHECK(seen.ops[5] == Recorder::Op{proj, "cn", encode_u64(5)});
+  CHECK(seen.ops[6] == Recorder::Op{proj, "cn", encode_u64(2), true});
+  CHECK(seen.ops[7] == Recorder::Op{proj, "gone", std::nullopt});
+  CHECK(seen.ops[8] == Recorder::Op{proj, "m", "3"});
   REQUIRE(f.store->db()->Write(rocksdb::WriteOptions(), batch.value()).ok());
+  CHECK(decode_u64(*f.stored("cn")) == 7);
   CHECK(f.stored("a") == "1");
   CHECK_FALSE(f.stored("b").has_value());
   CHECK(f.stored("c") == "back");
