@@ -78,6 +78,12 @@ rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::C
   t.cache_index_and_filter_blocks = false;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
   o.memtable_insert_with_hint_prefix_extractor = std::make_shared<SequenceTailHint>();
+  // Every flush holds keys of every kind (records, index entries, counters), so each L0 file
+  // spans the whole key range and an L0 compaction rewrites all of L1. Starting it at 8 files
+  // instead of 4 halves those rewrites: in 30 s of creates at 256 connections the compaction
+  // threads' CPU went from 4.5 to 2.2 s and creates/s rose by about 8%. Point reads check more
+  // L0 files (each behind its Bloom filter) until then.
+  o.level0_file_num_compaction_trigger = 8;
   o.merge_operator = std::make_shared<CounterAdd>();
   // A hot counter (a tenant's list count) gets a delta per batch; past this many deltas in the
   // memtable the write reads the count and stores the sum, so a read never folds more than this.

@@ -49,16 +49,19 @@ Writer::Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, uint64_t seq
 Writer::~Writer() { stop(); }
 
 void Writer::submit(std::unique_ptr<Job> job) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!stopping_) {
-      queue_.push_back(std::move(job));
-      ++submitted_;
-      cv_.notify_one();
-      return;
-    }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) {
+    lock.unlock();
+    job->finish(false);
+    return;
   }
-  job->finish(false);
+  queue_.push_back(std::move(job));
+  ++submitted_;
+  // Only a parked writer thread needs waking (otherwise a futex call per request); a busy one
+  // looks at the queue before it parks. Woken after unlocking, so it does not wait for mu_.
+  const bool wake = parked_;
+  lock.unlock();
+  if (wake) cv_.notify_one();
 }
 
 void Writer::stop() {
