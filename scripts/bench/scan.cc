@@ -13,6 +13,7 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/merge_operator.h>
 #include <rocksdb/table.h>
 
 #include <chrono>
@@ -23,6 +24,18 @@
 
 namespace {
 
+// The projections' counters are RocksDB merges (src/store/store.cc, CounterAdd), and RocksDB
+// refuses to replay a logged merge into a column family without a merge operator: the open then
+// fails with "SST file is ahead of WALs". The scan never reads a projection, so this operator
+// only lets the replay keep the deltas; asked to merge, it fails rather than compute anything.
+class KeepDeltas final : public rocksdb::MergeOperator {
+ public:
+  const char* Name() const override { return "scan.KeepDeltas"; }
+  bool FullMergeV2(const MergeOperationInput&, MergeOperationOutput*) const override {
+    return false;
+  }
+};
+
 // As src/store/store.cc opens them (the cache is shared by both column families there too).
 rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::Cache>& cache) {
   rocksdb::ColumnFamilyOptions o;
@@ -31,6 +44,7 @@ rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::C
   t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   t.cache_index_and_filter_blocks = false;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  o.merge_operator = std::make_shared<KeepDeltas>();
   return o;
 }
 
