@@ -86,7 +86,7 @@ Result<std::string> compare_projections(const Store& store, const LogFold& fold,
     const std::string_view stored_key(it->Valid() ? it->key().data() : nullptr,
                                       it->Valid() ? it->key().size() : 0);
     if (it->Valid() &&
-        keys::is_spent_counter(stored_key, {it->value().data(), it->value().size()})) {
+        is_spent_counter(stored_key, {it->value().data(), it->value().size()})) {
       it->Next();  // reads as no counter, and a replay writes none
       continue;
     }

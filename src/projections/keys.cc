@@ -42,10 +42,6 @@ std::string count_of_prefix(std::string_view prefix) {
   return out;
 }
 
-bool is_spent_counter(std::string_view key, std::string_view value) {
-  return !key.empty() && key[0] == 'c' && value.size() == 8 && decode_u64(value) == 0;
-}
-
 std::string profile_hostname(std::string_view hostname) { return join({"p", hostname}); }
 
 std::string domain_hostname(std::string_view team, std::string_view hostname) {

@@ -35,9 +35,6 @@ std::string filter_prefix(std::string_view team, Kind kind, std::string_view fie
                           std::string_view value);
 // The counter of every entry under a list or filter prefix.
 std::string count_of_prefix(std::string_view prefix);
-// A stored counter whose count came back to 0: it reads as no counter, a replay of the log
-// writes none, and a compaction drops it (store/store.cc).
-bool is_spent_counter(std::string_view key, std::string_view value);
 std::string profile_hostname(std::string_view hostname);
 std::string domain_hostname(std::string_view team, std::string_view hostname);
 std::string claim_prefix(std::string_view hostname);

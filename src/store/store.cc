@@ -51,7 +51,7 @@ class CounterAdd final : public rocksdb::AssociativeMergeOperator {
   }
 };
 
-// A counter that has come back to zero reads the same as none (keys::is_spent_counter);
+// A counter that has come back to zero reads the same as none (is_spent_counter);
 // compactions drop it, so the counters of filter values no longer used (a workload id that is
 // gone) do not pile up. Only `c` keys: no other projection's value is read as a number here.
 // RocksDB turns a removed key into a tombstone unless the compaction is at the bottom, so no
@@ -62,8 +62,8 @@ class ZeroCounterDrop final : public rocksdb::CompactionFilter {
   const char* Name() const override { return "gw.ZeroCounterDrop"; }
   bool Filter(int /*level*/, const rocksdb::Slice& key, const rocksdb::Slice& value,
               std::string* /*new_value*/, bool* /*value_changed*/) const override {
-    return !key.empty() && key[0] == 'c' && value.size() == 8 &&
-           decode_u64(std::string_view(value.data(), 8)) == 0;
+    return is_spent_counter(std::string_view(key.data(), key.size()),
+                            std::string_view(value.data(), value.size()));
   }
 };
 
@@ -122,6 +122,10 @@ std::string encode_u64(uint64_t v) {
     v >>= 8;
   }
   return out;
+}
+
+bool is_spent_counter(std::string_view key, std::string_view value) {
+  return !key.empty() && key[0] == 'c' && value.size() == 8 && decode_u64(value) == 0;
 }
 
 uint64_t decode_u64(std::string_view bytes) {

@@ -93,4 +93,8 @@ class Snapshot {
 std::string encode_u64(uint64_t v);
 uint64_t decode_u64(std::string_view bytes);  // precondition: bytes.size() >= 8
 
+// A projections counter (a `c` key of projections/keys.h) whose count came back to 0: it reads as
+// no counter, a replay of the log writes none, and a compaction drops it (see store.cc).
+bool is_spent_counter(std::string_view key, std::string_view value);
+
 }  // namespace gw

@@ -142,7 +142,7 @@ TEST_CASE("check passes on a read model kept in step event by event, counters ba
     size_t spent = 0;
     auto it = store->iterate(Cf::kProjections);
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      spent += keys::is_spent_counter(it->key().ToString(), it->value().ToString()) ? 1 : 0;
+      spent += is_spent_counter(it->key().ToString(), it->value().ToString()) ? 1 : 0;
     }
     CHECK(spent >= 2);
   }

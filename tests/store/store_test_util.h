@@ -7,7 +7,6 @@
 #include <map>
 #include <string>
 
-#include "projections/keys.h"
 #include "store/store.h"
 
 namespace gw::testing {
@@ -28,14 +27,14 @@ class ScratchDir {
 };
 
 // Every projections key and value as a reader sees them: a counter back at 0 reads as none
-// (keys::is_spent_counter), so it is left out, as a replay of the log leaves it out.
+// (is_spent_counter), so it is left out, as a replay of the log leaves it out.
 inline std::map<std::string, std::string> projections_as_read(const Store& store) {
   std::map<std::string, std::string> out;
   auto it = store.iterate(Cf::kProjections);
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const std::string_view key(it->key().data(), it->key().size());
     const std::string_view value(it->value().data(), it->value().size());
-    if (!keys::is_spent_counter(key, value)) out.emplace(key, value);
+    if (!is_spent_counter(key, value)) out.emplace(key, value);
   }
   return out;
 }
