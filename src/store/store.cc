@@ -124,14 +124,14 @@ std::string encode_u64(uint64_t v) {
   return out;
 }
 
-bool is_spent_counter(std::string_view key, std::string_view value) {
-  return !key.empty() && key[0] == 'c' && value.size() == 8 && decode_u64(value) == 0;
-}
-
 uint64_t decode_u64(std::string_view bytes) {
   uint64_t v = 0;
   for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[i]);
   return v;
+}
+
+bool is_spent_counter(std::string_view key, std::string_view value) {
+  return !key.empty() && key[0] == 'c' && value.size() == 8 && decode_u64(value) == 0;
 }
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& dir, rocksdb::Env* env) {

@@ -99,7 +99,8 @@ class Tx {
 
   // Writes the counters and the put_at_seal values into the batch, puts the batch in key order
   // and returns it, ready for DB::Write. Call once, after the last job; the Tx takes no more
-  // writes after it. Settles the base first. The counters and seal values are not written to the
+  // writes after it. Settles the base first (the writer drops the base once this Tx is sealed, and
+  // a Tx staged on this one reads through it). The counters and seal values are not written to the
   // overlay, so neither this Tx nor one staged on it reads them before the batch is stored; and
   // seal() changes nothing a Tx staged on this one reads, so it may run on another thread while
   // that Tx is being staged. kInternal if the batch cannot be rebuilt (it must then be dropped).

@@ -8,9 +8,10 @@
 // finish thread finishes the jobs of batch N-1 (their replies). When the commit thread is done
 // with batch N it takes batch N+1: by itself if the writer thread is waiting for jobs (no thread
 // has to wake up between two writes), or from the writer thread once every job queued before
-// the commit thread asked is staged. A batch is opened only after the one before its base was written, so batches are
-// written one at a time, in order; after a failed write every later job fails, and a job is never
-// finished as committed before its batch and every batch before it are durable.
+// the commit thread asked is staged. A batch is opened only after the one before its base was
+// written, so batches are written one at a time, in order; after a failed write every later job
+// fails, and a job is never finished as committed before its batch and every batch before it
+// are durable.
 // Thread-safe: submit() may be called from any thread; a Tx is used by one thread at a time.
 #pragma once
 

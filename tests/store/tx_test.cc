@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include <rocksdb/utilities/debug.h>
+
 #include "store/store_test_util.h"
 #include "store/tx.h"
 
@@ -219,6 +221,27 @@ TEST_CASE("a counter adds up over many batches, across flushes, and compactions 
   for (int i = 0; i < 100; ++i) {
     add("c_hot", +1);
     if (i == 40) REQUIRE(f.store->db()->Flush(rocksdb::FlushOptions(), proj).ok());
+  }
+  {
+    // Newest first, a read folds the deltas down to the first stored sum: never more than
+    // max_successive_merges (32) of them, although 59 were written since the flush.
+    std::vector<rocksdb::KeyVersion> versions;
+    REQUIRE(rocksdb::GetAllKeyVersions(f.store->db(), proj, "c_hot", "c_hot", 1000, &versions).ok());
+    constexpr int kTypeValue = 1, kTypeMerge = 2;  // RocksDB's ValueType (db/dbformat.h)
+    size_t deltas = 0;
+    bool sum_found = false;
+    for (const auto& v : versions) {
+      REQUIRE(v.user_key == "c_hot");
+      if (v.type == kTypeValue) {
+        sum_found = true;
+        break;
+      }
+      REQUIRE(v.type == kTypeMerge);
+      ++deltas;
+    }
+    CHECK(sum_found);
+    CHECK(deltas <= 32);
+    CHECK(deltas > 0);
   }
   add("c_hot", -30);
   CHECK(count("c_hot") == 70);
