@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   resolver_config.tries = static_cast<int>(*dns_tries);
   auto resolver = gw::AresResolver::create(resolver_config);
   if (!resolver.ok()) return fail(resolver.error().detail);
-  gw::Verifier verifier(*store.value(), *writer.value(), service, *resolver.value());
+  gw::Verifier verifier(*store.value(), service, *resolver.value());
   gw::ReadModel reads(*store.value());
   gw::http::TokenStore tokens(tokens_file);
   gw::http::RateLimiter limiter(static_cast<uint32_t>(*rate));

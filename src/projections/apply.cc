@@ -44,6 +44,10 @@ std::map<std::string, std::string> entries_of(const Record& record, uint64_t cre
   return out;
 }
 
+bool opens_verification_request(std::string_view event_type) {
+  return event_type == "domain.verification_requested";
+}
+
 bool counted(std::string_view entry_key) { return entry_key[0] == 'l' || entry_key[0] == 'f'; }
 
 namespace {
@@ -89,7 +93,7 @@ void project(Tx& tx, uint64_t seq, const std::optional<Record>& before, const Re
 // LogFold::add (projections/log_fold.cc) follows the same rules.
 void track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused_by,
                     const std::string& domain_id) {
-  if (type == "domain.verification_requested") {
+  if (opens_verification_request(type)) {
     tx.put(Cf::kProjections, keys::request_prefix() + encode_u64(seq), domain_id);
     tx.put(Cf::kProjections, keys::open_request(domain_id), encode_u64(seq));
   } else if (caused_by != 0) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "commands/decide.h"
@@ -20,6 +21,9 @@ struct Recorded {
 };
 
 class TxLookups;
+// Whether an event of this type opens a verification request (a `q` key the verifier works from).
+bool opens_verification_request(std::string_view event_type);
+
 // Appends one event per change of `decision` and applies each to the read model. Returns the
 // record of the decision's subject (decision.result) as written. `lookups` is what the decision
 // read through: the records it loaded are not read again.

@@ -98,7 +98,7 @@ Result<bool> LogFold::add(LoggedEvent e) {
   index_.emplace(id, at);
   touches_.push_back(Touch{at, e.version, e.seq});
   // The open-request queue, by the rules of track_requests in projections/apply.cc.
-  if (e.type == "domain.verification_requested") {
+  if (opens_verification_request(e.type)) {
     open_requests_[e.seq] = id;
     latest_request_[id] = e.seq;
   } else if (e.caused_by != 0) {

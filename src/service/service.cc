@@ -1,5 +1,7 @@
 #include "service/service.h"
 
+#include <algorithm>
+
 #include "commands/challenge.h"
 #include "projections/apply.h"
 #include "projections/keys.h"
@@ -13,12 +15,14 @@ class CommandJob final : public Job {
  public:
   using Decide = std::function<Result<Decision>(Lookups&, const Actor&, int64_t now)>;
   CommandJob(Actor actor, Decide decide, Done done, const Clock& clock,
-             std::atomic<uint64_t>& events, std::optional<IdempotencyKey> idempotency)
+             std::atomic<uint64_t>& events, EventCount& requests,
+             std::optional<IdempotencyKey> idempotency)
       : actor_(std::move(actor)),
         decide_(std::move(decide)),
         done_(std::move(done)),
         clock_(clock),
         events_(events),
+        requests_(requests),
         idempotency_(std::move(idempotency)) {}
 
   bool execute(Tx& tx) override {
@@ -50,6 +54,9 @@ class CommandJob final : public Job {
       if (!kept.ok()) return reject(std::move(kept.error()));
     }
     appended_ = d.changes.size();
+    opens_request_ = std::any_of(d.changes.begin(), d.changes.end(), [](const Change& c) {
+      return opens_verification_request(c.type);
+    });
     result_ = Written{std::move(written.value().json), written.value().version};
     return true;
   }
@@ -60,6 +67,7 @@ class CommandJob final : public Job {
       return;
     }
     events_.fetch_add(appended_, std::memory_order_relaxed);
+    if (opens_request_) requests_.raise();
     done_(std::move(result_));
   }
 
@@ -85,9 +93,11 @@ class CommandJob final : public Job {
   Done done_;
   const Clock& clock_;
   std::atomic<uint64_t>& events_;
+  EventCount& requests_;
   std::optional<IdempotencyKey> idempotency_;
   Result<Written> result_ = make_error(Code::kInternal, "command was not executed");
   size_t appended_ = 0;
+  bool opens_request_ = false;
 };
 
 }  // namespace
@@ -104,7 +114,8 @@ Service::Service(Writer& writer, const Clock& clock, IdGenerator& ids,
 void Service::run(Actor actor, Decide decide, Done done,
                   std::optional<IdempotencyKey> idempotency) {
   writer_.submit(std::make_unique<CommandJob>(std::move(actor), std::move(decide), std::move(done),
-                                              clock_, events_appended_, std::move(idempotency)));
+                                              clock_, events_appended_, verification_requests_,
+                                              std::move(idempotency)));
 }
 
 void Service::record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result,

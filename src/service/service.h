@@ -1,7 +1,7 @@
 // The use cases: each command is decided and recorded on the single writer thread (see
 // store/writer.h), so decisions see every earlier write, including those of the same batch, and
 // two concurrent creates of one hostname cannot both succeed. Thread-safe; `done` callbacks run on
-// the writer thread after the result is durable and must not block.
+// the writer's finish thread after the result is durable and must not block.
 #pragma once
 
 #include <atomic>
@@ -12,6 +12,7 @@
 #include "commands/decide.h"
 #include "commands/parse.h"
 #include "core/clock.h"
+#include "core/event_count.h"
 #include "service/idempotency.h"
 #include "store/writer.h"
 
@@ -46,6 +47,9 @@ class Service {
   void record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result, Done done);
 
   uint64_t events_appended() const { return events_appended_.load(std::memory_order_relaxed); }
+  // Raised after each write that opened a verification request is durable (the verifier waits on
+  // it instead of waking on every commit).
+  EventCount& verification_requests() { return verification_requests_; }
 
  private:
   // Runs on the writer thread with the job's actor and the time of the batch.
@@ -58,6 +62,7 @@ class Service {
   IdGenerator& ids_;
   std::string verification_domain_;
   std::atomic<uint64_t> events_appended_{0};
+  EventCount verification_requests_;
 };
 
 }  // namespace gw

@@ -2,8 +2,9 @@
 // outcome event. Open requests are a projection of the log (`q` keys, written in the same batch as
 // each domain.verification_requested event and removed in the same batch as its outcome), so the
 // queue is durable: requests accepted before a crash or restart are picked up again at start.
-// One thread scans for new requests when the writer commits; lookups run concurrently in the
-// Resolver; outcomes are decided and recorded on the writer thread (Service::record_outcome).
+// One thread scans for new requests when a write that opened one is durable
+// (Service::verification_requests); lookups run concurrently in the Resolver; outcomes are decided
+// and recorded on the writer thread (Service::record_outcome).
 // Thread-safe; start() once, stop() before the Writer stops.
 #pragma once
 
@@ -18,14 +19,13 @@
 #include "core/histogram.h"
 #include "service/service.h"
 #include "store/store.h"
-#include "store/writer.h"
 #include "verify/resolver.h"
 
 namespace gw {
 
 class Verifier {
  public:
-  Verifier(const Store& store, Writer& writer, Service& service, Resolver& resolver);
+  Verifier(const Store& store, Service& service, Resolver& resolver);
   ~Verifier();
 
   void start();
@@ -44,13 +44,13 @@ class Verifier {
   void record(uint64_t request_seq, const std::string& domain_id, CheckResult result);
 
   const Store& store_;
-  Writer& writer_;
   Service& service_;
   Resolver& resolver_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   uint64_t dispatched_up_to_ = 0;  // verifier thread only
   std::atomic<int64_t> open_{0};
+  std::atomic<uint64_t> scans_{0};
 
   // Lookup outcomes, as metric labels: "verified" and the failure codes.
   static constexpr std::array<const char*, 7> kOutcomes{

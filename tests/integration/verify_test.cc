@@ -416,6 +416,30 @@ TEST_CASE("verify: a request accepted before a crash is checked after restart") 
   CHECK(of(events, d.id).size() == 3);  // created, verification_requested, verified
 }
 
+TEST_CASE("verify: the verifier scans for requests when one is durable, not on every commit") {
+  Env env;
+  Api api(*env.server, kTeamA);
+  auto scans = [&env] {
+    return sample(metrics(*env.server), "gatewayd_verifier_scans_total").value_or(-1);
+  };
+  const double before = scans();
+  REQUIRE(before >= 1);  // the scan at start
+  // One at a time: each create is a batch, a commit of its own.
+  constexpr int kCreates = 100;
+  for (int i = 0; i < kCreates; ++i) CHECK_FALSE(create(api, kWebhook, i).empty());
+  const double after_creates = scans();
+  // A scan on every commit made this at least kCreates; what remains are the scans the verifier
+  // makes now and then (every 200 ms) to notice a stop.
+  CHECK(after_creates - before < kCreates / 2);
+
+  // A request is still picked up, and its scan counted.
+  Domain d = publish(env, api, "scanned.example.com");
+  request_verify(api, d);
+  Events events = wait_outcomes(api, d.id);
+  check_verified(api, single_outcome(events, d.id, kVerified), d.id);
+  CHECK(scans() > after_creates);
+}
+
 TEST_CASE("verify: verifying a verified domain appends nothing") {
   Env env;
   Api api(*env.server, kTeamA);
