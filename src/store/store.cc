@@ -85,9 +85,8 @@ rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::C
   // L0 files (each behind its Bloom filter) until then.
   o.level0_file_num_compaction_trigger = 8;
   o.merge_operator = std::make_shared<CounterAdd>();
-  // A hot counter (a tenant's list count) gets a delta per batch; past this many deltas in the
-  // memtable the write reads the count and stores the sum, so a read never folds more than this.
-  o.max_successive_merges = 32;
+  // A hot counter (a tenant's list count) gets a delta per batch; Tx::seal writes its sum instead
+  // once it has Store::kMaxCounterDeltas in the memtable (max_successive_merges stays 0).
   static const ZeroCounterDrop zero_counter_drop;
   o.compaction_filter = &zero_counter_drop;
   return o;
@@ -101,6 +100,8 @@ rocksdb::ColumnFamilyOptions event_options(const std::shared_ptr<rocksdb::Cache>
   return o;
 }
 
+constexpr char kProjectionsName[] = "projections";
+
 Error unavailable(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
 
 // Default (kMeta), events, projections: the order of Store's handles.
@@ -109,11 +110,20 @@ std::vector<rocksdb::ColumnFamilyDescriptor> column_families() {
   return {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
       {"events", event_options(cache)},
-      {"projections", projection_options(cache)},
+      {kProjectionsName, projection_options(cache)},
   };
 }
 
 }  // namespace
+
+// Counts the memtables of projections that RocksDB sealed (made immutable, to be flushed).
+class MemtableSeals final : public rocksdb::EventListener {
+ public:
+  void OnMemTableSealed(const rocksdb::MemTableInfo& info) override {
+    if (info.cf_name == kProjectionsName) count.fetch_add(1, std::memory_order_release);
+  }
+  std::atomic<uint64_t> count{0};
+};
 
 std::string encode_u64(uint64_t v) {
   std::string out(8, '\0');
@@ -141,11 +151,15 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& dir, rocksdb::Env*
   options.max_background_jobs = 2;
   options.bytes_per_sync = 1 << 20;
   if (env != nullptr) options.env = env;
+  auto seals = std::make_shared<MemtableSeals>();
+  options.listeners.push_back(seals);
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   auto s = rocksdb::DB::Open(options, dir, column_families(), &handles, &raw);
   if (!s.ok()) return unavailable(s);
-  return adopt(dir, raw, handles);
+  auto store = adopt(dir, raw, handles);
+  store->seals_ = std::move(seals);
+  return store;
 }
 
 Result<std::unique_ptr<Store>> Store::open_secondary(const std::string& dir,
@@ -222,14 +236,31 @@ std::unique_ptr<rocksdb::Iterator> Store::iterate(Cf which, const rocksdb::Snaps
   return std::unique_ptr<rocksdb::Iterator>(db_->NewIterator(ro, cf(which)));
 }
 
+bool Store::fold_counter_now(std::string_view key) {
+  std::lock_guard<std::mutex> lock(tally_mu_);
+  const uint64_t seals = seals_ ? seals_->count.load(std::memory_order_acquire) : 0;
+  if (seals != tally_seals_ || tally_.size() >= kCounterTallyKeys) {
+    // A batch written while the memtable was being switched may have put its deltas in the new
+    // one uncounted: a key may then reach one delta more than the bound.
+    tally_.clear();
+    tally_seals_ = seals;
+  }
+  auto it = tally_.try_emplace(std::string(key), 0).first;
+  if (++it->second < kMaxCounterDeltas) return false;
+  it->second = 0;  // the sum hides every delta under it
+  return true;
+}
+
 Result<bool> Store::reset_projections() {
   auto s = db_->DropColumnFamily(projections_cf_);
   if (!s.ok()) return unavailable(s);
   db_->DestroyColumnFamilyHandle(projections_cf_);
   projections_cf_ = nullptr;
   auto cache = rocksdb::NewLRUCache(64 << 20);
-  s = db_->CreateColumnFamily(projection_options(cache), "projections", &projections_cf_);
+  s = db_->CreateColumnFamily(projection_options(cache), kProjectionsName, &projections_cf_);
   if (!s.ok()) return unavailable(s);
+  std::lock_guard<std::mutex> lock(tally_mu_);
+  tally_.clear();
   return true;
 }
 

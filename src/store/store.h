@@ -6,10 +6,14 @@
 // lock of ours; all writes to the log and the projections go through the single Writer (store/writer.h).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <rocksdb/db.h>
@@ -26,6 +30,8 @@ enum class Cf { kEvents, kProjections, kMeta };
 // count a TLS lookup into the shared library; nothing in gatewayd reads them. Turns them off for
 // the calling thread, once (Store's reads and the writer thread call it).
 void disable_rocksdb_perf_counters();
+
+class MemtableSeals;  // store.cc: counts the projections' sealed memtables
 
 class Store {
  public:
@@ -61,6 +67,18 @@ class Store {
   // Drops and recreates the projections column family (offline rebuild only).
   Result<bool> reset_projections();
 
+  // For Tx::seal, which adds a counter's change as a merged delta: true when this delta should
+  // rather be folded, written as the counter's sum, because `key` has kMaxCounterDeltas - 1
+  // deltas in the projections' active memtable already, so that a read never folds more. As far
+  // as this Store's seals know: the count of each key is forgotten when the memtable is sealed
+  // (a flush folds a key's deltas into one), and all counts when more than kCounterTallyKeys
+  // keys have been counted since (then a few times the bound, at worst). This replaces RocksDB's
+  // max_successive_merges, which searched the memtable for every merged key, a second skiplist
+  // search for each counter a batch changes. Thread-safe; one thread seals at a time.
+  static constexpr uint32_t kMaxCounterDeltas = 32;
+  static constexpr size_t kCounterTallyKeys = 1 << 16;
+  bool fold_counter_now(std::string_view key);
+
   const std::string& dir() const { return dir_; }
 
  private:
@@ -72,6 +90,10 @@ class Store {
   rocksdb::ColumnFamilyHandle* default_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* events_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* projections_cf_ = nullptr;
+  std::shared_ptr<MemtableSeals> seals_;
+  std::mutex tally_mu_;
+  uint64_t tally_seals_ = 0;                            // GUARDED_BY(tally_mu_)
+  std::unordered_map<std::string, uint32_t> tally_;  // GUARDED_BY(tally_mu_)
 };
 
 // A consistent point-in-time view for reads that must agree with each other (a list page and its

@@ -316,11 +316,28 @@ Result<rocksdb::WriteBatch*> Tx::seal() {
   // Counters and seal values go into the batch only, not the overlay: seal() may run on another
   // thread while the next Tx reads this one's overlay (see the header).
   // A counter is a merge of the batch's summed change (see the column family's CounterAdd), a
-  // blind write: sealing reads nothing, where a read per counter was most of it.
+  // blind write: sealing reads nothing, where a read per counter was most of it. Only a counter
+  // with many deltas in the memtable already is read, and its sum written (Store::
+  // fold_counter_now); the base is written by now, so the read sees every earlier batch.
   for (const auto& [where, delta] : counters_) {
     if (delta == 0) continue;
-    auto s = wb_.Merge(store_.cf(static_cast<Cf>(where.first)), slice(where.second),
-                       encode_u64(static_cast<uint64_t>(delta)));
+    const Cf which = static_cast<Cf>(where.first);
+    rocksdb::Status s;
+    if (which == Cf::kProjections && store_.fold_counter_now(where.second)) {
+      auto stored = store_.get(which, where.second);
+      if (!stored.ok()) return std::move(stored.error());
+      uint64_t sum = static_cast<uint64_t>(delta);
+      if (stored.value()) {
+        if (stored.value()->size() != 8) {
+          return make_error(Code::kInternal, "counter " + where.second + " is not 8 bytes");
+        }
+        sum += decode_u64(*stored.value());
+      }
+      s = wb_.Put(store_.cf(which), slice(where.second), encode_u64(sum));
+    } else {
+      s = wb_.Merge(store_.cf(which), slice(where.second),
+                    encode_u64(static_cast<uint64_t>(delta)));
+    }
     if (!s.ok()) return make_error(Code::kInternal, "cannot add a counter: " + s.ToString());
   }
   for (const auto& [where, value] : at_seal_) {

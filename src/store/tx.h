@@ -81,7 +81,8 @@ class Tx {
 
   // A counter: an 8-byte big-endian count stored under `key` in a column family whose merge
   // operator adds (Store's projections). The changes of the whole batch are summed and merged in
-  // when it is sealed, so a counter costs one blind write per batch however many jobs change it.
+  // when it is sealed, so a counter costs one blind write per batch however many jobs change it
+  // (now and then a read and a write of its sum instead, see Store::fold_counter_now).
   // A count back at 0 may stay stored as 0 until a compaction drops it. get() reads it from the
   // database only (see seal()).
   void add_to_counter(Cf which, std::string_view key, int64_t delta);
@@ -103,7 +104,9 @@ class Tx {
   // a Tx staged on this one reads through it). The counters and seal values are not written to the
   // overlay, so neither this Tx nor one staged on it reads them before the batch is stored; and
   // seal() changes nothing a Tx staged on this one reads, so it may run on another thread while
-  // that Tx is being staged. kInternal if the batch cannot be rebuilt (it must then be dropped).
+  // that Tx is being staged. kInternal if the batch cannot be rebuilt, kUnavailable if a counter
+  // to fold cannot be read (the batch must then be dropped). The batch must be written before the
+  // next Tx of the Store is sealed (the counters' tally counts it as written).
   Result<rocksdb::WriteBatch*> seal();
 
  private:

@@ -217,14 +217,14 @@ TEST_CASE("a counter adds up over many batches, across flushes, and compactions 
     REQUIRE(v->size() == 8);
     return decode_u64(*v);
   };
-  // More deltas than the memtable keeps unfolded (max_successive_merges), some in table files.
+  // More deltas than the memtable keeps unfolded (Store::kMaxCounterDeltas), some in table files.
   for (int i = 0; i < 100; ++i) {
     add("c_hot", +1);
     if (i == 40) REQUIRE(f.store->db()->Flush(rocksdb::FlushOptions(), proj).ok());
   }
   {
     // Newest first, a read folds the deltas down to the first stored sum: never more than
-    // max_successive_merges (32) of them, although 59 were written since the flush.
+    // Store::kMaxCounterDeltas (32) of them, although 59 were written since the flush.
     std::vector<rocksdb::KeyVersion> versions;
     REQUIRE(rocksdb::GetAllKeyVersions(f.store->db(), proj, "c_hot", "c_hot", 1000, &versions).ok());
     constexpr int kTypeValue = 1, kTypeMerge = 2;  // RocksDB's ValueType (db/dbformat.h)
@@ -240,7 +240,7 @@ TEST_CASE("a counter adds up over many batches, across flushes, and compactions 
       ++deltas;
     }
     CHECK(sum_found);
-    CHECK(deltas <= 32);
+    CHECK(deltas <= Store::kMaxCounterDeltas);
     CHECK(deltas > 0);
   }
   add("c_hot", -30);
