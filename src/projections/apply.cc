@@ -105,8 +105,10 @@ void track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused
   }
 }
 
-// Reads a stored record (header and parsed record).
-Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
+// Reads a stored record (header and parsed record); `json_bytes`, if given, gets the length of
+// its JSON.
+Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id,
+                                          size_t* json_bytes = nullptr) {
   auto raw = tx.get(Cf::kProjections, keys::record(id));
   if (!raw.ok()) return std::move(raw.error());
   if (!raw.value()) return std::optional<Stored>();
@@ -116,6 +118,7 @@ Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id) {
   if (!kind || !keys::decode_record(*raw.value(), &header, &json)) {
     return make_error(Code::kInternal, "stored record " + id + " is malformed");
   }
+  if (json_bytes != nullptr) *json_bytes = json.size();
   rapidjson::Document doc;
   doc.Parse(json.data(), json.size());
   if (doc.HasParseError())
@@ -161,6 +164,10 @@ Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, const Decision& deci
     uint64_t seq = tx.append(draft);
     track_requests(tx, change.type, seq, change.caused_by, m.id);
     project(tx, seq, before, change.record, draft.data_json, version, create_seq);
+    // A changed record is likely changed again soon; a new one is not kept (most never are).
+    if (before) {
+      lookups.wrote(m.id, Stored{change.record, version, create_seq}, draft.data_json.size());
+    }
     // The reply is the subject's record, not that of a domain a change cascaded to.
     if (m.id == subject) subject_written = Recorded{std::move(draft.data_json), version};
   }
@@ -232,15 +239,37 @@ std::optional<std::string> TxLookups::get(const std::string& key) {
 std::optional<Stored> TxLookups::load(const std::string& id) {
   auto kept = loaded_.find(id);
   if (kept != loaded_.end()) return kept->second;
-  auto r = load_stored(tx_, id);
+  if (cache_ != nullptr) {
+    if (auto cached = cache_->find(id)) return loaded_.emplace(id, std::move(cached)).first->second;
+  }
+  size_t json_bytes = 0;
+  auto r = load_stored(tx_, id, &json_bytes);
   if (!r.ok()) {
     failure_ = r.error();
     return std::nullopt;
   }
+  if (cache_ != nullptr && r.value() && !changing_.contains(id)) {
+    cache_->put(id, *r.value(), json_bytes);
+  }
   return loaded_.emplace(id, std::move(r.value())).first->second;
 }
 
-void TxLookups::forget(const std::string& id) { loaded_.erase(id); }
+void TxLookups::forget(const std::string& id) {
+  loaded_.erase(id);
+  if (cache_ == nullptr) return;
+  cache_->erase(id);
+  changing_.insert(id);
+}
+
+void TxLookups::wrote(const std::string& id, Stored stored, size_t json_bytes) {
+  if (cache_ != nullptr) written_.push_back(Written{id, std::move(stored), json_bytes});
+}
+
+void TxLookups::keep_written() {
+  // In order: a record changed twice by one decision ends as its last change left it.
+  for (auto& w : written_) cache_->put(w.id, std::move(w.stored), w.json_bytes);
+  written_.clear();
+}
 
 std::optional<std::string> TxLookups::live_profile_by_hostname(const std::string& hostname) {
   return get(keys::profile_hostname(hostname));

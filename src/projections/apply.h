@@ -8,8 +8,11 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "commands/decide.h"
+#include "projections/record_cache.h"
 #include "store/writer.h"
 
 namespace gw {
@@ -59,7 +62,9 @@ bool counted(std::string_view entry_key);
 // the record is changed. One per job.
 class TxLookups final : public Lookups {
  public:
-  explicit TxLookups(Tx& tx) : tx_(tx) {}
+  // With `cache`, records are looked up there before the Tx, and what is read is kept there (see
+  // projections/record_cache.h for what keeps it coherent).
+  explicit TxLookups(Tx& tx, RecordCache* cache = nullptr) : tx_(tx), cache_(cache) {}
   std::optional<Stored> load(const std::string& id) override;
   std::optional<std::string> live_profile_by_hostname(const std::string& hostname) override;
   std::optional<std::string> live_domain_by_hostname(const std::string& team,
@@ -69,7 +74,12 @@ class TxLookups final : public Lookups {
   std::vector<std::string> team_domains_under(const std::string& team,
                                               const std::string& hostname) override;
   std::vector<std::string> inherited_from(const std::string& parent_id) override;
+  // Before record `id` is changed: drops what was read of it, here and in the cache.
   void forget(const std::string& id);
+  // After record `id` was changed (record_changes): its new state, put in the cache by
+  // keep_written() once the job's writes are sure to be kept.
+  void wrote(const std::string& id, Stored stored, size_t json_bytes);
+  void keep_written();
   // An I/O error met by any lookup; decisions taken after one must be discarded.
   const std::optional<Error>& failure() const { return failure_; }
 
@@ -77,8 +87,18 @@ class TxLookups final : public Lookups {
   std::optional<std::string> get(const std::string& key);
   // Under `prefix`: the values (values=true) or the rest of each key.
   std::vector<std::string> ids_under(const std::string& prefix, bool values);
+  struct Written {
+    std::string id;
+    Stored stored;
+    size_t json_bytes;
+  };
   Tx& tx_;
+  RecordCache* cache_;
   std::unordered_map<std::string, std::optional<Stored>> loaded_;
+  std::vector<Written> written_;
+  // Records this job changes: what is read of them now includes the job's own writes, which
+  // are not kept if the job is rejected later, so no read of them goes into the cache.
+  std::unordered_set<std::string> changing_;
   std::optional<Error> failure_;
 };
 

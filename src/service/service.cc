@@ -15,7 +15,7 @@ class CommandJob final : public Job {
  public:
   using Decide = std::function<Result<Decision>(Lookups&, const Actor&, int64_t now)>;
   CommandJob(Actor actor, Decide decide, Done done, const Clock& clock,
-             std::atomic<uint64_t>& events, EventCount& requests,
+             std::atomic<uint64_t>& events, EventCount& requests, RecordCache& records,
              std::optional<IdempotencyKey> idempotency)
       : actor_(std::move(actor)),
         decide_(std::move(decide)),
@@ -23,6 +23,7 @@ class CommandJob final : public Job {
         clock_(clock),
         events_(events),
         requests_(requests),
+        records_(records),
         idempotency_(std::move(idempotency)) {}
 
   bool execute(Tx& tx) override {
@@ -32,7 +33,7 @@ class CommandJob final : public Job {
       if (!kept.ok()) return reject(std::move(kept.error()));
       if (kept.value()) return replay(std::move(*kept.value()));
     }
-    TxLookups lookups(tx);
+    TxLookups lookups(tx, &records_);
     auto decision = decide_(lookups, actor_, now);
     if (lookups.failure()) return reject(*lookups.failure());
     if (!decision.ok()) return reject(std::move(decision.error()));
@@ -53,6 +54,7 @@ class CommandJob final : public Job {
       auto kept = keep_answer(tx, *idempotency_, answer, now);
       if (!kept.ok()) return reject(std::move(kept.error()));
     }
+    lookups.keep_written();  // the job's writes are kept from here on
     appended_ = d.changes.size();
     opens_request_ = std::any_of(d.changes.begin(), d.changes.end(), [](const Change& c) {
       return opens_verification_request(c.type);
@@ -94,6 +96,7 @@ class CommandJob final : public Job {
   const Clock& clock_;
   std::atomic<uint64_t>& events_;
   EventCount& requests_;
+  RecordCache& records_;  // the writer thread's
   std::optional<IdempotencyKey> idempotency_;
   Result<Written> result_ = make_error(Code::kInternal, "command was not executed");
   size_t appended_ = 0;
@@ -115,7 +118,7 @@ void Service::run(Actor actor, Decide decide, Done done,
                   std::optional<IdempotencyKey> idempotency) {
   writer_.submit(std::make_unique<CommandJob>(std::move(actor), std::move(decide), std::move(done),
                                               clock_, events_appended_, verification_requests_,
-                                              std::move(idempotency)));
+                                              records_, std::move(idempotency)));
 }
 
 void Service::record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result,

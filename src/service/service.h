@@ -13,6 +13,7 @@
 #include "commands/parse.h"
 #include "core/clock.h"
 #include "core/event_count.h"
+#include "projections/record_cache.h"
 #include "service/idempotency.h"
 #include "store/writer.h"
 
@@ -32,6 +33,10 @@ bool scanned_by_commands(Cf which, std::string_view key);
 
 class Service {
  public:
+  // The parsed records the writer thread keeps (projections/record_cache.h), by their JSON's
+  // length.
+  static constexpr size_t kRecordCacheBytes = 32 << 20;
+
   Service(Writer& writer, const Clock& clock, IdGenerator& ids, std::string verification_domain);
 
   // With `idempotency`, a repeat of a create that succeeded in the last 24 hours gets its first
@@ -63,6 +68,9 @@ class Service {
   std::string verification_domain_;
   std::atomic<uint64_t> events_appended_{0};
   EventCount verification_requests_;
+  // Used by the jobs, on the writer thread. Every change of a record goes through them, which
+  // keeps it coherent (projections/record_cache.h).
+  RecordCache records_{kRecordCacheBytes};
 };
 
 }  // namespace gw
