@@ -164,7 +164,8 @@ Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, const Decision& deci
     uint64_t seq = tx.append(draft);
     track_requests(tx, change.type, seq, change.caused_by, m.id);
     project(tx, seq, before, change.record, draft.data_json, version, create_seq);
-    // A changed record is likely changed again soon; a new one is not kept (most never are).
+    // A changed record goes back to the cache (keep_written); a new one does not, so that creates
+    // do not push out the records being updated.
     if (before) {
       lookups.wrote(m.id, Stored{change.record, version, create_seq}, draft.data_json.size());
     }

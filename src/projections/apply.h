@@ -24,9 +24,6 @@ struct Recorded {
 };
 
 class TxLookups;
-// Whether an event of this type opens a verification request (a `q` key the verifier works from).
-bool opens_verification_request(std::string_view event_type);
-
 // Appends one event per change of `decision` and applies each to the read model. Returns the
 // record of the decision's subject (decision.result) as written. `lookups` is what the decision
 // read through: the records it loaded are not read again.
@@ -56,6 +53,9 @@ std::map<std::string, std::string> entries_of(const Record& record, uint64_t cre
 // and a counter (keys::count_of_prefix of the rest of the key) holds the number of entries under
 // that prefix.
 bool counted(std::string_view entry_key);
+
+// Whether an event of this type opens a verification request (a `q` key the verifier works from).
+bool opens_verification_request(std::string_view event_type);
 
 // Lookups for decide, over the writer's Tx (pending writes of the batch included). Records are
 // read and parsed once: load() keeps what it read until forget(id), which must be called before
