@@ -72,7 +72,8 @@ class Store {
   // deltas in the projections' active memtable already, so that a read never folds more. As far
   // as this Store's seals know: the count of each key is forgotten when the memtable is sealed
   // (a flush folds a key's deltas into one), and all counts when more than kCounterTallyKeys
-  // keys have been counted since (then a few times the bound, at worst). This replaces RocksDB's
+  // keys have been counted since (then a key may get the bound's worth of deltas once more for
+  // each such reset within one memtable). This replaces RocksDB's
   // max_successive_merges, which searched the memtable for every merged key, a second skiplist
   // search for each counter a batch changes. Thread-safe; one thread seals at a time.
   static constexpr uint32_t kMaxCounterDeltas = 32;

@@ -257,7 +257,7 @@ class CollectOps final : public rocksdb::WriteBatch::Handler {
     return rocksdb::Status::InvalidArgument("a batch names an unknown column family");
   }
   std::vector<BatchOp>& ops_;
-  uint32_t ids_[3];  // the column family ids of Cf::kMeta, kEvents and kProjections
+  uint32_t ids_[3];  // the column family id of each Cf, at index_of(Cf)
 };
 
 }  // namespace

@@ -432,12 +432,12 @@ TEST_CASE("verify: the verifier scans for requests when one is durable, not on e
   // makes now and then (every 200 ms) to notice a stop.
   CHECK(after_creates - before < kCreates / 2);
 
-  // A request is still picked up, and its scan counted.
+  // A request is still answered. (That the write of one wakes the verifier is checked without
+  // timing in tests/service/service_test.cc; the verifier's 200 ms rescan would answer it too.)
   Domain d = publish(env, api, "scanned.example.com");
   request_verify(api, d);
   Events events = wait_outcomes(api, d.id);
   check_verified(api, single_outcome(events, d.id, kVerified), d.id);
-  CHECK(scans() > after_creates);
 }
 
 TEST_CASE("verify: verifying a verified domain appends nothing") {

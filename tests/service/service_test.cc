@@ -1,0 +1,72 @@
+// The Service over a real Writer and RocksDB: what it signals after a write is durable.
+#include <doctest/doctest.h>
+
+#include <rapidjson/document.h>
+
+#include <future>
+#include <string>
+
+#include "service/service.h"
+#include "store/store_test_util.h"
+
+namespace gw {
+namespace {
+
+struct Fixture {
+  testing::ScratchDir dir;
+  std::unique_ptr<Store> store = std::move(Store::open(dir.path()).value());
+  SystemClock clock;
+  std::unique_ptr<IdGenerator> ids = make_system_id_generator(clock);
+  std::unique_ptr<Writer> writer =
+      std::move(Writer::start(*store, *ids, scanned_by_commands).value());
+  Service service{*writer, clock, *ids, "verify.example.net"};
+
+  // Runs one command and waits for its answer (given after the write is durable).
+  template <typename Submit>
+  Result<Written> call(Submit submit) {
+    std::promise<Result<Written>> answer;
+    auto got = answer.get_future();
+    submit([&answer](Result<Written> r) { answer.set_value(std::move(r)); });
+    return got.get();
+  }
+};
+
+std::string domain_id_of(const Written& w) {
+  rapidjson::Document doc;
+  doc.Parse(w.json.c_str());
+  INFO(w.json);
+  REQUIRE((doc.IsObject() && doc.HasMember("domain_id") && doc["domain_id"].IsString()));
+  return doc["domain_id"].GetString();
+}
+
+TEST_CASE("verification_requests is raised when a request is durable, and for no other write") {
+  Fixture f;
+  const Actor actor{"team_a", "test"};
+  EventCount& requests = f.service.verification_requests();
+  CHECK(requests.current() == 0);
+
+  Webhook hook;
+  hook.meta.team_id = "team_a";
+  hook.workload_id = "w-1";
+  hook.provider = "github";
+  hook.external_id = "x";
+  REQUIRE(f.call([&](Done done) { f.service.create(hook, actor, std::nullopt, done); }).ok());
+  DomainSpec spec;
+  spec.domain.meta.team_id = "team_a";
+  spec.domain.hostname = "shop.example.com";
+  auto domain = f.call([&](Done done) { f.service.create(spec, actor, std::nullopt, done); });
+  REQUIRE(domain.ok());
+  CHECK(requests.current() == 0);  // creates open no request
+
+  const std::string id = domain_id_of(domain.value());
+  REQUIRE(f.call([&](Done done) { f.service.verify(id, actor, done); }).ok());
+  CHECK(requests.current() == 1);  // raised before the answer
+
+  // A rejected request (another team's domain reads as unknown) writes nothing and raises nothing.
+  auto other = f.call([&](Done done) { f.service.verify(id, Actor{"team_b", "test"}, done); });
+  CHECK_FALSE(other.ok());
+  CHECK(requests.current() == 1);
+}
+
+}  // namespace
+}  // namespace gw
