@@ -80,11 +80,12 @@ rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::C
   o.memtable_insert_with_hint_prefix_extractor = std::make_shared<SequenceTailHint>();
   // Every flush holds keys of every kind (records, index entries, counters), so each L0 file
   // spans the whole key range and an L0 compaction rewrites all of L1. Starting it at 16 files
-  // instead of RocksDB's 4 cuts those rewrites to a quarter: at 8, in 30 s of creates at 256
+  // rewrites L1 once per 16 flushes instead of RocksDB's 4. At 8, in 30 s of creates at 256
   // connections the compaction threads' CPU went from 4.5 to 2.2 s and creates/s rose by about
-  // 8%; at 16, a create/update sequence like the benchmark's phase A did 5% more creates and 7%
-  // more updates than at 8. Point reads check more L0 files, each behind its Bloom filter (GET
-  // of one record measured the same). Writes are slowed and stopped further on than RocksDB's
+  // 8%. At 16, a create/update sequence like the benchmark's phase A did 5% more creates and 7%
+  // more updates than at 8, with GET of one record the same; the full benchmark run after it
+  // had more creates but fewer updates (README, "Performance"). Point reads check more L0
+  // files, each behind its Bloom filter. Writes are slowed and stopped further on than RocksDB's
   // 20 and 36 files, so that the trigger keeps its margin.
   o.level0_file_num_compaction_trigger = 16;
   o.level0_slowdown_writes_trigger = 40;
