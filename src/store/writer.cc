@@ -147,7 +147,7 @@ void Writer::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (commit_wants_ && open_ && !ready_ &&
-        (taken_ >= wanted_upto_ || open_->jobs.size() >= kMaxBatchJobs)) {
+        (submitted_ - queue_.size() >= wanted_upto_ || open_->jobs.size() >= kMaxBatchJobs)) {
       // The commit thread is free, and every job queued before it asked is staged (group
       // commit: the jobs that queued up during the last write share the next one).
       ready_ = std::move(open_);
@@ -159,7 +159,6 @@ void Writer::run() {
       Batch* batch = open_.get();  // stays the writer thread's while it is not parked
       std::unique_ptr<Job> job = std::move(queue_.front());
       queue_.pop_front();
-      ++taken_;
       lock.unlock();
       // After a failed write nothing is executed; the job only waits in its batch to be failed
       // in order (fail-stop: the log's tail on disk is unknown until a restart recovers it).

@@ -105,8 +105,8 @@ class Writer {
   std::unique_ptr<Batch> ready_;  // GUARDED_BY(mu_)
   bool parked_ = false;           // GUARDED_BY(mu_)
   bool commit_wants_ = false;     // GUARDED_BY(mu_)
-  uint64_t submitted_ = 0;        // GUARDED_BY(mu_); jobs queued so far
-  uint64_t taken_ = 0;            // GUARDED_BY(mu_); jobs the writer thread took from the queue
+  // Jobs queued so far; those the writer thread has taken are submitted_ - queue_.size().
+  uint64_t submitted_ = 0;        // GUARDED_BY(mu_)
   uint64_t wanted_upto_ = 0;      // GUARDED_BY(mu_); submitted_ when the commit thread asked
   bool commit_stop_ = false;      // GUARDED_BY(mu_)
   std::shared_ptr<Tx> last_tx_;   // GUARDED_BY(mu_); the newest Tx, the base of the next one
