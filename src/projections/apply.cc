@@ -241,7 +241,7 @@ std::optional<Stored> TxLookups::load(const std::string& id) {
   auto kept = loaded_.find(id);
   if (kept != loaded_.end()) return kept->second;
   if (cache_ != nullptr) {
-    if (auto cached = cache_->find(id)) return loaded_.emplace(id, std::move(cached)).first->second;
+    if (const Stored* cached = cache_->find(id)) return loaded_.emplace(id, *cached).first->second;
   }
   size_t json_bytes = 0;
   auto r = load_stored(tx_, id, &json_bytes);

@@ -13,11 +13,11 @@ constexpr size_t kEntryOverhead = 256;
 
 }  // namespace
 
-std::optional<Stored> RecordCache::find(const std::string& id) {
+const Stored* RecordCache::find(const std::string& id) {
   auto it = index_.find(id);
-  if (it == index_.end()) return std::nullopt;
+  if (it == index_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->stored;
+  return &it->second->stored;
 }
 
 void RecordCache::put(const std::string& id, Stored stored, size_t json_bytes) {

@@ -13,7 +13,6 @@
 
 #include <cstddef>
 #include <list>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,8 +27,9 @@ class RecordCache {
   RecordCache(const RecordCache&) = delete;
   RecordCache& operator=(const RecordCache&) = delete;
 
-  // A copy of the record kept under `id`, and marks it the most recently used.
-  std::optional<Stored> find(const std::string& id);
+  // The record kept under `id` (nullptr if none), marked the most recently used. Valid until the
+  // next put() or erase().
+  const Stored* find(const std::string& id);
   // Keeps `stored` under `id` (replacing what was there); `json_bytes` is the length of its
   // stored JSON, its weight. A record heavier than the whole cache is not kept.
   void put(const std::string& id, Stored stored, size_t json_bytes);
