@@ -15,7 +15,8 @@ namespace gw::http {
 struct Request {
   std::string method;  // "GET", "POST", ...
   std::string path;    // without the query string, percent-decoded
-  std::vector<std::pair<std::string, std::string>> query;  // decoded, in order
+  // Decoded. From Pistache, in its hash map's order (not the URL's), one value per name.
+  std::vector<std::pair<std::string, std::string>> query;
   std::optional<std::string> authorization;
   std::optional<std::string> tenant;
   std::optional<std::string> content_type;

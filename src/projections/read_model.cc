@@ -89,9 +89,6 @@ Result<uint64_t> ReadModel::last_seq() const {
 Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
                                         const std::vector<Filter>& filters, uint64_t page,
                                         uint64_t per_page) const {
-  const std::string prefix =
-      filters.empty() ? keys::list_prefix(team, kind)
-                      : keys::filter_prefix(team, kind, filters[0].field, filters[0].value);
   const uint64_t offset = (page - 1) * per_page;
   Page out;
   // The page's record keys, with their positions on the page.
@@ -103,6 +100,9 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   auto it = store_.iterate(Cf::kProjections, snap.get());
   if (filters.size() <= 1) {
     // The index's counter gives the total; only the page itself is read.
+    const std::string prefix =
+        filters.empty() ? keys::list_prefix(team, kind)
+                        : keys::filter_prefix(team, kind, filters[0].field, filters[0].value);
     auto count = store_.get(Cf::kProjections, keys::count_of_prefix(prefix), snap.get());
     if (!count.ok()) return std::move(count.error());
     out.total = count.value() ? decode_u64(*count.value()) : 0;
@@ -114,13 +114,26 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
       want(view(it->value()));
     }
   } else {
-    // Several filters: walk the first filter's index and test the others by point lookups of
-    // their index entries (same team, kind and create_seq), counting every match for the total.
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-      std::string_view seq = view(it->key()).substr(prefix.size());
+    // Several filters: walk the index of the filter with the fewest entries (by its counter) and
+    // test the others by point lookups of their index entries (same team, kind and create_seq),
+    // counting every match for the total. The work is bounded by the narrowest filter, in
+    // whatever order the query names them, and a filter with no entries answers at once.
+    std::vector<std::pair<uint64_t, std::string>> indexes;  // entries, prefix
+    for (const Filter& f : filters) {
+      std::string prefix = keys::filter_prefix(team, kind, f.field, f.value);
+      auto count = store_.get(Cf::kProjections, keys::count_of_prefix(prefix), snap.get());
+      if (!count.ok()) return std::move(count.error());
+      const uint64_t entries = count.value() ? decode_u64(*count.value()) : 0;
+      if (entries == 0) return out;
+      indexes.emplace_back(entries, std::move(prefix));
+    }
+    std::sort(indexes.begin(), indexes.end());
+    const std::string& walked = indexes[0].second;
+    for (it->Seek(walked); it->Valid() && it->key().starts_with(walked); it->Next()) {
+      std::string_view seq = view(it->key()).substr(walked.size());
       bool match = true;
-      for (size_t i = 1; i < filters.size() && match; ++i) {
-        std::string key = keys::filter_prefix(team, kind, filters[i].field, filters[i].value);
+      for (size_t i = 1; i < indexes.size() && match; ++i) {
+        std::string key = indexes[i].second;
         key.append(seq);
         auto hit = store_.get(Cf::kProjections, key, snap.get());
         if (!hit.ok()) return std::move(hit.error());

@@ -2,6 +2,9 @@
 // filters and tenancy; and the read model rebuilt from the log equals the one kept in step.
 #include <doctest/doctest.h>
 
+#include <rocksdb/perf_context.h>
+#include <rocksdb/perf_level.h>
+
 #include <future>
 #include <map>
 
@@ -106,6 +109,53 @@ TEST_CASE("lists page oldest first with true totals, filter, and forget deleted 
 
   auto feed = reads.tenant_events("team_a", 0, 1000);
   CHECK(feed.value().events.size() == 26);  // 25 creates + 1 delete; team_b's event is not here
+}
+
+TEST_CASE("a list with several filters walks the narrowest filter's index") {
+  Fixture fx;
+  std::vector<std::string> rare;
+  for (int i = 0; i < 60; ++i) {
+    const bool is_rare = i == 20 || i == 45;
+    std::string id = fx.create_domain("team_a", "n" + std::to_string(i) + ".example.com",
+                                      is_rare ? "rare" : "common");
+    if (is_rare) rare.push_back(id);
+  }
+  ReadModel reads(*fx.store_);
+  // Point reads of the store (index entries and counters) made by one list call; the page's
+  // records are walked with the list's iterator, not read one by one.
+  auto point_reads = [&](const std::vector<ReadModel::Filter>& filters, uint64_t* total,
+                         std::vector<std::string>* items) {
+    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+    rocksdb::get_perf_context()->Reset();
+    auto listed = reads.list(Kind::kDomain, "team_a", filters, 1, 20);
+    const uint64_t gets = rocksdb::get_perf_context()->get_from_memtable_count;
+    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+    REQUIRE(listed.ok());
+    *total = listed.value().total;
+    *items = listed.value().items;
+    return gets;
+  };
+  // `status` (60 entries) named first, `workload_id` (2 entries) second, and the other way round:
+  // the same page, and the 2-entry index is the one walked (2 counters + 2 entry lookups, not
+  // one lookup per pending domain).
+  for (const auto& filters : std::vector<std::vector<ReadModel::Filter>>{
+           {{"status", "pending"}, {"workload_id", "rare"}},
+           {{"workload_id", "rare"}, {"status", "pending"}}}) {
+    CAPTURE(filters[0].field);
+    uint64_t total = 0;
+    std::vector<std::string> items;
+    CHECK(point_reads(filters, &total, &items) <= 4);
+    CHECK(total == 2);
+    REQUIRE(items.size() == 2);
+    CHECK(items[0].find(rare[0]) != std::string::npos);
+    CHECK(items[1].find(rare[1]) != std::string::npos);
+  }
+  // A filter that matches nothing ends the list after the counters, whatever comes before it.
+  uint64_t total = 1;
+  std::vector<std::string> items;
+  CHECK(point_reads({{"status", "pending"}, {"workload_id", "nobody"}}, &total, &items) <= 2);
+  CHECK(total == 0);
+  CHECK(items.empty());
 }
 
 TEST_CASE("a list page keeps creation order when ids sort otherwise and other records lie between") {
