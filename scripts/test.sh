@@ -49,9 +49,10 @@ run_ctest() {
 # ThreadSanitizer (build-tsan/): every unit test, and every integration test but the Kafka
 # mirror's: with librdkafka, which Debian builds without ThreadSanitizer, a producer or a mock
 # cluster crashes as it starts (ThreadSanitizer's runtime takes a SEGV collecting a stack on a
-# librdkafka thread), so the mirror is tested in the other two builds only. The gatewayd processes the tests start write their reports to files (`log_path`),
-# collected after the run: any report fails the stage. Suppressions (scripts/tsan.supp) cover only
-# the internals of libraries built without ThreadSanitizer.
+# librdkafka thread), so the mirror is tested in the other two builds only. The gatewayd
+# processes the tests start write their reports to files (`log_path`), collected after the run:
+# any report fails the stage. Suppressions (scripts/tsan.supp) cover only the internals of
+# libraries built without ThreadSanitizer.
 run_tsan() {
   stage "thread sanitizer: tests"
   local reports="$ROOT/build-tsan/tsan-reports"
