@@ -97,38 +97,36 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
     wanted.emplace_back(keys::record(id), wanted.size());
   };
   Snapshot snap(store_);
-  auto it = store_.iterate(Cf::kProjections, snap.get());
-  if (filters.size() <= 1) {
-    // The index's counter gives the total; only the page itself is read.
-    const std::string prefix =
-        filters.empty() ? keys::list_prefix(team, kind)
-                        : keys::filter_prefix(team, kind, filters[0].field, filters[0].value);
+  // The indexes to read (the kind's list, or one per filter), each with its entry count from its
+  // counter, fewest first. An index with no entries means an empty list.
+  std::vector<std::pair<uint64_t, std::string>> indexes;
+  if (filters.empty()) indexes.emplace_back(0, keys::list_prefix(team, kind));
+  for (const Filter& f : filters) {
+    indexes.emplace_back(0, keys::filter_prefix(team, kind, f.field, f.value));
+  }
+  for (auto& [entries, prefix] : indexes) {
     auto count = store_.get(Cf::kProjections, keys::count_of_prefix(prefix), snap.get());
     if (!count.ok()) return std::move(count.error());
-    out.total = count.value() ? decode_u64(*count.value()) : 0;
+    entries = count.value() ? decode_u64(*count.value()) : 0;
+    if (entries == 0) return out;
+  }
+  std::sort(indexes.begin(), indexes.end());
+  const std::string& walked = indexes[0].second;
+  auto it = store_.iterate(Cf::kProjections, snap.get());
+  if (indexes.size() == 1) {
+    // The index's counter gives the total; only the page itself is read.
+    out.total = indexes[0].first;
     if (offset >= out.total) return out;
     uint64_t skipped = 0;
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix) && wanted.size() < per_page;
+    for (it->Seek(walked); it->Valid() && it->key().starts_with(walked) && wanted.size() < per_page;
          it->Next()) {
       if (skipped++ < offset) continue;
       want(view(it->value()));
     }
   } else {
-    // Several filters: walk the index of the filter with the fewest entries (by its counter) and
-    // test the others by point lookups of their index entries (same team, kind and create_seq),
-    // counting every match for the total. The work is bounded by the narrowest filter, in
-    // whatever order the query names them, and a filter with no entries answers at once.
-    std::vector<std::pair<uint64_t, std::string>> indexes;  // entries, prefix
-    for (const Filter& f : filters) {
-      std::string prefix = keys::filter_prefix(team, kind, f.field, f.value);
-      auto count = store_.get(Cf::kProjections, keys::count_of_prefix(prefix), snap.get());
-      if (!count.ok()) return std::move(count.error());
-      const uint64_t entries = count.value() ? decode_u64(*count.value()) : 0;
-      if (entries == 0) return out;
-      indexes.emplace_back(entries, std::move(prefix));
-    }
-    std::sort(indexes.begin(), indexes.end());
-    const std::string& walked = indexes[0].second;
+    // Several filters: walk the narrowest index and test the others by point lookups of their
+    // index entries (same team, kind and create_seq), counting every match for the total. The
+    // work is bounded by the narrowest filter, in whatever order the query names them.
     for (it->Seek(walked); it->Valid() && it->key().starts_with(walked); it->Next()) {
       std::string_view seq = view(it->key()).substr(walked.size());
       bool match = true;
