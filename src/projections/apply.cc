@@ -140,9 +140,8 @@ Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, const Decision& deci
     // Usually what the decision itself loaded, kept by `lookups`; a new record has nothing stored.
     std::optional<Stored> current;
     if (!change.created) {
-      current = lookups.load(m.id);
+      current = lookups.take(m.id);  // about to change
       if (lookups.failure()) return *lookups.failure();
-      lookups.forget(m.id);  // about to change
     }
     std::optional<Record> before;
     uint64_t version = 1;
@@ -237,7 +236,7 @@ std::optional<std::string> TxLookups::get(const std::string& key) {
   return std::move(r.value());
 }
 
-std::optional<Stored> TxLookups::load(const std::string& id) {
+std::optional<Stored>& TxLookups::loaded(const std::string& id) {
   auto kept = loaded_.find(id);
   if (kept != loaded_.end()) return kept->second;
   if (cache_ != nullptr) {
@@ -246,8 +245,9 @@ std::optional<Stored> TxLookups::load(const std::string& id) {
   size_t json_bytes = 0;
   auto r = load_stored(tx_, id, &json_bytes);
   if (!r.ok()) {
+    // Kept as "none": after a failure the job's decision is discarded anyway (failure()).
     failure_ = r.error();
-    return std::nullopt;
+    return loaded_.emplace(id, std::nullopt).first->second;
   }
   if (cache_ != nullptr && r.value() && !changing_.contains(id)) {
     cache_->put(id, *r.value(), json_bytes);
@@ -255,11 +255,16 @@ std::optional<Stored> TxLookups::load(const std::string& id) {
   return loaded_.emplace(id, std::move(r.value())).first->second;
 }
 
-void TxLookups::forget(const std::string& id) {
+std::optional<Stored> TxLookups::load(const std::string& id) { return loaded(id); }
+
+std::optional<Stored> TxLookups::take(const std::string& id) {
+  std::optional<Stored> current = std::move(loaded(id));
   loaded_.erase(id);
-  if (cache_ == nullptr) return;
-  cache_->erase(id);
-  changing_.insert(id);
+  if (cache_ != nullptr) {
+    cache_->erase(id);
+    changing_.insert(id);
+  }
+  return current;
 }
 
 void TxLookups::wrote(const std::string& id, Stored stored, size_t json_bytes) {

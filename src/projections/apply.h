@@ -58,7 +58,7 @@ bool counted(std::string_view entry_key);
 bool opens_verification_request(std::string_view event_type);
 
 // Lookups for decide, over the writer's Tx (pending writes of the batch included). Records are
-// read and parsed once: load() keeps what it read until forget(id), which must be called before
+// read and parsed once: load() keeps what it read until take(id), which must be called before
 // the record is changed. One per job.
 class TxLookups final : public Lookups {
  public:
@@ -74,8 +74,9 @@ class TxLookups final : public Lookups {
   std::vector<std::string> team_domains_under(const std::string& team,
                                               const std::string& hostname) override;
   std::vector<std::string> inherited_from(const std::string& parent_id) override;
-  // Before record `id` is changed: drops what was read of it, here and in the cache.
-  void forget(const std::string& id);
+  // Before record `id` is changed: what is stored of it (what load() read, moved out, or read
+  // now), dropped here and in the cache.
+  std::optional<Stored> take(const std::string& id);
   // After record `id` was changed (record_changes): its new state, put in the cache by
   // keep_written() once the job's writes are sure to be kept.
   void wrote(const std::string& id, Stored stored, size_t json_bytes);
@@ -87,6 +88,8 @@ class TxLookups final : public Lookups {
   std::optional<std::string> get(const std::string& key);
   // Under `prefix`: the values (values=true) or the rest of each key.
   std::vector<std::string> ids_under(const std::string& prefix, bool values);
+  // What load() returns, kept in loaded_ (read once).
+  std::optional<Stored>& loaded(const std::string& id);
   struct Written {
     std::string id;
     Stored stored;
