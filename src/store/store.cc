@@ -251,9 +251,9 @@ bool Store::fold_counter_now(std::string_view key) {
     tally_.clear();
     tally_seals_ = seals;
   }
-  auto it = tally_.try_emplace(std::string(key), 0).first;
-  if (++it->second < kMaxCounterDeltas) return false;
-  it->second = 0;  // the sum hides every delta under it
+  uint32_t& deltas = tally_[std::hash<std::string_view>{}(key)];
+  if (++deltas < kMaxCounterDeltas) return false;
+  deltas = 0;  // the sum hides every delta under it
   return true;
 }
 

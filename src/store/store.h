@@ -75,7 +75,10 @@ class Store {
   // keys have been counted since (then a key may get the bound's worth of deltas once more for
   // each such reset within one memtable). This replaces RocksDB's
   // max_successive_merges, which searched the memtable for every merged key, a second skiplist
-  // search for each counter a batch changes. Thread-safe; one thread seals at a time.
+  // search for each counter a batch changes. Counts are kept by a 64-bit hash of the key, so
+  // that counting allocates no copy of it; two keys with the same hash would share a count, and
+  // the one not folded could then get up to twice the bound's deltas (a slower read, never a
+  // wrong sum). Thread-safe; one thread seals at a time.
   static constexpr uint32_t kMaxCounterDeltas = 32;
   static constexpr size_t kCounterTallyKeys = 1 << 16;
   bool fold_counter_now(std::string_view key);
@@ -94,7 +97,7 @@ class Store {
   std::shared_ptr<MemtableSeals> seals_;
   std::mutex tally_mu_;
   uint64_t tally_seals_ = 0;                            // GUARDED_BY(tally_mu_)
-  std::unordered_map<std::string, uint32_t> tally_;  // GUARDED_BY(tally_mu_)
+  std::unordered_map<uint64_t, uint32_t> tally_;  // key hash -> deltas; GUARDED_BY(tally_mu_)
 };
 
 // A consistent point-in-time view for reads that must agree with each other (a list page and its
