@@ -77,8 +77,9 @@ class Store {
   // max_successive_merges, which searched the memtable for every merged key, a second skiplist
   // search for each counter a batch changes. Counts are kept by a 64-bit hash of the key, so
   // that counting allocates no copy of it; two keys with the same hash would share a count, and
-  // the one not folded could then get up to twice the bound's deltas (a slower read, never a
-  // wrong sum). Thread-safe; one thread seals at a time.
+  // when one of them is folded the other's deltas go uncounted, so it may collect more than the
+  // bound until the memtable is sealed (slower reads of it, never a wrong sum). Thread-safe; one
+  // thread seals at a time.
   static constexpr uint32_t kMaxCounterDeltas = 32;
   static constexpr size_t kCounterTallyKeys = 1 << 16;
   bool fold_counter_now(std::string_view key);
