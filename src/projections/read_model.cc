@@ -127,12 +127,12 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
     // Several filters: walk the narrowest index and test the others by point lookups of their
     // index entries (same team, kind and create_seq), counting every match for the total. The
     // work is bounded by the narrowest filter, in whatever order the query names them.
+    std::string key;  // an entry of another filter's index; its buffer is reused
     for (it->Seek(walked); it->Valid() && it->key().starts_with(walked); it->Next()) {
       std::string_view seq = view(it->key()).substr(walked.size());
       bool match = true;
       for (size_t i = 1; i < indexes.size() && match; ++i) {
-        std::string key = indexes[i].second;
-        key.append(seq);
+        key.assign(indexes[i].second).append(seq);
         auto hit = store_.get(Cf::kProjections, key, snap.get());
         if (!hit.ok()) return std::move(hit.error());
         match = hit.value().has_value();
