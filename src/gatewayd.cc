@@ -1,5 +1,6 @@
 // gatewayd: wiring only. Parses flags, opens the store, catches the read model up with the log,
-// starts the writer, the verifier, the Kafka mirror and the HTTP server, and shuts down cleanly on SIGTERM/SIGINT.
+// starts the writer, the verifier, the Kafka mirror and the HTTP server, and shuts down cleanly on
+// SIGTERM/SIGINT.
 #include <signal.h>
 
 #include <cstdio>
@@ -82,7 +83,8 @@ int main(int argc, char** argv) {
   api_config.policy.platform_domain = flags.get("platform-domain");
   api_config.policy.platform_run_domain = flags.get("platform-run-domain");
   std::string verification_domain = flags.get("verification-domain");
-  if (verification_domain.empty()) verification_domain = "verify." + api_config.policy.platform_domain;
+  if (verification_domain.empty())
+    verification_domain = "verify." + api_config.policy.platform_domain;
 
   // Signals are blocked in every thread started from here on; main waits for them below.
   sigset_t signals;
@@ -97,7 +99,8 @@ int main(int argc, char** argv) {
   gw::SystemClock clock;
   auto ids = gw::make_system_id_generator(clock);
   auto caught_up = gw::catch_up_projections(*store.value(), *ids);
-  if (!caught_up.ok()) return fail("cannot bring projections up to date: " + caught_up.error().detail);
+  if (!caught_up.ok())
+    return fail("cannot bring projections up to date: " + caught_up.error().detail);
   auto writer = gw::Writer::start(*store.value(), *ids, gw::scanned_by_commands);
   if (!writer.ok()) return fail("cannot start the writer: " + writer.error().detail);
 

@@ -10,7 +10,8 @@
 //
 //   g++ -O2 -std=c++20 scripts/bench/ceiling.cc -o build-bench/ceiling
 //       $(pkg-config --cflags --libs libpistache)      (one line; scripts/bench.sh does this)
-//   build-bench/ceiling [--listen HOST:PORT] [--threads N]   # prints: listening on http://HOST:PORT
+//   build-bench/ceiling [--listen HOST:PORT] [--threads N]
+//       prints: listening on http://HOST:PORT
 #include <pistache/endpoint.h>
 #include <pistache/http.h>
 #include <rapidjson/document.h>
@@ -64,7 +65,8 @@ class Handler final : public P::Http::Handler {
       rapidjson::Document doc;
       doc.Parse(req.body().data(), req.body().size());
       if (doc.HasParseError() || !doc.IsObject()) {
-        response.send(P::Http::Code::Bad_Request, R"({"code":"invalid_json"})", MIME(Application, Json));
+        response.send(P::Http::Code::Bad_Request, R"({"code":"invalid_json"})",
+                      MIME(Application, Json));
         return;
       }
       rapidjson::StringBuffer out;
@@ -117,7 +119,8 @@ int main(int argc, char** argv) {
   endpoint.init(P::Http::Endpoint::options().threads(threads).flags(P::Tcp::Options::ReuseAddr));
   endpoint.setHandler(P::Http::make_handler<Handler>());
   endpoint.serveThreaded();
-  std::printf("listening on http://%s:%u\n", host.c_str(), static_cast<unsigned>(endpoint.getPort()));
+  std::printf("listening on http://%s:%u\n", host.c_str(),
+              static_cast<unsigned>(endpoint.getPort()));
   std::fflush(stdout);
 
   int sig = 0;

@@ -4,7 +4,8 @@
 // value with RapidJSON (Document::Parse), on one thread, checking each is a JSON object. Nothing
 // else: no projections, no hashing, no writes.
 //
-//   g++ -O2 -std=c++20 scripts/bench/scan.cc -o build-bench/scan $(pkg-config --cflags --libs rocksdb)
+//   g++ -O2 -std=c++20 scripts/bench/scan.cc -o build-bench/scan
+//       $(pkg-config --cflags --libs rocksdb)          (one line; scripts/bench.sh does this)
 //   build-bench/scan --data-dir DIR
 //     prints: scan: events=N bytes=B seconds=S open_seconds=O events_per_s=R (S includes O: the
 //     open replays the write-ahead log, as it does for gatewayctl rebuild)

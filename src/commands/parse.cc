@@ -218,7 +218,8 @@ Result<Spec> parse_profile(const rapidjson::Value& body) {
   r.string_field("cors_methods", &p.cors_methods, fields::cors_methods);
   r.string_field("cors_origins", &p.cors_origins, fields::cors_origins);
   for (const char* name : {"cors_headers", "cors_methods", "cors_origins"}) {
-    if (auto s = r.str(name); s && s->size() > kCorsMax) r.check(name, "must be at most 4096 bytes");
+    if (auto s = r.str(name); s && s->size() > kCorsMax)
+      r.check(name, "must be at most 4096 bytes");
   }
   if (auto n = r.integer("max_body_bytes")) {
     if (*n < 0 || *n > kMaxBodyBytesMax) r.check("max_body_bytes", "must be 0..2147483647");
@@ -339,7 +340,8 @@ bool valid_tenant_id(std::string_view tenant) {
 
 Result<Spec> parse_spec(Kind kind, Mode mode, const rapidjson::Value& body,
                         const FieldPolicy& policy) {
-  if (!body.IsObject()) return make_error(Code::kInvalidJson, "the request body must be a JSON object");
+  if (!body.IsObject())
+    return make_error(Code::kInvalidJson, "the request body must be a JSON object");
   switch (kind) {
     case Kind::kProfile: return parse_profile(body);
     case Kind::kDomain: return parse_domain(body, mode, policy);

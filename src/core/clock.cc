@@ -45,7 +45,7 @@ class SystemIdGenerator final : public IdGenerator {
         last_ms_ = ms;
         fill_random(last_random_.data(), last_random_.size());
       } else {
-        // Same (or earlier) millisecond: keep the time, increment the random part so ids still sort.
+        // Same (or earlier) millisecond: keep the time and increment the random part (ids sort).
         for (size_t i = last_random_.size(); i-- > 0;) {
           if (++last_random_[i] != 0) break;
         }

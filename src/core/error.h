@@ -44,7 +44,9 @@ struct Error {
   std::vector<FieldError> errors;  // every field problem found, for kValidationFailed
 };
 
-inline Error make_error(Code code, std::string detail) { return Error{code, std::move(detail), {}}; }
+inline Error make_error(Code code, std::string detail) {
+  return Error{code, std::move(detail), {}};
+}
 
 // A value or an Error. Deliberately tiny: ok(), value(), error().
 template <typename T>

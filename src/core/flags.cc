@@ -16,14 +16,16 @@ Result<bool> Flags::parse(int argc, char** argv, int first) {
       help_ = true;
       continue;
     }
-    if (arg.rfind("--", 0) != 0) return make_error(Code::kValidationFailed, "unexpected argument " + arg);
+    if (arg.rfind("--", 0) != 0)
+      return make_error(Code::kValidationFailed, "unexpected argument " + arg);
     std::string name = arg.substr(2);
     std::optional<std::string> value;
     if (auto eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    if (values_.count(name) == 0) return make_error(Code::kValidationFailed, "unknown flag --" + name);
+    if (values_.count(name) == 0)
+      return make_error(Code::kValidationFailed, "unknown flag --" + name);
     if (!value) {
       if (i + 1 >= argc) return make_error(Code::kValidationFailed, "--" + name + " needs a value");
       value = argv[++i];

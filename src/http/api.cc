@@ -348,7 +348,8 @@ void Api::list(Context& ctx, Kind kind) {
     return;
   }
   uint64_t page = 1, per_page = 20;
-  if (!ctx.int_param("page", 1, 1000000000, &page) || !ctx.int_param("per_page", 1, 100, &per_page)) {
+  if (!ctx.int_param("page", 1, 1000000000, &page) ||
+      !ctx.int_param("per_page", 1, 100, &per_page)) {
     return;
   }
   std::vector<ReadModel::Filter> filters;
@@ -364,9 +365,10 @@ void Api::list(Context& ctx, Kind kind) {
   }
   auto result = reads_.list(kind, ctx.caller.tenant, filters, page, per_page);
   if (!result.ok()) return ctx.fail(result.error());
-  std::string body = "{\"data\":[" + join(result.value().items) + "],\"pagination\":{\"page\":" + std::to_string(page) +
-          ",\"per_page\":" + std::to_string(per_page) +
-          ",\"total\":" + std::to_string(result.value().total) + "}}";
+  std::string body = "{\"data\":[" + join(result.value().items) +
+                     "],\"pagination\":{\"page\":" + std::to_string(page) +
+                     ",\"per_page\":" + std::to_string(per_page) +
+                     ",\"total\":" + std::to_string(result.value().total) + "}}";
   ctx.reply(json_reply(200, std::move(body)));
 }
 
@@ -433,7 +435,8 @@ void Api::get(Context& ctx, Kind kind, const std::string& id) {
                           : reads_.get(kind, ctx.caller.tenant, id);
   if (!found.ok()) return ctx.fail(found.error());
   if (!found.value()) return ctx.fail(record_not_found(kind, id));
-  ctx.reply(record_reply(200, kind, Written{std::move(found.value()->json), found.value()->version}));
+  ctx.reply(
+      record_reply(200, kind, Written{std::move(found.value()->json), found.value()->version}));
 }
 
 void Api::update(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {
@@ -474,7 +477,8 @@ void Api::events(Context& ctx) {
   }
   auto result = reads_.tenant_events(ctx.caller.tenant, after, limit);
   if (!result.ok()) return ctx.fail(result.error());
-  std::string body = "{\"data\":[" + join(result.value().events) + "],\"next_after\":" + std::to_string(result.value().next_after) + "}";
+  std::string body = "{\"data\":[" + join(result.value().events) +
+                     "],\"next_after\":" + std::to_string(result.value().next_after) + "}";
   ctx.reply(json_reply(200, std::move(body)));
 }
 

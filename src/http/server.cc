@@ -165,7 +165,8 @@ class Handler final : public P::Http::Handler {
       request.method = P::Http::methodString(req.method());
       request.path = percent_decode(req.resource(), false);
       for (auto it = req.query().parameters_begin(); it != req.query().parameters_end(); ++it) {
-        request.query.emplace_back(percent_decode(it->first, true), percent_decode(it->second, true));
+        request.query.emplace_back(percent_decode(it->first, true),
+                                   percent_decode(it->second, true));
       }
       read_headers(req.headers(), &request);
       request.body = req.body();

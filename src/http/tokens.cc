@@ -103,7 +103,8 @@ std::optional<TokenInfo> TokenStore::find(std::string_view token) {
 Result<std::string> create_token(const std::string& path, const std::string& tenant,
                                  const std::string& name) {
   FieldErrors errors;
-  if (!valid_tenant_id(tenant)) errors.add("tenant", "must be 1-128 characters of A-Z a-z 0-9 _ . -");
+  if (!valid_tenant_id(tenant))
+    errors.add("tenant", "must be 1-128 characters of A-Z a-z 0-9 _ . -");
   if (!valid_name(name)) errors.add("name", "must be 1-64 characters of A-Z a-z 0-9 _ . -");
   if (!errors.empty()) return errors.to_error();
   unsigned char secret[32];
@@ -122,7 +123,8 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
 
 std::optional<std::string_view> bearer_token(std::string_view header) {
   constexpr std::string_view kScheme = "bearer ";
-  if (header.size() <= kScheme.size() || !ascii_iequals(header.substr(0, kScheme.size()), kScheme)) {
+  if (header.size() <= kScheme.size() ||
+      !ascii_iequals(header.substr(0, kScheme.size()), kScheme)) {
     return std::nullopt;
   }
   std::string_view token = trim_blanks(header.substr(kScheme.size()));

@@ -112,7 +112,10 @@ bool scanned_by_commands(Cf which, std::string_view key) {
 
 Service::Service(Writer& writer, const Clock& clock, IdGenerator& ids,
                  std::string verification_domain)
-    : writer_(writer), clock_(clock), ids_(ids), verification_domain_(std::move(verification_domain)) {}
+    : writer_(writer),
+      clock_(clock),
+      ids_(ids),
+      verification_domain_(std::move(verification_domain)) {}
 
 void Service::run(Actor actor, Decide decide, Done done,
                   std::optional<IdempotencyKey> idempotency) {

@@ -235,7 +235,8 @@ Result<std::optional<std::string>> Store::get(Cf which, std::string_view key,
   return std::optional<std::string>(std::move(value));
 }
 
-std::unique_ptr<rocksdb::Iterator> Store::iterate(Cf which, const rocksdb::Snapshot* snapshot) const {
+std::unique_ptr<rocksdb::Iterator> Store::iterate(Cf which,
+                                                  const rocksdb::Snapshot* snapshot) const {
   disable_rocksdb_perf_counters();
   rocksdb::ReadOptions ro;
   ro.snapshot = snapshot;

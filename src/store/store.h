@@ -3,7 +3,8 @@
 // projections/keys.h). One process opens a data dir for writing at a time (RocksDB's LOCK file);
 // read-only secondaries (open_secondary) may look on meanwhile.
 // A Store is safe for concurrent use: readers call get()/iterate() from any thread without a
-// lock of ours; all writes to the log and the projections go through the single Writer (store/writer.h).
+// lock of ours; all writes to the log and the projections go through the single Writer
+// (store/writer.h).
 #pragma once
 
 #include <atomic>
@@ -37,7 +38,8 @@ class Store {
  public:
   // Opens (creating if missing) the database in `dir`. kUnavailable with RocksDB's message if it
   // cannot (locked by another process, corrupt, unwritable).
-  // `env` replaces RocksDB's default Env (tests inject faults through it); it must outlive the Store.
+  // `env` replaces RocksDB's default Env (tests inject faults through it); it must outlive the
+  // Store.
   static Result<std::unique_ptr<Store>> open(const std::string& dir, rocksdb::Env* env = nullptr);
   // Opens `dir` read-only as a RocksDB secondary instance: a view of the database as of this call
   // (its table files, MANIFEST and write-ahead logs), also while another process has it open for

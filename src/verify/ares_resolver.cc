@@ -126,7 +126,8 @@ void AresResolver::run() {
     {
       std::lock_guard<std::mutex> lock(s.mu);
       stopping = s.stopping;
-      while (!s.queue.empty() && s.in_flight + static_cast<int>(starting.size()) < s.max_in_flight) {
+      while (!s.queue.empty() &&
+             s.in_flight + static_cast<int>(starting.size()) < s.max_in_flight) {
         starting.push_back(std::move(s.queue.front()));
         s.queue.pop_front();
       }
@@ -166,7 +167,8 @@ void AresResolver::run() {
     }
     bool any = false;
     for (size_t i = 1; i < fds.size(); ++i) {
-      ares_socket_t r = (fds[i].revents & (POLLIN | POLLERR | POLLHUP)) ? fds[i].fd : ARES_SOCKET_BAD;
+      ares_socket_t r =
+          (fds[i].revents & (POLLIN | POLLERR | POLLHUP)) ? fds[i].fd : ARES_SOCKET_BAD;
       ares_socket_t w = (fds[i].revents & POLLOUT) ? fds[i].fd : ARES_SOCKET_BAD;
       if (r != ARES_SOCKET_BAD || w != ARES_SOCKET_BAD) {
         ares_process_fd(s.channel, r, w);
@@ -181,7 +183,8 @@ void AresResolver::run() {
     std::lock_guard<std::mutex> lock(s.mu);
     left.swap(s.queue);
   }
-  for (auto& q : left) q.callback(CnameAnswer{CnameAnswer::Status::kCancelled, "", "resolver stopped"});
+  for (auto& q : left)
+    q.callback(CnameAnswer{CnameAnswer::Status::kCancelled, "", "resolver stopped"});
   ares_cancel(s.channel);
 }
 

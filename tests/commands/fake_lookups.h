@@ -17,7 +17,9 @@ class FakeLookups final : public Lookups {
     records_[id] = Stored{std::move(record), version, ++seq_};
   }
   void given_claim(Claim claim) { claims_.push_back(std::move(claim)); }
-  void given_open_request(const std::string& domain_id, uint64_t seq) { requests_[domain_id] = seq; }
+  void given_open_request(const std::string& domain_id, uint64_t seq) {
+    requests_[domain_id] = seq;
+  }
 
   std::optional<Stored> load(const std::string& id) override {
     auto it = records_.find(id);

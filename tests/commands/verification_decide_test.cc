@@ -52,7 +52,8 @@ TEST_CASE("a failed check keeps the domain pending and says why") {
   Domain old = domain("dom_1", "team_a", "shop.example.com");
   given.given(old);
   given.given_open_request("dom_1", 7);
-  auto d = decide_verification_outcome("dom_1", 7, {false, "wrong_value", "points to x"}, 500, given);
+  auto d =
+      decide_verification_outcome("dom_1", 7, {false, "wrong_value", "points to x"}, 500, given);
   REQUIRE(d.ok());
   CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_failed"});
   const auto& dom = std::get<Domain>(d.value().result);
@@ -105,7 +106,8 @@ TEST_CASE("takeover guard: a name another team has verified can never verify") {
   auto d = decide_verification_outcome("dom_b", 7, kOk, 500, given);
   REQUIRE(d.ok());
   CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_failed"});
-  CHECK(std::get<Domain>(d.value().result).verification_error.starts_with("claimed_by_another_team: "));
+  CHECK(std::get<Domain>(d.value().result)
+            .verification_error.starts_with("claimed_by_another_team: "));
 }
 
 TEST_CASE("a verified subtree domain passes verification to the team's pending domains under it") {

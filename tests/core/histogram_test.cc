@@ -24,7 +24,8 @@ TEST_CASE("a latency histogram renders cumulative buckets, +Inf, sum and count")
   CHECK(text.find("x_seconds_count{route=\"get\"} 3\n") != std::string::npos);
   std::ostringstream bare;
   h.render(bare, "y", "");
-  CHECK(bare.str().find("y_bucket{le=\"+Inf\"} 3\ny_sum 10.0034\ny_count 3\n") != std::string::npos);
+  CHECK(bare.str().find("y_bucket{le=\"+Inf\"} 3\ny_sum 10.0034\ny_count 3\n") !=
+        std::string::npos);
 }
 
 }  // namespace

@@ -126,7 +126,8 @@ TEST_CASE("a token created while the server runs works at once; its name is the 
   REQUIRE(events.status == 200);
   rapidjson::Document e = json(events);
   REQUIRE(length(field(e, "data")) >= 1);
-  const rapidjson::Value& last = at(field(e, "data"), static_cast<size_t>(length(field(e, "data")) - 1));
+  const rapidjson::Value& last =
+      at(field(e, "data"), static_cast<size_t>(length(field(e, "data")) - 1));
   CHECK(str(last, "aggregate_id") == id);
   CHECK(str(last, "actor") == "late-token");
 

@@ -33,7 +33,8 @@ TEST_CASE("a hostname is used once per team among live records of a kind") {
   }
   // The two kinds do not conflict with each other.
   CHECK(a.post("/v1/domain", domain_body(kTeamA, "both.example.com")).status == 201);
-  CHECK(a.post("/v1/gateway_security_profile", profile_body(kTeamA, "both.example.com")).status == 201);
+  CHECK(a.post("/v1/gateway_security_profile", profile_body(kTeamA, "both.example.com")).status ==
+        201);
 }
 
 TEST_CASE("profile hostnames are unique across teams; pending domains are not claims") {
@@ -45,7 +46,8 @@ TEST_CASE("profile hostnames are unique across teams; pending domains are not cl
   check_problem(b.post("/v1/gateway_security_profile", profile_body(kTeamB, "shared.example.com")),
                 409, "hostname_conflict");
   REQUIRE(a.del(item_path(kProfile, str(json(pa), "profile_id"))).status == 200);
-  CHECK(b.post("/v1/gateway_security_profile", profile_body(kTeamB, "shared.example.com")).status == 201);
+  CHECK(b.post("/v1/gateway_security_profile", profile_body(kTeamB, "shared.example.com")).status ==
+        201);
 
   CHECK(a.post("/v1/domain", domain_body(kTeamA, "pending.example.com")).status == 201);
   Response other = b.post("/v1/domain", domain_body(kTeamB, "pending.example.com"));

@@ -58,7 +58,8 @@ TEST_CASE("SIGKILL under load loses no acknowledged create") {
   std::vector<Worker> workers(kThreads);
   std::vector<std::thread> pool;
   for (int t = 0; t < kThreads; ++t) {
-    pool.emplace_back(load, std::cref(server), t, std::cref(stop), &workers[static_cast<size_t>(t)]);
+    pool.emplace_back(load, std::cref(server), t, std::cref(stop),
+                      &workers[static_cast<size_t>(t)]);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   testing::ExitStatus killed = server.kill();
@@ -75,7 +76,8 @@ TEST_CASE("SIGKILL under load loses no acknowledged create") {
     acked += w.acked.size();
     errors += w.transport_errors;
   }
-  MESSAGE("acknowledged creates before SIGKILL: ", acked, " (failed exchanges after it: ", errors, ")");
+  MESSAGE("acknowledged creates before SIGKILL: ", acked, " (failed exchanges after it: ", errors,
+          ")");
   REQUIRE(acked > 0);
   CHECK(errors > 0);
 

@@ -122,7 +122,8 @@ TEST_CASE("If-Match: the current ETag or * succeeds, a stale one is 412 and chan
 
     Response any = api.put(path, body, {{"If-Match", "*"}});
     CHECK(any.status == 200);
-    Response listed = api.put(path, edited, {{"If-Match", "\"bogus\", " + any.header("ETag").value_or("")}});
+    Response listed =
+        api.put(path, edited, {{"If-Match", "\"bogus\", " + any.header("ETag").value_or("")}});
     CHECK(listed.status == 200);
   }
 }
@@ -148,7 +149,8 @@ TEST_CASE("response-only fields in a body are ignored, so GET-edit-PUT round tri
     CHECK(num(after, "created_at") == num(json(got), "created_at"));
     CHECK(num(after, "deleted_at") == 0);
     CHECK(to_json(field(after, kind->edit_field)) == kind->edit_value);
-    Response created = api.post(std::string(kind->path), json_with(kind->body(kTeamA, 2), "created_at", "7"));
+    Response created =
+        api.post(std::string(kind->path), json_with(kind->body(kTeamA, 2), "created_at", "7"));
     CHECK(created.status == 201);
     CHECK(num(json(created), "created_at") != 7);
   }

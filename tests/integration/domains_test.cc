@@ -88,7 +88,8 @@ TEST_CASE("domain scope defaults: registrable domain -> subtree, deeper name -> 
   rapidjson::Document exact = create_domain(
       api, json_with(domain_body(kTeamA, "example.org"), "scope", R"("exact")"));
   CHECK(str(exact, "scope") == "exact");
-  Response bad = api.post(kPath, json_with(domain_body(kTeamA, "example.biz"), "scope", R"("all")"));
+  Response bad =
+      api.post(kPath, json_with(domain_body(kTeamA, "example.biz"), "scope", R"("all")"));
   check_problem(bad, 422, "validation_failed");
   CHECK(has_field(error_fields(bad), "scope"));
 }
@@ -192,7 +193,8 @@ TEST_CASE("domain PUT keeps scope when omitted and resets other optional fields"
   REQUIRE(put.status == 200);
   CHECK(str(json(put), "scope") == "exact");
   CHECK(str(json(put), "redirect_to") == "");
-  Response widen = api.put(path, json_with(domain_body(kTeamA, "example.com"), "scope", R"("subtree")"));
+  Response widen =
+      api.put(path, json_with(domain_body(kTeamA, "example.com"), "scope", R"("subtree")"));
   CHECK(widen.status == 200);
   CHECK(str(json(widen), "scope") == "subtree");
 }

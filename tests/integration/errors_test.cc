@@ -51,7 +51,8 @@ TEST_CASE("POST and PUT bodies without Content-Type: application/json are 415") 
       CAPTURE(type.value_or("<none>"));
       Headers h;
       if (type) h.emplace_back("Content-Type", *type);
-      check_problem(api.send("POST", std::string(kind->path), h, body), 415, "unsupported_media_type");
+      check_problem(api.send("POST", std::string(kind->path), h, body), 415,
+                    "unsupported_media_type");
       check_problem(api.send("PUT", item_path(*kind, id), h, body), 415, "unsupported_media_type");
     }
     CHECK(total(api, *kind) == 1);

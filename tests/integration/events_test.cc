@@ -1,4 +1,5 @@
-// The audit log over HTTP: /v1/events and /v1/{kind}/{id}/history; rejected requests append nothing.
+// The audit log over HTTP: /v1/events and /v1/{kind}/{id}/history; rejected requests append
+// nothing.
 #include "integration/fixture.h"
 
 namespace gw::itest {
@@ -30,8 +31,8 @@ TEST_CASE("create, update, delete and verify each append one event with the full
     Response created = api.post(std::string(kind->path), kind->body(kTeamA, 1));
     REQUIRE(created.status == 201);
     std::string id = str(json(created), kind->id_field);
-    Response updated = api.put(item_path(*kind, id),
-                               json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value));
+    Response updated = api.put(
+        item_path(*kind, id), json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value));
     REQUIRE(updated.status == 200);
     bool is_domain = kind == &kDomain;
     if (is_domain) REQUIRE(verify(api, id).status == 200);
@@ -114,7 +115,8 @@ TEST_CASE("a rejected request appends no event and changes nothing") {
   Api a(server, kTeamA);
   Api b(server, kTeamB);
   Response domain = a.post("/v1/domain", domain_body(kTeamA, "taken.example.com"));
-  Response profile = a.post("/v1/gateway_security_profile", profile_body(kTeamA, "taken.example.com"));
+  Response profile =
+      a.post("/v1/gateway_security_profile", profile_body(kTeamA, "taken.example.com"));
   Response webhook = a.post("/v1/webhook", webhook_body(kTeamA, "wl"));
   REQUIRE(domain.status == 201);
   REQUIRE(profile.status == 201);
@@ -130,14 +132,17 @@ TEST_CASE("a rejected request appends no event and changes nothing") {
   CHECK(a.post("/v1/domain", "{").status == 400);
   CHECK(a.post("/v1/domain", domain_body(kTeamB, "b.example.com")).status == 403);
   CHECK(a.post("/v1/domain", domain_body(kTeamA, "taken.example.com")).status == 409);
-  CHECK(b.post("/v1/gateway_security_profile", profile_body(kTeamB, "taken.example.com")).status == 409);
+  CHECK(b.post("/v1/gateway_security_profile", profile_body(kTeamB, "taken.example.com")).status ==
+        409);
   CHECK(a.post("/v1/domain", domain_body(kTeamA, "platform.test")).status == 422);
   CHECK(a.post("/v1/webhook", R"({"team_id":"team_a"})").status == 422);
   CHECK(a.send("POST", "/v1/webhook", {}, webhook_body(kTeamA, "y")).status == 415);
   CHECK(a.post("/v1/webhook", std::string(5000, ' ') + webhook_body(kTeamA, "z")).status == 413);
   CHECK(a.put(domain_path, domain_body(kTeamA, "moved.example.com")).status == 422);
-  CHECK(a.put(webhook_path, webhook_body(kTeamA, "wl2"), {{"If-Match", "\"stale\""}}).status == 412);
-  CHECK(a.put(profile_path, json_with(profile_body(kTeamA, "taken.example.com"), "waf_mode", "1")).status == 422);
+  CHECK(a.put(webhook_path, webhook_body(kTeamA, "wl2"), {{"If-Match", "\"stale\""}}).status ==
+        412);
+  CHECK(a.put(profile_path, json_with(profile_body(kTeamA, "taken.example.com"), "waf_mode", "1"))
+            .status == 422);
   CHECK(a.send("PATCH", webhook_path, {{"Content-Type", "application/json"}}, "{}").status == 405);
   CHECK(b.del(webhook_path).status == 404);
   CHECK(b.put(webhook_path, webhook_body(kTeamB, "wl")).status == 404);
@@ -164,13 +169,16 @@ TEST_CASE("history lists one record's events oldest first, also after delete") {
     std::string id = create(a, *kind, 1);
     create(a, *kind, 2);
     std::string path = item_path(*kind, id);
-    REQUIRE(a.put(path, json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value)).status == 200);
+    REQUIRE(
+        a.put(path, json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value)).status ==
+        200);
     REQUIRE(a.del(path).status == 200);
     Response h = a.get(path + "/history");
     INFO(h.status, " ", h.body);
     REQUIRE(h.status == 200);
     rapidjson::Document d = json(h);
-    const rapidjson::Value& list = d.IsArray() ? static_cast<const rapidjson::Value&>(d) : field(d, "data");
+    const rapidjson::Value& list =
+        d.IsArray() ? static_cast<const rapidjson::Value&>(d) : field(d, "data");
     REQUIRE(list.IsArray());
     std::vector<std::string> types;
     for (const rapidjson::Value* e : items(list)) {

@@ -112,7 +112,8 @@ TEST_CASE("a restart on the same data dir keeps every record, list and event") {
   // Every list and the event log of a team, as one parsed JSON array.
   auto snapshot = [&](Api& api) {
     std::string s = "[";
-    for (const Kind* kind : kKinds) s += api.get(std::string(kind->path) + "?per_page=100").body + ",";
+    for (const Kind* kind : kKinds)
+      s += api.get(std::string(kind->path) + "?per_page=100").body + ",";
     return testing::parse_json(s + api.get("/v1/events?after=0&limit=1000").body + "]");
   };
   rapidjson::Document before_a = snapshot(a);
@@ -157,9 +158,11 @@ TEST_CASE("SIGTERM under load: exit 0 and every acknowledged create survives") {
     pool.emplace_back([&, t] {
       Api api(server, kTeamA);
       for (int n = 0; !stop; ++n) {
-        Response r = api.post("/v1/webhook", webhook_body(kTeamA, "term-" + std::to_string(t) + "-" + std::to_string(n)));
+        Response r = api.post("/v1/webhook", webhook_body(kTeamA, "term-" + std::to_string(t) +
+                                                                      "-" + std::to_string(n)));
         if (r.status == 201) {
-          acked[static_cast<size_t>(t)].emplace_back(item_path(kWebhook, str(json(r), "webhook_id")), r.body);
+          acked[static_cast<size_t>(t)].emplace_back(
+              item_path(kWebhook, str(json(r), "webhook_id")), r.body);
         } else if (r.status != 0 && r.status != 503 && odd_status[static_cast<size_t>(t)] == 0) {
           odd_status[static_cast<size_t>(t)] = r.status;
         } else if (r.status == 0) {
@@ -202,7 +205,8 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
     args.insert(args.begin(), bin);
     return run_command(args, ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(10));
   };
-  CommandResult bogus = run({"--listen", "127.0.0.1:0", "--data-dir", dir.path(), "--no-such-flag"});
+  CommandResult bogus =
+      run({"--listen", "127.0.0.1:0", "--data-dir", dir.path(), "--no-such-flag"});
   CAPTURE(bogus.err);
   CHECK_FALSE(bogus.status.timed_out);
   CHECK(bogus.status.exited);

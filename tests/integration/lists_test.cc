@@ -23,11 +23,13 @@ Page list(Api& api, const Kind& kind, const std::string& query = "") {
   CHECK(r.header("Content-Type").value_or("").starts_with("application/json"));
   Page p;
   rapidjson::Document d = json(r);
-  if (!d.IsObject() || !d.HasMember("data") || !field(d, "data").IsArray() || !d.HasMember("pagination")) {
+  if (!d.IsObject() || !d.HasMember("data") || !field(d, "data").IsArray() ||
+      !d.HasMember("pagination")) {
     FAIL_CHECK("not a list response");
     return p;
   }
-  for (const rapidjson::Value* item : items(field(d, "data"))) p.ids.push_back(str(*item, kind.id_field));
+  for (const rapidjson::Value* item : items(field(d, "data")))
+    p.ids.push_back(str(*item, kind.id_field));
   p.page = num(field(d, "pagination"), "page");
   p.per_page = num(field(d, "pagination"), "per_page");
   p.total = num(field(d, "pagination"), "total");

@@ -36,7 +36,8 @@ TEST_CASE("profile create with only required fields fills in the defaults") {
   CHECK(str(p, "waf_mode") == "off");
   CHECK(str(p, "waf_template") == "workload_default");
   CHECK(num(p, "max_body_bytes") == 0);
-  for (const std::string text : {"cors_headers", "cors_methods", "cors_origins", "waf_custom_directives"}) {
+  for (const std::string text :
+       {"cors_headers", "cors_methods", "cors_origins", "waf_custom_directives"}) {
     CAPTURE(text);
     CHECK(field(p, text).IsString());
     CHECK(str(p, text) == "");
@@ -86,7 +87,8 @@ TEST_CASE("profile 422 lists every missing required field") {
     CAPTURE(f);
     CHECK(has_field(fields, f));
   }
-  Response no_team = api.post(kPath, json_without(profile_body(kTeamA, "a.example.com"), "team_id"));
+  Response no_team =
+      api.post(kPath, json_without(profile_body(kTeamA, "a.example.com"), "team_id"));
   check_problem(no_team, 422, "validation_failed");
   CHECK(has_field(error_fields(no_team), "team_id"));
 }
@@ -179,7 +181,8 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
                                  "waf_template", R"("custom")");
     return api.post(kPath, json_with(body, "waf_custom_directives", directives));
   };
-  CHECK(custom(1, R"("SecRule REQUEST_URI \"@beginsWith /admin\" \"id:1000,phase:1,deny\"")").status == 201);
+  CHECK(custom(1, R"("SecRule REQUEST_URI \"@beginsWith /admin\" \"id:1000,phase:1,deny\"")")
+            .status == 201);
   const std::string rejected[] = {
       R"("Include /etc/modsecurity/other.conf")",
       R"("SecRuleEngine Off")",
@@ -241,7 +244,8 @@ TEST_CASE("profile PUT is a full replacement: omitted optional fields go back to
   CHECK(num(p, "max_body_bytes") == 0);
   CHECK(null_or_empty(p, "geo_policy"));
 
-  Response missing = api.put(kPath + "/" + id, json_without(profile_body(kTeamA, "full.example.com"), "waf_mode"));
+  Response missing =
+      api.put(kPath + "/" + id, json_without(profile_body(kTeamA, "full.example.com"), "waf_mode"));
   check_problem(missing, 422, "validation_failed");
   CHECK(has_field(error_fields(missing), "waf_mode"));
   CHECK(json(api.get(kPath + "/" + id)) == p);

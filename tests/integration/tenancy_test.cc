@@ -62,7 +62,8 @@ TEST_CASE("each team's list holds exactly its own records") {
     for (Api* api : {&a, &b}) {
       rapidjson::Document l = json(api->get(std::string(kind->path)));
       CHECK(num(field(l, "pagination"), "total") == (api == &a ? 3 : 2));
-      for (const rapidjson::Value* item : items(field(l, "data"))) CHECK(str(*item, "team_id") == api->team());
+      for (const rapidjson::Value* item : items(field(l, "data")))
+        CHECK(str(*item, "team_id") == api->team());
     }
   }
 }

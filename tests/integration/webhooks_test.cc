@@ -45,7 +45,8 @@ TEST_CASE("webhook 422 lists every missing and every bad field") {
     CAPTURE(f);
     CHECK(has_field(error_fields(missing), f));
   }
-  Response bad = api.post(kPath, R"({"team_id": "team_a", "workload_id": "", "provider": "bitbucket",
+  Response bad =
+      api.post(kPath, R"({"team_id": "team_a", "workload_id": "", "provider": "bitbucket",
                                      "status": "paused", "external_id": 5, "secret": "s3cr3t"})");
   check_problem(bad, 422, "validation_failed");
   for (const std::string f : {"workload_id", "provider", "status", "external_id", "secret"}) {
@@ -64,13 +65,15 @@ TEST_CASE("webhook workload_id is 1..128 bytes; provider and status are exact en
   CHECK(has_field(error_fields(long_id), "workload_id"));
   for (const std::string provider : {"GitHub", "bitbucket", ""}) {
     CAPTURE(provider);
-    Response r = api.post(kPath, json_with(webhook_body(kTeamA, "wl"), "provider", json_quote(provider)));
+    Response r =
+        api.post(kPath, json_with(webhook_body(kTeamA, "wl"), "provider", json_quote(provider)));
     check_problem(r, 422, "validation_failed");
     CHECK(has_field(error_fields(r), "provider"));
   }
   for (const std::string status : {"ACTIVE", "disabled"}) {
     CAPTURE(status);
-    Response r = api.post(kPath, json_with(webhook_body(kTeamA, "wl"), "status", json_quote(status)));
+    Response r =
+        api.post(kPath, json_with(webhook_body(kTeamA, "wl"), "status", json_quote(status)));
     check_problem(r, 422, "validation_failed");
     CHECK(has_field(error_fields(r), "status"));
   }

@@ -53,7 +53,9 @@ class Fixture {
     s.domain.meta.team_id = team;
     s.domain.hostname = host;
     s.domain.workload_id = workload;
-    auto r = call([&](Done d) { service_->create(Spec{s}, Actor{team, "t"}, std::nullopt, std::move(d)); });
+    auto r = call([&](Done d) {
+      service_->create(Spec{s}, Actor{team, "t"}, std::nullopt, std::move(d));
+    });
     REQUIRE(r.ok());
     return r.value().json.substr(14, 30);  // {"domain_id":"<30 chars>"
   }
@@ -95,10 +97,13 @@ TEST_CASE("lists page oldest first with true totals, filter, and forget deleted 
       reads.list(Kind::kDomain, "team_a", {{"workload_id", "even"}, {"status", "pending"}}, 1, 5);
   CHECK(even_pending.value().total == 13);
   CHECK(even_pending.value().items.size() == 5);
-  auto none = reads.list(Kind::kDomain, "team_a", {{"workload_id", "even"}, {"status", "verified"}}, 1, 5);
+  auto none =
+      reads.list(Kind::kDomain, "team_a", {{"workload_id", "even"}, {"status", "verified"}}, 1, 5);
   CHECK(none.value().total == 0);
 
-  auto del = fx.call([&](Done d) { fx.service_->remove(Kind::kDomain, ids[0], Actor{"team_a", "t"}, std::move(d)); });
+  auto del = fx.call([&](Done d) {
+    fx.service_->remove(Kind::kDomain, ids[0], Actor{"team_a", "t"}, std::move(d));
+  });
   REQUIRE(del.ok());
   CHECK(reads.list(Kind::kDomain, "team_a", {}, 1, 100).value().total == 24);
   CHECK(reads.list(Kind::kDomain, "team_a", {{"workload_id", "even"}}, 1, 100).value().total == 12);
@@ -158,7 +163,8 @@ TEST_CASE("a list with several filters walks the narrowest filter's index") {
   CHECK(items.empty());
 }
 
-TEST_CASE("a list page keeps creation order when ids sort otherwise and other records lie between") {
+TEST_CASE(
+    "a list page keeps creation order when ids sort otherwise and other records lie between") {
   Fixture fx(std::make_unique<DescendingIds>());
   std::vector<std::string> ids;
   for (int i = 0; i < 30; ++i) {
@@ -187,18 +193,25 @@ TEST_CASE("a list page keeps creation order when ids sort otherwise and other re
 TEST_CASE("the read model rebuilt from the log equals the one kept in step with it") {
   Fixture fx;
   std::vector<std::string> ids;
-  for (int i = 0; i < 10; ++i) ids.push_back(fx.create_domain("team_a", "r" + std::to_string(i) + ".example.com", "w"));
+  for (int i = 0; i < 10; ++i)
+    ids.push_back(fx.create_domain("team_a", "r" + std::to_string(i) + ".example.com", "w"));
   for (int i = 0; i < 3; ++i) {
-    auto r = fx.call([&](Done d) { fx.service_->remove(Kind::kDomain, ids[i], Actor{"team_a", "t"}, std::move(d)); });
+    auto r = fx.call([&](Done d) {
+      fx.service_->remove(Kind::kDomain, ids[i], Actor{"team_a", "t"}, std::move(d));
+    });
     REQUIRE(r.ok());
   }
-  auto v = fx.call([&](Done d) { fx.service_->verify(ids[5], Actor{"team_a", "t"}, std::move(d)); });
+  auto v = fx.call([&](Done d) {
+    fx.service_->verify(ids[5], Actor{"team_a", "t"}, std::move(d));
+  });
   REQUIRE(v.ok());
   CHECK(v.value().version == 2);
   // Verify a subtree parent too, so inheritance and the open-request queue (r5's request is
   // still open) are part of what is rebuilt.
   std::string parent = fx.create_domain("team_a", "example.com", "w");
-  auto pv = fx.call([&](Done d) { fx.service_->verify(parent, Actor{"team_a", "t"}, std::move(d)); });
+  auto pv = fx.call([&](Done d) {
+    fx.service_->verify(parent, Actor{"team_a", "t"}, std::move(d));
+  });
   REQUIRE(pv.ok());
   ReadModel reads(*fx.store_);
   auto feed = reads.tenant_events("team_a", 0, 1000).value().events;

@@ -23,11 +23,16 @@ class AppendJob final : public Job {
  public:
   AppendJob(std::string id, bool reject, std::promise<bool> done, std::latch* gate = nullptr,
             std::latch* started = nullptr)
-      : id_(std::move(id)), reject_(reject), done_(std::move(done)), gate_(gate), started_(started) {}
+      : id_(std::move(id)),
+        reject_(reject),
+        done_(std::move(done)),
+        gate_(gate),
+        started_(started) {}
   bool execute(Tx& tx) override {
     if (started_ != nullptr) started_->count_down();
     if (gate_ != nullptr) gate_->wait();
-    EventDraft d{"thing.created", "thing", id_, 1, "team_a", "test", 100, R"({"id":")" + id_ + "\"}"};
+    EventDraft d{"thing.created", "thing", id_, 1,
+                 "team_a",        "test",  100, R"({"id":")" + id_ + "\"}"};
     tx.append(d);
     tx.put(Cf::kProjections, std::string("r\0", 2) + id_, "x");
     return !reject_;
@@ -82,7 +87,8 @@ TEST_CASE("events get consecutive sequence numbers and a hash chain that survive
     for (int i = 0; i < 5; ++i) {
       std::promise<bool> p;
       auto f = p.get_future();
-      writer.value()->submit(std::make_unique<AppendJob>("id" + std::to_string(i), false, std::move(p)));
+      writer.value()->submit(
+          std::make_unique<AppendJob>("id" + std::to_string(i), false, std::move(p)));
       CHECK(f.get());
     }
     writer.value()->stop();

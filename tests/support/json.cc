@@ -37,10 +37,12 @@ std::string to_json(const rapidjson::Value& v) {
   return std::string(buf.GetString(), buf.GetSize());
 }
 
-std::string json_with(std::string_view object_json, std::string_view key, std::string_view value_json) {
+std::string json_with(std::string_view object_json, std::string_view key,
+                      std::string_view value_json) {
   rapidjson::Document d = parse_object(object_json);
   rapidjson::Document value = parse_json(value_json);
-  if (value.HasParseError()) throw std::invalid_argument("bad JSON value: " + std::string(value_json));
+  if (value.HasParseError())
+    throw std::invalid_argument("bad JSON value: " + std::string(value_json));
   auto& alloc = d.GetAllocator();
   rapidjson::Value copy(value, alloc);
   rapidjson::Value name(key.data(), static_cast<rapidjson::SizeType>(key.size()), alloc);

@@ -19,7 +19,8 @@ std::string to_json(const rapidjson::Value& v);
 
 // `object_json` with member `key` set to the JSON value `value_json` (added or replaced).
 // Throws std::invalid_argument when either text is malformed or `object_json` is not an object.
-std::string json_with(std::string_view object_json, std::string_view key, std::string_view value_json);
+std::string json_with(std::string_view object_json, std::string_view key,
+                      std::string_view value_json);
 
 // `object_json` without member `key` (unchanged when absent). Throws like json_with.
 std::string json_without(std::string_view object_json, std::string_view key);

@@ -47,7 +47,8 @@ class ChildProcess {
 
   // Waits until a complete output line contains `needle` and returns that line (without the
   // newline); std::nullopt on timeout or when the child closed its output first.
-  std::optional<std::string> wait_for_line(std::string_view needle, std::chrono::milliseconds timeout);
+  std::optional<std::string> wait_for_line(std::string_view needle,
+                                           std::chrono::milliseconds timeout);
 
   // Everything the child printed so far (stdout and stderr interleaved).
   std::string output() const;
