@@ -51,8 +51,9 @@ run_ctest() {
 # cluster crashes as it starts (ThreadSanitizer's runtime takes a SEGV collecting a stack on a
 # librdkafka thread), so the mirror is tested in the other two builds only. The gatewayd
 # processes the tests start write their reports to files (`log_path`), collected after the run:
-# any report fails the stage. Suppressions (scripts/tsan.supp) cover only the internals of
-# libraries built without ThreadSanitizer.
+# any report fails the stage. Suppressions (scripts/tsan.supp) name RocksDB and Pistache, which
+# are built without ThreadSanitizer; they also hide races in our code reached from their threads
+# (HTTP handlers, RocksDB callbacks), as tsan.supp explains.
 run_tsan() {
   stage "thread sanitizer: tests"
   local reports="$ROOT/build-tsan/tsan-reports"
