@@ -52,8 +52,8 @@ run_ctest() {
 # librdkafka thread), so the mirror is tested in the other two builds only. The gatewayd
 # processes the tests start write their reports to files (`log_path`), collected after the run:
 # any report fails the stage. Suppressions (scripts/tsan.supp) name RocksDB and Pistache, which
-# are built without ThreadSanitizer; they also hide races in our code reached from their threads
-# (HTTP handlers, RocksDB callbacks), as tsan.supp explains.
+# are built without ThreadSanitizer; the HTTP handlers stay checked, races reached through RocksDB
+# (its calls, its threads, our callbacks on them) are not, as tsan.supp explains.
 run_tsan() {
   stage "thread sanitizer: tests"
   local reports="$ROOT/build-tsan/tsan-reports"
