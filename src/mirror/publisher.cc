@@ -115,10 +115,15 @@ void Publisher::run() {
 
 bool Publisher::fill() {
   if (window_.size() >= config_.max_in_flight) return false;
+  // Only events the writer has reported written: their bytes in the memtable were inserted before
+  // it published the sequence number (an acquire here). A later batch's, being inserted now, are
+  // left to the next round; RocksDB makes reading them safe, but not in a way ThreadSanitizer sees.
+  const uint64_t last = writer_.last_seq();
   auto it = store_.iterate(Cf::kEvents);
   for (it->Seek(encode_u64(next_)); it->Valid(); it->Next()) {
     if (window_.size() >= config_.max_in_flight) return false;
     const uint64_t seq = decode_u64(std::string_view(it->key().data(), it->key().size()));
+    if (seq > last) break;
     auto message = to_cloud_event(seq, std::string_view(it->value().data(), it->value().size()));
     if (!message.ok()) {
       // A stored event we cannot read: never skip it; retry (and say so) until someone looks.
