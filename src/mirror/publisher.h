@@ -73,7 +73,8 @@ class Publisher {
   };
 
   void run();
-  // Sends events after the last one sent, while there is room; false if the sink refused one.
+  // Sends events after the last one sent, up to the writer's last_seq(), while there is room;
+  // false if the sink refused one.
   bool fill();
   void on_delivery(uint64_t seq, bool ok, std::string_view error);
   void advance();
