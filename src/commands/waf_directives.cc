@@ -13,10 +13,12 @@
 //
 // libmodsecurity's rule parser keeps global state, so parses are serialised by one mutex (any
 // other code in the process that parses ModSecurity rules must not run concurrently with it).
+#include <modsecurity/actions/action.h>
 #include <modsecurity/rule_marker.h>
 #include <modsecurity/rules_set.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <iterator>
 #include <mutex>
@@ -32,6 +34,39 @@ namespace {
 
 constexpr size_t kMaxDirectivesBytes = 65536;
 constexpr std::string_view kReference = "waf_custom_directives";
+
+// The audit counts a rule's action lists, which RuleWithActions keeps private. Naming a private
+// member in an explicit instantiation is exempt from access checks ([temp.spec.general]), so
+// each list is reached through a member pointer handed out by such an instantiation.
+template <typename Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type member(Tag) { return Member; }
+};
+#define GW_RULE_LIST(TagName, Type, field)                          \
+  struct TagName {                                                  \
+    using type = modsecurity::Type modsecurity::RuleWithActions::*; \
+    friend type member(TagName);                                    \
+  };                                                                \
+  template struct Expose<TagName, &modsecurity::RuleWithActions::field>
+GW_RULE_LIST(RuntimeList, MatchActions, m_actionsRuntimePos);
+GW_RULE_LIST(TransformationList, Transformations, m_transformations);
+GW_RULE_LIST(SetVarList, SetVars, m_actionsSetVar);
+GW_RULE_LIST(TagList, Tags, m_actionsTag);
+#undef GW_RULE_LIST
+
+// Rule ids outside the tenant range, sampled: the engine keeps the ids SecRuleRemoveById named in
+// private lists and only answers whether it holds one. The scan allows only 1..99999, so any hit
+// means the engine read a removal the scan did not see.
+bool removes_outside_local_range(modsecurity::RulesExceptions& ex) {
+  if (ex.contains(0) || ex.contains(-1) || ex.contains(INT32_MAX)) return true;
+  for (int id = waf::kMaxLocalId + 1; id <= 1'000'000; id += 1000) {  // 100000, 101000, ...
+    if (ex.contains(id)) return true;
+  }
+  for (int id = 10'000'000; id <= 1'000'000'000; id *= 10) {
+    if (ex.contains(id)) return true;
+  }
+  return false;
+}
 
 // The engine's parser message without file references, pointers and line breaks.
 std::string engine_message(std::string raw) {
@@ -89,9 +124,35 @@ bool settings_untouched(modsecurity::RulesSet& rs) {
   return booleans && values && engine && logs && defaults && exceptions;
 }
 
+constexpr std::string_view kAmbiguous =
+    "could not be read unambiguously by the WAF engine; simplify quoting and line breaks";
+
+// One link of a rule as the engine built it: its action counts, after checking what only the
+// engine's copy can show (a runtime action or ctl value the policy refuses, a rev or ver that
+// ran past a quote or a line end).
+Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
+  for (const std::string* s : {&r.m_rev, &r.m_ver}) {
+    if (s->find_first_of("\"'\r\n") != std::string::npos) return std::string(kAmbiguous);
+  }
+  const int line = r.getLineNumber();
+  for (modsecurity::actions::Action* a : r.*member(RuntimeList{})) {
+    std::string_view name = a->m_name ? std::string_view(*a->m_name) : std::string_view();
+    if (!waf::allowed_runtime_action(name))
+      return waf::refused("action " + std::string(name), line);
+    if (name == "ctl") {
+      if (auto p = waf::check_ctl(a->m_parser_payload, line)) return p;
+    }
+  }
+  counts->runtime = (r.*member(RuntimeList{})).size();
+  counts->transformations = (r.*member(TransformationList{})).size();
+  counts->setvars = (r.*member(SetVarList{})).size();
+  counts->tags = (r.*member(TagList{})).size();
+  return std::nullopt;
+}
+
 // Second line of defence: the engine's own view must match the scan's.
 Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
-  std::vector<std::pair<long, size_t>> rules;
+  std::vector<waf::ScannedRule> rules;
   for (int phase = 0; phase < modsecurity::Phases::NUMBER_OF_PHASES; ++phase) {
     const modsecurity::Rules* list = rs.m_rulesSetPhases.at(phase);
     for (size_t i = 0; i < list->size(); ++i) {
@@ -99,31 +160,35 @@ Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
       if (dynamic_cast<modsecurity::RuleMarker*>(rule) != nullptr) continue;
       auto* head = dynamic_cast<modsecurity::RuleWithActions*>(rule);
       if (head == nullptr) return "could not be read unambiguously by the WAF engine";
-      size_t links = 0;
+      waf::ScannedRule seen{head->m_ruleId, {}};
       for (modsecurity::RuleWithActions* r = head; r != nullptr; r = r->m_chainedRuleChild.get()) {
-        ++links;
         auto* op = dynamic_cast<modsecurity::RuleWithOperator*>(r);
         if (op != nullptr && waf::denied_engine_operator(op->getOperatorName())) {
           return waf::refused("operator @" + op->getOperatorName(), r->getLineNumber());
         }
+        if (auto p = engine_link(*r, &seen.links.emplace_back())) return p;
       }
-      rules.emplace_back(head->m_ruleId, links);
+      rules.push_back(std::move(seen));
     }
   }
   auto expected = scan.rules;
-  std::sort(rules.begin(), rules.end());
-  std::sort(expected.begin(), expected.end());
-  if (rules != expected)
-    return "could not be read unambiguously by the WAF engine; simplify quoting and line breaks";
-  if (!settings_untouched(rs))
+  auto by_id = [](const waf::ScannedRule& a, const waf::ScannedRule& b) { return a.id < b.id; };
+  std::sort(rules.begin(), rules.end(), by_id);
+  std::sort(expected.begin(), expected.end(), by_id);
+  if (rules != expected) return std::string(kAmbiguous);
+  if (!settings_untouched(rs) || removes_outside_local_range(rs.m_exceptions))
     return "must not change engine-wide settings or rules outside ids 1..99999";
   return std::nullopt;
 }
 
+}  // namespace
+
+namespace waf {
+
 // Parses under a process-wide lock: the engine's flex lexer keeps its state in globals. One of
 // them (set by SecRuleUpdateTargetById, cleared only by the blank that follows its targets) even
 // outlives a parse and breaks the next one, so every parse ends with a parse that clears it.
-Problem engine_check(std::string_view text, const waf::ScanResult& scan) {
+Problem engine_check(std::string_view text, const ScanResult& scan) {
   static std::mutex parser_mutex;
   std::lock_guard<std::mutex> lock(parser_mutex);
   Problem problem;
@@ -146,14 +211,14 @@ Problem engine_check(std::string_view text, const waf::ScanResult& scan) {
   return problem;
 }
 
-}  // namespace
+}  // namespace waf
 
 Problem waf_directives(std::string_view text) {
   if (text.size() > kMaxDirectivesBytes) return "must be at most 65536 bytes";
   waf::ScanResult scan;
   if (auto p = waf::scan_directives(text, &scan)) return p;
   if (scan.directives == 0) return std::nullopt;
-  return engine_check(text, scan);
+  return waf::engine_check(text, scan);
 }
 
 }  // namespace gw::fields

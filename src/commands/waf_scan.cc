@@ -27,7 +27,16 @@ constexpr std::string_view kActions =
 // Actions whose value the engine's lexer also reads up to a closing single quote. Elsewhere it
 // stops at a comma (`skipAfter:'x,setenv:a'` runs setenv), so a quoted value would hide actions.
 constexpr std::string_view kQuotable =
-    " accuracy expirevar id logdata maturity msg phase redirect setvar severity tag ver ";
+    " accuracy expirevar id logdata maturity msg phase redirect rev setvar severity tag ver ";
+// Actions whose unquoted value the engine's lexer reads past the closing double quote and the end
+// of the line (waf_scan.h), so their values must be quoted.
+constexpr std::string_view kQuotedOnly = " accuracy maturity rev ";
+// Actions the engine keeps in a rule's runtime list (RuleWithActions::m_actionsRuntimePos), by
+// the engine's name lower-cased; each one counts in LinkActions::runtime.
+constexpr std::string_view kRuntimeActions =
+    " auditlog block ctl deprecatevar expirevar log noauditlog nolog sanitisearg sanitisematched"
+    " sanitisematchedbytes sanitiserequestheader sanitiseresponseheader skip skipafter status"
+    " xmlns ";
 constexpr std::string_view kCtlOptions =
     " requestbodyprocessor requestbodyaccess forcerequestbodyvariable ruleremovebyid"
     " ruleremovetargetbyid ";
@@ -116,8 +125,8 @@ struct Action {
 
 // What the scan saw, for cross-checks after the scan and (rules) against the engine.
 struct Scan {
-  // (id, number of links in its chain) per SecRule/SecAction that starts a rule.
-  std::vector<std::pair<long, size_t>> rules;
+  // Per SecRule/SecAction that starts a rule: its id and the actions of each link.
+  std::vector<ScannedRule> rules;
   std::set<std::string> markers;
   std::vector<std::pair<std::string, int>> skip_targets;
   int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
@@ -250,6 +259,8 @@ Problem split_actions(std::string_view s, int line, std::vector<Action>* out) {
 
 enum class Role { kHead, kLink, kUpdate };
 
+}  // namespace
+
 Problem check_ctl(std::string_view value, int line) {
   size_t eq = value.find('=');
   std::string option = ascii_lower(value.substr(0, eq));
@@ -268,17 +279,26 @@ Problem check_ctl(std::string_view value, int line) {
   return std::nullopt;
 }
 
-Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id, bool* chain) {
+namespace {
+
+Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id, bool* chain,
+                      LinkActions* counts) {
   std::vector<Action> actions;
   if (auto p = split_actions(arg.text, line, &actions)) return p;
   for (const Action& a : actions) {
     if (!listed(kActions, a.name)) return refused("action " + shown(a.name), line);
     if (a.quoted && !listed(kQuotable, a.name))
       return "must not quote the value of " + a.name + at(line);
-    if (a.name == "setvar" && a.value.find(',') != std::string::npos) {
-      return "must not put commas in setvar values" +
-             at(line);  // the engine splits quoted setvar at commas
+    if (!a.quoted && listed(kQuotedOnly, a.name))
+      return "must quote the value of " + a.name + ", as in " + a.name + ":'1'" + at(line);
+    if ((a.name == "setvar" || a.name == "rev") && a.value.find(',') != std::string::npos) {
+      return "must not put commas in " + a.name + " values" +
+             at(line);  // the engine splits quoted setvar at commas and has no rev with one
     }
+    if (listed(kRuntimeActions, a.name)) ++counts->runtime;
+    if (a.name == "t") ++counts->transformations;
+    if (a.name == "setvar") ++counts->setvars;
+    if (a.name == "tag") ++counts->tags;
     if (a.name == "id") {
       if (role == Role::kLink) return "must not give an id to a chained follow-up rule" + at(line);
       if (role == Role::kUpdate)
@@ -400,22 +420,23 @@ Problem check_directive(const Directive& d, Scan* scan) {
       if (auto p = check_variables(args[0], line)) return p;
       if (auto p = check_operator(args[1], line)) return p;
     }
+    LinkActions counts;
     if (args.size() == 1 || args.size() == 3) {
-      if (auto p =
-              check_actions(args.back(), line, link ? Role::kLink : Role::kHead, scan, &id, &chain))
+      if (auto p = check_actions(args.back(), line, link ? Role::kLink : Role::kHead, scan, &id,
+                                 &chain, &counts))
         return p;
     }
     if (chain && !rule) return "must not chain a SecAction" + at(line);
     scan->open_chain_line = chain ? line : 0;
     if (link) {
-      ++scan->rules.back().second;
+      scan->rules.back().links.push_back(counts);
       return std::nullopt;
     }
     if (id == 0) return "needs an id in 1..99999 on every rule" + at(line);
     for (const auto& r : scan->rules) {
-      if (r.first == id) return "uses rule id " + std::to_string(id) + " twice" + at(line);
+      if (r.id == id) return "uses rule id " + std::to_string(id) + " twice" + at(line);
     }
-    scan->rules.emplace_back(id, 1);
+    scan->rules.push_back({id, {counts}});
   } else if (name == "secmarker") {
     if (args.size() != 1 || args[0].quoted || args[0].text.empty() || args[0].text.size() > 128 ||
         !std::all_of(args[0].text.begin(), args[0].text.end(), [](char c) {
@@ -438,7 +459,8 @@ Problem check_directive(const Directive& d, Scan* scan) {
       return shown(d.name) + " may only name rule ids in 1..99999" + at(line);
     if (name == "secruleupdatetargetbyid") return check_variables(args[1], line);
     long unused = 0;
-    return check_actions(args[1], line, Role::kUpdate, scan, &unused, &chain);
+    LinkActions uncounted;  // an update's actions join exceptions, not a rule's lists
+    return check_actions(args[1], line, Role::kUpdate, scan, &unused, &chain, &uncounted);
   }
   return std::nullopt;
 }
@@ -467,7 +489,13 @@ Problem raw_net(std::string_view text) {
       bool path = k > blanks && k < s.size() &&
                   (isalnum(static_cast<unsigned char>(s[k])) ||
                    std::string_view("\"_/.-*:").find(s[k]) != std::string_view::npos);
-      if (path && !comment_line) return refused("directive Include", line);
+      // On a comment line, only what looks like a file path (waf_scan.h): the engine never reads
+      // a comment, but the scan must not rely on agreeing with it about where comments are.
+      std::string_view word(s.data() + k, std::min(s.find_first_of(" \t\n", k), s.size()) - k);
+      bool file_like =
+          !word.empty() && (std::string_view("\"'/.~").find(word[0]) != std::string_view::npos ||
+                            word.find('/') != std::string_view::npos);
+      if (path && (!comment_line || file_like)) return refused("directive Include", line);
     }
   }
   return std::nullopt;
@@ -480,6 +508,10 @@ std::string refused(std::string_view what, int line) {
 
 bool denied_engine_operator(std::string_view engine_name) {
   return contains(kDeniedEngineOperators, ascii_lower(engine_name));
+}
+
+bool allowed_runtime_action(std::string_view engine_name) {
+  return listed(kRuntimeActions, ascii_lower(engine_name));
 }
 
 Problem scan_directives(std::string_view text, ScanResult* result) {

@@ -27,13 +27,19 @@
 // - Unambiguous syntax: comments on lines of their own, not ending in '\'; one directive per line;
 //   no escaped quotes in variables or actions; in an operator, \" must follow an ordinary
 //   character; no blanks in variables; single-quoted values only for actions whose value the engine
-//   also reads to the closing quote, and no commas in setvar values.
+//   also reads to the closing quote, and no commas in setvar or rev values. rev, accuracy and
+//   maturity take quoted values only: the engine reads an unquoted one past the closing double
+//   quote and the line's end (rev up to the next comma, accuracy and maturity up to the next
+//   single quote), so `rev:1"` followed by `#,ctl:ruleEngine=Off"` on a comment line ran the ctl.
 // - Engine bugs kept away: phase outside 1-5/request/response/logging (crash), @validateByteRange
 //   beyond 0..255 (out-of-bounds write), a tab after SecMarker/SecRuleRemoveById/SecRuleUpdate*
 //   (crash), so those take exactly one space.
-// - Raw net, anywhere in the text: Include followed by a path (comment lines excepted),
+// - Raw net, anywhere in the text: Include followed by a path (on comment lines: below),
 //   SecRemoteRules, SecAuditLog, SecDebugLog, SecUnicodeMapFile, SecGeoLookupDb, SecGsbLookupDb,
 //   SecRuleScript, the file operators, "exec:" and "%{env". So `@pm include require` is refused.
+//   On comment lines, Include is refused only before something that looks like a file path (a
+//   quote, '/', '.' or '~' first, or a '/' in it), so prose such as "# include the admin paths"
+//   stays possible.
 #pragma once
 
 #include <cstddef>
@@ -49,10 +55,28 @@ namespace gw::fields::waf {
 // Tenant rule ids lie in 1..kMaxLocalId.
 inline constexpr long kMaxLocalId = 99999;
 
+// The actions of one link of a rule (a SecRule, SecAction or chained follow-up rule) that the
+// engine keeps in lists of their own, counted alike by the scan and by the audit of what the
+// engine built: an action the two read differently (the engine's lexer swallowing text the scan
+// took for something else) shows up as counts that differ.
+struct LinkActions {
+  size_t runtime = 0;  // what the engine runs after a match: ctl, log, skip, status, block, ...
+  size_t transformations = 0;  // t:
+  size_t setvars = 0;
+  size_t tags = 0;
+  bool operator==(const LinkActions&) const = default;
+};
+
+struct ScannedRule {
+  long id = 0;
+  std::vector<LinkActions> links;  // the rule itself, then each chained follow-up rule
+  bool operator==(const ScannedRule&) const = default;
+};
+
 // What the scan saw, for the cross-check against the engine.
 struct ScanResult {
-  // (id, number of links in its chain) per SecRule/SecAction that starts a rule, in text order.
-  std::vector<std::pair<long, size_t>> rules;
+  // Per SecRule/SecAction that starts a rule, in text order.
+  std::vector<ScannedRule> rules;
   // Number of directives (comment lines and blank lines are not directives).
   size_t directives = 0;
 };
@@ -65,6 +89,19 @@ Problem scan_directives(std::string_view text, ScanResult* result);
 // Whether the engine's name of an operator (RuleWithOperator::getOperatorName, any case) is one
 // the policy refuses.
 bool denied_engine_operator(std::string_view engine_name);
+
+// Whether the engine's name of an action it keeps in a rule's runtime list (Action::m_name, any
+// case) is one the policy allows; such actions are counted in LinkActions::runtime.
+bool allowed_runtime_action(std::string_view engine_name);
+
+// Checks the value of a ctl action as the policy does ("ruleRemoveById=5"), for the audit of the
+// engine's own copy of it.
+Problem check_ctl(std::string_view value, int line);
+
+// The second and third steps of fields::waf_directives (waf_directives.cc): parses `text` with
+// libmodsecurity and audits what the engine built against `scan`, the scan's result for the
+// same text. Tests call it with a scan result of their own to reach the audit directly.
+Problem engine_check(std::string_view text, const ScanResult& scan);
 
 // The message for a refused feature: "<what> is not allowed in tenant rules (line N)".
 std::string refused(std::string_view what, int line);

@@ -1,6 +1,7 @@
 // Table tests of the field rules (CONTRACT.md section 3): for each rule, rows it accepts and rows
 // it rejects with the reason. The WAF directive tables include one rejecting row per tenant-escape.
 #include "commands/fields.h"
+#include "commands/waf_scan.h"
 
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
@@ -489,6 +490,8 @@ TEST_CASE("waf_directives accepts tenant rules") {
       {"SecRuleUpdateTargetById 16 \"!ARGS:password\"\nSecRuleUpdateTargetById 17 !ARGS:token"},
       {"SecRuleUpdateActionById 16 \"pass,nolog\""},
       {"SecRule ARGS \"@rx a\" \\\n    \"id:17,\\\n    deny\"\r\nSecAction \"id:18,pass\"\r\n"},
+      {R"(SecRule ARGS "@rx a" "id:19,pass,rev:'2',ver:'tenant/1.0',accuracy:'8',maturity:'9'")"},
+      {"# include the admin paths below\nSecAction \"id:21,pass\""},
       {many_rules(100)},
   };
   for (const auto& r : ok) {
@@ -648,7 +651,7 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
        "must not quote the value of skipafter"},
       {R"(SecRule ARGS "@rx a" "id:1,pass,xmlns:'a=b,setenv:X=1'")",
        "must not quote the value of xmlns"},
-      {R"(SecRule ARGS "@rx a" "id:1,pass,rev:'1,setenv:X=1'")", "must not quote the value of rev"},
+      {R"(SecRule ARGS "@rx a" "id:1,pass,rev:'1,setenv:X=1'")", "must not put commas in rev"},
       {R"(SecAction "id:1,pass" SecRuleEngine Off)", "needs SecAction ACTIONS"},
       {R"(SecRule ARGS "@rx a" "id:1,deny" # trailing comment)",
        "needs SecRule VARIABLES OPERATOR ACTIONS"},
@@ -676,6 +679,67 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
     CAPTURE(r.in.substr(0, 120));
     expect_bad(waf_directives(r.in), r.why);
   }
+}
+
+// The engine's lexer reads an unquoted rev past the closing double quote and the end of the line
+// up to the next comma (accuracy and maturity: up to the next single quote). Before the scan
+// required quotes there, the text after `rev:1"` on a comment line, which the scan skipped, was
+// read by the engine as more actions or directives: every row below was accepted (201).
+TEST_CASE("waf_directives refuses values the engine reads past the closing quote") {
+  const std::string rule = "SecRule ARGS \"@rx a\" \"id:1,pass,";
+  const Bad bad[] = {
+      {rule + "rev:1\"\n#,ctl:ruleEngine=Off\"", "must quote the value of rev"},
+      {rule + "rev:1\"\n#,setenv:PWNED=1\"", "must quote the value of rev"},
+      {rule + "rev:1\"\n#,ctl:ruleRemoveById=900000-999999\"", "must quote the value of rev"},
+      {rule + "rev:1\"\n#,setvar:global.x=1,initcol:ip=%{REMOTE_ADDR}\"",
+       "must quote the value of rev"},
+      {rule + "rev:1\"\n#,pass\" SecRuleRemoveById 900000-999999", "must quote the value of rev"},
+      {rule + "rev:1\"\n#,pass\" Include /etc/passwd", "must quote the value of rev"},
+      {rule + "accuracy:1\"\n#,bogusaction\"", "must quote the value of accuracy"},
+      {rule + "maturity:1,deny\"", "must quote the value of maturity"},
+      {"# Include /etc/passwd\nSecAction \"id:1,pass\"", "directive Include"},
+      {"# see: include \"/etc/modsecurity/x.conf\"\nSecAction \"id:1,pass\"", "directive Include"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(waf_directives(r.in), r.why);
+  }
+}
+
+// The audit of what the engine built, reached with scan results that agree with the text as far
+// as the scan can tell (one rule, id 1, no counted actions): each row is a way the engine's view
+// can differ from the scan's, and the audit must refuse it.
+TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
+  waf::ScanResult one_rule;
+  one_rule.rules = {{1, {waf::LinkActions{}}}};
+  one_rule.directives = 1;
+  const Bad bad[] = {
+      // A ctl the policy refuses, in the engine's own copy of it.
+      {"SecRule ARGS \"@rx a\" \"id:1,pass,ctl:ruleEngine=Off\"", "ctl:RuleEngine is not allowed"},
+      // A hidden directive after a rev that ran past the quote (rev's own text, then removals).
+      {"SecRule ARGS \"@rx a\" \"id:1,pass,rev:1\"\n#,pass\" SecRuleRemoveById 900000-999999",
+       "could not be read unambiguously"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleRemoveById 900000-999999",
+       "rules outside ids 1..99999"},
+      // Counts: a setvar, a tag, a transformation the scan did not count.
+      {"SecRule ARGS \"@rx a\" \"id:1,pass,setvar:tx.a=1\"", "could not be read unambiguously"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass,tag:x\"", "could not be read unambiguously"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass,t:none\"", "could not be read unambiguously"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass,log\"", "could not be read unambiguously"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(waf::engine_check(r.in, one_rule), r.why);
+  }
+  // The same scan result for the text it describes passes.
+  expect_ok(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass\"", one_rule));
+}
+
+// expirevar's unquoted value, as the engine lexes it, runs on over the actions after it when a
+// later one holds '=': the scan counts the setvar below, the engine does not see it.
+TEST_CASE("waf_directives refuses actions the engine folds into an expirevar") {
+  expect_bad(waf_directives("SecRule ARGS \"@rx a\" \"id:1,pass,expirevar:tx.a=1,setvar:tx.b=2\""),
+             "could not be read unambiguously");
 }
 
 TEST_CASE("waf_directives returns the engine's message for rules it rejects") {

@@ -194,6 +194,8 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"("SecRule ARGS \"@contains x\" \"id:10,phase:1,ctl:ruleEngine=Off\"")",
       R"("SecAuditLog /tmp/audit.log")",
       R"("this is not a directive")",
+      // An unquoted rev that the engine read on into a comment line the scan skipped (was 201).
+      R"("SecRule ARGS \"@rx a\" \"id:11,pass,rev:1\"\n#,ctl:ruleEngine=Off\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
