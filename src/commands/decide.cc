@@ -95,7 +95,9 @@ Change domain_change(const char* verb, Domain d, uint64_t caused_by = 0) {
   return Change{event_type(Kind::kDomain, verb), Record{std::move(d)}, caused_by};
 }
 
-// The team's pending domains under `parent` (a verified subtree domain) become verified through it.
+// The team's pending domains under `parent` (a verified subtree domain) become verified through it,
+// except those another team's verified domain covers: the takeover guard holds for inheritance as
+// for a verify, so they stay pending.
 void inherit_children(const Domain& parent, int64_t now, Lookups& lookups,
                       std::vector<Change>* out) {
   for (const auto& id : lookups.team_domains_under(parent.meta.team_id, parent.hostname)) {
@@ -103,6 +105,7 @@ void inherit_children(const Domain& parent, int64_t now, Lookups& lookups,
     if (!child) continue;
     auto* c = std::get_if<Domain>(&child->record);
     if (c == nullptr || c->meta.deleted_at != 0 || c->status != "pending") continue;
+    if (other_team_claim(c->hostname, c->meta.team_id, lookups)) continue;
     c->status = "verified";
     c->verified_at = now;
     c->verification_parent_id = parent.meta.id;
@@ -113,8 +116,8 @@ void inherit_children(const Domain& parent, int64_t now, Lookups& lookups,
 }
 
 // Domains that inherited their verification from `parent` lose it: they inherit from another of
-// the team's directly verified subtree domains covering them if there is one, else they go back
-// to pending.
+// the team's directly verified subtree domains covering them if there is one and no other team's
+// verified domain covers them, else they go back to pending.
 void revoke_children(const Domain& parent, int64_t now, Lookups& lookups,
                      std::vector<Change>* out) {
   for (const auto& id : lookups.inherited_from(parent.meta.id)) {
@@ -130,6 +133,7 @@ void revoke_children(const Domain& parent, int64_t now, Lookups& lookups,
         break;
       }
     }
+    if (other && other_team_claim(c->hostname, c->meta.team_id, lookups)) other.reset();
     c->meta.updated_at = now;
     if (other) {
       c->verification_parent_id = other->domain_id;

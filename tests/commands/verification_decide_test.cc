@@ -192,5 +192,54 @@ TEST_CASE("narrowing a verified domain to exact revokes its children; widening p
         std::vector<std::string>{"domain.updated", "domain.verification_inherited"});
 }
 
+// Before inheritance checked the takeover guard, each of these made a hostname verified for two
+// teams at once (team_a by inheritance, team_b directly).
+TEST_CASE("inheritance skips names another team has verified") {
+  const Claim b_equal{"team_b", "dom_bw", "w.example.com", "exact"};
+  const Claim b_subtree{"team_b", "dom_bs", "s.example.com", "subtree"};
+  SUBCASE("when the parent verifies") {
+    testing::FakeLookups given;
+    given.given(domain("dom_p", "team_a", "example.com"));
+    given.given_open_request("dom_p", 7);
+    given.given(domain("dom_w", "team_a", "w.example.com", "pending", "exact"));
+    given.given(domain("dom_k", "team_a", "k.s.example.com", "pending", "exact"));
+    given.given(domain("dom_ok", "team_a", "ok.example.com", "pending", "exact"));
+    given.given_claim(b_equal);
+    given.given_claim(b_subtree);
+    auto d = decide_verification_outcome("dom_p", 7, kOk, 500, given);
+    REQUIRE(d.ok());
+    REQUIRE(types(d.value()) ==
+            std::vector<std::string>{"domain.verified", "domain.verification_inherited"});
+    CHECK(std::get<Domain>(d.value().changes[1].record).meta.id == "dom_ok");
+  }
+  SUBCASE("when a verified exact domain is widened to subtree") {
+    testing::FakeLookups given;
+    given.given(domain("dom_p", "team_a", "example.com", "verified", "exact"));
+    given.given(domain("dom_w", "team_a", "w.example.com", "pending", "exact"));
+    given.given_claim(b_equal);
+    DomainSpec widen;
+    widen.domain.meta.team_id = "team_a";
+    widen.domain.hostname = "example.com";
+    widen.domain.scope = "subtree";
+    auto d = decide_update(Kind::kDomain, "dom_p", Spec{widen}, kTeamA, std::nullopt, 900, given);
+    REQUIRE(d.ok());
+    CHECK(types(d.value()) == std::vector<std::string>{"domain.updated"});
+  }
+  SUBCASE("when a parent is deleted, a child is not re-parented under another team's name") {
+    testing::FakeLookups given;
+    given.given(domain("dom_p", "team_a", "example.com", "verified", "subtree"));
+    given.given(domain("dom_s", "team_a", "shop.example.com", "verified", "subtree"));
+    given.given(domain("dom_c", "team_a", "a.shop.example.com", "verified", "exact", "dom_p"));
+    given.given_claim(Claim{"team_a", "dom_p", "example.com", "subtree"});
+    given.given_claim(Claim{"team_a", "dom_s", "shop.example.com", "subtree"});
+    given.given_claim(Claim{"team_b", "dom_ba", "a.shop.example.com", "exact"});
+    auto d = decide_delete(Kind::kDomain, "dom_p", kTeamA, 900, given);
+    REQUIRE(d.ok());
+    REQUIRE(types(d.value()) ==
+            std::vector<std::string>{"domain.deleted", "domain.verification_revoked"});
+    CHECK(std::get<Domain>(d.value().changes[1].record).status == "pending");
+  }
+}
+
 }  // namespace
 }  // namespace gw
