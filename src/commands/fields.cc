@@ -233,7 +233,12 @@ Problem hostname(std::string_view in, std::string* normalized) {
     start = dot + 1;
   }
   if (labels < 2) return "must have at least two labels";
-  if (std::all_of(last.begin(), last.end(), is_digit))
+  // A name whose last label is a number (decimal, or hex after 0x) is an IPv4 address to
+  // inet_aton and to URL parsers (WHATWG's "ends in a number"): 0x7f.1 is 127.0.0.1.
+  bool hex = last.size() >= 2 && last[0] == '0' && last[1] == 'x' &&
+             std::all_of(last.begin() + 2, last.end(),
+                         [](char c) { return is_digit(c) || (c >= 'a' && c <= 'f'); });
+  if (hex || std::all_of(last.begin(), last.end(), is_digit))
     return "must be a hostname, not an IP address";
   *normalized = std::move(h);
   return std::nullopt;
@@ -335,7 +340,10 @@ Problem waf_overrides(const rapidjson::Value& v) {
     if (value->IsObject()) {
       members += value->MemberCount();
       if (members > kMaxOverrideMembers) return "must have at most 256 members in all";
+      std::set<std::string_view> names;  // at most 256 in all, so a set per object is cheap
       for (const auto& m : value->GetObject()) {
+        if (!names.emplace(m.name.GetString(), m.name.GetStringLength()).second)
+          return "must not give a member twice in one object";
         if (m.value.IsObject() || m.value.IsArray()) stack.emplace_back(&m.value, depth + 1);
       }
     } else {

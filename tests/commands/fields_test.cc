@@ -108,6 +108,11 @@ TEST_CASE("hostname rejects") {
       {"1.2.3.4", "not an IP address"},
       {"1.2.3.4.", "not an IP address"},
       {"example.123", "not an IP address"},
+      // Hex forms that inet_aton and URL parsers read as IPv4 (was accepted).
+      {"0x7f.0x1", "not an IP address"},
+      {"127.0.0.0x1", "not an IP address"},
+      {"foo.0X1", "not an IP address"},
+      {"0x7f000001.0x", "not an IP address"},
       {"[::1]", "not an IP address"},
       {"::1", "not an IP address"},
       {"example.com:443", "host:port"},
@@ -313,6 +318,9 @@ TEST_CASE("waf_overrides") {
       {"{\"a\":[[[[[[[[1]]]]]]]]}", "8 levels"},
       {m257, "256 members"},
       {split257, "256 members"},
+      // Ambiguous JSON was stored as sent (was accepted).
+      {R"({"a":1,"a":2})", "member twice"},
+      {R"({"x":{"a":1,"b":[{"c":1,"c":2}]}})", "member twice"},
       {repeat("{\"a\":", 100000) + "1" + repeat("}", 100000), "8 levels"},
       {"{\"a\":" + repeat("[", 100000) + repeat("]", 100000) + "}", "8 levels"},
   };
@@ -444,6 +452,7 @@ TEST_CASE("redirect_to") {
       {"localhost", "hostname or an http"},
       {"https://user@example.com", "userinfo"},
       {"https://1.2.3.4/", "not an IP address"},
+      {"https://0x7f.0x1/", "not an IP address"},
       {"https://[::1]/", "not IP addresses"},
       {"https://example.com:0/", "1-65535"},
       {"https://example.com:99999", "1-65535"},
