@@ -1,6 +1,7 @@
 #include "projections/read_model.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "projections/apply.h"
 #include "projections/keys.h"
@@ -198,6 +199,7 @@ Result<ReadModel::Events> ReadModel::tenant_events(std::string_view team, uint64
   const std::string prefix = keys::tenant_events_prefix(team);
   Events out;
   out.next_after = after;
+  if (after == UINT64_MAX) return out;  // nothing comes after it (and after + 1 would wrap to 0)
   auto it = store_.iterate(Cf::kProjections);
   for (it->Seek(prefix + encode_u64(after + 1));
        it->Valid() && it->key().starts_with(prefix) && out.events.size() < limit; it->Next()) {

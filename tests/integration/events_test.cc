@@ -103,6 +103,11 @@ TEST_CASE("events: sequence order, hash chain, next_after and limit") {
   rapidjson::Document rest = events(api, num(t, "next_after"));
   CHECK(length(field(rest, "data")) == 3);
   CHECK(length(field(events(api, num(log, "next_after")), "data")) == 0);
+  // The largest SEQ has nothing after it (its successor wrapped to 0: every event came back).
+  Response last = api.get("/v1/events?after=18446744073709551615");
+  REQUIRE(last.status == 200);
+  CHECK(length(field(json(last), "data")) == 0);
+  CHECK(last.body.find("\"next_after\":18446744073709551615") != std::string::npos);
 
   for (const std::string q : {"?limit=0", "?limit=1001", "?after=-1", "?after=x", "?limit=abc"}) {
     CAPTURE(q);
