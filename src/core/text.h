@@ -16,5 +16,9 @@ std::string ascii_lower(std::string_view s);
 bool ascii_iequals(std::string_view a, std::string_view b);
 // `s` without leading and trailing spaces and tabs.
 std::string_view trim_blanks(std::string_view s);
+// `s` made safe to echo to a client: each byte that does not start a well-formed UTF-8 sequence
+// (overlong forms, surrogates and code points above U+10FFFF included) becomes U+FFFD, and the
+// result is cut to at most `max_bytes` bytes of whole characters, "..." marking a cut.
+std::string client_text(std::string_view s, size_t max_bytes);
 
 }  // namespace gw

@@ -70,6 +70,45 @@ std::optional<uint64_t> parse_in_range(std::string_view s, uint64_t min, uint64_
 }
 
 // "application/json", optionally with charset=utf-8 (the only parameter meaningful for JSON).
+// Whether a JSON text that RapidJSON accepted escapes a low surrogate (\uDC00-\uDFFF) that does not
+// follow a high one. RapidJSON refuses an unpaired high surrogate but stores an unpaired low one
+// as the three bytes of its code point, which is not UTF-8 (and would be served as it is). In
+// valid JSON a backslash occurs only in strings, so escapes can be read without tracking them.
+bool has_unpaired_low_surrogate(std::string_view json) {
+  auto hex4 = [&](size_t at, unsigned* out) {
+    if (at + 4 > json.size()) return false;
+    unsigned v = 0;
+    for (size_t k = at; k < at + 4; ++k) {
+      char c = json[k];
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
+      if (d < 0) return false;
+      v = v * 16 + static_cast<unsigned>(d);
+    }
+    *out = v;
+    return true;
+  };
+  bool after_high = false;  // the previous character was a \uD800-\uDBFF escape
+  for (size_t i = 0; i < json.size(); ++i) {
+    if (json[i] != '\\' || i + 1 == json.size()) {
+      after_high = false;
+      continue;
+    }
+    unsigned code = 0;
+    if (json[i + 1] == 'u' && hex4(i + 2, &code)) {
+      if (code >= 0xDC00 && code <= 0xDFFF && !after_high) return true;
+      after_high = code >= 0xD800 && code <= 0xDBFF;
+      i += 5;
+    } else {
+      after_high = false;
+      ++i;  // a one-character escape, \\ included
+    }
+  }
+  return false;
+}
+
 bool is_json_media_type(std::string_view ct) {
   for (bool first = true;; first = false) {
     const size_t semi = ct.find(';');
@@ -378,11 +417,17 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode) {
     return std::nullopt;
   }
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(
-      ctx.request.body.data(), ctx.request.body.size());
+  // Full precision: numbers kept in waf_overrides must read back as the nearest double.
+  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
+            rapidjson::kParseFullPrecisionFlag>(ctx.request.body.data(), ctx.request.body.size());
   if (doc.HasParseError()) {
     ctx.fail(make_error(Code::kInvalidJson, "the body is not valid UTF-8 JSON (at byte " +
                                                 std::to_string(doc.GetErrorOffset()) + ")"));
+    return std::nullopt;
+  }
+  if (has_unpaired_low_surrogate(ctx.request.body)) {
+    ctx.fail(make_error(Code::kInvalidJson,
+                        "the body is not valid UTF-8 JSON (an unpaired \\uDC00-\\uDFFF escape)"));
     return std::nullopt;
   }
   auto spec = parse_spec(kind, mode, doc, config_.policy);

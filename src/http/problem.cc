@@ -3,6 +3,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "core/text.h"
+
 namespace gw::http {
 
 int status_of(Code code) {
@@ -29,6 +31,9 @@ int status_of(Code code) {
 }
 
 namespace {
+
+constexpr size_t kMaxDetailBytes = 1024;
+constexpr size_t kMaxFieldBytes = 128;
 
 const char* title_of(Code code) {
   switch (code) {
@@ -69,8 +74,10 @@ Reply problem(const Error& error) {
   w.String(title_of(error.code));
   w.Key("status");
   w.Int(status_of(error.code));
+  // Details and field names can echo client text (a path, a member name): valid UTF-8 and a
+  // bounded size, whatever was sent.
   w.Key("detail");
-  w.String(detail);
+  w.String(client_text(detail, kMaxDetailBytes));
   w.Key("code");
   w.String(code_name(error.code));
   w.Key("errors");
@@ -78,9 +85,9 @@ Reply problem(const Error& error) {
   for (const auto& f : error.errors) {
     w.StartObject();
     w.Key("field");
-    w.String(f.field);
+    w.String(client_text(f.field, kMaxFieldBytes));
     w.Key("message");
-    w.String(f.message);
+    w.String(client_text(f.message, kMaxDetailBytes));
     w.EndObject();
   }
   w.EndArray();

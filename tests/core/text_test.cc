@@ -16,5 +16,25 @@ TEST_CASE("ASCII helpers leave non-ASCII bytes alone and trim only spaces and ta
   CHECK(trim_blanks(" \t ").empty());
 }
 
+TEST_CASE("client_text replaces what is not UTF-8 and cuts at whole characters") {
+  CHECK(client_text("plain", 100) == "plain");
+  CHECK(client_text("\xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80", 100) ==
+        "\xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80");
+  const std::string fffd = "\xEF\xBF\xBD";
+  CHECK(client_text("a\xFF"
+                    "b",
+                    100) == "a" + fffd + "b");
+  CHECK(client_text("\xED\xB0\x80", 100) == fffd + fffd + fffd);             // an encoded surrogate
+  CHECK(client_text("\xC0\xAF", 100) == fffd + fffd);                        // overlong '/'
+  CHECK(client_text("\xF4\x90\x80\x80", 100) == fffd + fffd + fffd + fffd);  // above U+10FFFF
+  CHECK(client_text("\xE2\x82", 100) == fffd + fffd);                        // cut short
+  CHECK(client_text(std::string(10, 'x'), 10) == std::string(10, 'x'));
+  CHECK(client_text(std::string(11, 'x'), 10) == "xxxxxxx...");
+  // "...e" would split the 2-byte e-acute: the whole character goes.
+  CHECK(client_text("abcd\xC3\xA9"
+                    "fgh",
+                    8) == "abcd...");
+}
+
 }  // namespace
 }  // namespace gw

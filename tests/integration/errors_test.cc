@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "core/text.h"
 #include "integration/fixture.h"
 
 namespace gw::itest {
@@ -216,6 +217,51 @@ TEST_CASE("deeply nested JSON is parsed without recursion and refused by the fie
   check_problem(r, 422, "validation_failed");
   CHECK(r.body.find("waf_overrides") != std::string::npos);
   CHECK(api.get("/healthz").status == 200);
+}
+
+// Each of these was served back as bytes that are not UTF-8 (an escaped low surrogate without its
+// high half was stored, an undecodable path or member name was echoed) or echoed at any size.
+TEST_CASE("bodies and errors stay UTF-8 and errors stay small") {
+  Server server;
+  Api api(server, kTeamA);
+  auto valid_utf8 = [](const std::string& s) { return client_text(s, s.size() + 3) == s; };
+  for (const std::string escape : {"\\udc00", "\\uDFFF", "a\\udc00", "\\ud800\\u0041"}) {
+    CAPTURE(escape);
+    std::string body = webhook_body(kTeamA, "w");
+    body.replace(body.find("\"w\""), 3, "\"" + escape + "\"");
+    check_problem(api.post("/v1/webhook", body), 400, "invalid_json");
+  }
+  // A paired surrogate escape is a character like any other.
+  std::string paired = webhook_body(kTeamA, "w");
+  paired.replace(paired.find("\"w\""), 3, "\"\\ud83d\\ude00\"");
+  Response created = api.post("/v1/webhook", paired);
+  CHECK(created.status == 201);
+  CHECK(created.body.find("\xF0\x9F\x98\x80") != std::string::npos);
+
+  // An unknown member named with 100000 bytes: the error names it, cut short.
+  std::string body = webhook_body(kTeamA, "w2");
+  body.insert(1, "\"" + std::string(100000, 'n') + "\":1,");
+  Response r = api.post("/v1/webhook", body);
+  check_problem(r, 422, "validation_failed");
+  CHECK(r.body.size() < 2000);
+  Response path = api.get("/v1/nope%ff%c3");
+  check_problem(path, 404, "not_found");
+  CHECK(valid_utf8(path.body));
+}
+
+TEST_CASE("waf_overrides numbers keep their value") {
+  Server server;
+  Api api(server, kTeamA);
+  std::string body = profile_body(kTeamA, "numbers.example.com");
+  body.pop_back();
+  body += R"(,"waf_overrides":{"big":100000000000000000000000,"long":)"
+          R"(123456789012345678901234567890}})";
+  Response r = api.post("/v1/gateway_security_profile", body);
+  REQUIRE(r.status == 201);
+  auto doc = json(r);
+  const auto& overrides = field(doc, "waf_overrides");
+  CHECK(field(overrides, "big").GetDouble() == 1e23);
+  CHECK(field(overrides, "long").GetDouble() == 1.2345678901234568e29);
 }
 
 }  // namespace
