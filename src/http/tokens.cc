@@ -112,8 +112,14 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
   std::string token =
       "gw_" + to_hex(std::string_view(reinterpret_cast<const char*>(secret), sizeof(secret)));
   std::string line = sha256_hex(token) + " " + tenant + " " + name + "\n";
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return make_error(Code::kUnavailable, "cannot open " + path);
+  // A file edited by hand may lack its last newline: the new line must not join the last one.
+  struct stat st {};
+  char last = '\n';
+  if (::fstat(fd, &st) == 0 && st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 &&
+      last != '\n')
+    line.insert(line.begin(), '\n');
   bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
             ::fsync(fd) == 0;
   ::close(fd);

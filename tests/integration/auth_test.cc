@@ -1,4 +1,7 @@
 // Authentication and tenant binding: 401 before 400 before 403; the tokens file is re-read.
+#include <fstream>
+#include <sstream>
+
 #include "integration/fixture.h"
 
 namespace gw::itest {
@@ -139,6 +142,21 @@ TEST_CASE("a token created while the server runs works at once; its name is the 
   check_problem(Api(server, other_team, std::string(kTeamA)).get("/v1/webhook"), 403,
                 "tenant_mismatch");
   // The older tokens still work after the file changed.
+  CHECK(Api(server, kTeamA).get("/v1/webhook").status == 200);
+}
+
+// A tokens file whose last line has no newline (edited by hand): the new token's line joined it
+// and the new token was refused with 401.
+TEST_CASE("gatewayctl token create starts a new line after a file without a final newline") {
+  Server server;
+  std::ostringstream read;
+  read << std::ifstream(server.tokens_file()).rdbuf();
+  std::string text = read.str();
+  REQUIRE(text.ends_with('\n'));
+  text.pop_back();
+  std::ofstream(server.tokens_file(), std::ios::trunc) << text;
+  std::string token = server.new_token(kTeamA, "after-edit");
+  CHECK(Api(server, token, std::string(kTeamA)).get("/v1/webhook").status == 200);
   CHECK(Api(server, kTeamA).get("/v1/webhook").status == 200);
 }
 
