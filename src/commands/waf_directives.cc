@@ -62,7 +62,7 @@ bool removes_outside_local_range(modsecurity::RulesExceptions& ex) {
   for (int id = waf::kMaxLocalId + 1; id <= 1'000'000; id += 1000) {  // 100000, 101000, ...
     if (ex.contains(id)) return true;
   }
-  for (int id = 10'000'000; id <= 1'000'000'000; id *= 10) {
+  for (int id : {10'000'000, 100'000'000, 1'000'000'000}) {
     if (ex.contains(id)) return true;
   }
   return false;
