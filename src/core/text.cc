@@ -1,5 +1,8 @@
 #include "core/text.h"
 
+#include <rapidjson/encodings.h>
+#include <rapidjson/memorystream.h>
+
 #include <algorithm>
 
 namespace gw {
@@ -26,24 +29,14 @@ std::string_view trim_blanks(std::string_view s) {
 
 namespace {
 
-// Length of the well-formed UTF-8 sequence at the start of `s` (RFC 3629), or 0.
+// Length of the well-formed UTF-8 sequence at the start of `s`, or 0: RapidJSON's validating
+// decoder (overlong forms, surrogates and code points above U+10FFFF are not well-formed).
 size_t utf8_sequence(std::string_view s) {
-  auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  unsigned char b0 = byte(0);
-  if (b0 < 0x80) return 1;
-  size_t n = b0 >= 0xC2 && b0 <= 0xDF   ? 2
-             : b0 >= 0xE0 && b0 <= 0xEF ? 3
-             : b0 >= 0xF0 && b0 <= 0xF4 ? 4
-                                        : 0;
-  if (n == 0 || s.size() < n) return 0;
-  for (size_t i = 1; i < n; ++i) {
-    if ((byte(i) & 0xC0) != 0x80) return 0;
-  }
-  unsigned char b1 = byte(1);
-  if ((b0 == 0xE0 && b1 < 0xA0) || (b0 == 0xED && b1 > 0x9F) || (b0 == 0xF0 && b1 < 0x90) ||
-      (b0 == 0xF4 && b1 > 0x8F))
-    return 0;  // overlong, surrogate, above U+10FFFF
-  return n;
+  struct Discard {
+    void Put(char) {}
+  } sink;
+  rapidjson::MemoryStream in(s.data(), s.size());
+  return rapidjson::UTF8<>::Validate(in, sink) ? in.Tell() : 0;
 }
 
 }  // namespace

@@ -77,18 +77,9 @@ std::optional<uint64_t> parse_in_range(std::string_view s, uint64_t min, uint64_
 bool has_unpaired_low_surrogate(std::string_view json) {
   auto hex4 = [&](size_t at, unsigned* out) {
     if (at + 4 > json.size()) return false;
-    unsigned v = 0;
-    for (size_t k = at; k < at + 4; ++k) {
-      char c = json[k];
-      int d = c >= '0' && c <= '9'   ? c - '0'
-              : c >= 'a' && c <= 'f' ? c - 'a' + 10
-              : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                     : -1;
-      if (d < 0) return false;
-      v = v * 16 + static_cast<unsigned>(d);
-    }
-    *out = v;
-    return true;
+    const char* first = json.data() + at;
+    auto r = std::from_chars(first, first + 4, *out, 16);
+    return r.ec == std::errc() && r.ptr == first + 4;
   };
   bool after_high = false;  // the previous character was a \uD800-\uDBFF escape
   for (size_t i = 0; i < json.size(); ++i) {
