@@ -125,17 +125,20 @@ void revoke_children(const Domain& parent, int64_t now, Lookups& lookups,
     if (!child) continue;
     auto* c = std::get_if<Domain>(&child->record);
     if (c == nullptr || c->meta.deleted_at != 0) continue;
+    // One pass over the claims covering the child: another subtree of its team to inherit from,
+    // and whether another team's claim rules that out.
     std::optional<Claim> other;
+    bool foreign = false;
     for (auto& claim : lookups.claims_covering(c->hostname)) {
-      if (claim.team_id == c->meta.team_id && claim.scope == "subtree" &&
-          claim.domain_id != parent.meta.id && claim.hostname != c->hostname) {
+      if (claim.team_id != c->meta.team_id) {
+        foreign = true;
+      } else if (!other && claim.scope == "subtree" && claim.domain_id != parent.meta.id &&
+                 claim.hostname != c->hostname) {
         other = std::move(claim);
-        break;
       }
     }
-    if (other && other_team_claim(c->hostname, c->meta.team_id, lookups)) other.reset();
     c->meta.updated_at = now;
-    if (other) {
+    if (other && !foreign) {
       c->verification_parent_id = other->domain_id;
       out->push_back(domain_change("verification_inherited", std::move(*c)));
     } else {

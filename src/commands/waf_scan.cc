@@ -493,7 +493,7 @@ Problem raw_net(std::string_view text) {
       // a comment, but the scan must not rely on agreeing with it about where comments are.
       std::string_view word(s.data() + k, std::min(s.find_first_of(" \t\n", k), s.size()) - k);
       bool file_like =
-          !word.empty() && (std::string_view("\"'/.~").find(word[0]) != std::string_view::npos ||
+          !word.empty() && (std::string_view("\"/.").find(word[0]) != std::string_view::npos ||
                             word.find('/') != std::string_view::npos);
       if (path && (!comment_line || file_like)) return refused("directive Include", line);
     }

@@ -38,8 +38,8 @@
 //   SecRemoteRules, SecAuditLog, SecDebugLog, SecUnicodeMapFile, SecGeoLookupDb, SecGsbLookupDb,
 //   SecRuleScript, the file operators, "exec:" and "%{env". So `@pm include require` is refused.
 //   On comment lines, Include is refused only before something that looks like a file path (a
-//   quote, '/', '.' or '~' first, or a '/' in it), so prose such as "# include the admin paths"
-//   stays possible.
+//   double quote, '/' or '.' first, or a '/' in it), so prose such as "# include the admin
+//   paths" stays possible.
 #pragma once
 
 #include <cstddef>
