@@ -276,14 +276,14 @@ struct Api::Context {
 };
 
 Api::Api(ApiConfig config, Service& service, const ReadModel& reads, TokenStore& tokens,
-         RateLimiter& limiter, Metrics& metrics, std::function<bool()> ready)
+         RateLimiter& limiter, Metrics& metrics, std::function<bool()> writable)
     : config_(std::move(config)),
       service_(service),
       reads_(reads),
       tokens_(tokens),
       limiter_(limiter),
       metrics_(metrics),
-      ready_(std::move(ready)) {}
+      writable_(std::move(writable)) {}
 
 std::optional<Error> Api::authenticate(const Request& request, Caller* caller) {
   std::optional<std::string_view> token;
@@ -339,8 +339,10 @@ void Api::handle(Request req, Respond respond) {
       ctx->reply(std::move(r));
     } else if (t.route == Route::kOpenapi) {
       ctx->reply(json_reply(200, std::string(openapi_json())));
-    } else if (t.route == Route::kReadyz && !ready_()) {
-      ctx->fail(make_error(Code::kUnavailable, "not ready"));
+    } else if ((t.route == Route::kReadyz || t.route == Route::kHealthz) && !writable_()) {
+      ctx->fail(make_error(Code::kUnavailable,
+                           "writes stopped after a failed write to the data dir (disk full or I/O "
+                           "error); restart gatewayd to recover"));
     } else {
       ctx->reply(json_reply(200, "{\"status\":\"ok\"}"));
     }

@@ -43,7 +43,7 @@ const std::vector<RouteSpec>& served_routes();
 class Api {
  public:
   Api(ApiConfig config, Service& service, const ReadModel& reads, TokenStore& tokens,
-      RateLimiter& limiter, Metrics& metrics, std::function<bool()> ready);
+      RateLimiter& limiter, Metrics& metrics, std::function<bool()> writable);
 
   void handle(Request request, Respond respond);
 
@@ -72,7 +72,9 @@ class Api {
   TokenStore& tokens_;
   RateLimiter& limiter_;
   Metrics& metrics_;
-  std::function<bool()> ready_;
+  // False once writing stopped after a failed write (Writer::writable): only a restart recovers,
+  // so /healthz fails too, not only /readyz, and a supervisor that watches it restarts gatewayd.
+  std::function<bool()> writable_;
 };
 
 }  // namespace gw::http

@@ -1,5 +1,7 @@
 #include "store/writer.h"
 
+#include <cstdio>
+
 #include <rapidjson/document.h>
 
 #include "core/thread_name.h"
@@ -219,16 +221,20 @@ void Writer::commit(Batch& batch) {
   if (committed) {
     auto sealed = batch.tx->seal();  // settles: the base was written by this thread
     batch.base.reset();
+    std::string failure;
     if (!sealed.ok()) {
       // The batch could not be sealed: nothing of it is written, but the batch after it may be
       // staged on its writes already, so writing stops as after a failed write.
       committed = false;
+      failure = "cannot seal a batch: " + sealed.error().detail;
     } else if (sealed.value()->Count() == 0) {
       // Every job was rejected or changed nothing: committed, trivially.
     } else {
       rocksdb::WriteOptions wo;
       wo.sync = true;
-      committed = store_.db()->Write(wo, sealed.value()).ok();
+      auto s = store_.db()->Write(wo, sealed.value());
+      committed = s.ok();
+      if (!committed) failure = "cannot write a batch: " + s.ToString();
       if (committed) {
         {
           std::lock_guard<std::mutex> published(commit_mu_);
@@ -237,7 +243,15 @@ void Writer::commit(Batch& batch) {
         batches_.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    if (!committed) writable_.store(false, std::memory_order_release);
+    if (!committed) {
+      // Once: every later batch fails without a write. The operator learns why here; /healthz
+      // and /readyz answer 503 from now on.
+      std::fprintf(stderr,
+                   "gatewayd: writes stopped: %s; every write now answers 503 until gatewayd is "
+                   "restarted\n",
+                   failure.c_str());
+      writable_.store(false, std::memory_order_release);
+    }
   }
   queue_finish(batch.jobs, committed);
   {

@@ -118,5 +118,63 @@ TEST_CASE("SIGKILL under load loses no acknowledged create") {
   CHECK(fresh.status == 201);
 }
 
+Response unauthenticated(const Server& server, const std::string& path) {
+  return testing::HttpClient().request("GET", server.url() + path);
+}
+
+// A full disk (simulated by a file size limit on the server process: writes past it fail with
+// EFBIG as they do with ENOSPC) stops writing. The operator sees why on stderr, both health checks
+// answer 503 so a supervisor restarts gatewayd, reads go on, and the restart, with space again,
+// has every create that was acknowledged.
+TEST_CASE("a failed disk write stops writes, fails the health checks, and a restart recovers") {
+  Server server;
+  Api api(server, kTeamA);
+  std::vector<std::pair<std::string, std::string>> acked;  // id, body
+  for (int n = 0; n < 5; ++n) {
+    Response r = api.post("/v1/webhook", webhook_body(kTeamA, "before-" + std::to_string(n)));
+    REQUIRE(r.status == 201);
+    acked.emplace_back(str(json(r), "webhook_id"), r.body);
+  }
+  REQUIRE(server.stop().success());
+  server.restart(256 * 1024);  // a new write-ahead log, full after about 256 KB
+  CHECK(unauthenticated(server, "/healthz").status == 200);
+
+  Response failed;
+  for (int n = 0; n < 20000 && failed.status == 0; ++n) {
+    std::string body = webhook_body(kTeamA, "full-" + std::to_string(n));
+    Response r = api.post("/v1/webhook", body);
+    if (r.status == 201) {
+      acked.emplace_back(str(json(r), "webhook_id"), r.body);
+    } else {
+      failed = r;
+    }
+  }
+  INFO("server output: ", server.output());
+  REQUIRE(failed.status != 0);
+  check_problem(failed, 503, "unavailable");
+  CHECK(acked.size() > 5);
+  MESSAGE("creates acknowledged before the write failed: ", acked.size() - 5);
+  check_problem(api.post("/v1/webhook", webhook_body(kTeamA, "after-failure")), 503, "unavailable");
+  for (const char* path : {"/healthz", "/readyz"}) {
+    CAPTURE(path);
+    check_problem(unauthenticated(server, path), 503, "unavailable");
+  }
+  CHECK(api.get(item_path(kWebhook, acked.back().first)).status == 200);
+  CHECK(server.output().find("gatewayd: writes stopped: cannot write a batch: IO error") !=
+        std::string::npos);
+  CHECK(server.stop().exited);
+
+  server.restart();
+  CHECK(unauthenticated(server, "/healthz").status == 200);
+  CHECK(unauthenticated(server, "/readyz").status == 200);
+  size_t lost = 0;
+  for (const auto& [id, body] : acked) {
+    Response r = api.get(item_path(kWebhook, id));
+    if (r.status != 200 || json(r) != testing::parse_json(body)) ++lost;
+  }
+  CHECK(lost == 0);
+  CHECK(api.post("/v1/webhook", webhook_body(kTeamA, "after-restart")).status == 201);
+}
+
 }  // namespace
 }  // namespace gw::itest

@@ -90,7 +90,10 @@ std::string Server::new_token(std::string_view team, std::string_view name) cons
 
 testing::ExitStatus Server::stop(int sig) { return proc_.stop(sig); }
 testing::ExitStatus Server::kill() { return proc_.kill(); }
-void Server::restart() { start(); }
+void Server::restart(uint64_t max_file_bytes) {
+  proc_.limit_file_size(max_file_bytes);
+  start();
+}
 
 Api::Api(const Server& server, std::string_view team)
     : Api(server, server.token(team), std::string(team)) {}

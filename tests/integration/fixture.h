@@ -52,7 +52,9 @@ class Server {
 
   testing::ExitStatus stop(int sig = SIGTERM);  // signal (SIGTERM) and wait for the exit
   testing::ExitStatus kill();  // SIGKILL
-  void restart();              // start again on the same data dir with the same arguments
+  // Starts again on the same data dir with the same arguments; with `max_file_bytes` > 0 no file
+  // the server writes can grow past that size (testing::Gatewayd::limit_file_size).
+  void restart(uint64_t max_file_bytes = 0);
   std::string output() const { return proc_.output(); }
 
  private:

@@ -31,6 +31,10 @@ class Gatewayd {
              const std::vector<std::string>& env_add = {},
              std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
+  // From the next start() on, the server's files cannot grow past `bytes` (0: no limit); writes
+  // beyond fail with EFBIG, like writes to a full disk (ChildEnv::max_file_bytes).
+  void limit_file_size(uint64_t bytes) { max_file_bytes_ = bytes; }
+
   // Sends `sig` (SIGTERM by default), then waits (SIGKILL past the timeout, reported as timed_out).
   ExitStatus stop(int sig = SIGTERM, std::chrono::milliseconds timeout = std::chrono::seconds(15));
   // SIGKILL, then reap.
@@ -47,6 +51,7 @@ class Gatewayd {
   std::unique_ptr<ChildProcess> proc_;
   std::string base_url_;
   int port_ = 0;
+  uint64_t max_file_bytes_ = 0;
 };
 
 // Runs `ctl token create --tokens-file tokens_file --tenant tenant --name name` and returns the

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,6 +75,14 @@ pid_t spawn_raw(std::vector<std::string> argv, const ChildEnv& env, int out_fd, 
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaction(sig, &dfl, nullptr);
+    if (env.max_file_bytes > 0) {
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      sigaction(SIGXFSZ, &ignore, nullptr);  // an ignored signal stays ignored across execve
+      struct rlimit limit {};
+      limit.rlim_cur = limit.rlim_max = env.max_file_bytes;
+      if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(124);
+    }
     execve(c_argv[0], c_argv.data(), c_env.data());
     _exit(127);
   }

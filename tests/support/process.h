@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -28,9 +29,12 @@ struct ExitStatus {
 
 // The environment of a child: this process's variables minus those whose name starts with one of
 // `drop_prefixes`, plus `add` ("NAME=value", replacing a variable of the same name).
+// `max_file_bytes` > 0 sets the child's RLIMIT_FSIZE and ignores SIGXFSZ in it, so that a write
+// past that size fails with EFBIG, as on a full disk, instead of killing the child.
 struct ChildEnv {
   std::vector<std::string> drop_prefixes;
   std::vector<std::string> add;
+  uint64_t max_file_bytes = 0;
 };
 
 class ChildProcess {
