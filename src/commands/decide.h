@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands/parse.h"
@@ -73,6 +74,10 @@ struct Actor {
   std::string tenant;  // X-Tenant-ID, already checked against the token
   std::string name;    // token name, recorded on events
 };
+
+// The actor of the verifier's outcome events. No token may carry this name, or its events
+// would pass for the verifier's.
+inline constexpr std::string_view kVerifierActor = "verifier";
 
 // Values a create may need, made by the caller (ids and unguessable values are not decided here).
 struct Fresh {

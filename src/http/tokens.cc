@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
+#include "commands/decide.h"
 #include "commands/parse.h"
 #include "core/hex.h"
 #include "core/text.h"
@@ -30,14 +32,15 @@ std::string stamp_of(const std::string& path) {
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
 }
 
-bool valid_name(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
+// Why `name` cannot name a token; nullptr when it can.
+const char* name_problem(std::string_view name) {
+  if (name == kVerifierActor) return "the name verifier is reserved for gatewayd's verifier";
+  bool charset = !name.empty() && name.size() <= 64;
   for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '_' && c != '.' && c != '-') {
-      return false;
-    }
+    charset = charset &&
+              (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-');
   }
-  return true;
+  return charset ? nullptr : "the name is not 1-64 characters of A-Z a-z 0-9 _ . -";
 }
 
 bool is_hex_digest(std::string_view s) {
@@ -74,12 +77,26 @@ void TokenStore::maybe_reload(bool force) {
   auto map = std::make_shared<Map>();
   std::ifstream in(path_);
   std::string line;
-  while (std::getline(in, line)) {
+  for (size_t number = 1; std::getline(in, line); ++number) {
     if (line.empty() || line[0] == '#') continue;
     std::istringstream fields(line);
-    std::string digest, tenant, name;
-    if (!(fields >> digest >> tenant >> name)) continue;
-    if (!is_hex_digest(digest) || !valid_tenant_id(tenant)) continue;
+    std::string digest, tenant, name, extra;
+    const char* why = nullptr;
+    if (!(fields >> digest >> tenant >> name) || (fields >> extra)) {
+      why = "expected three fields: <sha256 hex> <tenant> <name>";
+    } else if (!is_hex_digest(digest)) {
+      why = "the first field is not a SHA-256 digest in hex (64 characters)";
+    } else if (!valid_tenant_id(tenant)) {
+      why = "the tenant is not 1-128 characters of A-Z a-z 0-9 _ . -";
+    } else if (auto bad = name_problem(name)) {
+      why = bad;
+    }
+    if (why != nullptr) {
+      // Said each time the file is read (only when it changed): an operator who edited it by
+      // hand learns why a token is refused. The line itself may hold a secret; only its number.
+      std::fprintf(stderr, "gatewayd: %s line %zu ignored: %s\n", path_.c_str(), number, why);
+      continue;
+    }
     std::string raw = from_hex(digest);
     (*map)[raw] = Entry{raw, TokenInfo{tenant, name}};
   }
@@ -105,7 +122,11 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
   FieldErrors errors;
   if (!valid_tenant_id(tenant))
     errors.add("tenant", "must be 1-128 characters of A-Z a-z 0-9 _ . -");
-  if (!valid_name(name)) errors.add("name", "must be 1-64 characters of A-Z a-z 0-9 _ . -");
+  if (name == kVerifierActor) {
+    errors.add("name", "verifier is reserved: the verifier's events carry that actor");
+  } else if (name_problem(name) != nullptr) {
+    errors.add("name", "must be 1-64 characters of A-Z a-z 0-9 _ . -");
+  }
   if (!errors.empty()) return errors.to_error();
   unsigned char secret[32];
   if (RAND_bytes(secret, sizeof(secret)) != 1) return make_error(Code::kInternal, "no randomness");

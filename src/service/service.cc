@@ -126,7 +126,7 @@ void Service::run(Actor actor, Decide decide, Done done,
 
 void Service::record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result,
                              Done done) {
-  run(Actor{"", "verifier"},
+  run(Actor{"", std::string(kVerifierActor)},
       [id = std::move(domain_id), request_seq, result = std::move(result)](
           Lookups& lookups, const Actor&, int64_t now) {
         return decide_verification_outcome(id, request_seq, result, now, lookups);

@@ -160,5 +160,44 @@ TEST_CASE("gatewayctl token create starts a new line after a file without a fina
   CHECK(Api(server, kTeamA).get("/v1/webhook").status == 200);
 }
 
+// The verifier's outcome events carry the actor `verifier`; a token of that name made events
+// that passed for the verifier's. gatewayctl refuses the name, and gatewayd ignores a line that
+// carries it. Lines it cannot use were skipped without a word; gatewayd now says which and why.
+TEST_CASE("the tokens file: the name verifier is reserved, and lines gatewayd ignores are named") {
+  Server server;
+  try {
+    server.new_token(kTeamA, "verifier");
+    FAIL("gatewayctl token create --name verifier succeeded");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("verifier is reserved") != std::string::npos);
+  }
+  std::string spoof = server.new_token(kTeamA, "spoof");
+  std::string kept = server.new_token(kTeamA, "kept");
+  std::ostringstream read;
+  read << std::ifstream(server.tokens_file()).rdbuf();
+  std::string text = read.str();
+  size_t at = text.find(" team_a spoof\n");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, std::string_view(" team_a spoof\n").size(), " team_a verifier\n");
+  // Lines 1-4 are team_a-token, team_b-token, the spoof and kept; then three broken ones.
+  text += "0123 team_a short-digest\n" + std::string(64, 'a') + " team_a\n" + std::string(64, 'b') +
+          " team_a name extra-field\n";
+  std::ofstream(server.tokens_file(), std::ios::trunc) << text;
+
+  check_problem(Api(server, spoof, std::string(kTeamA)).get("/v1/webhook"), 401, "unauthorized");
+  CHECK(Api(server, kept, std::string(kTeamA)).get("/v1/webhook").status == 200);
+  CHECK(Api(server, kTeamA).get("/v1/webhook").status == 200);
+  std::string out = server.output();
+  INFO(out);
+  const std::string file = server.tokens_file();
+  CHECK(out.find(file + " line 3 ignored: the name verifier is reserved") != std::string::npos);
+  CHECK(out.find(file + " line 5 ignored: the first field is not a SHA-256 digest") !=
+        std::string::npos);
+  CHECK(out.find(file + " line 6 ignored: expected three fields") != std::string::npos);
+  CHECK(out.find(file + " line 7 ignored: expected three fields") != std::string::npos);
+  CHECK(out.find(" line 4 ") == std::string::npos);
+  CHECK(out.find(std::string(64, 'a')) == std::string::npos);  // no line is echoed
+}
+
 }  // namespace
 }  // namespace gw::itest
