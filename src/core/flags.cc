@@ -7,8 +7,9 @@ namespace gw {
 
 Result<bool> Flags::parse(int argc, char** argv, int first) {
   for (const auto& s : specs_) {
+    // An empty variable counts as unset (compose files and unit files often pass VAR= through).
     const char* env = s.env.empty() ? nullptr : std::getenv(s.env.c_str());
-    values_[s.name] = env != nullptr ? env : s.value;
+    values_[s.name] = env != nullptr && *env != '\0' ? env : s.value;
   }
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];

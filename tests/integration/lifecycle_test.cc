@@ -228,5 +228,20 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
   CHECK(Api(server, kTeamA).get("/v1/domain").status == 200);
 }
 
+// An empty variable is what a compose file passes for an unset one (`VAR=${VAR:-}`). It was taken
+// as the value: GATEWAY_TOKENS_FILE= made every token unknown (401), and an empty number or
+// thread count stopped gatewayd from starting.
+TEST_CASE("an empty GATEWAY_* variable counts as unset") {
+  Server server({}, {"GATEWAY_TOKENS_FILE=", "GATEWAY_MAX_REQUEST_BYTES=", "GATEWAY_THREADS=",
+                     "GATEWAY_PLATFORM_DOMAIN=", "GATEWAY_KAFKA_TOPIC="});
+  Api api(server, kTeamA);
+  CHECK(api.get("/v1/webhook").status == 200);
+  Response r = api.post("/v1/domain", domain_body(kTeamA, "shop.empty-env.example.com"));
+  REQUIRE(r.status == 201);
+  CHECK(str(json(r), "verification_value").ends_with(".verify.platform.test"));
+  check_problem(api.post("/v1/domain", domain_body(kTeamA, "x.platform.test")), 422,
+                "validation_failed");
+}
+
 }  // namespace
 }  // namespace gw::itest
