@@ -373,6 +373,13 @@ bool is_registrable_domain(std::string_view host) {
   return registrable == h.c_str();
 }
 
+bool is_public_suffix(std::string_view host) {
+  const psl_ctx_t* psl = psl_builtin();
+  if (psl == nullptr || host.empty()) return false;
+  std::string h(host);
+  return psl_is_public_suffix2(psl, h.c_str(), PSL_TYPE_ANY | PSL_TYPE_NO_STAR_RULE) != 0;
+}
+
 Problem opaque_id(std::string_view in, size_t max_bytes) {
   if (in.empty()) return "must not be empty";
   if (in.size() > max_bytes) return "must be at most " + std::to_string(max_bytes) + " bytes";

@@ -64,6 +64,11 @@ Problem waf_directives(std::string_view text);
 // suffix + one label). `hostname` is normalized.
 bool is_registrable_domain(std::string_view hostname);
 
+// The Public Suffix List, ICANN and private sections, lists `hostname` itself as a public suffix
+// (`co.uk`, `github.io`): a name nobody owns as a whole. Only explicit rules count, so a name
+// under a top-level domain the list does not know (`.test`) is not one. `hostname` is normalized.
+bool is_public_suffix(std::string_view hostname);
+
 // Opaque identifier strings supplied by clients (team ids, workload ids, external ids):
 // 1..max_bytes bytes, valid UTF-8 already guaranteed by the parser, no control characters (C0, DEL
 // or C1).

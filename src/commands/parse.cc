@@ -177,13 +177,16 @@ void read_team(BodyReader& r, Meta* meta) {
   }
 }
 
-void read_hostname(BodyReader& r, std::string* out) {
+// True when the body has a valid hostname (then normalized into `out`).
+bool read_hostname(BodyReader& r, std::string* out) {
   if (auto h = r.str("hostname")) {
     std::string normalized;
     auto problem = fields::hostname(*h, &normalized);
     r.check("hostname", problem);
     *out = problem ? *h : normalized;
+    return !problem;
   }
+  return false;
 }
 
 Result<Spec> parse_profile(const rapidjson::Value& body) {
@@ -265,11 +268,14 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
   DomainSpec s;
   Domain& d = s.domain;
   read_team(r, &d.meta);
-  read_hostname(r, &d.hostname);
-  if (!d.hostname.empty() && (fields::is_at_or_under(d.hostname, policy.platform_domain) ||
-                              fields::is_at_or_under(d.hostname, policy.platform_run_domain))) {
+  const bool valid_hostname = read_hostname(r, &d.hostname);
+  if (valid_hostname && (fields::is_at_or_under(d.hostname, policy.platform_domain) ||
+                         fields::is_at_or_under(d.hostname, policy.platform_run_domain))) {
     r.check("hostname", "is reserved for platform-managed routes (" + policy.platform_domain +
                             ", " + policy.platform_run_domain + ")");
+  } else if (valid_hostname && fields::is_public_suffix(d.hostname)) {
+    // A claim on a whole suffix would hold (takeover guard) every name under it.
+    r.check("hostname", "is a public suffix (Public Suffix List); add a domain under it instead");
   }
   r.string_field("redirect_to", &d.redirect_to, fields::redirect_to);
   r.string_field("scope", &d.scope, [](std::string_view v) { return one_of(v, kScopes); });

@@ -124,6 +124,19 @@ TEST_CASE("domain rules: reserved namespaces, scope enum, echoed server fields k
   CHECK(fields_of(parse(Kind::kDomain, R"({"team_id":"t","hostname":"run.platform.test"})")) ==
         "hostname");
   CHECK(parse(Kind::kDomain, R"({"team_id":"t","hostname":"platformxtest.com"})").ok());
+  // Public suffixes, ICANN and private, are nobody's to claim; names under them are.
+  for (const std::string host : {"co.uk", "CO.UK.", "github.io", "com", "x.kawasaki.jp"}) {
+    CAPTURE(host);
+    auto bad = parse(Kind::kDomain,
+                     (std::string(R"({"team_id":"t","hostname":")") + host + "\"}").c_str());
+    CHECK(fields_of(bad) == "hostname");
+  }
+  for (const std::string host : {"shop.co.uk", "me.github.io", "city.kawasaki.jp", "a.test"}) {
+    CAPTURE(host);
+    CHECK(parse(Kind::kDomain,
+                (std::string(R"({"team_id":"t","hostname":")") + host + "\"}").c_str())
+              .ok());
+  }
   CHECK(fields_of(parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com","scope":"all"})")) ==
         "scope");
   auto r = parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com","status":"pending",)"

@@ -109,6 +109,21 @@ TEST_CASE("domain hostnames in the platform namespaces are 422") {
   CHECK(str(lookalike, "hostname") == "notplatform.test");
 }
 
+// A team that verified a subtree claim on a public suffix would hold every name under it.
+TEST_CASE("a public suffix is not a domain (422); a name under it is") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const std::string host : {"co.uk", "github.io", "Blogspot.com."}) {
+    CAPTURE(host);
+    Response r = api.post(kPath, domain_body(kTeamA, host));
+    check_problem(r, 422, "validation_failed");
+    CHECK(error_fields(r) == std::vector<std::string>{"hostname"});
+  }
+  rapidjson::Document under = create_domain(api, domain_body(kTeamA, "shop.co.uk"));
+  CHECK(str(under, "scope") == "subtree");
+  CHECK(length(field(json(api.get(kPath)), "data")) == 1);
+}
+
 TEST_CASE("domain 422 lists every bad field") {
   Server server;
   Api api(server, kTeamA);
