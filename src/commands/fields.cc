@@ -175,27 +175,39 @@ Problem check_members(const rapidjson::Value& obj,
   return std::nullopt;
 }
 
-Problem exclusion(const rapidjson::Value& e) {
-  if (!e.IsObject()) return " must be an object";
-  if (auto p = check_members(e, {"path_prefix", "remove_rule_ids"})) return " " + *p;
-  const auto& prefix = e["path_prefix"];
-  if (!prefix.IsString()) return ".path_prefix must be a string";
-  std::string_view path(prefix.GetString(), prefix.GetStringLength());
-  if (!path.starts_with('/')) return ".path_prefix must start with '/'";
-  if (path.size() > kMaxPathPrefix) return ".path_prefix must be at most 1024 bytes";
-  if (has_control(path) || path.find(' ') != std::string_view::npos) {
-    return ".path_prefix must not contain spaces or control characters";
+// The problems of exclusion number `i`, added to `out`.
+void exclusion(const rapidjson::Value& e, size_t i, Problems& out) {
+  const std::string at = index_prefix(i);
+  if (!e.IsObject()) return out.push_back({at, "must be an object"});
+  if (auto p = check_members(e, {"path_prefix", "remove_rule_ids"})) {
+    return out.push_back({at, std::move(*p)});
   }
+  const auto& prefix = e["path_prefix"];
+  std::string_view path = prefix.IsString()
+                              ? std::string_view(prefix.GetString(), prefix.GetStringLength())
+                              : std::string_view();
+  const char* bad_path = nullptr;
+  if (!prefix.IsString()) {
+    bad_path = "must be a string";
+  } else if (!path.starts_with('/')) {
+    bad_path = "must start with '/'";
+  } else if (path.size() > kMaxPathPrefix) {
+    bad_path = "must be at most 1024 bytes";
+  } else if (has_control(path) || path.find(' ') != std::string_view::npos) {
+    bad_path = "must not contain spaces or control characters";
+  }
+  if (bad_path != nullptr) out.push_back({at + ".path_prefix", bad_path});
   const auto& ids = e["remove_rule_ids"];
-  if (!ids.IsArray()) return ".remove_rule_ids must be an array";
-  if (ids.Empty() || ids.Size() > kMaxExclusionIds)
-    return ".remove_rule_ids must hold 1-256 rule ids";
-  for (rapidjson::SizeType i = 0; i < ids.Size(); ++i) {
-    if (!ids[i].IsInt64() || ids[i].GetInt64() < 1 || ids[i].GetInt64() > kMaxExcludedRuleId) {
-      return ".remove_rule_ids" + index_prefix(i) + " must be an integer in 1..99999999";
+  if (!ids.IsArray()) return out.push_back({at + ".remove_rule_ids", "must be an array"});
+  if (ids.Empty() || ids.Size() > kMaxExclusionIds) {
+    return out.push_back({at + ".remove_rule_ids", "must hold 1-256 rule ids"});
+  }
+  for (rapidjson::SizeType k = 0; k < ids.Size(); ++k) {
+    if (!ids[k].IsInt64() || ids[k].GetInt64() < 1 || ids[k].GetInt64() > kMaxExcludedRuleId) {
+      out.push_back({at + ".remove_rule_ids" + index_prefix(k),
+                     "must be an integer in 1..99999999"});
     }
   }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -301,31 +313,35 @@ Problem cors_headers(std::string_view in) {
   return std::nullopt;
 }
 
-Problem geo_policy(const rapidjson::Value& v) {
-  if (v.IsNull()) return std::nullopt;
-  if (!v.IsObject()) return "must be null or an object";
-  if (auto p = check_members(v, {"mode", "countries"})) return p;
+Problems geo_policy(const rapidjson::Value& v) {
+  if (v.IsNull()) return {};
+  if (!v.IsObject()) return {{"", "must be null or an object"}};
+  if (auto p = check_members(v, {"mode", "countries"})) return {{"", std::move(*p)}};
+  Problems out;
   const auto& mode = v["mode"];
   std::string_view m =
       mode.IsString() ? std::string_view(mode.GetString(), mode.GetStringLength()) : "";
-  if (m != "allow" && m != "block") return ".mode must be one of allow, block";
+  if (m != "allow" && m != "block") out.push_back({".mode", "must be one of allow, block"});
   const auto& countries = v["countries"];
-  if (!countries.IsArray()) return ".countries must be an array";
-  if (countries.Empty() || countries.Size() > kMaxCountries)
-    return ".countries must hold 1-250 country codes";
-  std::set<std::string_view> seen;
-  for (rapidjson::SizeType i = 0; i < countries.Size(); ++i) {
-    const auto& c = countries[i];
-    std::string_view code =
-        c.IsString() ? std::string_view(c.GetString(), c.GetStringLength()) : std::string_view();
-    if (code.size() != 2 || !is_assigned_country(code)) {
-      return ".countries" + index_prefix(i) +
-             " must be an assigned ISO 3166-1 alpha-2 code in upper case";
+  if (!countries.IsArray()) {
+    out.push_back({".countries", "must be an array"});
+  } else if (countries.Empty() || countries.Size() > kMaxCountries) {
+    out.push_back({".countries", "must hold 1-250 country codes"});
+  } else {
+    std::set<std::string_view> seen;
+    for (rapidjson::SizeType i = 0; i < countries.Size(); ++i) {
+      const auto& c = countries[i];
+      std::string_view code =
+          c.IsString() ? std::string_view(c.GetString(), c.GetStringLength()) : std::string_view();
+      if (code.size() != 2 || !is_assigned_country(code)) {
+        out.push_back({".countries" + index_prefix(i),
+                       "must be an assigned ISO 3166-1 alpha-2 code in upper case"});
+      } else if (!seen.insert(code).second) {
+        out.push_back({".countries" + index_prefix(i), "repeats " + std::string(code)});
+      }
     }
-    if (!seen.insert(code).second)
-      return ".countries" + index_prefix(i) + " repeats " + std::string(code);
   }
-  return std::nullopt;
+  return out;
 }
 
 Problem waf_overrides(const rapidjson::Value& v) {
@@ -355,14 +371,13 @@ Problem waf_overrides(const rapidjson::Value& v) {
   return std::nullopt;
 }
 
-Problem waf_rule_exclusions(const rapidjson::Value& v) {
-  if (v.IsNull()) return std::nullopt;
-  if (!v.IsArray()) return "must be null or an array";
-  if (v.Size() > kMaxExclusions) return "must hold at most 256 entries";
-  for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
-    if (auto p = exclusion(v[i])) return index_prefix(i) + *p;
-  }
-  return std::nullopt;
+Problems waf_rule_exclusions(const rapidjson::Value& v) {
+  if (v.IsNull()) return {};
+  if (!v.IsArray()) return {{"", "must be null or an array"}};
+  if (v.Size() > kMaxExclusions) return {{"", "must hold at most 256 entries"}};
+  Problems out;
+  for (rapidjson::SizeType i = 0; i < v.Size(); ++i) exclusion(v[i], i, out);
+  return out;
 }
 
 bool is_registrable_domain(std::string_view host) {

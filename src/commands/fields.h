@@ -8,12 +8,22 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <rapidjson/document.h>
 
 namespace gw::fields {
 
 using Problem = std::optional<std::string>;
+
+// The rules for JSON members with parts (geo_policy, waf_rule_exclusions) report every problem
+// they find: `path` is where, below the member (".mode", "[2].path_prefix", empty for the member
+// as a whole), and `message` why. Empty when the value is acceptable.
+struct SubProblem {
+  std::string path;
+  std::string message;
+};
+using Problems = std::vector<SubProblem>;
 
 // Hostname: lower-cased, one trailing dot dropped, 2+ labels, LDH labels of 1-63 bytes (no leading
 // or trailing hyphen), 253 bytes max, `xn--` labels allowed, no IP literals, no wildcards.
@@ -39,7 +49,7 @@ Problem cors_headers(std::string_view in);
 
 // null, or {"mode": "allow"|"block", "countries": [1..250 distinct ISO 3166-1 alpha-2 codes]}
 // (assigned codes only, upper case). No other members.
-Problem geo_policy(const rapidjson::Value& v);
+Problems geo_policy(const rapidjson::Value& v);
 
 // A JSON object of depth at most 8 (the object itself is depth 1) with at most 256 members in all
 // (counting members of nested objects too). null is accepted (= none).
@@ -48,7 +58,7 @@ Problem waf_overrides(const rapidjson::Value& v);
 // null, or an array of at most 256 {"path_prefix": "/...", "remove_rule_ids": [int...]} objects:
 // path_prefix a string starting with '/' (at most 1024 bytes, no control characters or spaces),
 // 1..256 ids each, each an integer in 1..99999999. No other members.
-Problem waf_rule_exclusions(const rapidjson::Value& v);
+Problems waf_rule_exclusions(const rapidjson::Value& v);
 
 // WAF custom directives (at most 65536 bytes). Must parse as ModSecurity directives with
 // libmodsecurity (the engine's own message is returned on failure), and must stay inside the

@@ -49,6 +49,9 @@ bool response_only(Kind kind, std::string_view name) {
 
 // Walks the body once: reports unknown members, wrong types and missing required members, and
 // gives typed access to the members that passed.
+bool failed(const fields::Problem& p) { return p.has_value(); }
+bool failed(const fields::Problems& p) { return !p.empty(); }
+
 class BodyReader {
  public:
   template <size_t N>
@@ -83,7 +86,10 @@ class BodyReader {
     for (const auto& d : defs) {
       if (!d.required) continue;
       auto it = body.FindMember(d.name);
-      if (it == body.MemberEnd() || it->value.IsNull()) errors_.add(d.name, "is required");
+      // A null where null is not allowed has its type error already: one message per field.
+      if (it == body.MemberEnd() || (it->value.IsNull() && d.nullable)) {
+        errors_.add(d.name, "is required");
+      }
     }
   }
 
@@ -115,6 +121,9 @@ class BodyReader {
   void check(const char* name, const fields::Problem& problem) {
     if (problem) errors_.add(name, *problem);
   }
+  void check(const char* name, const fields::Problems& problems) {
+    for (const auto& p : problems) errors_.add(name + p.path, p.message);
+  }
 
   // Runs `rule` on the JSON member when present; stores its canonical text in *out only when the
   // rule passed: serializing recurses, and the rules are what bound the nesting depth.
@@ -123,7 +132,8 @@ class BodyReader {
     if (const auto* v = get(name)) {
       auto problem = rule(*v);
       check(name, problem);
-      if (!problem) *out = canonical_json(*v);
+      if (failed(problem)) return;
+      *out = canonical_json(*v);
     }
   }
 
@@ -164,7 +174,6 @@ constexpr std::array<const char*, 2> kWebhookStatuses{"active", "inactive"};
 
 constexpr size_t kWorkloadIdMax = 128;
 constexpr size_t kExternalIdMax = 256;
-constexpr size_t kCorsMax = 4096;
 constexpr size_t kDirectivesMax = 65536;
 constexpr int64_t kMaxBodyBytesMax = 2147483647;
 
@@ -220,10 +229,6 @@ Result<Spec> parse_profile(const rapidjson::Value& body) {
   r.string_field("cors_headers", &p.cors_headers, fields::cors_headers);
   r.string_field("cors_methods", &p.cors_methods, fields::cors_methods);
   r.string_field("cors_origins", &p.cors_origins, fields::cors_origins);
-  for (const char* name : {"cors_headers", "cors_methods", "cors_origins"}) {
-    if (auto s = r.str(name); s && s->size() > kCorsMax)
-      r.check(name, "must be at most 4096 bytes");
-  }
   if (auto n = r.integer("max_body_bytes")) {
     if (*n < 0 || *n > kMaxBodyBytesMax) r.check("max_body_bytes", "must be 0..2147483647");
     p.max_body_bytes = *n;

@@ -30,6 +30,20 @@ void expect_bad(const Problem& p, const std::string& why) {
   if (p) CHECK_MESSAGE(p->find(why) != std::string::npos, *p);
 }
 
+// "<path> <message>" of each problem, one per line.
+std::string lines(const Problems& problems) {
+  std::string out;
+  for (const auto& p : problems) out += p.path + " " + p.message + "\n";
+  return out;
+}
+
+void expect_ok(const Problems& p) { CHECK_MESSAGE(p.empty(), lines(p)); }
+
+void expect_bad(const Problems& p, const std::string& why) {
+  CHECK_FALSE(p.empty());
+  CHECK_MESSAGE(lines(p).find(why) != std::string::npos, lines(p));
+}
+
 rapidjson::Document json(const std::string& text) {
   rapidjson::Document doc;
   doc.Parse<rapidjson::kParseIterativeFlag>(text.c_str());
@@ -286,6 +300,11 @@ TEST_CASE("geo_policy") {
     CAPTURE(r.in);
     expect_bad(geo_policy(json(r.in)), r.why);
   }
+  // Every problem, not only the first (the contract's `errors` lists them all).
+  CHECK(lines(geo_policy(json(R"({"mode":"x","countries":["ZZ","US","US"]})"))) ==
+        ".mode must be one of allow, block\n"
+        ".countries[0] must be an assigned ISO 3166-1 alpha-2 code in upper case\n"
+        ".countries[2] repeats US\n");
 }
 
 TEST_CASE("waf_overrides") {
@@ -379,6 +398,15 @@ TEST_CASE("waf_rule_exclusions") {
     CAPTURE(r.in.substr(0, 80));
     expect_bad(waf_rule_exclusions(json(r.in)), r.why);
   }
+  CHECK(lines(waf_rule_exclusions(json(
+            R"([{"path_prefix":"x","remove_rule_ids":[0,5,-1]},1,)"
+            R"({"path_prefix":"/y","remove_rule_ids":[]},{"path_prefix":"/z"}])"))) ==
+        "[0].path_prefix must start with '/'\n"
+        "[0].remove_rule_ids[0] must be an integer in 1..99999999\n"
+        "[0].remove_rule_ids[2] must be an integer in 1..99999999\n"
+        "[1] must be an object\n"
+        "[2].remove_rule_ids must hold 1-256 rule ids\n"
+        "[3] is missing member \"remove_rule_ids\"\n");
 }
 
 TEST_CASE("is_registrable_domain") {

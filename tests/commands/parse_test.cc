@@ -45,7 +45,7 @@ TEST_CASE("a minimal profile parses, hostname normalized, defaults applied") {
 
 TEST_CASE("profile rejections name every bad field") {
   struct Row {
-    const char* body;
+    std::string body;
     std::vector<std::string> fields;
   };
   const Row rows[] = {
@@ -74,10 +74,18 @@ TEST_CASE("profile rejections name every bad field") {
        R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs",)"
        R"("max_body_bytes":1.5})",
        {"max_body_bytes"}},
+      // One message per problem: a null required field was also "is required", an overlong CORS
+      // list had its length reported twice, and geo_policy stopped at its first problem.
+      {R"({"team_id":"team_a","hostname":null,"enabled":true,"force_https":true,)"
+       R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs",)"
+       R"("cors_methods":")" + std::string(4097, 'x') + R"(",)"
+       R"("geo_policy":{"mode":"x","countries":["ZZ","US","US"]}})",
+       {"hostname", "cors_methods", "geo_policy.mode", "geo_policy.countries[0]",
+        "geo_policy.countries[2]"}},
   };
   for (const auto& row : rows) {
     CAPTURE(row.body);
-    auto r = parse(Kind::kProfile, row.body);
+    auto r = parse(Kind::kProfile, row.body.c_str());
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == Code::kValidationFailed);
     CHECK(fields_of(r) == join(row.fields));
@@ -202,7 +210,9 @@ TEST_CASE("JSON-typed fields nested far beyond their depth limit are refused wit
     REQUIRE_FALSE(doc.HasParseError());
     auto r = parse_spec(Kind::kProfile, Mode::kCreate, doc, FieldPolicy{});
     REQUIRE_FALSE(r.ok());
-    CHECK(fields_of(r) == field);
+    // An exclusion that is not an object is reported at its index.
+    CHECK(fields_of(r) ==
+          std::string(field) + (std::string(field) == "waf_rule_exclusions" ? "[0]" : ""));
   }
 }
 
