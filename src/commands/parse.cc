@@ -47,11 +47,11 @@ bool response_only(Kind kind, std::string_view name) {
          name == "deleted_at";
 }
 
-// Walks the body once: reports unknown members, wrong types and missing required members, and
-// gives typed access to the members that passed.
 bool failed(const fields::Problem& p) { return p.has_value(); }
 bool failed(const fields::Problems& p) { return !p.empty(); }
 
+// Walks the body once: reports unknown members, wrong types and missing required members, and
+// gives typed access to the members that passed.
 class BodyReader {
  public:
   template <size_t N>

@@ -32,15 +32,15 @@ std::string stamp_of(const std::string& path) {
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
 }
 
-// Why `name` cannot name a token; nullptr when it can.
+// Why `name` cannot name a token ("must be ..."); nullptr when it can.
 const char* name_problem(std::string_view name) {
-  if (name == kVerifierActor) return "the name verifier is reserved for gatewayd's verifier";
+  if (name == kVerifierActor) return "verifier is reserved: the verifier's events carry that actor";
   bool charset = !name.empty() && name.size() <= 64;
   for (char c : name) {
     charset = charset &&
               (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-');
   }
-  return charset ? nullptr : "the name is not 1-64 characters of A-Z a-z 0-9 _ . -";
+  return charset ? nullptr : "must be 1-64 characters of A-Z a-z 0-9 _ . -";
 }
 
 bool is_hex_digest(std::string_view s) {
@@ -81,20 +81,21 @@ void TokenStore::maybe_reload(bool force) {
     if (line.empty() || line[0] == '#') continue;
     std::istringstream fields(line);
     std::string digest, tenant, name, extra;
-    const char* why = nullptr;
+    std::string why;
     if (!(fields >> digest >> tenant >> name) || (fields >> extra)) {
       why = "expected three fields: <sha256 hex> <tenant> <name>";
     } else if (!is_hex_digest(digest)) {
       why = "the first field is not a SHA-256 digest in hex (64 characters)";
     } else if (!valid_tenant_id(tenant)) {
       why = "the tenant is not 1-128 characters of A-Z a-z 0-9 _ . -";
-    } else if (auto bad = name_problem(name)) {
-      why = bad;
+    } else if (const char* bad = name_problem(name)) {
+      why = std::string("the name ") + bad;
     }
-    if (why != nullptr) {
+    if (!why.empty()) {
       // Said each time the file is read (only when it changed): an operator who edited it by
       // hand learns why a token is refused. The line itself may hold a secret; only its number.
-      std::fprintf(stderr, "gatewayd: %s line %zu ignored: %s\n", path_.c_str(), number, why);
+      std::fprintf(stderr, "gatewayd: %s line %zu ignored: %s\n", path_.c_str(), number,
+                   why.c_str());
       continue;
     }
     std::string raw = from_hex(digest);
@@ -122,11 +123,7 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
   FieldErrors errors;
   if (!valid_tenant_id(tenant))
     errors.add("tenant", "must be 1-128 characters of A-Z a-z 0-9 _ . -");
-  if (name == kVerifierActor) {
-    errors.add("name", "verifier is reserved: the verifier's events carry that actor");
-  } else if (name_problem(name) != nullptr) {
-    errors.add("name", "must be 1-64 characters of A-Z a-z 0-9 _ . -");
-  }
+  if (const char* why = name_problem(name)) errors.add("name", why);
   if (!errors.empty()) return errors.to_error();
   unsigned char secret[32];
   if (RAND_bytes(secret, sizeof(secret)) != 1) return make_error(Code::kInternal, "no randomness");
