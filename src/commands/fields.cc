@@ -175,6 +175,17 @@ Problem check_members(const rapidjson::Value& obj,
   return std::nullopt;
 }
 
+Problem path_prefix(const rapidjson::Value& v) {
+  if (!v.IsString()) return "must be a string";
+  std::string_view path(v.GetString(), v.GetStringLength());
+  if (!path.starts_with('/')) return "must start with '/'";
+  if (path.size() > kMaxPathPrefix) return "must be at most 1024 bytes";
+  if (has_control(path) || path.find(' ') != std::string_view::npos) {
+    return "must not contain spaces or control characters";
+  }
+  return std::nullopt;
+}
+
 // The problems of exclusion number `i`, added to `out`.
 void exclusion(const rapidjson::Value& e, size_t i, Problems& out) {
   const std::string at = index_prefix(i);
@@ -182,21 +193,7 @@ void exclusion(const rapidjson::Value& e, size_t i, Problems& out) {
   if (auto p = check_members(e, {"path_prefix", "remove_rule_ids"})) {
     return out.push_back({at, std::move(*p)});
   }
-  const auto& prefix = e["path_prefix"];
-  std::string_view path = prefix.IsString()
-                              ? std::string_view(prefix.GetString(), prefix.GetStringLength())
-                              : std::string_view();
-  const char* bad_path = nullptr;
-  if (!prefix.IsString()) {
-    bad_path = "must be a string";
-  } else if (!path.starts_with('/')) {
-    bad_path = "must start with '/'";
-  } else if (path.size() > kMaxPathPrefix) {
-    bad_path = "must be at most 1024 bytes";
-  } else if (has_control(path) || path.find(' ') != std::string_view::npos) {
-    bad_path = "must not contain spaces or control characters";
-  }
-  if (bad_path != nullptr) out.push_back({at + ".path_prefix", bad_path});
+  if (auto p = path_prefix(e["path_prefix"])) out.push_back({at + ".path_prefix", std::move(*p)});
   const auto& ids = e["remove_rule_ids"];
   if (!ids.IsArray()) return out.push_back({at + ".remove_rule_ids", "must be an array"});
   if (ids.Empty() || ids.Size() > kMaxExclusionIds) {

@@ -162,7 +162,7 @@ TEST_CASE("a failed disk write stops writes, fails the health checks, and a rest
   CHECK(api.get(item_path(kWebhook, acked.back().first)).status == 200);
   CHECK(server.output().find("gatewayd: writes stopped: cannot write a batch: IO error") !=
         std::string::npos);
-  CHECK(server.stop().exited);
+  CHECK(server.stop().success());  // SIGTERM exits 0 after a failed write too
 
   server.restart();
   CHECK(unauthenticated(server, "/healthz").status == 200);

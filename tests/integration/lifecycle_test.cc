@@ -233,7 +233,7 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
 // thread count stopped gatewayd from starting.
 TEST_CASE("an empty GATEWAY_* variable counts as unset") {
   Server server({}, {"GATEWAY_TOKENS_FILE=", "GATEWAY_MAX_REQUEST_BYTES=", "GATEWAY_THREADS=",
-                     "GATEWAY_PLATFORM_DOMAIN=", "GATEWAY_KAFKA_TOPIC="});
+                     "GATEWAY_PLATFORM_DOMAIN="});
   Api api(server, kTeamA);
   CHECK(api.get("/v1/webhook").status == 200);
   Response r = api.post("/v1/domain", domain_body(kTeamA, "shop.empty-env.example.com"));
