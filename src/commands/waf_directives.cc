@@ -14,6 +14,7 @@
 // libmodsecurity's rule parser keeps global state, so parses are serialised by one mutex (any
 // other code in the process that parses ModSecurity rules must not run concurrently with it).
 #include <modsecurity/actions/action.h>
+#include <modsecurity/audit_log.h>
 #include <modsecurity/rule_marker.h>
 #include <modsecurity/rules_set.h>
 
@@ -21,7 +22,9 @@
 #include <cstdint>
 #include <exception>
 #include <iterator>
+#include <list>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,19 +56,29 @@ GW_RULE_LIST(TransformationList, Transformations, m_transformations);
 GW_RULE_LIST(SetVarList, SetVars, m_actionsSetVar);
 GW_RULE_LIST(TagList, Tags, m_actionsTag);
 #undef GW_RULE_LIST
+// The same for the removals SecRuleRemoveById recorded and the audit log's engine switch.
+#define GW_PRIVATE(TagName, Class, Type, field) \
+  struct TagName {                              \
+    using type = Type modsecurity::Class::*;    \
+    friend type member(TagName);                \
+  };                                            \
+  template struct Expose<TagName, &modsecurity::Class::field>
+using RangeList = std::list<std::pair<int, int>>;
+GW_PRIVATE(RemovedRanges, RulesExceptions, RangeList, m_ranges);
+GW_PRIVATE(RemovedIds, RulesExceptions, std::list<int>, m_numbers);
+GW_PRIVATE(AuditStatus, audit_log::AuditLog, modsecurity::audit_log::AuditLog::AuditLogStatus,
+           m_status);
+#undef GW_PRIVATE
 
-// Rule ids outside the tenant range, sampled: the engine keeps the ids SecRuleRemoveById named in
-// private lists and only answers whether it holds one. The scan allows only 1..99999, so any hit
-// means the engine read a removal the scan did not see.
+// Whether SecRuleRemoveById recorded an id or range outside 1..99999 (the scan allows only
+// those, so any such removal is one the scan did not see).
 bool removes_outside_local_range(modsecurity::RulesExceptions& ex) {
-  if (ex.contains(0) || ex.contains(-1) || ex.contains(INT32_MAX)) return true;
-  for (int id = waf::kMaxLocalId + 1; id <= 1'000'000; id += 1000) {  // 100000, 101000, ...
-    if (ex.contains(id)) return true;
-  }
-  for (int id : {10'000'000, 100'000'000, 1'000'000'000}) {
-    if (ex.contains(id)) return true;
-  }
-  return false;
+  auto local = [](int id) { return id >= 1 && id <= waf::kMaxLocalId; };
+  const auto& ids = ex.*member(RemovedIds{});
+  const auto& ranges = ex.*member(RemovedRanges{});
+  return !std::all_of(ids.begin(), ids.end(), local) ||
+         !std::all_of(ranges.begin(), ranges.end(),
+                      [&](const auto& r) { return local(r.first) && local(r.second); });
 }
 
 // The engine's parser message without file references, pointers and line breaks.
@@ -106,8 +119,10 @@ bool settings_untouched(modsecurity::RulesSet& rs) {
                 rs.m_requestBodyLimitAction == P::PropertyNotSetBodyLimitAction &&
                 rs.m_responseBodyLimitAction == P::PropertyNotSetBodyLimitAction &&
                 rs.m_remoteRulesActionOnFailed == P::PropertyNotSetRemoteRulesAction;
-  bool logs = !rs.m_debugLog->isLogFileSet() && rs.m_auditLog->m_path1.empty() &&
-              rs.m_auditLog->m_path2.empty() && rs.m_auditLog->m_storage_dir.empty();
+  bool logs =
+      !rs.m_debugLog->isLogFileSet() && rs.m_auditLog->m_path1.empty() &&
+      rs.m_auditLog->m_path2.empty() && rs.m_auditLog->m_storage_dir.empty() &&
+      rs.m_auditLog->*member(AuditStatus{}) == modsecurity::audit_log::AuditLog::NotSetLogStatus;
   bool defaults = std::all_of(std::begin(rs.m_defaultActions), std::end(rs.m_defaultActions),
                               [](const auto& v) { return v.empty(); });
   const auto& ex = rs.m_exceptions;
@@ -153,19 +168,25 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
 // Second line of defence: the engine's own view must match the scan's.
 Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
   std::vector<waf::ScannedRule> rules;
+  std::set<std::string> markers;
   for (int phase = 0; phase < modsecurity::Phases::NUMBER_OF_PHASES; ++phase) {
     const modsecurity::Rules* list = rs.m_rulesSetPhases.at(phase);
     for (size_t i = 0; i < list->size(); ++i) {
       modsecurity::Rule* rule = list->at(static_cast<int>(i)).get();
-      if (dynamic_cast<modsecurity::RuleMarker*>(rule) != nullptr) continue;
+      if (auto* marker = dynamic_cast<modsecurity::RuleMarker*>(rule)) {
+        markers.insert(*marker->getName());
+        continue;
+      }
       auto* head = dynamic_cast<modsecurity::RuleWithActions*>(rule);
-      if (head == nullptr) return "could not be read unambiguously by the WAF engine";
+      if (head == nullptr) return std::string(kAmbiguous);
       waf::ScannedRule seen{head->m_ruleId, {}};
       for (modsecurity::RuleWithActions* r = head; r != nullptr; r = r->m_chainedRuleChild.get()) {
         auto* op = dynamic_cast<modsecurity::RuleWithOperator*>(r);
         if (op != nullptr && waf::denied_engine_operator(op->getOperatorName())) {
           return waf::refused("operator @" + op->getOperatorName(), r->getLineNumber());
         }
+        // A chain left open would take the next rule loaded after these as its follow-up.
+        if (r->isChained() && r->m_chainedRuleChild == nullptr) return std::string(kAmbiguous);
         if (auto p = engine_link(*r, &seen.links.emplace_back())) return p;
       }
       rules.push_back(std::move(seen));
@@ -175,7 +196,7 @@ Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
   auto by_id = [](const waf::ScannedRule& a, const waf::ScannedRule& b) { return a.id < b.id; };
   std::sort(rules.begin(), rules.end(), by_id);
   std::sort(expected.begin(), expected.end(), by_id);
-  if (rules != expected) return std::string(kAmbiguous);
+  if (rules != expected || markers != scan.markers) return std::string(kAmbiguous);
   if (!settings_untouched(rs) || removes_outside_local_range(rs.m_exceptions))
     return "must not change engine-wide settings or rules outside ids 1..99999";
   return std::nullopt;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -127,7 +128,7 @@ struct Action {
 struct Scan {
   // Per SecRule/SecAction that starts a rule: its id and the actions of each link.
   std::vector<ScannedRule> rules;
-  std::set<std::string> markers;
+  std::map<std::string, int> markers;  // name -> line of its last SecMarker
   std::vector<std::pair<std::string, int>> skip_targets;
   int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
 };
@@ -170,6 +171,35 @@ Problem split_args(std::string_view s, int line, std::vector<Arg>* args) {
   }
 }
 
+// A '%' and what follows it, anywhere in the text. The engine's lexer reads '%' and the next
+// character as one unit wherever it expands macros (action values, operator arguments), so `%"`
+// does not end a quoted string there, nor `%'` or `%,` a value: text the scan takes for a comment
+// line after it ran as directives. So '%' is followed by a character that delimits nothing, or
+// opens a macro `%{NAME}` whose name delimits nothing either.
+Problem check_percent(std::string_view s, int line) {
+  auto plain = [](char c) {
+    return isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("[()].*+?^$-_/:;!@#&~<>").find(c) != std::string_view::npos;
+  };
+  if (s.size() < 2 || (s[1] != '{' && !plain(s[1]))) {
+    return "must follow % with {, a letter, a digit or one of [()].*+?^$-_/:;!@#&~<> (the WAF "
+           "engine reads % and the character after it as one)" +
+           at(line);
+  }
+  if (s[1] != '{') return std::nullopt;
+  size_t close = s.find('}', 2);
+  std::string_view name = s.substr(2, close == std::string_view::npos ? 0 : close - 2);
+  if (close == std::string_view::npos || name.empty() ||
+      !std::all_of(name.begin(), name.end(), [](char c) {
+        return isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' ||
+               c == '-';
+      })) {
+    return "needs macros written %{NAME}, NAME of letters, digits, '_', '.', ':' and '-'" +
+           at(line);
+  }
+  return std::nullopt;
+}
+
 // Splits the text into directives, dropping comment lines and joining continued lines.
 Problem split_directives(std::string_view text, std::vector<Directive>* out) {
   int line = 1;
@@ -180,6 +210,9 @@ Problem split_directives(std::string_view text, std::vector<Directive>* out) {
       return "must not contain a carriage return outside CRLF" + at(line);
     if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
       return "must not contain control characters" + at(line);
+    if (c == '%') {
+      if (auto p = check_percent(text.substr(i), line)) return p;
+    }
   }
   std::string logical;
   int logical_line = 0;
@@ -194,7 +227,10 @@ Problem split_directives(std::string_view text, std::vector<Directive>* out) {
     if (logical_line == 0) {
       size_t first = phys.find_first_not_of(" \t");
       if (first != std::string_view::npos && phys[first] == '#') {
-        if (continued) return "must not end a comment with a line continuation" + at(line);
+        // The engine's lexer takes a comment that starts with SecRule or SecAction and ends in a
+        // backslash (blanks after it included) as continued, and skips the next line with it.
+        if (phys.find('\\') != std::string_view::npos)
+          return "must not put a backslash in a comment" + at(line);
         continue;
       }
       logical_line = line;
@@ -444,7 +480,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
         })) {
       return "needs SecMarker NAME (letters, digits, '_', '.', '-')" + at(line);
     }
-    scan->markers.insert(args[0].text);
+    scan->markers[args[0].text] = line;
   } else if (name == "secruleremovebyid") {
     if (args.empty()) return "needs SecRuleRemoveById ID..." + at(line);
     for (const Arg& a : args) {
@@ -469,11 +505,9 @@ Problem check_directive(const Directive& d, Scan* scan) {
 Problem raw_net(std::string_view text) {
   std::string s = ascii_lower(text);
   int line = 1;
-  size_t line_start = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '\n') {
       ++line;
-      line_start = i + 1;
       continue;
     }
     std::string_view rest(s.data() + i, s.size() - i);
@@ -481,21 +515,13 @@ Problem raw_net(std::string_view text) {
       if (rest.starts_with(keyword)) return refused(what, line);
     }
     if (rest.starts_with("include")) {
-      size_t first = s.find_first_not_of(" \t", line_start);
-      bool comment_line = first != std::string::npos && s[first] == '#';
       size_t k = i + 7;
       size_t blanks = k;
       while (k < s.size() && (s[k] == ' ' || s[k] == '\t')) ++k;
       bool path = k > blanks && k < s.size() &&
                   (isalnum(static_cast<unsigned char>(s[k])) ||
                    std::string_view("\"_/.-*:").find(s[k]) != std::string_view::npos);
-      // On a comment line, only what looks like a file path (waf_scan.h): the engine never reads
-      // a comment, but the scan must not rely on agreeing with it about where comments are.
-      std::string_view word(s.data() + k, std::min(s.find_first_of(" \t\n", k), s.size()) - k);
-      bool file_like =
-          !word.empty() && (std::string_view("\"/.").find(word[0]) != std::string_view::npos ||
-                            word.find('/') != std::string_view::npos);
-      if (path && (!comment_line || file_like)) return refused("directive Include", line);
+      if (path) return refused("directive Include", line);
     }
   }
   return std::nullopt;
@@ -523,12 +549,16 @@ Problem scan_directives(std::string_view text, ScanResult* result) {
   }
   if (scan.open_chain_line != 0)
     return "needs a SecRule after the chained rule" + at(scan.open_chain_line);
+  // The engine skips to the next marker of that name; with none after the rule, it skips every
+  // rule after it, the platform's included.
   for (const auto& [marker, line] : scan.skip_targets) {
-    if (!scan.markers.contains(marker))
-      return "needs skipAfter to name a SecMarker of these directives" + at(line);
+    auto m = scan.markers.find(marker);
+    if (m == scan.markers.end() || m->second < line)
+      return "needs skipAfter to name a SecMarker that follows it in these directives" + at(line);
   }
   if (auto p = raw_net(text)) return p;
   result->rules = std::move(scan.rules);
+  for (auto& [marker, line] : scan.markers) result->markers.insert(marker);
   result->directives = directives.size();
   return std::nullopt;
 }

@@ -23,8 +23,15 @@
 //   ruleRemoveTargetById. So exec, setenv, initcol, setsid, setuid, setrsc, ctl:ruleEngine,
 //   ctl:auditEngine, ctl:auditLogParts and ctl:ruleRemove*ByTag are refused.
 // - ENV (as a variable or a %{ENV...} macro) is refused: it would expose the gateway's environment.
-// - skipAfter must name a SecMarker of the same text.
-// - Unambiguous syntax: comments on lines of their own, not ending in '\'; one directive per line;
+// - skipAfter must name a SecMarker that follows the rule in the same text (the engine skips to
+//   the next marker of that name, and past every rule, the platform's included, if there is none).
+// - '%' is followed by '{' (a macro %{NAME}, NAME of letters, digits, '_', '.', ':', '-') or by a
+//   character that delimits nothing: the engine reads '%' and the next character as one where it
+//   expands macros, so `%"` did not end a quoted action list for it, and a line the scan took for
+//   a comment ran as directives.
+// - Unambiguous syntax: comments on lines of their own, without a backslash (the engine takes a
+//   comment starting with SecRule or SecAction that ends in a backslash and blanks as continued);
+//   one directive per line;
 //   no escaped quotes in variables or actions; in an operator, \" must follow an ordinary
 //   character; no blanks in variables; single-quoted values only for actions whose value the engine
 //   also reads to the closing quote, and no commas in setvar or rev values. rev, accuracy and
@@ -34,15 +41,15 @@
 // - Engine bugs kept away: phase outside 1-5/request/response/logging (crash), @validateByteRange
 //   beyond 0..255 (out-of-bounds write), a tab after SecMarker/SecRuleRemoveById/SecRuleUpdate*
 //   (crash), so those take exactly one space.
-// - Raw net, anywhere in the text: Include followed by a path (on comment lines: below),
-//   SecRemoteRules, SecAuditLog, SecDebugLog, SecUnicodeMapFile, SecGeoLookupDb, SecGsbLookupDb,
-//   SecRuleScript, the file operators, "exec:" and "%{env". So `@pm include require` is refused.
-//   On comment lines, Include is refused only before something that looks like a file path (a
-//   double quote, '/' or '.' first, or a '/' in it), so prose such as "# include the admin
-//   paths" stays possible.
+// - Raw net, anywhere in the text, comment lines included: Include followed by blanks and a
+//   name, SecRemoteRules, SecAuditLog, SecDebugLog, SecUnicodeMapFile, SecGeoLookupDb,
+//   SecGsbLookupDb, SecRuleScript, the file operators, "exec:" and "%{env". So `@pm include
+//   require` and "# include the admin paths" are refused: a comment line is only a comment if
+//   the engine agrees, and `Include tokens` read the gateway's file of that name into its error.
 #pragma once
 
 #include <cstddef>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,6 +84,8 @@ struct ScannedRule {
 struct ScanResult {
   // Per SecRule/SecAction that starts a rule, in text order.
   std::vector<ScannedRule> rules;
+  // Names of the SecMarkers.
+  std::set<std::string> markers;
   // Number of directives (comment lines and blank lines are not directives).
   size_t directives = 0;
 };

@@ -528,7 +528,8 @@ TEST_CASE("waf_directives accepts tenant rules") {
       {"SecRuleUpdateActionById 16 \"pass,nolog\""},
       {"SecRule ARGS \"@rx a\" \\\n    \"id:17,\\\n    deny\"\r\nSecAction \"id:18,pass\"\r\n"},
       {R"(SecRule ARGS "@rx a" "id:19,pass,rev:'2',ver:'tenant/1.0',accuracy:'8',maturity:'9'")"},
-      {"# include the admin paths below\nSecAction \"id:21,pass\""},
+      {"# the admin paths below\nSecAction \"id:21,pass\""},
+      {R"(SecRule ARGS "@rx %[0-9a-f]{2}|100%-" "id:22,deny,msg:100%-sure,logdata:'%{tx.0}'")"},
       {many_rules(100)},
   };
   for (const auto& r : ok) {
@@ -659,7 +660,7 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {R"(SecRule ARGS "@streq %{env.HOME}" "id:1,deny")", "variable ENV"},
       {"SecRuleUpdateTargetById 5 ENV", "variable ENV"},
       {R"(SecRule ARGS "@rx a" "id:1,deny,skipAfter:PLATFORM_END")",
-       "needs skipAfter to name a SecMarker of these directives (line 1)"},
+       "needs skipAfter to name a SecMarker that follows it in these directives (line 1)"},
       // Values the engine mishandles (crash or out-of-bounds write).
       {R"(SecRule ARGS "@rx a" "id:1,deny,phase:99999999999")", "needs phase 1-5"},
       {R"(SecRule ARGS "@rx a" "id:1,deny,phase:0")", "needs phase 1-5"},
@@ -698,7 +699,7 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {"SecRule ARGS \"@rx a\nb\" \"id:1,deny\"", "unterminated quoted string (line 1)"},
       {R"("SecRule" ARGS "@rx a" "id:1,deny")", "must not quote a directive name"},
       {"# harmless \\\nInclude /etc/hostname",
-       "must not end a comment with a line continuation (line 1)"},
+       "must not put a backslash in a comment (line 1)"},
       {"SecRule ARGS \"@rx a\" \"id:1,deny\" \\", "must not end with a line continuation"},
       {"SecAction \"id:1,pass\"\rInclude /etc/hostname", "carriage return"},
       {std::string("SecAction \"id:1,pass\"\0Include /etc/hostname", 42), "control characters"},
@@ -743,6 +744,43 @@ TEST_CASE("waf_directives refuses values the engine reads past the closing quote
   }
 }
 
+// The engine's lexer reads '%' and the character after it as one wherever it expands macros, so
+// `%"` did not close a quoted action list or operator for it: the value ran on over the line
+// break, and the rest of a line the scan skipped as a comment ran as directives. A comment ending
+// in a backslash and a blank swallowed the next line, a marker included. Every row below was
+// accepted (201) before the scan refused them; the engine removed platform rules, put the
+// gateway's environment into a redirect, read a file of the gateway into its error message, or
+// lost the marker that ends a skipAfter.
+TEST_CASE("waf_directives refuses text the engine reads differently after a % or a backslash") {
+  const std::string rule = "SecRule ARGS \"@rx a\" \"id:1,pass,";
+  const std::string percent = "must follow % with {";
+  const Bad bad[] = {
+      {rule + "msg:100%\"\n#,pass\" SecRuleRemoveById 942001-942999", percent},
+      {rule + "tag:x%\"\n#,pass\" SecRuleRemoveById 942100", percent},
+      {rule + "logdata:x%\"\n#,phase:1\" SecRuleUpdateTargetById 1 ENV:SECRET", percent},
+      {rule + "redirect:https://e.example/%\"\n#,pass\" Include tokens", percent},
+      {rule + "setvar:tx.a=x%\"\n#,chain\"", percent},
+      {rule + "setvar:'tx.a=x%'\n#',pass\" SecRuleRemoveById 942100", percent},
+      {"SecRule ARGS \"@rx a%\" \"id:1,pass\"", percent},
+      {rule + "msg:'100% sure'\"", percent},
+      {rule + "msg:'50%,'\"", percent},
+      {rule + "logdata:'%{tx.a b}'\"", "needs macros written %{NAME}"},
+      {rule + "logdata:'%{tx.a'\"", "needs macros written %{NAME}"},
+      {"SecRule REQUEST_URI \"@rx .\" \"id:1,phase:1,pass,nolog,skipAfter:END\"\n"
+       "# SecRule x \\ \nSecMarker END",
+       "must not put a backslash in a comment (line 2)"},
+      {"# SecAction x \\\t\nSecAction \"id:1,pass\"", "must not put a backslash in a comment"},
+      {"# Include tokens\nSecAction \"id:1,pass\"", "directive Include"},
+      {"# include the admin paths below\nSecAction \"id:21,pass\"", "directive Include"},
+      {"SecMarker END\nSecRule ARGS \"@rx a\" \"id:1,phase:1,pass,skipAfter:END\"",
+       "needs skipAfter to name a SecMarker that follows it"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(waf_directives(r.in), r.why);
+  }
+}
+
 // The audit of what the engine built, reached with scan results that agree with the text as far
 // as the scan can tell (one rule, id 1, no counted actions): each row is a way the engine's view
 // can differ from the scan's, and the audit must refuse it.
@@ -758,6 +796,17 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
        "could not be read unambiguously"},
       {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleRemoveById 900000-999999",
        "rules outside ids 1..99999"},
+      // Removals the audit's sample of ids missed: it asked only for 100000, 101000, ...
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleRemoveById 942100",
+       "rules outside ids 1..99999"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleRemoveById 5 941001-941999",
+       "rules outside ids 1..99999"},
+      // Settings the audit did not look at.
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecAuditEngine Off", "engine-wide settings"},
+      // A chain left open: the next rule loaded after these would become its follow-up.
+      {"SecRule ARGS \"@rx a\" \"id:1,pass,chain\"", "could not be read unambiguously"},
+      // A marker the scan did not see.
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecMarker END", "could not be read unambiguously"},
       // Counts: a setvar, a tag, a transformation the scan did not count.
       {"SecRule ARGS \"@rx a\" \"id:1,pass,setvar:tx.a=1\"", "could not be read unambiguously"},
       {"SecRule ARGS \"@rx a\" \"id:1,pass,tag:x\"", "could not be read unambiguously"},
@@ -768,8 +817,14 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
     CAPTURE(r.in);
     expect_bad(waf::engine_check(r.in, one_rule), r.why);
   }
-  // The same scan result for the text it describes passes.
+  // The same scan result for the text it describes passes, and a marker the engine did not
+  // build is refused as well.
   expect_ok(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass\"", one_rule));
+  waf::ScanResult with_marker = one_rule;
+  with_marker.markers = {"END"};
+  expect_ok(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecMarker END", with_marker));
+  expect_bad(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass\"", with_marker),
+             "could not be read unambiguously");
 }
 
 // expirevar's unquoted value, as the engine lexes it, runs on over the actions after it when a

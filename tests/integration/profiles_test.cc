@@ -196,6 +196,9 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"("this is not a directive")",
       // An unquoted rev that the engine read on into a comment line the scan skipped (was 201).
       R"("SecRule ARGS \"@rx a\" \"id:11,pass,rev:1\"\n#,ctl:ruleEngine=Off\"")",
+      // A msg ending in %, whose closing quote the engine read as part of the value, so a
+      // removal of platform rules ran from a line the scan skipped as a comment (was 201).
+      R"("SecRule ARGS \"@rx a\" \"id:12,pass,msg:100%\"\n#,pass\" SecRuleRemoveById 942100")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
