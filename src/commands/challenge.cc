@@ -3,7 +3,7 @@
 namespace gw {
 
 std::string verification_hostname(const std::string& hostname) {
-  return "_gateway-verify." + hostname;
+  return std::string(kVerificationLabel) + hostname;
 }
 
 std::string make_verification_value(IdGenerator& ids, const std::string& verification_domain) {

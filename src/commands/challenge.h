@@ -2,14 +2,19 @@
 // Pure apart from the injected randomness; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "core/clock.h"
 
 namespace gw {
 
 // The DNS name that must carry the CNAME: an underscore label under the hostname.
+inline constexpr std::string_view kVerificationLabel = "_gateway-verify.";
 std::string verification_hostname(const std::string& hostname);
+// The longest domain hostname whose verification_hostname is still a DNS name (253 bytes).
+inline constexpr size_t kMaxDomainHostnameBytes = 253 - kVerificationLabel.size();
 
 // An unguessable CNAME target under `verification_domain`: 128 random bits, hex, as one label.
 std::string make_verification_value(IdGenerator& ids, const std::string& verification_domain);

@@ -57,6 +57,16 @@ std::optional<Claim> other_team_claim(const std::string& hostname, const std::st
   return std::nullopt;
 }
 
+// Another team's verified claim on a name strictly under `hostname`: a subtree claim on
+// `hostname` would cover it, and a name is covered by the claims of one team at most.
+std::optional<Claim> other_team_claim_under(const std::string& hostname, const std::string& team,
+                                            Lookups& lookups) {
+  for (auto& c : lookups.claims_under(hostname)) {
+    if (c.team_id != team) return std::move(c);
+  }
+  return std::nullopt;
+}
+
 Error claimed(const std::string& hostname) {
   return make_error(Code::kHostnameConflict,
                     "hostname " + hostname + " is covered by a domain another team has verified");
@@ -76,8 +86,7 @@ std::optional<Error> check_profile_hostname(const std::string& hostname, const s
 }
 
 // Server-controlled domain fields may be sent only with the value the server holds.
-std::optional<Error> check_echoes(const DomainSpec& s, const Domain& current) {
-  FieldErrors errors;
+void check_echoes(const DomainSpec& s, const Domain& current, FieldErrors& errors) {
   auto same = [&errors](const char* name, const auto& sent, const auto& held) {
     if (sent && *sent != held) errors.add(name, "is set by the server and cannot be changed");
   };
@@ -87,8 +96,6 @@ std::optional<Error> check_echoes(const DomainSpec& s, const Domain& current) {
   same("verification_parent_id", s.verification_parent_id, current.verification_parent_id);
   same("verification_error", s.verification_error, current.verification_error);
   same("verified_at", s.verified_at, current.verified_at);
-  if (errors.empty()) return std::nullopt;
-  return errors.to_error();
 }
 
 Change domain_change(const char* verb, Domain d, uint64_t caused_by = 0) {
@@ -181,8 +188,8 @@ Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now,
                                Lookups& lookups) {
   FieldErrors errors;
   if (s.domain.hostname != current.hostname) errors.add("hostname", "cannot change after create");
+  check_echoes(s, current, errors);
   if (!errors.empty()) return errors.to_error();
-  if (auto e = check_echoes(s, current)) return std::move(*e);
   current.redirect_to = s.domain.redirect_to;
   current.workload_id = s.domain.workload_id;
   const std::string old_scope = current.scope;
@@ -194,6 +201,10 @@ Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now,
   if (current.status == "verified" && current.verification_parent_id.empty() &&
       old_scope != current.scope) {
     if (current.scope == "subtree") {
+      if (auto c = other_team_claim_under(current.hostname, current.meta.team_id, lookups)) {
+        return make_error(Code::kHostnameConflict, "scope subtree would cover " + c->hostname +
+                                                       ", which another team has verified");
+      }
       inherit_children(current, now, lookups, &d.changes);
     } else {
       revoke_children(current, now, lookups, &d.changes);
@@ -313,6 +324,12 @@ Result<Decision> decide_verification_outcome(const std::string& domain_id, uint6
   if (outcome.ok && other_team_claim(d.hostname, d.meta.team_id, lookups)) {
     outcome = CheckResult{false, "claimed_by_another_team",
                           "another team has verified " + d.hostname + " or a domain above it"};
+  } else if (outcome.ok && d.scope == "subtree") {
+    if (auto c = other_team_claim_under(d.hostname, d.meta.team_id, lookups)) {
+      outcome = CheckResult{false, "claimed_by_another_team",
+                            "another team has verified " + c->hostname + ", under " + d.hostname +
+                                " (scope exact would leave it out)"};
+    }
   }
   d.meta.updated_at = now;
   if (!outcome.ok) {

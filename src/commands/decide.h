@@ -44,6 +44,8 @@ class Lookups {
                                                              const std::string& hostname) = 0;
   // Verified claims equal to `hostname`, or subtree claims on one of its ancestors.
   virtual std::vector<Claim> claims_covering(const std::string& hostname) = 0;
+  // Verified claims (any team, any scope) on names strictly under `hostname`.
+  virtual std::vector<Claim> claims_under(const std::string& hostname) = 0;
   // Sequence number of the domain's open verification request (the latest one), if any.
   virtual std::optional<uint64_t> open_request(const std::string& domain_id) = 0;
   // Ids of the team's live domains strictly under `hostname`.

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <string_view>
 
+#include "commands/challenge.h"
 #include "commands/fields.h"
 
 namespace gw {
@@ -281,6 +282,10 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
   } else if (valid_hostname && fields::is_public_suffix(d.hostname)) {
     // A claim on a whole suffix would hold (takeover guard) every name under it.
     r.check("hostname", "is a public suffix (Public Suffix List); add a domain under it instead");
+  } else if (valid_hostname && d.hostname.size() > kMaxDomainHostnameBytes) {
+    r.check("hostname", "must be at most " + std::to_string(kMaxDomainHostnameBytes) +
+                            " bytes for a domain, so that its verification_hostname (" +
+                            std::string(kVerificationLabel) + "<hostname>) is a DNS name");
   }
   r.string_field("redirect_to", &d.redirect_to, fields::redirect_to);
   r.string_field("scope", &d.scope, [](std::string_view v) { return one_of(v, kScopes); });

@@ -308,6 +308,27 @@ std::vector<Claim> TxLookups::claims_covering(const std::string& hostname) {
   return out;
 }
 
+std::vector<Claim> TxLookups::claims_under(const std::string& hostname) {
+  std::vector<Claim> out;
+  const std::string prefix = keys::claims_at_or_under_prefix(hostname);
+  auto r = tx_.scan(Cf::kProjections, prefix, [&](std::string_view key, std::string_view value) {
+    std::string_view rest = key.substr(prefix.size());
+    size_t name_end = rest.find('\0');
+    size_t sep = value.find('\0');
+    // name_end == 0: a claim on `hostname` itself.
+    if (name_end == 0 || name_end == std::string_view::npos || sep == std::string_view::npos) {
+      return true;
+    }
+    std::string reversed = keys::reversed_hostname(hostname);
+    reversed.append(rest.substr(0, name_end));
+    out.push_back(Claim{std::string(value.substr(0, sep)), std::string(rest.substr(name_end + 1)),
+                        keys::hostname_of_reversed(reversed), std::string(value.substr(sep + 1))});
+    return true;
+  });
+  if (!r.ok()) failure_ = std::move(r.error());
+  return out;
+}
+
 std::optional<uint64_t> TxLookups::open_request(const std::string& domain_id) {
   auto v = get(keys::open_request(domain_id));
   if (!v) return std::nullopt;

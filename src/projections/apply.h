@@ -70,6 +70,7 @@ class TxLookups final : public Lookups {
   std::optional<std::string> live_domain_by_hostname(const std::string& team,
                                                      const std::string& hostname) override;
   std::vector<Claim> claims_covering(const std::string& hostname) override;
+  std::vector<Claim> claims_under(const std::string& hostname) override;
   std::optional<uint64_t> open_request(const std::string& domain_id) override;
   std::vector<std::string> team_domains_under(const std::string& team,
                                               const std::string& hostname) override;

@@ -109,6 +109,15 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {
   auto checkpoint = store.get(Cf::kProjections, keys::checkpoint());
   if (!checkpoint.ok()) return std::move(checkpoint.error());
   if (!checkpoint.value()) {
+    // None, or projections of another layout (keys.h): start from empty ones.
+    auto any = store.iterate(Cf::kProjections);
+    any->SeekToFirst();
+    if (!any->status().ok()) return make_error(Code::kUnavailable, any->status().ToString());
+    const bool stale = any->Valid();
+    any.reset();
+    if (stale) {
+      if (auto r = store.reset_projections(); !r.ok()) return std::move(r.error());
+    }
     LogFold fold;
     auto r = rebuild_projections(store, fold);
     if (!r.ok()) return std::move(r.error());

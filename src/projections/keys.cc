@@ -48,7 +48,13 @@ std::string domain_hostname(std::string_view team, std::string_view hostname) {
   return join({"d", team, hostname});
 }
 
-std::string claim_prefix(std::string_view hostname) { return join({"v", hostname, ""}); }
+std::string claim_prefix(std::string_view hostname) {
+  return join({"v", reversed_hostname(hostname), ""});
+}
+
+std::string claims_at_or_under_prefix(std::string_view hostname) {
+  return join({"v", reversed_hostname(hostname)});
+}
 
 std::string history_prefix(std::string_view aggregate_id) { return join({"h", aggregate_id, ""}); }
 
@@ -67,6 +73,13 @@ std::string reversed_hostname(std::string_view hostname) {
   return out;
 }
 
+std::string hostname_of_reversed(std::string_view reversed) {
+  if (reversed.ends_with('.')) reversed.remove_suffix(1);
+  std::string out = reversed_hostname(reversed);
+  out.pop_back();
+  return out;
+}
+
 std::string domain_name_prefix(std::string_view team) { return join({"n", team, ""}); }
 
 std::string inherited_prefix(std::string_view parent_id) { return join({"i", parent_id, ""}); }
@@ -77,7 +90,12 @@ std::string open_request(std::string_view domain_id) { return join({"Q", domain_
 
 std::string tenant_events_prefix(std::string_view team) { return join({"t", team, ""}); }
 
-std::string checkpoint() { return join({"m", "checkpoint"}); }
+namespace {
+// Layout 2: claims keyed by reversed hostname (layout 1 keyed them by hostname).
+constexpr std::string_view kLayout = "2";
+}  // namespace
+
+std::string checkpoint() { return join({"m", "checkpoint", kLayout}); }
 
 bool scanned_by_decisions(std::string_view key) {
   return !key.empty() && (key[0] == 'v' || key[0] == 'n' || key[0] == 'i');

@@ -37,15 +37,23 @@ std::string filter_prefix(std::string_view team, Kind kind, std::string_view fie
 std::string count_of_prefix(std::string_view prefix);
 std::string profile_hostname(std::string_view hostname);
 std::string domain_hostname(std::string_view team, std::string_view hostname);
+// Verified claims are keyed by reversed hostname: claim_prefix(h) + domain_id. The claims on `h`
+// and on every name under it share claims_at_or_under_prefix(h).
 std::string claim_prefix(std::string_view hostname);
+std::string claims_at_or_under_prefix(std::string_view hostname);
 std::string history_prefix(std::string_view aggregate_id);
 // "shop.example.com" -> "com.example.shop.": every name under a domain shares its reversed prefix.
 std::string reversed_hostname(std::string_view hostname);
+// The inverse: "com.example.shop." -> "shop.example.com".
+std::string hostname_of_reversed(std::string_view reversed);
 std::string domain_name_prefix(std::string_view team);
 std::string inherited_prefix(std::string_view parent_id);
 std::string request_prefix();
 std::string open_request(std::string_view domain_id);
 std::string tenant_events_prefix(std::string_view team);
+// The sequence number the projections include. Its key holds the projections' layout version:
+// projections of another layout have no checkpoint under it, so gatewayd drops them and rebuilds
+// them from the log at start.
 std::string checkpoint();
 
 // True for the keys decisions scan in key order (claims, domains by name, inherited

@@ -321,7 +321,7 @@ TEST_CASE("projection keys are described readably") {
   CHECK(describe_key(keys::filter_prefix("t", Kind::kDomain, "status", "pending") +
                      encode_u64(9)) == "f/t/2/status/pending/9");
   CHECK(describe_key(keys::request_prefix() + encode_u64(12)) == "q/12");
-  CHECK(describe_key(keys::checkpoint()) == "m/checkpoint");
+  CHECK(describe_key(keys::checkpoint()) == "m/checkpoint/2");
   CHECK(describe_key(std::string("c\0t\x01", 4)) == "c/t\\x01");
 }
 

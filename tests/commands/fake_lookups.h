@@ -71,6 +71,13 @@ class FakeLookups final : public Lookups {
     }
     return out;
   }
+  std::vector<Claim> claims_under(const std::string& hostname) override {
+    std::vector<Claim> out;
+    for (const auto& c : claims_) {
+      if (c.hostname != hostname && fields::is_at_or_under(c.hostname, hostname)) out.push_back(c);
+    }
+    return out;
+  }
   std::vector<Claim> claims_covering(const std::string& hostname) override {
     std::vector<Claim> out;
     for (const auto& c : claims_) {

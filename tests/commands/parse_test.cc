@@ -145,6 +145,17 @@ TEST_CASE("domain rules: reserved namespaces, scope enum, echoed server fields k
                 (std::string(R"({"team_id":"t","hostname":")") + host + "\"}").c_str())
               .ok());
   }
+  // A domain's verification_hostname (_gateway-verify.<hostname>) must be a DNS name too: a
+  // 239-byte hostname was accepted and could only ever fail to verify, blaming the DNS server.
+  const std::string label63(63, 'a');
+  const std::string host237 =
+      label63 + "." + label63 + "." + label63 + "." + std::string(41, 'b') + ".com";
+  REQUIRE(host237.size() == 237);
+  CHECK(parse(Kind::kDomain, (R"({"team_id":"t","hostname":")" + host237 + "\"}").c_str()).ok());
+  auto too_long =
+      parse(Kind::kDomain, (R"({"team_id":"t","hostname":"x.)" + host237 + "\"}").c_str());
+  CHECK(fields_of(too_long) == "hostname");
+  CHECK(too_long.error().errors.at(0).message.find("at most 237 bytes") != std::string::npos);
   CHECK(fields_of(parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com","scope":"all"})")) ==
         "scope");
   auto r = parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com","status":"pending",)"

@@ -590,6 +590,41 @@ TEST_CASE("verify: a verified subtree domain is inherited under it; other teams 
   CHECK(b.post("/v1/domain", domain_body(kTeamB, "b.example.com")).status == 201);
 }
 
+// Before subtree verification looked at the claims under the name, team A's example.net became
+// verified over team B's verified b.example.net: B then got 409 for a profile on its own verified
+// name (A's subtree covered it), and A's pending c.example.net stayed pending after B let go.
+TEST_CASE("verify: a subtree does not verify over a name another team has verified") {
+  Env env;
+  Api a(*env.server, kTeamA);
+  Api b(*env.server, kTeamB);
+  Domain theirs = create_domain(b, "b.example.net");
+  Domain parent = create_domain(a, "example.net");
+  Domain child = create_domain(a, "c.example.net");
+  env.dns.restart(
+      DnsRecords{}.cname(theirs.vhost, theirs.vvalue).cname(parent.vhost, parent.vvalue));
+  request_verify(b, theirs);
+  check_verified(b, single_outcome(wait_outcomes(b, theirs.id), theirs.id, kVerified), theirs.id);
+
+  request_verify(a, parent);
+  Events events = wait_outcomes(a, parent.id);
+  Event failed = single_outcome(events, parent.id, kFailed);
+  check_failed(a, failed, parent.id, "claimed_by_another_team");
+  CHECK(failed.error.find("b.example.net") != std::string::npos);
+  check_plain_pending(get_domain(a, child.id));
+  CHECK(b.post("/v1/gateway_security_profile", profile_body(kTeamB, "b.example.net")).status ==
+        201);
+
+  // Once B lets go of the name, A's subtree verifies and passes it down.
+  REQUIRE(b.del("/v1/domain/" + theirs.id).status == 200);
+  request_verify(a, parent);
+  events = wait_outcomes(a, parent.id, 2);
+  CHECK(outcomes_of(events, parent.id).back().type == kVerified);
+  events = wait_event(a, child.id, kInherited);
+  check_verified(a, of(events, child.id, kInherited).at(0), child.id, parent.id);
+  check_problem(b.post("/v1/gateway_security_profile", profile_body(kTeamB, "x.example.net")), 409,
+                "hostname_conflict");
+}
+
 TEST_CASE(
     "verify: narrowing a verified parent to scope exact revokes its children, widening passes it "
     "down") {

@@ -246,5 +246,41 @@ TEST_CASE("the read model rebuilt from the log equals the one kept in step with 
   CHECK(fx.dump_projections() == before);
 }
 
+// Projections written by a gatewayd of layout 1 (keys.h: claims keyed by hostname, checkpoint
+// without a layout) have no checkpoint under today's key, so catch-up drops them and rebuilds
+// from the log: no key of the old layout survives to be misread.
+TEST_CASE("projections of an older layout are dropped and rebuilt from the log") {
+  Fixture fx;
+  std::string parent = fx.create_domain("team_a", "example.com", "w");
+  fx.create_domain("team_a", "shop.example.com", "w");
+  auto v = fx.call([&](Done d) {
+    fx.service_->verify(parent, Actor{"team_a", "t"}, std::move(d));
+  });
+  REQUIRE(v.ok());
+  auto outcome = fx.call([&](Done d) {
+    fx.service_->record_outcome(parent, 3, CheckResult{true, "", ""}, std::move(d));
+  });
+  REQUIRE(outcome.ok());
+  fx.writer_->stop();
+  auto before = fx.dump_projections();
+  const std::string claim = keys::claim_prefix("example.com") + parent;
+  REQUIRE(before.count(claim) == 1);
+  REQUIRE(before.count(keys::checkpoint()) == 1);
+
+  auto* db = fx.store_->db();
+  auto* cf = fx.store_->cf(Cf::kProjections);
+  const rocksdb::WriteOptions wo;
+  REQUIRE(db->Delete(wo, cf, keys::checkpoint()).ok());
+  REQUIRE(db->Put(wo, cf, std::string("m\0checkpoint", 12), encode_u64(5)).ok());
+  REQUIRE(db->Delete(wo, cf, claim).ok());
+  const std::string old_claim = std::string("v\0example.com\0", 14) + parent;
+  REQUIRE(db->Put(wo, cf, old_claim, std::string("team_a\0subtree", 14)).ok());
+
+  auto applied = catch_up_projections(*fx.store_, *fx.ids_);
+  REQUIRE(applied.ok());
+  CHECK(applied.value() == 5);  // 2 creates, the request, verified, 1 inherited
+  CHECK(fx.dump_projections() == before);
+}
+
 }  // namespace
 }  // namespace gw
