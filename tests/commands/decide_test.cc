@@ -193,6 +193,17 @@ TEST_CASE("update domain: hostname cannot change, scope kept when omitted, If-Ma
     CHECK(d.error().code == Code::kValidationFailed);
     CHECK(d.error().errors[0].field == "hostname");
   }
+  SUBCASE("hostname change and server fields sent with other values: one 422 lists them all") {
+    DomainSpec s = domain_spec("team_a", "other.com");
+    s.status = "verified";
+    s.verified_at = 5;
+    auto d = decide_update(Kind::kDomain, "dom_1", Spec{s}, kTeamA, std::nullopt, 2000, given);
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().code == Code::kValidationFailed);
+    std::vector<std::string> fields;
+    for (const auto& e : d.error().errors) fields.push_back(e.field);
+    CHECK(fields == std::vector<std::string>{"hostname", "status", "verified_at"});
+  }
   SUBCASE("stale If-Match") {
     auto d = decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "example.com")},
                            kTeamA, std::string("\"2\""), 2000, given);
