@@ -38,6 +38,9 @@ constexpr std::string_view kRuntimeActions =
     " auditlog block ctl deprecatevar expirevar log noauditlog nolog sanitisearg sanitisematched"
     " sanitisematchedbytes sanitiserequestheader sanitiseresponseheader skip skipafter status"
     " xmlns ";
+// Operators that take no parameter.
+constexpr std::string_view kNoParameterOperators =
+    " detectsqli detectxss nomatch unconditionalmatch validateurlencoding validateutf8encoding ";
 constexpr std::string_view kCtlOptions =
     " requestbodyprocessor requestbodyaccess forcerequestbodyvariable ruleremovebyid"
     " ruleremovetargetbyid ";
@@ -151,7 +154,11 @@ Problem split_args(std::string_view s, int line, std::vector<Arg>* args) {
         if (j + 1 < s.size() && s[j + 1] == '"' && (j + 1 - run) % 2 == 1) {
           char before = run > i + 1 ? s[run - 1] : '"';
           a.escaped_quote = true;
-          a.ambiguous_quote |= std::string_view("\" \t%}").find(before) != std::string_view::npos;
+          // The engine reads '!' as a token of its own and '%' with the character after it as
+          // one, so after those its quote may end where the scan's does not.
+          a.ambiguous_quote |=
+              std::string_view("\" \t%}!").find(before) != std::string_view::npos ||
+              (run >= i + 3 && s[run - 2] == '%');
           ++j;
         }
       }
@@ -229,8 +236,8 @@ Problem split_directives(std::string_view text, std::vector<Directive>* out) {
       if (first != std::string_view::npos && phys[first] == '#') {
         // The engine's lexer takes a comment that starts with SecRule or SecAction and ends in a
         // backslash (blanks after it included) as continued, and skips the next line with it.
-        if (phys.find('\\') != std::string_view::npos)
-          return "must not put a backslash in a comment" + at(line);
+        size_t last = phys.find_last_not_of(" \t");
+        if (phys[last] == '\\') return "must not end a comment with a backslash" + at(line);
         continue;
       }
       logical_line = line;
@@ -267,6 +274,7 @@ Problem split_actions(std::string_view s, int line, std::vector<Action>* out) {
     Action a{ascii_lower(s.substr(start, i - start)), "", false};
     while (!a.name.empty() && (a.name.back() == ' ' || a.name.back() == '\t')) a.name.pop_back();
     if (a.name.empty()) return "has an empty action" + at(line);
+    const bool has_value = i < s.size() && s[i] == ':';
     if (i < s.size() && s[i] == ':') {
       ++i;
       if (i < s.size() && s[i] == '\'') {
@@ -287,6 +295,9 @@ Problem split_actions(std::string_view s, int line, std::vector<Action>* out) {
         i = end;
       }
     }
+    // An empty value: a double quote right after `msg:` opens a value that runs on to the next
+    // double quote, the lines after it included.
+    if (has_value && a.value.empty()) return "needs a value after " + a.name + ":" + at(line);
     out->push_back(std::move(a));
     if (i >= s.size()) return std::nullopt;
     ++i;  // the comma
@@ -416,11 +427,17 @@ Problem check_operator(const Arg& arg, int line) {
   if (arg.ambiguous_quote)
     return "must put an ordinary character before an escaped quote (\\\") in an operator" +
            at(line);
+  // Unquoted, the engine reads the operator's parameter up to the next blank, line breaks and
+  // quotes included.
+  if (!arg.quoted) return "must put the operator in double quotes" + at(line);
   std::string_view op = arg.text;
   if (op.starts_with('!')) op.remove_prefix(1);
   if (!op.starts_with('@')) return std::nullopt;
   std::string_view name = op.substr(1, op.find_first_of(" \t") - 1);
   std::string lowered = ascii_lower(name);
+  // Without its parameter, the engine takes what follows the closing quote for it.
+  if (op.size() == 1 + name.size() && !listed(kNoParameterOperators, lowered))
+    return "needs a parameter after @" + shown(name) + at(line);
   for (auto denied : kDeniedOperators) {
     if (lowered.starts_with(denied)) return refused("operator @" + shown(name), line);
   }
@@ -458,6 +475,8 @@ Problem check_directive(const Directive& d, Scan* scan) {
     }
     LinkActions counts;
     if (args.size() == 1 || args.size() == 3) {
+      // Unquoted, the engine skips ahead to the next double quote, the next lines included.
+      if (!args.back().quoted) return "must put the actions in double quotes" + at(line);
       if (auto p = check_actions(args.back(), line, link ? Role::kLink : Role::kHead, scan, &id,
                                  &chain, &counts))
         return p;

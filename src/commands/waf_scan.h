@@ -29,15 +29,18 @@
 //   character that delimits nothing: the engine reads '%' and the next character as one where it
 //   expands macros, so `%"` did not end a quoted action list for it, and a line the scan took for
 //   a comment ran as directives.
-// - Unambiguous syntax: comments on lines of their own, without a backslash (the engine takes a
-//   comment starting with SecRule or SecAction that ends in a backslash and blanks as continued);
-//   one directive per line;
-//   no escaped quotes in variables or actions; in an operator, \" must follow an ordinary
-//   character; no blanks in variables; single-quoted values only for actions whose value the engine
-//   also reads to the closing quote, and no commas in setvar or rev values. rev, accuracy and
-//   maturity take quoted values only: the engine reads an unquoted one past the closing double
-//   quote and the line's end (rev up to the next comma, accuracy and maturity up to the next
-//   single quote), so `rev:1"` followed by `#,ctl:ruleEngine=Off"` on a comment line ran the ctl.
+// - Unambiguous syntax: comments on lines of their own, not ending in a backslash (the engine
+//   takes a comment starting with SecRule or SecAction that ends in a backslash and blanks as
+//   continued); one directive per line; operators and actions in double quotes (unquoted, the
+//   engine reads on over line breaks); a parameter after every operator that takes one and a
+//   value after every action with a ':' (the engine took the text after the closing quote for
+//   them); no escaped quotes in variables or actions; in an operator, \" must follow an ordinary
+//   character (not '!', '%X', a blank or a quote); no blanks in variables; single-quoted values
+//   only for actions whose value the engine also reads to the closing quote, and no commas in
+//   setvar or rev values. rev, accuracy and maturity take quoted values only: the engine reads an
+//   unquoted one past the closing double quote and the line's end (rev up to the next comma,
+//   accuracy and maturity up to the next single quote), so `rev:1"` followed by
+//   `#,ctl:ruleEngine=Off"` on a comment line ran the ctl.
 // - Engine bugs kept away: phase outside 1-5/request/response/logging (crash), @validateByteRange
 //   beyond 0..255 (out-of-bounds write), a tab after SecMarker/SecRuleRemoveById/SecRuleUpdate*
 //   (crash), so those take exactly one space.

@@ -529,6 +529,7 @@ TEST_CASE("waf_directives accepts tenant rules") {
       {"SecRule ARGS \"@rx a\" \\\n    \"id:17,\\\n    deny\"\r\nSecAction \"id:18,pass\"\r\n"},
       {R"(SecRule ARGS "@rx a" "id:19,pass,rev:'2',ver:'tenant/1.0',accuracy:'8',maturity:'9'")"},
       {"# the admin paths below\nSecAction \"id:21,pass\""},
+      {"# block paths like /admin\\.php, or C:\\Windows\\system32\nSecAction \"id:23,pass\""},
       {R"(SecRule ARGS "@rx %[0-9a-f]{2}|100%-" "id:22,deny,msg:100%-sure,logdata:'%{tx.0}'")"},
       {many_rules(100)},
   };
@@ -668,7 +669,8 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {R"(SecRule ARGS "@validateByteRange 300" "id:1,deny")", "@validateByteRange with bytes"},
       {R"(SecRule ARGS "@validateByteRange 32-256" "id:1,deny")", "@validateByteRange with bytes"},
       {R"(SecRule ARGS "@validateByteRange 126-32" "id:1,deny")", "@validateByteRange with bytes"},
-      {R"(SecRule ARGS "@validateByteRange" "id:1,deny")", "@validateByteRange with bytes"},
+      {R"(SecRule ARGS "@validateByteRange" "id:1,deny")",
+       "needs a parameter after @validateByteRange"},
       // Syntax where the engine's lexer and a plain tokenizer could disagree.
       {R"(SecRule ARGS "\" deny Include /etc/hostname " "id:1")", "escaped quote"},
       {R"(SecRule ARGS "@rx \"" "id:1,deny")", "escaped quote"},
@@ -698,8 +700,7 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {R"(SecRule ARGS "@rx a)", "unterminated quoted string"},
       {"SecRule ARGS \"@rx a\nb\" \"id:1,deny\"", "unterminated quoted string (line 1)"},
       {R"("SecRule" ARGS "@rx a" "id:1,deny")", "must not quote a directive name"},
-      {"# harmless \\\nInclude /etc/hostname",
-       "must not put a backslash in a comment (line 1)"},
+      {"# harmless \\\nInclude /etc/hostname", "must not end a comment with a backslash (line 1)"},
       {"SecRule ARGS \"@rx a\" \"id:1,deny\" \\", "must not end with a line continuation"},
       {"SecAction \"id:1,pass\"\rInclude /etc/hostname", "carriage return"},
       {std::string("SecAction \"id:1,pass\"\0Include /etc/hostname", 42), "control characters"},
@@ -768,12 +769,47 @@ TEST_CASE("waf_directives refuses text the engine reads differently after a % or
       {rule + "logdata:'%{tx.a'\"", "needs macros written %{NAME}"},
       {"SecRule REQUEST_URI \"@rx .\" \"id:1,phase:1,pass,nolog,skipAfter:END\"\n"
        "# SecRule x \\ \nSecMarker END",
-       "must not put a backslash in a comment (line 2)"},
-      {"# SecAction x \\\t\nSecAction \"id:1,pass\"", "must not put a backslash in a comment"},
+       "must not end a comment with a backslash (line 2)"},
+      {"# SecAction x \\\t\nSecAction \"id:1,pass\"", "must not end a comment with a backslash"},
       {"# Include tokens\nSecAction \"id:1,pass\"", "directive Include"},
       {"# include the admin paths below\nSecAction \"id:21,pass\"", "directive Include"},
       {"SecMarker END\nSecRule ARGS \"@rx a\" \"id:1,phase:1,pass,skipAfter:END\"",
        "needs skipAfter to name a SecMarker that follows it"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(waf_directives(r.in), r.why);
+  }
+}
+
+// More places where the engine's lexer read past what the scan took for the end of a rule, so
+// the next line, a comment to the scan, gave rule 1 a skipAfter to no marker (every later rule
+// skipped, the platform's included) or ran an update with ctl:ruleEngine=Off. Every row was
+// accepted (201) before these rules.
+TEST_CASE("waf_directives refuses operators, actions and quotes the engine reads on from") {
+  const Bad bad[] = {
+      // An operator without its parameter: the engine took the actions for it.
+      {"SecRule REQUEST_URI !@rx id:1,phase:1,pass,log\n"
+       "#x \"id:1,phase:1,pass,skipAfter:NOPE\"",
+       "must put the operator in double quotes"},
+      {"SecRule REQUEST_URI \"!@rx\" id:1,phase:1,pass,log\n"
+       "#x\" \"id:1,phase:1,pass,skipAfter:NOPE\"",
+       "needs a parameter after @rx"},
+      // An empty msg: a double quote right after it opened a value running on to the next line.
+      {"SecRule REQUEST_URI \"@rx .\" \"id:1,phase:1,pass,msg:\"\n"
+       "#x\"\" SecRuleUpdateActionById 1 \"ctl:ruleEngine=Off\"",
+       "needs a value after msg:"},
+      // '%X' and '!' before an escaped quote: the engine's quote ended there.
+      {"SecRule REQUEST_URI \"!@rx %a\\\" id:1 SecRuleUpdateActionById 1 ctl:ruleEngine=Off #\" "
+       "\"id:1,phase:1,pass\"",
+       "must put an ordinary character before an escaped quote"},
+      {"SecRule REQUEST_URI \"!\\\" id:1 SecRuleUpdateActionById 1 ctl:ruleEngine=Off #\" "
+       "\"id:1,phase:1,pass\"",
+       "must put an ordinary character before an escaped quote"},
+      // Unquoted SecAction actions: the engine skipped ahead to the next double quote.
+      {"SecAction id:1,phase:1,pass,log\n#\"id:1,phase:1,pass,skipAfter:NOPE\"",
+       "must put the actions in double quotes"},
+      {R"(SecRule ARGS "@within" "id:1,deny")", "needs a parameter after @within"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -838,7 +874,6 @@ TEST_CASE("waf_directives returns the engine's message for rules it rejects") {
   const Bad bad[] = {
       {R"(SecRule ARGS "@rx a" "id:1,deny,t:noSuchTransformation")",
        "Expecting an action, got: t:noSuchTransformation"},
-      {R"(SecRule ARGS "@within" "id:1,deny")", "syntax error"},
       {R"(SecRule ARGS "@rx a" "id:1,deny,status:99999999999")", "Not a valid number"},
       {R"(SecRule ARGS "@rx a" "id:1,deny,sanitiseArg:password")", "not yet supported"},
       {R"(SecRule ARGS "@ipMatch 1.2.3.4/99" "id:1,deny")", "must be valid ModSecurity directives"},
