@@ -23,9 +23,12 @@ Result<RebuildReport> rebuild(const std::string& data_dir) {
                           (locked ? " (it is in use: stop gatewayd first)" : "") + ": " + why);
   }
   const auto start = std::chrono::steady_clock::now();
-  if (auto r = store.value()->reset_projections(); !r.ok()) return std::move(r.error());
+  // The log is read to its end before the projections are dropped: a log that cannot be replayed
+  // (a malformed event) leaves the data dir as it was, and gatewayd still starts on it.
   LogFold fold;
-  if (auto r = rebuild_projections(*store.value(), fold); !r.ok()) return std::move(r.error());
+  if (auto r = fold_log(*store.value(), fold); !r.ok()) return std::move(r.error());
+  if (auto r = store.value()->reset_projections(); !r.ok()) return std::move(r.error());
+  if (auto r = write_projections(*store.value(), fold); !r.ok()) return std::move(r.error());
   RebuildReport report;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.events = fold.events();

@@ -87,7 +87,7 @@ Result<bool> ingest(Store& store, const LogFold& fold, const std::string& dir) {
 
 }  // namespace
 
-Result<bool> rebuild_projections(Store& store, LogFold& fold) {
+Result<bool> fold_log(Store& store, LogFold& fold) {
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;
   ro.readahead_size = 4 << 20;
@@ -97,12 +97,20 @@ Result<bool> rebuild_projections(Store& store, LogFold& fold) {
     fold.reserve(decode_u64(std::string_view(it->key().data(), 8)));
   }
   it->SeekToFirst();
-  if (auto r = fold_events(*it, UINT64_MAX, fold); !r.ok()) return r;
+  return fold_events(*it, UINT64_MAX, fold);
+}
+
+Result<bool> write_projections(Store& store, const LogFold& fold) {
   const std::string dir = store.dir() + "/rebuild.tmp";
   auto r = ingest(store, fold, dir);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return r;
+}
+
+Result<bool> rebuild_projections(Store& store, LogFold& fold) {
+  if (auto r = fold_log(store, fold); !r.ok()) return r;
+  return write_projections(store, fold);
 }
 
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {

@@ -24,4 +24,9 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids);
 // kUnavailable on an I/O error.
 Result<bool> rebuild_projections(Store& store, LogFold& fold);
 
+// The two steps of rebuild_projections, for a caller that drops the projections in between
+// (`gatewayctl rebuild` drops them only once the log has been read to the end).
+Result<bool> fold_log(Store& store, LogFold& fold);
+Result<bool> write_projections(Store& store, const LogFold& fold);
+
 }  // namespace gw

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "admin/backup.h"
@@ -276,6 +277,24 @@ TEST_CASE("rebuild refuses a data dir that is open for writing") {
   store.reset();
   CHECK(rebuild(fx.path()).ok());
   CHECK_FALSE(rebuild(fx.path() + "/nothing-here").ok());
+}
+
+// Rebuild dropped the projections before reading the log: a malformed event then left no read
+// model, and gatewayd refused to start ("cannot bring projections up to date").
+TEST_CASE("a rebuild that cannot replay the log leaves the read model as it was") {
+  FixtureDir fx;
+  std::map<std::string, std::string> before;
+  {
+    auto store = open_store(fx.path());
+    before = testing::projections_as_read(*store);
+  }
+  REQUIRE_FALSE(before.empty());
+  edit_event(fx.path(), 5, [](std::string) { return std::string(R"({"seq":5,"broken)"); });
+  auto r = rebuild(fx.path());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().detail.find("event 5") != std::string::npos);
+  auto store = open_store(fx.path());
+  CHECK(testing::projections_as_read(*store) == before);
 }
 
 TEST_CASE("backup copies every column family and refuses a non-empty directory") {
