@@ -1,5 +1,6 @@
 // gatewayctl: administration from the command line. Wiring only: flags in, reports out; the work
 // is done by http/tokens.h and admin/.
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -45,6 +46,12 @@ int usage() {
 int fail(const std::string& message) {
   std::cerr << "gatewayctl: " << message << "\n";
   return 1;
+}
+
+// A flag value that is not what the flag takes: a usage error.
+int bad_value(const std::string& message) {
+  std::cerr << "gatewayctl: " << message << "\n";
+  return 2;
 }
 
 const gw::FlagSpec kDataDir{"data-dir", "GATEWAY_DATA_DIR", "", "gatewayd's data directory"};
@@ -93,7 +100,7 @@ int events(int argc, char** argv) {
   gw::Flags flags({kDataDir, {"after", "", "0", "write the events with a greater seq"}});
   if (auto exit = parse(flags, argc, argv, 2, {"data-dir"})) return *exit;
   auto after = gw::parse_int(flags.get("after"), 0, INT64_MAX);
-  if (!after) return fail("--after must be a whole number >= 0");
+  if (!after) return bad_value("--after must be a whole number >= 0");
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
   if (!store.ok()) return fail(store.error().detail);
   std::ios::sync_with_stdio(false);
@@ -109,7 +116,7 @@ int replay(int argc, char** argv) {
                    {"out", "", "", "file to write the records to (replaced)"}});
   if (auto exit = parse(flags, argc, argv, 2, {"data-dir", "until-seq", "out"})) return *exit;
   auto until = gw::parse_int(flags.get("until-seq"), 0, INT64_MAX);
-  if (!until) return fail("--until-seq must be a whole number >= 0");
+  if (!until) return bad_value("--until-seq must be a whole number >= 0");
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
   if (!store.ok()) return fail(store.error().detail);
   const std::string out_path = flags.get("out");
@@ -183,6 +190,9 @@ int rebuild(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A reader that goes away (`gatewayctl events | head`) is a failed write, not a signal that
+  // would kill gatewayctl before it removes its scratch directory.
+  signal(SIGPIPE, SIG_IGN);
   const std::string command = argc >= 2 ? argv[1] : "";
   if (command == "token" && argc >= 3 && std::string(argv[2]) == "create") {
     return token_create(argc, argv);

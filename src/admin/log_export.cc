@@ -24,7 +24,7 @@ Result<uint64_t> last_seq(const Store& store) {
 Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& out) {
   auto it = store.iterate(Cf::kEvents);
   uint64_t written = 0;
-  for (it->Seek(encode_u64(after + 1)); it->Valid(); it->Next()) {
+  for (it->Seek(encode_u64(after + 1)); it->Valid() && out; it->Next()) {
     out.write(it->value().data(), static_cast<std::streamsize>(it->value().size()));
     out.put('\n');
     ++written;
