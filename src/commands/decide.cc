@@ -49,6 +49,13 @@ Result<Stored> load_own(Kind kind, const std::string& id, const Actor& actor, Lo
   return std::move(*stored);
 }
 
+// 412 unless an If-Match header, if sent, matches the stored version's ETag.
+std::optional<Error> check_if_match(const std::optional<std::string>& if_match, uint64_t version) {
+  if (!if_match || if_match_matches(*if_match, version)) return std::nullopt;
+  return make_error(Code::kPreconditionFailed,
+                    "If-Match does not match the current ETag " + etag_of(version));
+}
+
 std::optional<Claim> other_team_claim(const std::string& hostname, const std::string& team,
                                       Lookups& lookups) {
   for (auto& c : lookups.claims_covering(hostname)) {
@@ -264,10 +271,7 @@ Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spe
   if (!loaded.ok()) return std::move(loaded.error());
   Stored& stored = loaded.value();
   if (spec_team(spec) != actor.tenant) return team_mismatch();
-  if (if_match && !if_match_matches(*if_match, stored.version)) {
-    return make_error(Code::kPreconditionFailed,
-                      "If-Match does not match the current ETag " + etag_of(stored.version));
-  }
+  if (auto e = check_if_match(if_match, stored.version)) return std::move(*e);
   if (const auto* ds = std::get_if<DomainSpec>(&spec)) {
     return update_domain(*ds, std::get<Domain>(stored.record), now, lookups);
   }
@@ -288,9 +292,10 @@ Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spe
 }
 
 Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& actor, int64_t now,
-                               Lookups& lookups) {
+                               Lookups& lookups, const std::optional<std::string>& if_match) {
   auto loaded = load_own(kind, id, actor, lookups);
   if (!loaded.ok()) return std::move(loaded.error());
+  if (auto e = check_if_match(if_match, loaded.value().version)) return std::move(*e);
   Record r = std::move(loaded.value().record);
   Meta& m = meta_of(r);
   m.deleted_at = now;
@@ -300,9 +305,11 @@ Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& ac
   return d;
 }
 
-Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups) {
+Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups,
+                               const std::optional<std::string>& if_match) {
   auto loaded = load_own(Kind::kDomain, id, actor, lookups);
   if (!loaded.ok()) return std::move(loaded.error());
+  if (auto e = check_if_match(if_match, loaded.value().version)) return std::move(*e);
   Record r = std::move(loaded.value().record);
   if (std::get<Domain>(r).status == "verified") return Decision{{}, r};
   return Decision{{Change{event_type(Kind::kDomain, "verification_requested"), r}}, r};

@@ -104,9 +104,12 @@ Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh
 Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spec,
                                const Actor& actor, const std::optional<std::string>& if_match,
                                int64_t now, Lookups& lookups);
+// DELETE and verify honour If-Match as PUT does (412 when it does not match).
 Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& actor, int64_t now,
-                               Lookups& lookups);
-Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups);
+                               Lookups& lookups,
+                               const std::optional<std::string>& if_match = std::nullopt);
+Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups,
+                               const std::optional<std::string>& if_match = std::nullopt);
 
 // What a DNS check of a domain's ownership CNAME found: ok, or a failure with a machine-readable
 // code (no_cname, wrong_value, nxdomain, servfail, timeout, unreachable) and a human detail.

@@ -487,16 +487,19 @@ void Api::update(const std::shared_ptr<Context>& ctx, Kind kind, const std::stri
 
 void Api::remove(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {
   if (!ctx->check_query({})) return;
-  service_.remove(kind, id, ctx->actor(), [ctx, kind, id](Result<Written> r) {
-    if (!r.ok()) return ctx->fail(r.error());
-    ctx->reply(json_reply(200, std::string("{\"message\":\"") + kind_name(kind) + " " + id +
-                                   " deleted\"}"));
-  });
+  service_.remove(
+      kind, id, ctx->actor(),
+      [ctx, kind, id](Result<Written> r) {
+        if (!r.ok()) return ctx->fail(r.error());
+        ctx->reply(json_reply(200, std::string("{\"message\":\"") + kind_name(kind) + " " + id +
+                                       " deleted\"}"));
+      },
+      ctx->request.if_match);
 }
 
 void Api::verify(const std::shared_ptr<Context>& ctx, const std::string& id) {
   if (!ctx->check_query({})) return;
-  service_.verify(id, ctx->actor(), write_reply(ctx, Kind::kDomain, 200));
+  service_.verify(id, ctx->actor(), write_reply(ctx, Kind::kDomain, 200), ctx->request.if_match);
 }
 
 void Api::history(Context& ctx, Kind kind, const std::string& id) {

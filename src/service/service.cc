@@ -161,18 +161,21 @@ void Service::update(Kind kind, std::string id, Spec spec, Actor actor,
       std::move(done));
 }
 
-void Service::remove(Kind kind, std::string id, Actor actor, Done done) {
+void Service::remove(Kind kind, std::string id, Actor actor, Done done,
+                     std::optional<std::string> if_match) {
   run(std::move(actor),
-      [kind, id = std::move(id)](Lookups& lookups, const Actor& a, int64_t now) {
-        return decide_delete(kind, id, a, now, lookups);
+      [kind, id = std::move(id), if_match = std::move(if_match)](Lookups& lookups, const Actor& a,
+                                                                 int64_t now) {
+        return decide_delete(kind, id, a, now, lookups, if_match);
       },
       std::move(done));
 }
 
-void Service::verify(std::string id, Actor actor, Done done) {
+void Service::verify(std::string id, Actor actor, Done done, std::optional<std::string> if_match) {
   run(std::move(actor),
-      [id = std::move(id)](Lookups& lookups, const Actor& a, int64_t) {
-        return decide_verify(id, a, lookups);
+      [id = std::move(id), if_match = std::move(if_match)](Lookups& lookups, const Actor& a,
+                                                           int64_t) {
+        return decide_verify(id, a, lookups, if_match);
       },
       std::move(done));
 }

@@ -45,8 +45,11 @@ class Service {
   void create(Spec spec, Actor actor, std::optional<IdempotencyKey> idempotency, Done done);
   void update(Kind kind, std::string id, Spec spec, Actor actor,
               std::optional<std::string> if_match, Done done);
-  void remove(Kind kind, std::string id, Actor actor, Done done);
-  void verify(std::string id, Actor actor, Done done);
+  // `if_match`: the raw If-Match header, if sent.
+  void remove(Kind kind, std::string id, Actor actor, Done done,
+              std::optional<std::string> if_match = std::nullopt);
+  void verify(std::string id, Actor actor, Done done,
+              std::optional<std::string> if_match = std::nullopt);
   // Records the outcome of verification request `request_seq` (see decide_verification_outcome).
   // The request is closed in the same write, so each request gets exactly one outcome.
   void record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result, Done done);

@@ -204,6 +204,15 @@ TEST_CASE("update domain: hostname cannot change, scope kept when omitted, If-Ma
     for (const auto& e : d.error().errors) fields.push_back(e.field);
     CHECK(fields == std::vector<std::string>{"hostname", "status", "verified_at"});
   }
+  SUBCASE("stale If-Match on delete and verify") {
+    auto del = decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, std::string("\"2\""));
+    REQUIRE_FALSE(del.ok());
+    CHECK(del.error().code == Code::kPreconditionFailed);
+    auto verify = decide_verify("dom_1", kTeamA, given, std::string("\"2\""));
+    REQUIRE_FALSE(verify.ok());
+    CHECK(verify.error().code == Code::kPreconditionFailed);
+    CHECK(decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, std::string("\"3\"")).ok());
+  }
   SUBCASE("stale If-Match") {
     auto d = decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "example.com")},
                            kTeamA, std::string("\"2\""), 2000, given);

@@ -128,6 +128,30 @@ TEST_CASE("If-Match: the current ETag or * succeeds, a stale one is 412 and chan
   }
 }
 
+// DELETE and verify ignored If-Match: a stale one deleted the record (200) or opened a request.
+TEST_CASE("If-Match on DELETE and verify: a stale one is 412 and changes nothing") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    Response created = api.post(std::string(kind->path), kind->body(kTeamA, 1));
+    REQUIRE(created.status == 201);
+    const std::string path = item_path(*kind, str(json(created), kind->id_field));
+    const std::string v1 = created.header("ETag").value_or("");
+    Response edited =
+        api.put(path, json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value));
+    REQUIRE(edited.status == 200);
+    check_problem(api.del(path, {{"If-Match", v1}}), 412, "precondition_failed");
+    CHECK(api.get(path).status == 200);
+    if (kind->name == std::string_view("domain")) {
+      check_problem(api.post(path + "/verify", "", {{"If-Match", v1}}), 412, "precondition_failed");
+      CHECK(api.get(path + "/history").body.find("verification_requested") == std::string::npos);
+    }
+    CHECK(api.del(path, {{"If-Match", edited.header("ETag").value_or("")}}).status == 200);
+    CHECK(api.get(path).status == 404);
+  }
+}
+
 TEST_CASE("response-only fields in a body are ignored, so GET-edit-PUT round trips") {
   Server server;
   Api api(server, kTeamA);
