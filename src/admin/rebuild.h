@@ -1,6 +1,7 @@
 // `gatewayctl rebuild`: drops the read model of a data dir and replays the whole log into it
-// (Store::reset_projections, then rebuild_projections: one fold of the log in memory, written as
-// sorted table files and ingested at once). The server must be stopped: the data dir is opened
+// (fold_log: one fold of the whole log in memory; then Store::reset_projections; then
+// write_projections: sorted table files ingested at once). A log that cannot be folded leaves the
+// read model as it was. The server must be stopped: the data dir is opened
 // for writing, which RocksDB's LOCK refuses while gatewayd holds it.
 // Safe to call from any thread; not concurrently on one data dir.
 #pragma once

@@ -275,7 +275,7 @@ Problem split_actions(std::string_view s, int line, std::vector<Action>* out) {
     while (!a.name.empty() && (a.name.back() == ' ' || a.name.back() == '\t')) a.name.pop_back();
     if (a.name.empty()) return "has an empty action" + at(line);
     const bool has_value = i < s.size() && s[i] == ':';
-    if (i < s.size() && s[i] == ':') {
+    if (has_value) {
       ++i;
       if (i < s.size() && s[i] == '\'') {
         size_t close = s.find('\'', i + 1);
@@ -436,7 +436,7 @@ Problem check_operator(const Arg& arg, int line) {
   std::string_view name = op.substr(1, op.find_first_of(" \t") - 1);
   std::string lowered = ascii_lower(name);
   // Without its parameter, the engine takes what follows the closing quote for it.
-  if (op.size() == 1 + name.size() && !listed(kNoParameterOperators, lowered))
+  if (trim_blanks(op.substr(1 + name.size())).empty() && !listed(kNoParameterOperators, lowered))
     return "needs a parameter after @" + shown(name) + at(line);
   for (auto denied : kDeniedOperators) {
     if (lowered.starts_with(denied)) return refused("operator @" + shown(name), line);

@@ -311,6 +311,7 @@ std::vector<Claim> TxLookups::claims_covering(const std::string& hostname) {
 std::vector<Claim> TxLookups::claims_under(const std::string& hostname) {
   std::vector<Claim> out;
   const std::string prefix = keys::claims_at_or_under_prefix(hostname);
+  const std::string reversed_parent = keys::reversed_hostname(hostname);
   auto r = tx_.scan(Cf::kProjections, prefix, [&](std::string_view key, std::string_view value) {
     std::string_view rest = key.substr(prefix.size());
     size_t name_end = rest.find('\0');
@@ -319,7 +320,7 @@ std::vector<Claim> TxLookups::claims_under(const std::string& hostname) {
     if (name_end == 0 || name_end == std::string_view::npos || sep == std::string_view::npos) {
       return true;
     }
-    std::string reversed = keys::reversed_hostname(hostname);
+    std::string reversed = reversed_parent;
     reversed.append(rest.substr(0, name_end));
     out.push_back(Claim{std::string(value.substr(0, sep)), std::string(rest.substr(name_end + 1)),
                         keys::hostname_of_reversed(reversed), std::string(value.substr(sep + 1))});

@@ -117,7 +117,10 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {
   auto checkpoint = store.get(Cf::kProjections, keys::checkpoint());
   if (!checkpoint.ok()) return std::move(checkpoint.error());
   if (!checkpoint.value()) {
-    // None, or projections of another layout (keys.h): start from empty ones.
+    // None, or projections of another layout (keys.h): rebuilt from empty ones, dropped only
+    // once the log has been read to its end.
+    LogFold fold;
+    if (auto r = fold_log(store, fold); !r.ok()) return std::move(r.error());
     auto any = store.iterate(Cf::kProjections);
     any->SeekToFirst();
     if (!any->status().ok()) return make_error(Code::kUnavailable, any->status().ToString());
@@ -126,9 +129,7 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {
     if (stale) {
       if (auto r = store.reset_projections(); !r.ok()) return std::move(r.error());
     }
-    LogFold fold;
-    auto r = rebuild_projections(store, fold);
-    if (!r.ok()) return std::move(r.error());
+    if (auto r = write_projections(store, fold); !r.ok()) return std::move(r.error());
     return fold.events();
   }
   uint64_t after = decode_u64(*checkpoint.value());

@@ -810,6 +810,7 @@ TEST_CASE("waf_directives refuses operators, actions and quotes the engine reads
       {"SecAction id:1,phase:1,pass,log\n#\"id:1,phase:1,pass,skipAfter:NOPE\"",
        "must put the actions in double quotes"},
       {R"(SecRule ARGS "@within" "id:1,deny")", "needs a parameter after @within"},
+      {R"(SecRule ARGS "@rx " "id:1,deny")", "needs a parameter after @rx"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
