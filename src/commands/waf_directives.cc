@@ -38,31 +38,24 @@ namespace {
 constexpr size_t kMaxDirectivesBytes = 65536;
 constexpr std::string_view kReference = "waf_custom_directives";
 
-// The audit counts a rule's action lists, which RuleWithActions keeps private. Naming a private
-// member in an explicit instantiation is exempt from access checks ([temp.spec.general]), so
-// each list is reached through a member pointer handed out by such an instantiation.
+// The audit reads what the engine keeps private: a rule's action lists, the removals
+// SecRuleRemoveById recorded and the audit log's engine switch. Naming a private member in an
+// explicit instantiation is exempt from access checks ([temp.spec.general]), so each is reached
+// through a member pointer handed out by such an instantiation (GW_PRIVATE).
 template <typename Tag, typename Tag::type Member>
 struct Expose {
   friend typename Tag::type member(Tag) { return Member; }
 };
-#define GW_RULE_LIST(TagName, Type, field)                          \
-  struct TagName {                                                  \
-    using type = modsecurity::Type modsecurity::RuleWithActions::*; \
-    friend type member(TagName);                                    \
-  };                                                                \
-  template struct Expose<TagName, &modsecurity::RuleWithActions::field>
-GW_RULE_LIST(RuntimeList, MatchActions, m_actionsRuntimePos);
-GW_RULE_LIST(TransformationList, Transformations, m_transformations);
-GW_RULE_LIST(SetVarList, SetVars, m_actionsSetVar);
-GW_RULE_LIST(TagList, Tags, m_actionsTag);
-#undef GW_RULE_LIST
-// The same for the removals SecRuleRemoveById recorded and the audit log's engine switch.
 #define GW_PRIVATE(TagName, Class, Type, field) \
   struct TagName {                              \
     using type = Type modsecurity::Class::*;    \
     friend type member(TagName);                \
   };                                            \
   template struct Expose<TagName, &modsecurity::Class::field>
+GW_PRIVATE(RuntimeList, RuleWithActions, modsecurity::MatchActions, m_actionsRuntimePos);
+GW_PRIVATE(TransformationList, RuleWithActions, modsecurity::Transformations, m_transformations);
+GW_PRIVATE(SetVarList, RuleWithActions, modsecurity::SetVars, m_actionsSetVar);
+GW_PRIVATE(TagList, RuleWithActions, modsecurity::Tags, m_actionsTag);
 using RangeList = std::list<std::pair<int, int>>;
 GW_PRIVATE(RemovedRanges, RulesExceptions, RangeList, m_ranges);
 GW_PRIVATE(RemovedIds, RulesExceptions, std::list<int>, m_numbers);

@@ -25,6 +25,15 @@ Domain domain(const std::string& id, const std::string& team, const std::string&
   return d;
 }
 
+// A PUT body of team_a's domain `hostname` with `scope`.
+DomainSpec scope_change(const std::string& hostname, const std::string& scope) {
+  DomainSpec s;
+  s.domain.meta.team_id = "team_a";
+  s.domain.hostname = hostname;
+  s.domain.scope = scope;
+  return s;
+}
+
 std::vector<std::string> types(const Decision& d) {
   std::vector<std::string> out;
   for (const auto& c : d.changes) out.push_back(c.type);
@@ -172,10 +181,7 @@ TEST_CASE("narrowing a verified domain to exact revokes its children; widening p
   testing::FakeLookups given;
   given.given(domain("dom_p", "team_a", "example.com", "verified", "subtree"));
   given.given(domain("dom_c", "team_a", "a.example.com", "verified", "exact", "dom_p"));
-  DomainSpec narrow;
-  narrow.domain.meta.team_id = "team_a";
-  narrow.domain.hostname = "example.com";
-  narrow.domain.scope = "exact";
+  DomainSpec narrow = scope_change("example.com", "exact");
   auto d = decide_update(Kind::kDomain, "dom_p", Spec{narrow}, kTeamA, std::nullopt, 900, given);
   REQUIRE(d.ok());
   CHECK(types(d.value()) ==
@@ -184,8 +190,7 @@ TEST_CASE("narrowing a verified domain to exact revokes its children; widening p
   testing::FakeLookups exact;
   exact.given(domain("dom_p", "team_a", "example.com", "verified", "exact"));
   exact.given(domain("dom_c", "team_a", "a.example.com", "pending", "exact"));
-  DomainSpec widen = narrow;
-  widen.domain.scope = "subtree";
+  DomainSpec widen = scope_change("example.com", "subtree");
   auto w = decide_update(Kind::kDomain, "dom_p", Spec{widen}, kTeamA, std::nullopt, 900, exact);
   REQUIRE(w.ok());
   CHECK(types(w.value()) ==
@@ -238,10 +243,7 @@ TEST_CASE("a subtree never covers a name another team has verified") {
     given.given(domain("dom_w", "team_a", "w.example.com", "pending", "exact"));
     given.given_claim(Claim{"team_a", "dom_p", "example.com", "exact"});
     given.given_claim(b_equal);
-    DomainSpec widen;
-    widen.domain.meta.team_id = "team_a";
-    widen.domain.hostname = "example.com";
-    widen.domain.scope = "subtree";
+    DomainSpec widen = scope_change("example.com", "subtree");
     auto d = decide_update(Kind::kDomain, "dom_p", Spec{widen}, kTeamA, std::nullopt, 900, given);
     REQUIRE_FALSE(d.ok());
     CHECK(d.error().code == Code::kHostnameConflict);

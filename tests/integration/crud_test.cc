@@ -1,4 +1,6 @@
 // Create, get, update, delete for all three kinds: ETags, If-Match, soft delete.
+#include <utility>
+
 #include "integration/fixture.h"
 
 namespace gw::itest {
@@ -92,16 +94,19 @@ TEST_CASE("a deleted record is gone: GET, PUT, verify and a second DELETE are 40
   }
 }
 
+// A new record of `kind` (create body 1): its item path and the ETag of its first version.
+std::pair<std::string, std::string> create_versioned(Api& api, const Kind& kind) {
+  Response created = api.post(std::string(kind.path), kind.body(kTeamA, 1));
+  REQUIRE(created.status == 201);
+  return {item_path(kind, str(json(created), kind.id_field)), created.header("ETag").value_or("")};
+}
+
 TEST_CASE("If-Match: the current ETag or * succeeds, a stale one is 412 and changes nothing") {
   Server server;
   Api api(server, kTeamA);
   for (const Kind* kind : kKinds) {
     CAPTURE(kind->name);
-    Response created = api.post(std::string(kind->path), kind->body(kTeamA, 1));
-    REQUIRE(created.status == 201);
-    std::string id = str(json(created), kind->id_field);
-    std::string v1 = created.header("ETag").value_or("");
-    std::string path = item_path(*kind, id);
+    const auto [path, v1] = create_versioned(api, *kind);
     std::string body = kind->body(kTeamA, 1);
     std::string edited = json_with(body, kind->edit_field, kind->edit_value);
 
@@ -134,10 +139,7 @@ TEST_CASE("If-Match on DELETE and verify: a stale one is 412 and changes nothing
   Api api(server, kTeamA);
   for (const Kind* kind : kKinds) {
     CAPTURE(kind->name);
-    Response created = api.post(std::string(kind->path), kind->body(kTeamA, 1));
-    REQUIRE(created.status == 201);
-    const std::string path = item_path(*kind, str(json(created), kind->id_field));
-    const std::string v1 = created.header("ETag").value_or("");
+    const auto [path, v1] = create_versioned(api, *kind);
     Response edited =
         api.put(path, json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value));
     REQUIRE(edited.status == 200);
