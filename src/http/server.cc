@@ -84,17 +84,23 @@ int hex_value(char c) {
   return -1;
 }
 
+enum class Part { kPath, kQuery };
+
 // Percent-decoding (Pistache decodes neither the path nor query parameters). In a query, '+' is a
-// space. Invalid escapes stay as they are.
-std::string percent_decode(std::string_view in, bool plus_is_space) {
+// space. In a path, "%2F" stays as it is: an escaped slash is part of a segment, and decoding it
+// would make "/v1/webhook/ID%2Fhistory" the history's path. Invalid escapes stay as they are.
+std::string percent_decode(std::string_view in, Part part) {
   std::string out;
   out.reserve(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
-    if (plus_is_space && in[i] == '+') {
+    const int escaped = (in[i] == '%' && i + 2 < in.size() && hex_value(in[i + 1]) >= 0 &&
+                         hex_value(in[i + 2]) >= 0)
+                            ? hex_value(in[i + 1]) * 16 + hex_value(in[i + 2])
+                            : -1;
+    if (part == Part::kQuery && in[i] == '+') {
       out.push_back(' ');
-    } else if (in[i] == '%' && i + 2 < in.size() && hex_value(in[i + 1]) >= 0 &&
-        hex_value(in[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(hex_value(in[i + 1]) * 16 + hex_value(in[i + 2])));
+    } else if (escaped >= 0 && (part == Part::kQuery || escaped != '/')) {
+      out.push_back(static_cast<char>(escaped));
       i += 2;
     } else {
       out.push_back(in[i]);
@@ -106,23 +112,26 @@ std::string percent_decode(std::string_view in, bool plus_is_space) {
 // The request headers the Api reads. Pistache keeps the headers it registers typed (of ours,
 // Authorization, and Content-Type as a RawContentType) and all others raw, in maps whose every
 // lookup lower-cases the name into a new string; so the typed ones are looked up once each and
-// the raw ones are picked out in one pass.
+// the raw ones are picked out in one pass. Pistache drops the blanks before a value but keeps
+// those after it, which are not part of it either (RFC 9110 5.5). Of a repeated header, Pistache
+// keeps only the first.
 void read_headers(const P::Http::Header::Collection& headers, Request* out) {
+  auto value = [](std::string_view v) { return std::string(trim_blanks(v)); };
   if (auto auth = std::dynamic_pointer_cast<const P::Http::Header::Authorization>(
           headers.tryGet(P::Http::Header::Authorization::Name))) {
-    out->authorization = auth->value();
+    out->authorization = value(auth->value());
   }
   if (auto type = std::dynamic_pointer_cast<const RawContentType>(
           headers.tryGet(RawContentType::Name))) {
-    out->content_type = type->value();
+    out->content_type = value(type->value());
   }
   for (const auto& [name, raw] : headers.rawList()) {
     if (ascii_iequals(name, "X-Tenant-ID")) {
-      out->tenant = raw.value();
+      out->tenant = value(raw.value());
     } else if (ascii_iequals(name, "If-Match")) {
-      out->if_match = raw.value();
+      out->if_match = value(raw.value());
     } else if (ascii_iequals(name, "Idempotency-Key")) {
-      out->idempotency_key = raw.value();
+      out->idempotency_key = value(raw.value());
     }
   }
 }
@@ -163,10 +172,10 @@ class Handler final : public P::Http::Handler {
     try {
       Request request;
       request.method = P::Http::methodString(req.method());
-      request.path = percent_decode(req.resource(), false);
+      request.path = percent_decode(req.resource(), Part::kPath);
       for (auto it = req.query().parameters_begin(); it != req.query().parameters_end(); ++it) {
-        request.query.emplace_back(percent_decode(it->first, true),
-                                   percent_decode(it->second, true));
+        request.query.emplace_back(percent_decode(it->first, Part::kQuery),
+                                   percent_decode(it->second, Part::kQuery));
       }
       read_headers(req.headers(), &request);
       request.body = req.body();

@@ -199,5 +199,43 @@ TEST_CASE("the tokens file: the name verifier is reserved, and lines gatewayd ig
   CHECK(out.find(std::string(64, 'a')) == std::string::npos);  // no line is echoed
 }
 
+TEST_CASE("blanks around header values are not part of them (RFC 9110 5.5)") {
+  Server server;
+  HttpClient http;
+  const std::string tenant(kTeamA);
+  Response created =
+      http.request("POST", server.url() + "/v1/webhook",
+                   {{"Authorization", "Bearer " + server.token(kTeamA) + " \t"},
+                    {"X-Tenant-ID", tenant + " \t"},
+                    {"Content-Type", "application/json"},
+                    {"Idempotency-Key", "key-1 "}},
+                   webhook_body(kTeamA, "w-blanks"));
+  INFO(created.body);
+  REQUIRE(created.status == 201);
+  const std::string id = json(created)["webhook_id"].GetString();
+  const std::string etag = created.header("ETag").value_or("");
+  REQUIRE(!etag.empty());
+  // The same key without the blank replays the first answer.
+  Response again = http.request("POST", server.url() + "/v1/webhook",
+                                {{"Authorization", "Bearer " + server.token(kTeamA)},
+                                 {"X-Tenant-ID", tenant},
+                                 {"Content-Type", "application/json"},
+                                 {"Idempotency-Key", "key-1"}},
+                                webhook_body(kTeamA, "w-blanks"));
+  CHECK(again.status == 201);
+  CHECK(json(again)["webhook_id"].GetString() == id);
+  Response got = http.request("GET", server.url() + "/v1/webhook/" + id,
+                              {{"Authorization", "Bearer " + server.token(kTeamA) + " "},
+                               {"X-Tenant-ID", tenant + " "},
+                               {"If-Match", etag + " "}});
+  CHECK(got.status == 200);
+  Response removed = http.request("DELETE", server.url() + "/v1/webhook/" + id,
+                                  {{"Authorization", "Bearer " + server.token(kTeamA)},
+                                   {"X-Tenant-ID", tenant},
+                                   {"If-Match", etag + "\t"}});
+  INFO(removed.body);
+  CHECK(removed.status == 200);
+}
+
 }  // namespace
 }  // namespace gw::itest

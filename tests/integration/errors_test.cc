@@ -75,7 +75,11 @@ TEST_CASE("unknown paths and unknown ids are 404 not_found") {
                                "/v1/webhook/" + domain_id,
                                "/v1/gateway_security_profile/" + webhook_id,
                                "/v1/domain/dom_00000000000000000000000000",
-                               "/v1/domain/" + domain_id + "x"};
+                               "/v1/domain/" + domain_id + "x",
+                               // An escaped slash is part of a segment, not a separator.
+                               "/v1/webhook/" + webhook_id + "%2Fhistory",
+                               "/v1/domain/" + domain_id + "%2fhistory",
+                               "/v1%2Fwebhook"};
   for (const std::string& path : paths) {
     CAPTURE(path);
     check_problem(api.get(path), 404, "not_found");
