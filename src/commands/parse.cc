@@ -173,6 +173,18 @@ constexpr std::array<const char*, 2> kDomainStatuses{"pending", "verified"};
 constexpr std::array<const char*, 2> kProviders{"github", "gitlab"};
 constexpr std::array<const char*, 2> kWebhookStatuses{"active", "inactive"};
 
+}  // namespace
+
+fields::Problem status_problem(Kind kind, std::string_view status) {
+  switch (kind) {
+    case Kind::kDomain: return one_of(status, kDomainStatuses);
+    case Kind::kWebhook: return one_of(status, kWebhookStatuses);
+    default: return std::string("is not a field of this kind");
+  }
+}
+
+namespace {
+
 constexpr size_t kWorkloadIdMax = 128;
 constexpr size_t kExternalIdMax = 256;
 constexpr size_t kDirectivesMax = 65536;

@@ -40,6 +40,10 @@ enum class Mode { kCreate, kUpdate };
 Result<Spec> parse_spec(Kind kind, Mode mode, const rapidjson::Value& body,
                         const FieldPolicy& policy);
 
+// What is wrong with `status` as a status of `kind` ("must be one of ..."), or nothing. Profiles
+// have no status: every value is wrong.
+std::optional<std::string> status_problem(Kind kind, std::string_view status);
+
 // Tenant ids (X-Tenant-ID, token tenants): 1..128 bytes of [A-Za-z0-9_.-], starting alphanumeric.
 bool valid_tenant_id(std::string_view tenant);
 

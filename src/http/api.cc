@@ -391,6 +391,12 @@ void Api::list(Context& ctx, Kind kind) {
       // Hostnames are stored normalized; a filter value that is no hostname matches nothing.
       std::string normalized;
       filters.push_back({name, fields::hostname(value, &normalized) ? value : normalized});
+    } else if (name == "status") {
+      // A status outside the kind's set is a typo, not a filter that matches nothing.
+      if (auto problem = status_problem(kind, value)) {
+        return ctx.fail(make_error(Code::kInvalidQuery, "status " + *problem));
+      }
+      filters.push_back({name, value});
     } else {
       filters.push_back({name, value});
     }

@@ -118,6 +118,15 @@ TEST_CASE("bad page, per_page and unknown query parameters are 400 invalid_query
     check_problem(api.get(std::string("/v1/gateway_security_profile") + q), 400, "invalid_query");
   }
   check_problem(api.get("/v1/webhook?hostname=a.example.com"), 400, "invalid_query");
+  // A status the kind does not have is a typo, not a filter that matches nothing.
+  for (const std::string q : {"/v1/domain?status=Pending", "/v1/domain?status=active",
+                              "/v1/webhook?status=verified", "/v1/webhook?status=",
+                              "/v1/webhook?workload_id=wl&status=on"}) {
+    CAPTURE(q);
+    Response r = api.get(q);
+    check_problem(r, 400, "invalid_query");
+    CHECK(r.body.find("must be one of") != std::string::npos);
+  }
 }
 
 TEST_CASE("profile lists filter by hostname") {
