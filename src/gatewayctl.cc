@@ -141,11 +141,10 @@ int replay(int argc, char** argv) {
 int check(int argc, char** argv) {
   gw::Flags flags({kDataDir});
   if (auto exit = parse(flags, argc, argv, 2, {"data-dir"})) return *exit;
+  // A data dir that cannot be opened is a failure of the command (stderr), not a finding about a
+  // store; one that cannot be read through (a corrupt block) is a finding.
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
-  if (!store.ok()) {
-    std::cout << "check: FAIL: " << store.error().detail << "\n";
-    return 1;
-  }
+  if (!store.ok()) return fail("check: " + store.error().detail);
   auto report = gw::admin::check_store(store.value()->store());
   if (!report.ok()) {
     std::cout << "check: FAIL: cannot read the store: " << report.error().detail << "\n";

@@ -282,6 +282,15 @@ TEST_CASE("check passes on a live store and fails on a copy with a changed event
   CHECK(ctl({"check", "--data-dir", server.data_dir()}).status.success());
 }
 
+TEST_CASE("check that cannot read a data dir says so on stderr: it is no FAIL of the store") {
+  testing::TempDir parent;
+  auto r = ctl({"check", "--data-dir", parent.file("absent")});
+  INFO(r.out, r.err);
+  CHECK(r.status.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err == "gatewayctl: check: " + parent.file("absent") + " holds no gatewayd database\n");
+}
+
 TEST_CASE("backup under write load holds every record acknowledged before it began") {
   Server server;
   std::atomic<bool> stop{false};
