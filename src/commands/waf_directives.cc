@@ -31,6 +31,7 @@
 
 #include "commands/fields.h"
 #include "commands/waf_scan.h"
+#include "core/text.h"
 
 namespace gw::fields {
 namespace {
@@ -158,21 +159,54 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
   return std::nullopt;
 }
 
+// The names of a rule link's skipAfter actions (the engine skips to the next marker of that name
+// in the rule's phase, or past every later rule if there is none).
+void skip_targets(modsecurity::RuleWithActions& r, std::vector<std::string>* out) {
+  for (modsecurity::actions::Action* a : r.*member(RuntimeList{})) {
+    if (a->m_name && ascii_iequals(*a->m_name, "skipAfter")) out->push_back(a->m_parser_payload);
+  }
+}
+
+// What SecRuleUpdate*ById added (ids were checked with the settings): as many variables,
+// transformations and actions as the scan counted, and only actions the policy allows.
+// The engine keeps no line numbers for them, so messages name none (line 0).
+Problem engine_updates(const modsecurity::RulesExceptions& ex, const waf::ScanResult& scan) {
+  for (const auto& [id, a] : ex.m_action_pos_update_target_by_id) {
+    std::string_view name = a->m_name ? std::string_view(*a->m_name) : std::string_view();
+    if (!waf::allowed_update_action(name)) return waf::refused("action " + std::string(name), 0);
+    if (name == "ctl") {
+      if (auto p = waf::check_ctl(a->m_parser_payload, 0)) return p;
+    }
+    // An update's skipAfter would apply to a rule whose position the audit does not know.
+    if (ascii_iequals(name, "skipAfter")) return std::string(kAmbiguous);
+  }
+  if (ex.m_variable_update_target_by_id.size() != scan.update_targets ||
+      ex.m_action_pre_update_target_by_id.size() != scan.update_transformations ||
+      ex.m_action_pos_update_target_by_id.size() != scan.update_actions) {
+    return std::string(kAmbiguous);
+  }
+  return std::nullopt;
+}
+
 // Second line of defence: the engine's own view must match the scan's.
 Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
   std::vector<waf::ScannedRule> rules;
   std::set<std::string> markers;
   for (int phase = 0; phase < modsecurity::Phases::NUMBER_OF_PHASES; ++phase) {
     const modsecurity::Rules* list = rs.m_rulesSetPhases.at(phase);
+    // skipAfter targets of this phase's rules so far; each must be met by a later marker.
+    std::set<std::string> awaited;
     for (size_t i = 0; i < list->size(); ++i) {
       modsecurity::Rule* rule = list->at(static_cast<int>(i)).get();
       if (auto* marker = dynamic_cast<modsecurity::RuleMarker*>(rule)) {
         markers.insert(*marker->getName());
+        awaited.erase(*marker->getName());
         continue;
       }
       auto* head = dynamic_cast<modsecurity::RuleWithActions*>(rule);
       if (head == nullptr) return std::string(kAmbiguous);
       waf::ScannedRule seen{head->m_ruleId, {}};
+      std::vector<std::string> targets;
       for (modsecurity::RuleWithActions* r = head; r != nullptr; r = r->m_chainedRuleChild.get()) {
         auto* op = dynamic_cast<modsecurity::RuleWithOperator*>(r);
         if (op != nullptr && waf::denied_engine_operator(op->getOperatorName())) {
@@ -181,9 +215,12 @@ Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
         // A chain left open would take the next rule loaded after these as its follow-up.
         if (r->isChained() && r->m_chainedRuleChild == nullptr) return std::string(kAmbiguous);
         if (auto p = engine_link(*r, &seen.links.emplace_back())) return p;
+        skip_targets(*r, &targets);
       }
+      awaited.insert(targets.begin(), targets.end());
       rules.push_back(std::move(seen));
     }
+    if (!awaited.empty()) return std::string(kAmbiguous);
   }
   auto expected = scan.rules;
   auto by_id = [](const waf::ScannedRule& a, const waf::ScannedRule& b) { return a.id < b.id; };
@@ -192,7 +229,7 @@ Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
   if (rules != expected || markers != scan.markers) return std::string(kAmbiguous);
   if (!settings_untouched(rs) || removes_outside_local_range(rs.m_exceptions))
     return "must not change engine-wide settings or rules outside ids 1..99999";
-  return std::nullopt;
+  return engine_updates(rs.m_exceptions, scan);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ constexpr std::string_view kActions =
     " accuracy allow auditlog block capture chain ctl deny deprecatevar drop expirevar id log "
     "logdata"
     " maturity msg multimatch noauditlog nolog pass phase redirect rev sanitisearg sanitisematched"
-    " sanitisematchedbytes sanitiserequestheader sanitiseresponseheader setvar severity skip"
+    " sanitisematchedbytes sanitiserequestheader sanitiseresponseheader setvar severity"
     " skipafter status t tag ver xmlns ";
 // Actions whose value the engine's lexer also reads up to a closing single quote. Elsewhere it
 // stops at a comma (`skipAfter:'x,setenv:a'` runs setenv), so a quoted value would hide actions.
@@ -36,8 +36,10 @@ constexpr std::string_view kQuotedOnly = " accuracy maturity rev ";
 // the engine's name lower-cased; each one counts in LinkActions::runtime.
 constexpr std::string_view kRuntimeActions =
     " auditlog block ctl deprecatevar expirevar log noauditlog nolog sanitisearg sanitisematched"
-    " sanitisematchedbytes sanitiserequestheader sanitiseresponseheader skip skipafter status"
-    " xmlns ";
+    " sanitisematchedbytes sanitiserequestheader sanitiseresponseheader skipafter status xmlns ";
+// Actions the engine takes as configuration of a rule (Action::ConfigurationKind): in
+// SecRuleUpdateActionById it drops them, printing a line on stdout.
+constexpr std::string_view kConfigurationActions = " accuracy chain id maturity phase rev ver ";
 // Operators that take no parameter.
 constexpr std::string_view kNoParameterOperators =
     " detectsqli detectxss nomatch unconditionalmatch validateurlencoding validateutf8encoding ";
@@ -87,7 +89,8 @@ std::string shown(std::string_view s) {
   return s.size() > 40 ? out + "..." : out;
 }
 
-std::string at(int line) { return " (line " + std::to_string(line) + ")"; }
+// Where a message points; the audit of what the engine keeps without a line passes 0.
+std::string at(int line) { return line > 0 ? " (line " + std::to_string(line) + ")" : ""; }
 
 // A rule id in 1..99999 written as plain digits.
 bool local_id(std::string_view s, long* id) {
@@ -134,6 +137,9 @@ struct Scan {
   std::map<std::string, int> markers;  // name -> line of its last SecMarker
   std::vector<std::pair<std::string, int>> skip_targets;
   int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
+  size_t update_targets = 0;  // as in ScanResult
+  size_t update_transformations = 0;
+  size_t update_actions = 0;
 };
 
 Problem split_args(std::string_view s, int line, std::vector<Arg>* args) {
@@ -333,6 +339,9 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
   std::vector<Action> actions;
   if (auto p = split_actions(arg.text, line, &actions)) return p;
   for (const Action& a : actions) {
+    // skip:N counts the rules after it, the platform's included, and libmodsecurity 3.0.9 carries
+    // the count over markers and into later phases.
+    if (a.name == "skip") return refused("action skip (use skipAfter and a SecMarker)", line);
     if (!listed(kActions, a.name)) return refused("action " + shown(a.name), line);
     if (a.quoted && !listed(kQuotable, a.name))
       return "must not quote the value of " + a.name + at(line);
@@ -356,6 +365,9 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
       if (role == Role::kUpdate)
         return "must not add chain with SecRuleUpdateActionById" + at(line);
       *chain = true;
+    } else if (role == Role::kUpdate && listed(kConfigurationActions, a.name)) {
+      return "must not change " + a.name + " with SecRuleUpdateActionById (the engine ignores it)" +
+             at(line);
     } else if (a.name == "ctl") {
       if (auto p = check_ctl(a.value, line)) return p;
     } else if (a.name == "setvar" || a.name == "expirevar" || a.name == "deprecatevar") {
@@ -371,13 +383,18 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
                at(line);  // larger numbers crash the engine
       }
     } else if (a.name == "skipafter") {
+      // The scan knows where the update is, not where the rule it changes is.
+      if (role == Role::kUpdate)
+        return "must not add skipAfter with SecRuleUpdateActionById" + at(line);
       scan->skip_targets.emplace_back(a.value, line);
     }
+    if (role == Role::kUpdate)
+      ++(a.name == "t" ? scan->update_transformations : scan->update_actions);
   }
   return std::nullopt;
 }
 
-Problem check_variables(const Arg& arg, int line) {
+Problem check_variables(const Arg& arg, int line, size_t* count) {
   if (arg.escaped_quote) return "must not use escaped quotes in variables" + at(line);
   // A blank ends the variables for the engine even inside quotes; what follows may be a directive.
   if (arg.text.find_first_of(" \t") != std::string::npos)
@@ -391,6 +408,7 @@ Problem check_variables(const Arg& arg, int line) {
            std::string_view("!&'\" \t").find(piece.front()) != std::string_view::npos)
       piece.remove_prefix(1);
     if (piece.starts_with("env")) return refused("variable ENV", line);
+    ++*count;
     start = end + 1;
   }
   return std::nullopt;
@@ -470,7 +488,8 @@ Problem check_directive(const Directive& d, Scan* scan) {
                   : "needs SecAction ACTIONS" + at(line);
     }
     if (rule) {
-      if (auto p = check_variables(args[0], line)) return p;
+      size_t unused = 0;  // a rule's variables are not counted
+      if (auto p = check_variables(args[0], line, &unused)) return p;
       if (auto p = check_operator(args[1], line)) return p;
     }
     LinkActions counts;
@@ -512,7 +531,8 @@ Problem check_directive(const Directive& d, Scan* scan) {
              (name == "secruleupdatetargetbyid" ? "TARGETS" : "ACTIONS") + at(line);
     if (args[0].quoted || !local_id(args[0].text, &id))
       return shown(d.name) + " may only name rule ids in 1..99999" + at(line);
-    if (name == "secruleupdatetargetbyid") return check_variables(args[1], line);
+    if (name == "secruleupdatetargetbyid")
+      return check_variables(args[1], line, &scan->update_targets);
     long unused = 0;
     LinkActions uncounted;  // an update's actions join exceptions, not a rule's lists
     return check_actions(args[1], line, Role::kUpdate, scan, &unused, &chain, &uncounted);
@@ -559,6 +579,12 @@ bool allowed_runtime_action(std::string_view engine_name) {
   return listed(kRuntimeActions, ascii_lower(engine_name));
 }
 
+bool allowed_update_action(std::string_view engine_name) {
+  std::string name = ascii_lower(engine_name);
+  if (name == "redirert") name = "redirect";  // libmodsecurity 3.0.9's name of it
+  return listed(kActions, name) && !listed(kConfigurationActions, name) && name != "t";
+}
+
 Problem scan_directives(std::string_view text, ScanResult* result) {
   std::vector<Directive> directives;
   if (auto p = split_directives(text, &directives)) return p;
@@ -579,6 +605,9 @@ Problem scan_directives(std::string_view text, ScanResult* result) {
   result->rules = std::move(scan.rules);
   for (auto& [marker, line] : scan.markers) result->markers.insert(marker);
   result->directives = directives.size();
+  result->update_targets = scan.update_targets;
+  result->update_transformations = scan.update_transformations;
+  result->update_actions = scan.update_actions;
   return std::nullopt;
 }
 

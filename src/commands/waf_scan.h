@@ -17,14 +17,18 @@
 //   @validateDTD, @validateSchema (files) and @rbl, @gsbLookup (network lookups).
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny deprecatevar drop
 //   expirevar id log logdata maturity msg multiMatch noauditlog nolog pass phase redirect rev
-//   sanitise* setvar severity skip skipAfter status t tag ver xmlns. setvar/expirevar/deprecatevar
-//   may only touch TX (IP, GLOBAL, SESSION, USER, RESOURCE are shared by all tenants). ctl may only
-//   set requestBodyProcessor, requestBodyAccess, forceRequestBodyVariable, ruleRemoveById,
-//   ruleRemoveTargetById. So exec, setenv, initcol, setsid, setuid, setrsc, ctl:ruleEngine,
-//   ctl:auditEngine, ctl:auditLogParts and ctl:ruleRemove*ByTag are refused.
+//   sanitise* setvar severity skipAfter status t tag ver xmlns. Not skip: it counts the rules after
+//   it, the platform's included, and the engine carries the count over markers and phases.
+//   setvar/expirevar/deprecatevar may only touch TX (IP, GLOBAL, SESSION, USER, RESOURCE are shared
+//   by all tenants). ctl may only set requestBodyProcessor, requestBodyAccess,
+//   forceRequestBodyVariable, ruleRemoveById, ruleRemoveTargetById. So exec, setenv, initcol,
+//   setsid, setuid, setrsc, ctl:ruleEngine, ctl:auditEngine, ctl:auditLogParts and
+//   ctl:ruleRemove*ByTag are refused. SecRuleUpdateActionById takes no id, chain, phase, rev, ver,
+//   maturity or accuracy (the engine drops those there).
 // - ENV (as a variable or a %{ENV...} macro) is refused: it would expose the gateway's environment.
 // - skipAfter must name a SecMarker that follows the rule in the same text (the engine skips to
-//   the next marker of that name, and past every rule, the platform's included, if there is none).
+//   the next marker of that name, and past every rule, the platform's included, if there is none),
+//   and SecRuleUpdateActionById cannot add one (the rule it changes may follow the marker).
 // - '%' is followed by '{' (a macro %{NAME}, NAME of letters, digits, '_', '.', ':', '-') or by a
 //   character that delimits nothing: the engine reads '%' and the next character as one where it
 //   expands macros, so `%"` did not end a quoted action list for it, and a line the scan took for
@@ -91,6 +95,12 @@ struct ScanResult {
   std::set<std::string> markers;
   // Number of directives (comment lines and blank lines are not directives).
   size_t directives = 0;
+  // What the SecRuleUpdate*ById directives add, counted as the engine keeps them: the variables
+  // of SecRuleUpdateTargetById, and the transformations and other actions of
+  // SecRuleUpdateActionById.
+  size_t update_targets = 0;
+  size_t update_transformations = 0;
+  size_t update_actions = 0;
 };
 
 // Checks `text` against the tenant policy above. Returns the first problem found, as a message
@@ -105,6 +115,10 @@ bool denied_engine_operator(std::string_view engine_name);
 // Whether the engine's name of an action it keeps in a rule's runtime list (Action::m_name, any
 // case) is one the policy allows; such actions are counted in LinkActions::runtime.
 bool allowed_runtime_action(std::string_view engine_name);
+
+// Whether the engine's name of an action (Action::m_name, any case) is one the policy allows in
+// SecRuleUpdateActionById, where the engine keeps every action but transformations in one list.
+bool allowed_update_action(std::string_view engine_name);
 
 // Checks the value of a ctl action as the policy does ("ruleRemoveById=5"), for the audit of the
 // engine's own copy of it.

@@ -526,6 +526,14 @@ TEST_CASE("waf_directives accepts tenant rules") {
       {"SecRule ARGS \"@rx a\" \"id:16,deny\"\nSecRuleRemoveById 16 20-30 99999"},
       {"SecRuleUpdateTargetById 16 \"!ARGS:password\"\nSecRuleUpdateTargetById 17 !ARGS:token"},
       {"SecRuleUpdateActionById 16 \"pass,nolog\""},
+      // Every kind of update the engine keeps, counted alike by the scan and the audit.
+      {"SecRule ARGS \"@rx a\" \"id:24,pass\"\n"
+       "SecRuleUpdateTargetById 24 \"ARGS_NAMES|!ARGS:pw|REQUEST_HEADERS:User-Agent|&ARGS\"\n"
+       "SecRuleUpdateActionById 24 \"t:lowercase,t:urlDecode,deny,status:403,log,msg:'x',"
+       "tag:'a',setvar:tx.hits=+1,ctl:ruleRemoveById=25,logdata:'%{MATCHED_VAR}'\"\n"
+       "SecRuleUpdateActionById 24 \"redirect:https://example.com/,multiMatch,capture,nolog,"
+       "noauditlog,severity:2,setvar:!tx.b,xmlns:a=http://x/,expirevar:tx.a=60\"\n"
+       "SecRuleUpdateTargetById 24 ARGS:a,ARGS:b"},
       {"SecRule ARGS \"@rx a\" \\\n    \"id:17,\\\n    deny\"\r\nSecAction \"id:18,pass\"\r\n"},
       {R"(SecRule ARGS "@rx a" "id:19,pass,rev:'2',ver:'tenant/1.0',accuracy:'8',maturity:'9'")"},
       {"# the admin paths below\nSecAction \"id:21,pass\""},
@@ -643,6 +651,13 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {"SecRuleUpdateActionById 942100 \"pass\"", "may only name rule ids in 1..99999"},
       {"SecRuleUpdateActionById 5 \"id:6\"", "must not change ids"},
       {"SecRuleUpdateActionById 5 \"chain\"", "must not add chain"},
+      {"SecRuleUpdateActionById 5 \"phase:1\"", "must not change phase with"},
+      {"SecRuleUpdateActionById 5 \"pass,rev:'2'\"", "must not change rev with"},
+      {"SecRuleUpdateActionById 5 \"skipAfter:END\"\nSecMarker END\n"
+       "SecRule ARGS \"@rx a\" \"id:5,pass\"",
+       "must not add skipAfter with SecRuleUpdateActionById"},
+      {"SecRule ARGS \"@rx a\" \"id:5,pass,skip:1\"\nSecAction \"id:6,pass\"",
+       "action skip (use skipAfter and a SecMarker) is not allowed"},
       {"SecRuleUpdateActionById 5 \"exec:/tmp/x.lua\"", "action exec"},
       {"SecRuleUpdateActionById 5", "needs SecRuleUpdateActionById ID ACTIONS"},
       {"SecRuleUpdateActionById\t5 \"pass\"",
@@ -849,11 +864,44 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
       {"SecRule ARGS \"@rx a\" \"id:1,pass,tag:x\"", "could not be read unambiguously"},
       {"SecRule ARGS \"@rx a\" \"id:1,pass,t:none\"", "could not be read unambiguously"},
       {"SecRule ARGS \"@rx a\" \"id:1,pass,log\"", "could not be read unambiguously"},
+      // Updates the scan did not see: they are kept apart from the rules, by id.
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"ctl:ruleEngine=Off\"",
+       "ctl:RuleEngine is not allowed in tenant rules"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"setenv:a=b\"",
+       "action setenv is not allowed"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"log\"",
+       "could not be read unambiguously"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"t:none\"",
+       "could not be read unambiguously"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 ARGS",
+       "could not be read unambiguously"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
     expect_bad(waf::engine_check(r.in, one_rule), r.why);
   }
+  // A skipAfter whose marker the engine did not put after the rule, in the rule's phase.
+  waf::ScanResult skipping = one_rule;
+  skipping.rules[0].links[0].runtime = 1;
+  skipping.markers = {"END"};
+  expect_ok(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass,skipAfter:END\"\nSecMarker END",
+                              skipping));
+  expect_bad(waf::engine_check("SecMarker END\nSecRule ARGS \"@rx a\" \"id:1,pass,skipAfter:END\"",
+                               skipping),
+             "could not be read unambiguously");
+  expect_bad(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass,skipAfter:EN\"\nSecMarker END",
+                               skipping),
+             "could not be read unambiguously");
+  // An update's skipAfter: the audit cannot tell where the rule it changes stands.
+  waf::ScanResult updating = one_rule;
+  updating.update_actions = 1;
+  expect_ok(waf::engine_check(
+      "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"log\"", updating));
+  expect_bad(
+      waf::engine_check(
+          "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"skipAfter:END\"",
+          updating),
+      "could not be read unambiguously");
   // The same scan result for the text it describes passes, and a marker the engine did not
   // build is refused as well.
   expect_ok(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass\"", one_rule));

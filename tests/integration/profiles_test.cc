@@ -199,6 +199,12 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       // A msg ending in %, whose closing quote the engine read as part of the value, so a
       // removal of platform rules ran from a line the scan skipped as a comment (was 201).
       R"("SecRule ARGS \"@rx a\" \"id:12,pass,msg:100%\"\n#,pass\" SecRuleRemoveById 942100")",
+      // Rule 13 follows the marker its update names, so the engine skipped every later rule,
+      // the platform's included (was 201).
+      R"("SecRuleUpdateActionById 13 \"skipAfter:END\"\nSecMarker END\n)"
+      R"(SecRule ARGS \"@rx a\" \"id:13,phase:2,pass\"")",
+      // skip:N counts the platform's rules after the tenant's (was 201).
+      R"("SecRule ARGS \"@rx a\" \"id:14,phase:2,pass,skip:100\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
