@@ -152,6 +152,7 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
       if (auto p = waf::check_ctl(a->m_parser_payload, line)) return p;
     }
   }
+  counts->line = line;
   counts->runtime = (r.*member(RuntimeList{})).size();
   counts->transformations = (r.*member(TransformationList{})).size();
   counts->setvars = (r.*member(SetVarList{})).size();

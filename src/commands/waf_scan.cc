@@ -28,7 +28,7 @@ constexpr std::string_view kActions =
 // Actions whose value the engine's lexer also reads up to a closing single quote. Elsewhere it
 // stops at a comma (`skipAfter:'x,setenv:a'` runs setenv), so a quoted value would hide actions.
 constexpr std::string_view kQuotable =
-    " accuracy expirevar id logdata maturity msg phase redirect rev setvar severity tag ver ";
+    " accuracy expirevar id logdata maturity msg redirect rev setvar severity tag ver ";
 // Actions whose unquoted value the engine's lexer reads past the closing double quote and the end
 // of the line (waf_scan.h), so their values must be quoted.
 constexpr std::string_view kQuotedOnly = " accuracy maturity rev ";
@@ -40,9 +40,16 @@ constexpr std::string_view kRuntimeActions =
 // Actions the engine takes as configuration of a rule (Action::ConfigurationKind): in
 // SecRuleUpdateActionById it drops them, printing a line on stdout.
 constexpr std::string_view kConfigurationActions = " accuracy chain id maturity phase rev ver ";
+// The operators of libmodsecurity 3.0.9's lexer (seclang-scanner.ll), lower-cased.
+constexpr std::string_view kOperators =
+    " beginswith contains containsword detectsqli detectxss endswith eq fuzzyhash ge geolookup"
+    " gsblookup gt inspectfile ipmatch ipmatchf ipmatchfromfile le lt pm pmf pmfromfile rbl rsub"
+    " rx rxglobal streq strmatch unconditionalmatch validatebyterange validatedtd validatehash"
+    " validateschema validateurlencoding validateutf8encoding verifycc verifycpf verifyssn"
+    " verifysvnr within ";
 // Operators that take no parameter.
 constexpr std::string_view kNoParameterOperators =
-    " detectsqli detectxss nomatch unconditionalmatch validateurlencoding validateutf8encoding ";
+    " detectsqli detectxss geolookup unconditionalmatch validateurlencoding validateutf8encoding ";
 constexpr std::string_view kCtlOptions =
     " requestbodyprocessor requestbodyaccess forcerequestbodyvariable ruleremovebyid"
     " ruleremovetargetbyid ";
@@ -451,11 +458,23 @@ Problem check_operator(const Arg& arg, int line) {
   std::string_view op = arg.text;
   if (op.starts_with('!')) op.remove_prefix(1);
   if (!op.starts_with('@')) return std::nullopt;
-  std::string_view name = op.substr(1, op.find_first_of(" \t") - 1);
+  size_t end = 1;
+  while (end < op.size() && isalnum(static_cast<unsigned char>(op[end]))) ++end;
+  std::string_view name = op.substr(1, end - 1);
+  std::string_view rest = op.substr(end);
   std::string lowered = ascii_lower(name);
+  // The engine's lexer takes the longest operator name that fits ("@containsq" is @contains
+  // and a 'q') and then expects exactly one space: after any other character it drops the text
+  // up to the next space, the closing quote and line ends included.
+  if (!listed(kOperators, lowered)) return "needs a known operator, not @" + shown(name) + at(line);
+  if (listed(kNoParameterOperators, lowered)) {
+    if (rest.find_first_not_of(' ') != std::string_view::npos)
+      return "must not give @" + shown(name) + " a parameter" + at(line);
+    return std::nullopt;
+  }
   // Without its parameter, the engine takes what follows the closing quote for it.
-  if (trim_blanks(op.substr(1 + name.size())).empty() && !listed(kNoParameterOperators, lowered))
-    return "needs a parameter after @" + shown(name) + at(line);
+  if (trim_blanks(rest).empty()) return "needs a parameter after @" + shown(name) + at(line);
+  if (rest[0] != ' ') return "needs one space after @" + shown(name) + at(line);
   for (auto denied : kDeniedOperators) {
     if (lowered.starts_with(denied)) return refused("operator @" + shown(name), line);
   }
@@ -493,6 +512,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
       if (auto p = check_operator(args[1], line)) return p;
     }
     LinkActions counts;
+    counts.line = line;
     if (args.size() == 1 || args.size() == 3) {
       // Unquoted, the engine skips ahead to the next double quote, the next lines included.
       if (!args.back().quoted) return "must put the actions in double quotes" + at(line);

@@ -24,7 +24,8 @@
 //   forceRequestBodyVariable, ruleRemoveById, ruleRemoveTargetById. So exec, setenv, initcol,
 //   setsid, setuid, setrsc, ctl:ruleEngine, ctl:auditEngine, ctl:auditLogParts and
 //   ctl:ruleRemove*ByTag are refused. SecRuleUpdateActionById takes no id, chain, phase, rev, ver,
-//   maturity or accuracy (the engine drops those there).
+//   maturity or accuracy (the engine drops those there). phase takes no quotes (the engine reads
+//   phase:'request' as allow).
 // - ENV (as a variable or a %{ENV...} macro) is refused: it would expose the gateway's environment.
 // - skipAfter must name a SecMarker that follows the rule in the same text (the engine skips to
 //   the next marker of that name, and past every rule, the platform's included, if there is none),
@@ -45,6 +46,10 @@
 //   unquoted one past the closing double quote and the line's end (rev up to the next comma,
 //   accuracy and maturity up to the next single quote), so `rev:1"` followed by
 //   `#,ctl:ruleEngine=Off"` on a comment line ran the ctl.
+// - Operators: a known operator name, then exactly one space and a parameter, or nothing but
+//   spaces for those that take none. After any other character the engine's lexer drops the text
+//   up to the next space, quotes and line ends included, so `"@rx\tz"` ran a comment line's
+//   actions and directives.
 // - Engine bugs kept away: phase outside 1-5/request/response/logging (crash), @validateByteRange
 //   beyond 0..255 (out-of-bounds write), a tab after SecMarker/SecRuleRemoveById/SecRuleUpdate*
 //   (crash), so those take exactly one space.
@@ -74,6 +79,7 @@ inline constexpr long kMaxLocalId = 99999;
 // engine built: an action the two read differently (the engine's lexer swallowing text the scan
 // took for something else) shows up as counts that differ.
 struct LinkActions {
+  int line = 0;        // the line the link starts on
   size_t runtime = 0;  // what the engine runs after a match: ctl, log, skip, status, block, ...
   size_t transformations = 0;  // t:
   size_t setvars = 0;

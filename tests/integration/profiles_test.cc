@@ -205,6 +205,10 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"(SecRule ARGS \"@rx a\" \"id:13,phase:2,pass\"")",
       // skip:N counts the platform's rules after the tenant's (was 201).
       R"("SecRule ARGS \"@rx a\" \"id:14,phase:2,pass,skip:100\"")",
+      // After "@rx" and a tab the engine dropped the text up to the next space, so the comment
+      // line gave rule 15 a setvar on the collection all tenants share (was 201).
+      R"("SecRule ARGS \"@rx\tz\"\t\"id:15,phase:2,pass,setvar:tx.blocked=1\"\n)"
+      R"(#\t\"x y\"\t\"id:15,phase:2,pass,setvar:global.blocked=1\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
