@@ -181,9 +181,9 @@ Problem engine_updates(const modsecurity::RulesExceptions& ex, const waf::ScanRe
     // An update's skipAfter would apply to a rule whose position the audit does not know.
     if (ascii_iequals(name, "skipAfter")) return std::string(kAmbiguous);
   }
-  if (ex.m_variable_update_target_by_id.size() != scan.update_targets ||
-      ex.m_action_pre_update_target_by_id.size() != scan.update_transformations ||
-      ex.m_action_pos_update_target_by_id.size() != scan.update_actions) {
+  if (ex.m_variable_update_target_by_id.size() != scan.updates.targets ||
+      ex.m_action_pre_update_target_by_id.size() != scan.updates.transformations ||
+      ex.m_action_pos_update_target_by_id.size() != scan.updates.actions) {
     return std::string(kAmbiguous);
   }
   return std::nullopt;

@@ -144,9 +144,7 @@ struct Scan {
   std::map<std::string, int> markers;  // name -> line of its last SecMarker
   std::vector<std::pair<std::string, int>> skip_targets;
   int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
-  size_t update_targets = 0;  // as in ScanResult
-  size_t update_transformations = 0;
-  size_t update_actions = 0;
+  UpdateCounts updates;
 };
 
 Problem split_args(std::string_view s, int line, std::vector<Arg>* args) {
@@ -396,7 +394,7 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
       scan->skip_targets.emplace_back(a.value, line);
     }
     if (role == Role::kUpdate)
-      ++(a.name == "t" ? scan->update_transformations : scan->update_actions);
+      ++(a.name == "t" ? scan->updates.transformations : scan->updates.actions);
   }
   return std::nullopt;
 }
@@ -406,6 +404,10 @@ Problem check_variables(const Arg& arg, int line, size_t* count) {
   // A blank ends the variables for the engine even inside quotes; what follows may be a directive.
   if (arg.text.find_first_of(" \t") != std::string::npos)
     return "must not put blanks in variables" + at(line);
+  // So does a backslash: the engine read the operator right after `ARGS\`, and the scan's
+  // operator and actions became that operator's parameter.
+  if (arg.text.find('\\') != std::string::npos)
+    return "must not put backslashes in variables" + at(line);
   std::string vars = ascii_lower(arg.text);
   size_t start = 0;
   while (start <= vars.size()) {
@@ -552,7 +554,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
     if (args[0].quoted || !local_id(args[0].text, &id))
       return shown(d.name) + " may only name rule ids in 1..99999" + at(line);
     if (name == "secruleupdatetargetbyid")
-      return check_variables(args[1], line, &scan->update_targets);
+      return check_variables(args[1], line, &scan->updates.targets);
     long unused = 0;
     LinkActions uncounted;  // an update's actions join exceptions, not a rule's lists
     return check_actions(args[1], line, Role::kUpdate, scan, &unused, &chain, &uncounted);
@@ -625,9 +627,7 @@ Problem scan_directives(std::string_view text, ScanResult* result) {
   result->rules = std::move(scan.rules);
   for (auto& [marker, line] : scan.markers) result->markers.insert(marker);
   result->directives = directives.size();
-  result->update_targets = scan.update_targets;
-  result->update_transformations = scan.update_transformations;
-  result->update_actions = scan.update_actions;
+  result->updates = scan.updates;
   return std::nullopt;
 }
 

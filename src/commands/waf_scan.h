@@ -40,11 +40,11 @@
 //   engine reads on over line breaks); a parameter after every operator that takes one and a
 //   value after every action with a ':' (the engine took the text after the closing quote for
 //   them); no escaped quotes in variables or actions; in an operator, \" must follow an ordinary
-//   character (not '!', '%X', a blank or a quote); no blanks in variables; single-quoted values
-//   only for actions whose value the engine also reads to the closing quote, and no commas in
-//   setvar or rev values. rev, accuracy and maturity take quoted values only: the engine reads an
-//   unquoted one past the closing double quote and the line's end (rev up to the next comma,
-//   accuracy and maturity up to the next single quote), so `rev:1"` followed by
+//   character (not '!', '%X', a blank or a quote); no blanks or backslashes in variables;
+//   single-quoted values only for actions whose value the engine also reads to the closing quote,
+//   and no commas in setvar or rev values. rev, accuracy and maturity take quoted values only: the
+//   engine reads an unquoted one past the closing double quote and the line's end (rev up to the
+//   next comma, accuracy and maturity up to the next single quote), so `rev:1"` followed by
 //   `#,ctl:ruleEngine=Off"` on a comment line ran the ctl.
 // - Operators: a known operator name, then exactly one space and a parameter, or nothing but
 //   spaces for those that take none. After any other character the engine's lexer drops the text
@@ -93,6 +93,13 @@ struct ScannedRule {
   bool operator==(const ScannedRule&) const = default;
 };
 
+// What the SecRuleUpdate*ById directives add, counted as the engine keeps them.
+struct UpdateCounts {
+  size_t targets = 0;          // variables of SecRuleUpdateTargetById
+  size_t transformations = 0;  // t: of SecRuleUpdateActionById
+  size_t actions = 0;          // its other actions
+};
+
 // What the scan saw, for the cross-check against the engine.
 struct ScanResult {
   // Per SecRule/SecAction that starts a rule, in text order.
@@ -101,12 +108,7 @@ struct ScanResult {
   std::set<std::string> markers;
   // Number of directives (comment lines and blank lines are not directives).
   size_t directives = 0;
-  // What the SecRuleUpdate*ById directives add, counted as the engine keeps them: the variables
-  // of SecRuleUpdateTargetById, and the transformations and other actions of
-  // SecRuleUpdateActionById.
-  size_t update_targets = 0;
-  size_t update_transformations = 0;
-  size_t update_actions = 0;
+  UpdateCounts updates;
 };
 
 // Checks `text` against the tenant policy above. Returns the first problem found, as a message

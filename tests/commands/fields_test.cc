@@ -846,6 +846,15 @@ TEST_CASE("waf_directives refuses operators, actions and quotes the engine reads
       {R"(SecRule ARGS "@ a" "id:1,deny")", "needs a known operator"},
       {R"(SecRule ARGS "@detectSQLi x" "id:1,deny")", "must not give @detectSQLi a parameter"},
       {R"(SecRule ARGS "@detectSQLi\t" "id:1,deny")", "must not give @detectSQLi a parameter"},
+      // A backslash ended the variables for the engine: the scan's operator and actions became
+      // the parameter of an operator after `ARGS\`, and the comment line gave the actions.
+      {"SecRule ARGS\\.*|x\t\"abc\"\t\"id:5,phase:2,pass,setvar:tx.blocked=1\"\n"
+       "# \"id:5,phase:2,pass,setvar:global.blocked=1\"",
+       "must not put backslashes in variables"},
+      {"SecRule ARGS\\@rx\t\"abc\"\t\"id:5,phase:2,pass,setvar:tx.blocked=1\"\n"
+       "# .* \"id:5,phase:2,pass,setvar:global.blocked=1\"",
+       "must not put backslashes in variables"},
+      {"SecRuleUpdateTargetById 5 ARGS\\x", "must not put backslashes in variables"},
       // The engine reads phase:'request' as allow.
       {R"(SecRule ARGS "@rx a" "id:1,deny,phase:'request'")", "must not quote the value of phase"},
   };
@@ -918,7 +927,7 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
              "could not be read unambiguously");
   // An update's skipAfter: the audit cannot tell where the rule it changes stands.
   waf::ScanResult updating = one_rule;
-  updating.update_actions = 1;
+  updating.updates.actions = 1;
   expect_ok(waf::engine_check(
       "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"log\"", updating));
   expect_bad(
