@@ -30,6 +30,8 @@ summary() {
   fi
 }
 trap summary EXIT
+# Killed (CI's time limit, Ctrl-C): exit through the summary with a failure, not the last status.
+trap 'STAGE="${STAGE} (interrupted)"; exit 143' TERM INT
 
 stage() {
   STAGE=$1
