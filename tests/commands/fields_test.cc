@@ -919,8 +919,10 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
   skipping.markers = {"END"};
   expect_ok(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass,skipAfter:END\"\nSecMarker END",
                               skipping));
+  waf::ScanResult skipping_on_line_2 = skipping;  // the rule below starts on line 2
+  skipping_on_line_2.rules[0].links[0].line = 2;
   expect_bad(waf::engine_check("SecMarker END\nSecRule ARGS \"@rx a\" \"id:1,pass,skipAfter:END\"",
-                               skipping),
+                               skipping_on_line_2),
              "could not be read unambiguously");
   expect_bad(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass,skipAfter:EN\"\nSecMarker END",
                                skipping),
