@@ -160,11 +160,11 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
   return std::nullopt;
 }
 
-// The names of a rule link's skipAfter actions (the engine skips to the next marker of that name
-// in the rule's phase, or past every later rule if there is none).
-void skip_targets(modsecurity::RuleWithActions& r, std::vector<std::string>* out) {
+// Adds the names of a rule link's skipAfter actions to `out` (the engine skips to the next marker
+// of that name in the rule's phase, or past every later rule if there is none).
+void skip_targets(modsecurity::RuleWithActions& r, std::set<std::string>* out) {
   for (modsecurity::actions::Action* a : r.*member(RuntimeList{})) {
-    if (a->m_name && ascii_iequals(*a->m_name, "skipAfter")) out->push_back(a->m_parser_payload);
+    if (a->m_name && ascii_iequals(*a->m_name, "skipAfter")) out->insert(a->m_parser_payload);
   }
 }
 
@@ -207,7 +207,6 @@ Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
       auto* head = dynamic_cast<modsecurity::RuleWithActions*>(rule);
       if (head == nullptr) return std::string(kAmbiguous);
       waf::ScannedRule seen{head->m_ruleId, {}};
-      std::vector<std::string> targets;
       for (modsecurity::RuleWithActions* r = head; r != nullptr; r = r->m_chainedRuleChild.get()) {
         auto* op = dynamic_cast<modsecurity::RuleWithOperator*>(r);
         if (op != nullptr && waf::denied_engine_operator(op->getOperatorName())) {
@@ -216,9 +215,8 @@ Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
         // A chain left open would take the next rule loaded after these as its follow-up.
         if (r->isChained() && r->m_chainedRuleChild == nullptr) return std::string(kAmbiguous);
         if (auto p = engine_link(*r, &seen.links.emplace_back())) return p;
-        skip_targets(*r, &targets);
+        skip_targets(*r, &awaited);
       }
-      awaited.insert(targets.begin(), targets.end());
       rules.push_back(std::move(seen));
     }
     if (!awaited.empty()) return std::string(kAmbiguous);

