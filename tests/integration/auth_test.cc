@@ -226,9 +226,9 @@ TEST_CASE("blanks around header values are not part of them (RFC 9110 5.5)") {
                                 webhook_body(kTeamA, "w-blanks"));
   CHECK(again.status == 201);
   CHECK(json(again)["webhook_id"].GetString() == id);
-  Response got = http.request("GET", server.url() + "/v1/webhook/" + id,
-                              {{"Authorization", "Bearer " + server.token(kTeamA) + " "},
-                               {"X-Tenant-ID", tenant + " "}});
+  Response got = http.request(
+      "GET", server.url() + "/v1/webhook/" + id,
+      {{"Authorization", "Bearer " + server.token(kTeamA) + " "}, {"X-Tenant-ID", tenant + " "}});
   CHECK(got.status == 200);
   Response removed = http.request("DELETE", server.url() + "/v1/webhook/" + id,
                                   {{"Authorization", "Bearer " + server.token(kTeamA)},
