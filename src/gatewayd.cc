@@ -15,6 +15,7 @@
 #include "mirror/publisher.h"
 #include "projections/catch_up.h"
 #include "projections/read_model.h"
+#include "sandbox/waf_check.h"
 #include "service/service.h"
 #include "store/store.h"
 #include "store/writer.h"
@@ -58,6 +59,9 @@ int main(int argc, char** argv) {
     std::cout << "usage: gatewayd [flags]\n" << flags.usage();
     return 0;
   }
+  // First, while this process has one thread: the sandbox's zygote is a copy of it.
+  auto waf_sandbox = gw::sandbox::start_waf_sandbox();
+  if (!waf_sandbox.ok()) return fail(waf_sandbox.error().detail);
   gw::http::ServerConfig server_config;
   if (!gw::split_host_port(flags.get("listen"), &server_config.host, &server_config.port)) {
     return fail("--listen must be HOST:PORT");
@@ -82,6 +86,10 @@ int main(int argc, char** argv) {
   api_config.max_request_bytes = server_config.max_request_bytes;
   api_config.policy.platform_domain = flags.get("platform-domain");
   api_config.policy.platform_run_domain = flags.get("platform-run-domain");
+  api_config.policy.check_waf_directives = [sandbox =
+                                                waf_sandbox.value().get()](std::string_view text) {
+    return gw::sandbox::waf_problem(sandbox->run(text));
+  };
   std::string verification_domain = flags.get("verification-domain");
   if (verification_domain.empty())
     verification_domain = "verify." + api_config.policy.platform_domain;

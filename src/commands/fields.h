@@ -67,7 +67,8 @@ Problems waf_rule_exclusions(const rapidjson::Value& v);
 // needs an `id` in 1..99999, unique within the text (chained rules carry the id on the first link).
 // Empty text is accepted. The full tenant policy (an allow-list of directives and actions, and the
 // syntax kept unambiguous for the engine's lexer) is described at the top of waf_scan.h.
-// Costs about 3 ms per 100 rules, under a lock shared by all callers.
+// Costs about 3 ms per 100 rules, under a lock shared by all callers. It runs libmodsecurity's
+// parser on the text: gatewayd calls it in sandbox workers (src/sandbox/waf_check.h).
 Problem waf_directives(std::string_view text);
 
 // The Public Suffix List (libpsl's built-in copy) says `hostname` is a registrable domain (public

@@ -211,7 +211,7 @@ bool read_hostname(BodyReader& r, std::string* out) {
   return false;
 }
 
-Result<Spec> parse_profile(const rapidjson::Value& body) {
+Result<Spec> parse_profile(const rapidjson::Value& body, const FieldPolicy& policy) {
   static constexpr std::array<FieldDef, 16> kDefs{{
       {"team_id", Type::kString, true, false},
       {"hostname", Type::kString, true, false},
@@ -256,8 +256,12 @@ Result<Spec> parse_profile(const rapidjson::Value& body) {
       r.check("waf_custom_directives", "must be at most 65536 bytes");
     } else if (!d->empty() && p.waf_template != "custom") {
       r.check("waf_custom_directives", "must be empty unless waf_template is custom");
-    } else {
+    } else if (!policy.check_waf_directives || d->empty()) {
       r.check("waf_custom_directives", fields::waf_directives(*d));
+    } else {
+      auto checked = policy.check_waf_directives(*d);
+      if (!checked.ok()) return checked.error();
+      r.check("waf_custom_directives", checked.value());
     }
     p.waf_custom_directives = std::move(*d);
   }
@@ -371,7 +375,7 @@ Result<Spec> parse_spec(Kind kind, Mode mode, const rapidjson::Value& body,
   if (!body.IsObject())
     return make_error(Code::kInvalidJson, "the request body must be a JSON object");
   switch (kind) {
-    case Kind::kProfile: return parse_profile(body);
+    case Kind::kProfile: return parse_profile(body, policy);
     case Kind::kDomain: return parse_domain(body, mode, policy);
     case Kind::kWebhook: return parse_webhook(body);
   }

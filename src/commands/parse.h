@@ -3,12 +3,14 @@
 // worker threads so the single writer thread only does the stateful part of a command.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
 
 #include <rapidjson/document.h>
 
+#include "commands/fields.h"
 #include "commands/records.h"
 #include "core/error.h"
 
@@ -18,6 +20,10 @@ namespace gw {
 struct FieldPolicy {
   std::string platform_domain = "platform.test";
   std::string platform_run_domain = "run.platform.test";
+  // Checks a non-empty waf_custom_directives: its problem, or an error that makes parse_spec fail
+  // with it (kUnavailable: the check could not run). Unset: fields::waf_directives in this
+  // process. gatewayd runs that function in a process of its own (src/sandbox/).
+  std::function<Result<fields::Problem>(std::string_view)> check_waf_directives;
 };
 
 // A domain body: the user's fields in `domain`, plus the server-controlled fields the client sent

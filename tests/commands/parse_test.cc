@@ -4,6 +4,9 @@
 
 #include <rapidjson/document.h>
 
+#include <string>
+#include <vector>
+
 #include "commands/parse.h"
 
 namespace gw {
@@ -41,6 +44,36 @@ TEST_CASE("a minimal profile parses, hostname normalized, defaults applied") {
   CHECK(p.max_body_bytes == 0);
   CHECK(p.geo_policy.empty());
   CHECK(p.cors_enabled == false);
+}
+
+TEST_CASE("a policy's WAF check replaces the one in this process, and can fail the parse") {
+  rapidjson::Document doc;
+  doc.Parse(
+      R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,)"
+      R"("force_https":true,"hsts_enabled":true,"cors_enabled":false,"waf_mode":"block",)"
+      R"("waf_template":"custom","waf_custom_directives":"SecRule ARGS \"@rx a\" \"id:1\""})");
+  REQUIRE_FALSE(doc.HasParseError());
+  std::vector<std::string> seen;
+  FieldPolicy policy;
+  policy.check_waf_directives = [&](std::string_view text) -> Result<fields::Problem> {
+    seen.emplace_back(text);
+    if (seen.size() == 1) return fields::Problem("refused by the check");
+    return make_error(Code::kUnavailable, "cannot be checked right now");
+  };
+  auto refused = parse_spec(Kind::kProfile, Mode::kCreate, doc, policy);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Code::kValidationFailed);
+  REQUIRE(refused.error().errors.size() == 1);
+  CHECK(refused.error().errors[0].field == "waf_custom_directives");
+  CHECK(refused.error().errors[0].message == "refused by the check");
+  auto unavailable = parse_spec(Kind::kProfile, Mode::kCreate, doc, policy);
+  REQUIRE_FALSE(unavailable.ok());
+  CHECK(unavailable.error().code == Code::kUnavailable);
+  CHECK(seen == std::vector<std::string>(2, R"(SecRule ARGS "@rx a" "id:1")"));
+  // Empty directives need no check.
+  doc["waf_custom_directives"].SetString("");
+  CHECK(parse_spec(Kind::kProfile, Mode::kCreate, doc, policy).ok());
+  CHECK(seen.size() == 2);
 }
 
 TEST_CASE("profile rejections name every bad field") {

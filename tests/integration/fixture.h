@@ -56,6 +56,7 @@ class Server {
   // the server writes can grow past that size (testing::Gatewayd::limit_file_size).
   void restart(uint64_t max_file_bytes = 0);
   std::string output() const { return proc_.output(); }
+  pid_t pid() const { return proc_.pid(); }
 
  private:
   void start();

@@ -1,4 +1,10 @@
 // Gateway security profiles: defaults, every field, field rules, PUT as full replacement.
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
 #include "integration/fixture.h"
 
 namespace gw::itest {
@@ -217,6 +223,52 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
     check_problem(r, 422, "validation_failed");
     CHECK(has_field(error_fields(r), "waf_custom_directives"));
   }
+}
+
+// The process ids of `pid`'s children.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> out;
+  for (pid_t child; in >> child;) out.push_back(child);
+  return out;
+}
+
+// The one-letter state of process `pid` in /proc ('Z' for a zombie), or 0 when it is gone.
+char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);  // one line
+  size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() ? 0 : stat[paren + 2];
+}
+
+TEST_CASE("WAF directives are parsed in gatewayd's sandbox process; without it they are 503") {
+  Server server;
+  Api api(server, kTeamA);
+  auto custom = [&](int n, std::string_view directives) {
+    std::string body = json_with(profile_body(kTeamA, "box" + std::to_string(n) + ".example.com"),
+                                 "waf_template", R"("custom")");
+    return api.post(kPath, json_with(body, "waf_custom_directives", directives));
+  };
+  const std::string rule = R"("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"")";
+  CHECK(custom(1, rule).status == 201);
+  // gatewayd's only child is the sandbox's zygote, which starts a worker for every check.
+  std::vector<pid_t> children = children_of(server.pid());
+  REQUIRE(children.size() == 1);
+  REQUIRE(::kill(children[0], SIGKILL) == 0);
+  for (int i = 0; i < 500 && process_state(children[0]) != 'Z' && process_state(children[0]) != 0;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Response r = custom(2, rule);
+  check_problem(r, 503, "unavailable");
+  CHECK(r.body.find("sandbox") == std::string::npos);  // what failed stays in gatewayd's log
+  CHECK(server.output().find("gatewayd: waf sandbox: the sandbox process is gone") !=
+        std::string::npos);
+  // Nothing was stored, and everything that needs no parse still works.
+  CHECK(num(field(json(api.get(kPath)), "pagination"), "total") == 1);
+  CHECK(custom(3, R"("")").status == 201);
+  CHECK(api.post("/v1/webhook", webhook_body(kTeamA, "w-after")).status == 201);
 }
 
 TEST_CASE("profile hostnames are normalized and must be real DNS names") {

@@ -63,6 +63,8 @@ ExitStatus Gatewayd::kill() {
   return proc_->kill();
 }
 
+pid_t Gatewayd::pid() const { return proc_ ? proc_->pid() : 0; }
+
 bool Gatewayd::running() const { return proc_ && proc_->running(); }
 
 std::string Gatewayd::output() const { return proc_ ? proc_->output() : std::string(); }

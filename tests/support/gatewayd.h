@@ -44,6 +44,7 @@ class Gatewayd {
   // "http://HOST:PORT" as printed by the server.
   const std::string& base_url() const { return base_url_; }
   int port() const { return port_; }
+  pid_t pid() const;  // of the current or last run; 0 before the first
   // What the server printed (stdout and stderr) in its current or last run.
   std::string output() const;
 

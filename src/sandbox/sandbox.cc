@@ -1,0 +1,402 @@
+#include "sandbox/sandbox.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+namespace gw::sandbox {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// Writes all of `data` to a blocking descriptor. Used by the zygote's processes only.
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// A frame: its tag, the body's size (4 bytes, little-endian) and the body.
+std::string frame(char tag, std::string_view body) {
+  std::string out(1, tag);
+  uint32_t size = static_cast<uint32_t>(body.size());
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((size >> (8 * i)) & 0xff));
+  out.append(body);
+  return out;
+}
+
+void write_frame(int fd, char tag, std::string_view body) { write_all(fd, frame(tag, body)); }
+
+// The processes below run the rest of their life in a copy of the caller: they never return
+// into it, and leave with _exit (no atexit handlers, no static destructors, no buffered stdio of
+// the caller flushed twice).
+[[noreturn]] void leave(int code) { ::_exit(code); }
+
+void die_with_parent(pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) leave(0);  // the parent ended before the line above
+}
+
+void unblock_all_signals() {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return "signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")";
+  }
+  return "status " + std::to_string(status);
+}
+
+[[noreturn]] void worker_main(int fd, Task task, const Limits& limits) {
+  ::signal(SIGPIPE, SIG_IGN);
+  unblock_all_signals();
+  int null_in = ::open("/dev/null", O_RDONLY);
+  int null_out = ::open("/dev/null", O_WRONLY);
+  if (null_in < 0 || null_out < 0) leave(120);
+  ::dup2(null_in, STDIN_FILENO);
+  ::dup2(null_out, STDOUT_FILENO);  // libmodsecurity's lexer echoes characters it drops there
+  ::close(null_in);
+  ::close(null_out);
+  // A backstop for the zygote's wall-time limit: CPU seconds, rounded up, plus one.
+  rlim_t seconds = static_cast<rlim_t>(limits.time_limit_ms / 1000 + 2);
+  struct rlimit cpu {
+    seconds, seconds + 1
+  };
+  ::setrlimit(RLIMIT_CPU, &cpu);
+
+  std::string input;
+  char buf[16384];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) leave(121);
+    if (n == 0) break;
+    input.append(buf, static_cast<size_t>(n));
+  }
+  std::string output = task(input);
+  write_frame(fd, 'D', output);
+  leave(0);
+}
+
+struct Run {
+  int fd;
+  Clock::time_point deadline;
+  bool killed = false;
+};
+
+// Reports how a worker ended on its run's socket and closes the zygote's copy of it. Never
+// blocks: a caller that stopped reading loses the report, not the zygote its loop.
+void finish(const Run& run, int status) {
+  std::string report = frame('S', run.killed ? std::string("time limit") : describe(status));
+  ::send(run.fd, report.data(), report.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ::close(run.fd);
+}
+
+// One descriptor received on the control socket, or -1 (none in the message); *eof when the
+// caller closed its end.
+int receive_fd(int control, bool* eof) {
+  char byte = 0;
+  struct iovec iov {
+    &byte, 1
+  };
+  alignas(struct cmsghdr) char space[CMSG_SPACE(sizeof(int))];
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = space;
+  msg.msg_controllen = sizeof space;
+  ssize_t n = ::recvmsg(control, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  *eof = n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN);
+  int fd = -1;
+  if (n <= 0) return fd;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  }
+  return fd;
+}
+
+// Forks a worker for every descriptor the caller sends, reaps the workers and reports how each
+// ended, and kills those past the time limit. Leaves when the caller closes the control socket.
+[[noreturn]] void zygote_main(int control, pid_t parent, Task task, Limits limits) {
+  die_with_parent(parent);
+  // None of the caller's signal handlers: they belong to the caller's process, not to a copy of
+  // it (a test framework's crash handler would report a worker's crash as its own).
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+  }
+  // Ctrl-C reaches the whole process group: the server drains, and the zygote leaves when the
+  // server closes the control socket.
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGTERM, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
+  // Keep only stdio and the control socket: a copy of the caller's other descriptors (its files,
+  // sockets, pipes) must not stay open in a process that outlives their closing.
+  if (control > 3) ::close_range(3, static_cast<unsigned>(control) - 1, 0);
+  ::close_range(static_cast<unsigned>(control) + 1, ~0U, 0);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_SETMASK, &chld, nullptr);  // SIGCHLD is read from `children` below
+  int children = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (children < 0) leave(1);
+
+  std::map<pid_t, Run> runs;
+  pid_t self = ::getpid();
+  while (true) {
+    int timeout = -1;
+    auto now = Clock::now();
+    for (auto& [pid, run] : runs) {
+      if (run.killed) continue;
+      if (run.deadline <= now) {
+        ::kill(pid, SIGKILL);
+        run.killed = true;
+        continue;
+      }
+      auto ms = std::chrono::ceil<std::chrono::milliseconds>(run.deadline - now).count();
+      if (timeout < 0 || ms < timeout) timeout = static_cast<int>(ms);
+    }
+    struct pollfd p[2] = {{control, POLLIN, 0}, {children, POLLIN, 0}};
+    if (::poll(p, 2, timeout) < 0 && errno != EINTR) leave(1);
+    if (p[1].revents != 0) {
+      struct signalfd_siginfo info;
+      while (::read(children, &info, sizeof info) > 0) {
+      }
+      int status = 0;
+      pid_t done;
+      while ((done = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        auto it = runs.find(done);
+        if (it == runs.end()) continue;
+        finish(it->second, status);
+        runs.erase(it);
+      }
+    }
+    if (p[0].revents == 0) continue;
+    bool eof = false;
+    int fd = receive_fd(control, &eof);
+    if (eof) leave(0);  // the caller closed its end (or is gone); workers die with us
+    if (fd < 0) continue;
+    pid_t worker = ::fork();
+    if (worker == 0) {
+      ::close(control);
+      ::close(children);
+      die_with_parent(self);
+      worker_main(fd, task, limits);
+    }
+    if (worker < 0) {
+      write_frame(fd, 'U', errno_text("cannot start a worker: fork"));
+      ::close(fd);
+      continue;
+    }
+    runs.emplace(worker, Run{fd, Clock::now() + std::chrono::milliseconds(limits.time_limit_ms)});
+  }
+}
+
+// Waits until `fd` is ready for `events` or the deadline passes.
+bool wait_for(int fd, short events, Clock::time_point deadline) {
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return false;
+    struct pollfd p {
+      fd, events, 0
+    };
+    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+struct Frames {
+  bool done = false, status = false, unavailable = false;
+  std::string output, status_text, unavailable_text;
+};
+
+// The body size in the header of the frame `bytes` starts with (at least 5 bytes).
+uint32_t frame_size(std::string_view bytes) {
+  uint32_t size = 0;
+  for (int i = 0; i < 4; ++i)
+    size |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[1 + i])) << (8 * i);
+  return size;
+}
+
+Frames parse_frames(std::string_view bytes) {
+  Frames f;
+  while (bytes.size() >= 5) {
+    char tag = bytes[0];
+    uint32_t size = frame_size(bytes);
+    if (bytes.size() - 5 < size) break;  // cut short: the worker died while writing
+    std::string body(bytes.substr(5, size));
+    bytes.remove_prefix(5 + size);
+    if (tag == 'D') {
+      f.done = true;
+      f.output = std::move(body);
+    } else if (tag == 'S') {
+      f.status = true;
+      f.status_text = std::move(body);
+    } else if (tag == 'U') {
+      f.unavailable = true;
+      f.unavailable_text = std::move(body);
+    }
+  }
+  return f;
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+Outcome unavailable(std::string detail) {
+  return Outcome{Outcome::Kind::kUnavailable, {}, std::move(detail)};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Sandbox>> Sandbox::start(Task task, Limits limits) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return make_error(Code::kUnavailable, errno_text("cannot start the sandbox: socketpair"));
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    std::string why = errno_text("cannot start the sandbox: fork");
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return make_error(Code::kUnavailable, why);
+  }
+  if (pid == 0) {
+    ::close(sv[0]);
+    zygote_main(sv[1], parent, task, limits);
+  }
+  ::close(sv[1]);
+  return std::unique_ptr<Sandbox>(new Sandbox(sv[0], pid, limits));
+}
+
+Sandbox::~Sandbox() {
+  ::close(control_);
+  while (::waitpid(zygote_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+Outcome Sandbox::run(std::string_view input) const {
+  // The zygote enforces the time limit; this one only guards against a sandbox that stopped
+  // answering at all (a stopped or overloaded zygote).
+  auto deadline = Clock::now() + std::chrono::milliseconds(limits_.time_limit_ms + 5000);
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return unavailable(errno_text("socketpair"));
+  Fd ours(sv[0]);
+  // Only our end waits with a deadline; the worker's end stays blocking.
+  ::fcntl(ours.get(), F_SETFL, ::fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
+  {
+    Fd theirs(sv[1]);
+    char byte = 'R';
+    struct iovec iov {
+      &byte, 1
+    };
+    alignas(struct cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space;
+    msg.msg_controllen = sizeof space;
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    int fd = theirs.get();
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    while (true) {
+      if (::sendmsg(control_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) break;
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) return unavailable(errno_text("the sandbox process is gone"));
+      if (!wait_for(control_, POLLOUT, deadline))
+        return unavailable("the sandbox process did not take the run in time");
+    }
+  }
+  // The input, then end of input. A worker that dies early makes the rest fail with EPIPE: what
+  // the zygote says of it is read below all the same.
+  std::string_view rest = input;
+  while (!rest.empty()) {
+    ssize_t n = ::send(ours.get(), rest.data(), rest.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      rest.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN && wait_for(ours.get(), POLLOUT, deadline)) continue;
+    break;
+  }
+  ::shutdown(ours.get(), SHUT_WR);
+
+  std::string bytes;
+  const size_t max_bytes = limits_.max_output_bytes + 4096;
+  char buf[16384];
+  while (true) {
+    ssize_t n = ::read(ours.get(), buf, sizeof buf);
+    if (n > 0) {
+      bytes.append(buf, static_cast<size_t>(n));
+      if (bytes.size() > max_bytes)
+        return Outcome{Outcome::Kind::kCrashed, {}, "the worker's answer is too long"};
+      // The worker's answer comes first and is all we need: no wait for its exit.
+      if (bytes[0] == 'D' && bytes.size() >= 5 && bytes.size() - 5 >= frame_size(bytes)) break;
+      continue;
+    }
+    if (n == 0) break;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN && wait_for(ours.get(), POLLIN, deadline)) continue;
+    if (errno == EAGAIN) return unavailable("the sandbox did not answer in time");
+    return unavailable(errno_text("read"));
+  }
+  Frames f = parse_frames(bytes);
+  if (f.done && f.output.size() <= limits_.max_output_bytes)
+    return Outcome{Outcome::Kind::kDone, std::move(f.output), {}};
+  if (f.done) return Outcome{Outcome::Kind::kCrashed, {}, "the worker's answer is too long"};
+  if (f.status && f.status_text == "time limit")
+    return Outcome{Outcome::Kind::kTimedOut,
+                   {},
+                   "killed after " + std::to_string(limits_.time_limit_ms) + " ms"};
+  if (f.status)
+    return Outcome{
+        Outcome::Kind::kCrashed, {}, "the worker ended without an answer: " + f.status_text};
+  if (f.unavailable) return unavailable(f.unavailable_text);
+  return unavailable("the sandbox ended the run without an answer");
+}
+
+}  // namespace gw::sandbox

@@ -1,0 +1,219 @@
+// The sandbox with real processes: each run in a fresh worker, crashes, hangs and a lost zygote
+// reported as such, runs in parallel, and what a worker inherits (no stdout, none of the
+// caller's descriptors). This test binary has other threads when it forks (RocksDB's, from
+// earlier tests), which Sandbox::start asks callers to avoid; the tasks here only allocate, which
+// glibc's malloc keeps safe after a fork. gatewayd starts its sandbox first thing in main().
+#include "sandbox/sandbox.h"
+#include "sandbox/waf_check.h"
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gw::sandbox {
+namespace {
+
+int runs_in_this_process = 0;
+
+std::string test_task(std::string_view in) {
+  ++runs_in_this_process;
+  if (in == "crash") ::raise(SIGSEGV);
+  if (in == "abort") std::abort();
+  if (in == "exit") ::_exit(3);
+  if (in == "loop") {
+    volatile unsigned long spin = 0;
+    while (true) spin = spin + 1;
+  }
+  if (in == "count") return std::to_string(runs_in_this_process);
+  if (in == "big") return std::string(4097, 'x');
+  if (in == "stdout") {
+    std::printf("the engine's lexer prints here\n");
+    std::fflush(stdout);
+    struct stat out, null;
+    bool to_null = ::fstat(STDOUT_FILENO, &out) == 0 && ::stat("/dev/null", &null) == 0 &&
+                   out.st_rdev == null.st_rdev && S_ISCHR(out.st_mode);
+    return to_null ? "stdout is /dev/null" : "stdout is not /dev/null";
+  }
+  return "echo " + std::to_string(in.size()) + ":" + std::string(in.substr(0, 32));
+}
+
+std::unique_ptr<Sandbox> start_test_sandbox(int time_limit_ms = 10000) {
+  Limits limits;
+  limits.time_limit_ms = time_limit_ms;
+  limits.max_output_bytes = 4096;
+  auto started = Sandbox::start(&test_task, limits);
+  REQUIRE(started.ok());
+  return std::move(started.value());
+}
+
+TEST_CASE("the sandbox runs the task in a fresh worker and returns its answer") {
+  auto sandbox = start_test_sandbox();
+  Outcome o = sandbox->run("hello");
+  CHECK(o.kind == Outcome::Kind::kDone);
+  CHECK(o.output == "echo 5:hello");
+  // Every run is a new process: the task's own count never goes past 1, and the caller's stays 0.
+  for (int i = 0; i < 3; ++i) CHECK(sandbox->run("count").output == "1");
+  CHECK(runs_in_this_process == 0);
+  // An input larger than a socket's buffer, and an empty one.
+  std::string large(3 << 20, 'a');
+  CHECK(sandbox->run(large).output == "echo 3145728:" + std::string(32, 'a'));
+  CHECK(sandbox->run("").output == "echo 0:");
+  // The worker's stdout is /dev/null (libmodsecurity's lexer prints characters it drops there).
+  CHECK(sandbox->run("stdout").output == "stdout is /dev/null");
+}
+
+TEST_CASE("a worker that crashes, exits without an answer or answers too much costs only its run") {
+  auto sandbox = start_test_sandbox();
+  Outcome crash = sandbox->run("crash");
+  CHECK(crash.kind == Outcome::Kind::kCrashed);
+  CHECK_MESSAGE(crash.detail.find("signal 11") != std::string::npos, crash.detail);
+  Outcome abort = sandbox->run("abort");
+  CHECK(abort.kind == Outcome::Kind::kCrashed);
+  CHECK_MESSAGE(abort.detail.find("signal 6") != std::string::npos, abort.detail);
+  Outcome exited = sandbox->run("exit");
+  CHECK(exited.kind == Outcome::Kind::kCrashed);
+  CHECK_MESSAGE(exited.detail.find("exit 3") != std::string::npos, exited.detail);
+  Outcome big = sandbox->run("big");
+  CHECK(big.kind == Outcome::Kind::kCrashed);
+  CHECK(big.detail.find("too long") != std::string::npos);
+  // The sandbox goes on.
+  CHECK(sandbox->run("after").output == "echo 5:after");
+}
+
+TEST_CASE("workers run with none of the caller's signal handlers") {
+  struct sigaction mine {
+  }, before{};
+  mine.sa_handler = [](int) { ::_exit(42); };
+  REQUIRE(::sigaction(SIGSEGV, &mine, &before) == 0);
+  auto sandbox = start_test_sandbox();
+  ::sigaction(SIGSEGV, &before, nullptr);
+  Outcome crash = sandbox->run("crash");
+  CHECK(crash.kind == Outcome::Kind::kCrashed);
+  CHECK_MESSAGE(crash.detail.find("signal 11") != std::string::npos, crash.detail);
+}
+
+TEST_CASE("a worker past the time limit is killed") {
+  auto sandbox = start_test_sandbox(300);
+  Outcome o = sandbox->run("loop");
+  CHECK(o.kind == Outcome::Kind::kTimedOut);
+  CHECK(o.detail == "killed after 300 ms");
+  CHECK(sandbox->run("after").output == "echo 5:after");
+}
+
+TEST_CASE("runs from several threads proceed in parallel, each with its own answer") {
+  auto sandbox = start_test_sandbox(2000);
+  std::vector<std::thread> threads;
+  std::vector<std::vector<Outcome>> outcomes(8);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 6; ++i) {
+        std::string in =
+            (t == 0 && i == 2) ? "loop" : "t" + std::to_string(t) + "i" + std::to_string(i);
+        outcomes[t].push_back(sandbox->run(in));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) {
+    for (int i = 0; i < 6; ++i) {
+      CAPTURE(t);
+      CAPTURE(i);
+      const Outcome& o = outcomes[t][i];
+      if (t == 0 && i == 2) {
+        CHECK(o.kind == Outcome::Kind::kTimedOut);
+      } else {
+        std::string in = "t" + std::to_string(t) + "i" + std::to_string(i);
+        CHECK(o.kind == Outcome::Kind::kDone);
+        CHECK(o.output == "echo " + std::to_string(in.size()) + ":" + in);
+      }
+    }
+  }
+}
+
+TEST_CASE("the zygote keeps none of the caller's descriptors") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  // Copies of the write end below and above the zygote's control socket.
+  const int high = 900;
+  REQUIRE(::dup2(fds[1], high) == high);
+  auto sandbox = start_test_sandbox();
+  CHECK(sandbox->run("x").kind == Outcome::Kind::kDone);
+  // With the write end closed here, the read end sees EOF only if no process of the sandbox
+  // holds a copy of it.
+  ::close(fds[1]);
+  ::close(high);
+  struct pollfd p {
+    fds[0], POLLIN, 0
+  };
+  REQUIRE(::poll(&p, 1, 5000) == 1);
+  char c;
+  CHECK(::read(fds[0], &c, 1) == 0);
+  ::close(fds[0]);
+}
+
+TEST_CASE("runs after the zygote is gone are unavailable, and say so") {
+  auto sandbox = start_test_sandbox();
+  REQUIRE(::kill(sandbox->zygote_pid(), SIGKILL) == 0);
+  REQUIRE(::waitpid(sandbox->zygote_pid(), nullptr, 0) == sandbox->zygote_pid());
+  Outcome o = sandbox->run("x");
+  CHECK(o.kind == Outcome::Kind::kUnavailable);
+  CHECK_MESSAGE(o.detail.find("gone") != std::string::npos, o.detail);
+}
+
+TEST_CASE("the WAF check in the sandbox answers what the check in this process answers") {
+  auto started = start_waf_sandbox();
+  REQUIRE(started.ok());
+  const std::string texts[] = {
+      R"(SecRule ARGS "@rx foo" "id:1,phase:2,deny,status:403")",
+      R"(SecRule ARGS "@rx foo" "id:1,phase:2,deny,status:403,ctl:ruleEngine=Off")",
+      R"(SecRule ARGS "@rx (" "id:1,phase:2,deny")",
+      "Include /etc/passwd",
+      "",
+  };
+  for (const auto& text : texts) {
+    CAPTURE(text);
+    auto in_sandbox = waf_problem(started.value()->run(text));
+    REQUIRE(in_sandbox.ok());
+    CHECK(in_sandbox.value() == fields::waf_directives(text));
+  }
+  CHECK_FALSE(fields::waf_directives(texts[1]) == std::nullopt);  // the table has refusals
+}
+
+TEST_CASE("waf_problem: crashes and hangs are the text's problem, a lost sandbox is a 503") {
+  using K = Outcome::Kind;
+  auto done_ok = waf_problem(Outcome{K::kDone, "0", ""});
+  REQUIRE(done_ok.ok());
+  CHECK(done_ok.value() == std::nullopt);
+  auto done_bad = waf_problem(Outcome{K::kDone, "1must not use Include", ""});
+  REQUIRE(done_bad.ok());
+  CHECK(done_bad.value() == std::optional<std::string>("must not use Include"));
+  auto crashed = waf_problem(Outcome{K::kCrashed, "", "the worker ended without an answer"});
+  REQUIRE(crashed.ok());
+  CHECK(crashed.value() ==
+        std::optional<std::string>(
+            "must be valid ModSecurity directives: the WAF engine could not parse them"));
+  auto garbled = waf_problem(Outcome{K::kDone, "x", ""});
+  REQUIRE(garbled.ok());
+  CHECK(garbled.value() == crashed.value());
+  auto slow = waf_problem(Outcome{K::kTimedOut, "", "killed after 10000 ms"});
+  REQUIRE(slow.ok());
+  CHECK(slow.value() ==
+        std::optional<std::string>(
+            "must be valid ModSecurity directives: the WAF engine did not finish parsing them"));
+  auto gone = waf_problem(Outcome{K::kUnavailable, "", "the sandbox process is gone: EPIPE"});
+  REQUIRE_FALSE(gone.ok());
+  CHECK(gone.error().code == Code::kUnavailable);
+  CHECK(gone.error().detail.find("EPIPE") == std::string::npos);  // internals stay in the log
+}
+
+}  // namespace
+}  // namespace gw::sandbox
