@@ -458,6 +458,15 @@ Problem check_operator(const Arg& arg, int line) {
   // quotes included.
   if (!arg.quoted) return "must put the operator in double quotes" + at(line);
   std::string_view op = arg.text;
+  // Before the operator's name (and around its `!`), the engine's lexer skips two or more blanks
+  // and line continuations, so `"  @rx ..."` is an operator to it and not a regex, and what
+  // follows the name is read as above. One blank it keeps, as the start of a regex.
+  auto opens_with_blank = [](std::string_view t) {
+    return t.starts_with(' ') || t.starts_with('\t') || t.starts_with("\\\n") ||
+           t.starts_with("\\\r\n");
+  };
+  if (opens_with_blank(op) || (op.starts_with('!') && opens_with_blank(op.substr(1))))
+    return "must not start the operator with a blank or a line continuation" + at(line);
   if (op.starts_with('!')) op.remove_prefix(1);
   if (!op.starts_with('@')) return std::nullopt;
   size_t end = 1;

@@ -857,6 +857,36 @@ TEST_CASE("waf_directives refuses operators, actions and quotes the engine reads
       {"SecRuleUpdateTargetById 5 ARGS\\x", "must not put backslashes in variables"},
       // The engine reads phase:'request' as allow.
       {R"(SecRule ARGS "@rx a" "id:1,deny,phase:'request'")", "must not quote the value of phase"},
+      // Two blanks or a line continuation before the operator: the engine skipped them and read
+      // an operator, the scan a regex (no operator checks), so the tab after @rx dropped text as
+      // above. A setvar on GLOBAL; the gateway's environment as a rule's target (read one
+      // character at a time through @beginsWith); a byte range the engine writes past its table
+      // with (a crash at 2000000000). All were accepted.
+      {"SecRule ARGS \"  @rx\tz\"\t\"id:1,phase:2,pass,setvar:tx.blocked=1\"\n"
+       "#\t\"x y\"\t\"id:1,phase:2,pass,setvar:global.blocked=1\"",
+       "must not start the operator with a blank or a line continuation"},
+      {"SecRule ARGS \"\\\n@rx\tz\"\t\"id:1,phase:2,pass,setvar:tx.blocked=1\"\n"
+       "#\t\"x y\"\t\"id:1,phase:2,pass,setvar:global.blocked=1\"",
+       "must not start the operator with a blank or a line continuation"},
+      {"SecRule ARGS:zz \"@beginsWith %{ARGS.p}\" \"id:3,phase:2,deny,status:403\"\n"
+       "SecRule ARGS \"  @rx\tz\"\t\"id:1,phase:2,pass\"\n"
+       "SecRuleUpdateTargetById\\\n3\\\nARGS:zz\n"
+       "#\t\"x y\"\t\"id:1,phase:2,pass\" SecRuleUpdateTargetById 3 ENV:GW_SECRET",
+       "must not start the operator with a blank or a line continuation"},
+      {R"(SecRule ARGS "  @validateByteRange 5000" "id:1,phase:2,deny")",
+       "must not start the operator with a blank or a line continuation"},
+      {R"(SecRule ARGS "  @validateByteRange 2000000000" "id:1,phase:2,deny")",
+       "must not start the operator with a blank or a line continuation"},
+      {"SecRule ARGS \"!  @rx a\" \"id:1,deny\"",
+       "must not start the operator with a blank or a line continuation"},
+      {"SecRule ARGS \"!\t\t@rx a\" \"id:1,deny\"",
+       "must not start the operator with a blank or a line continuation"},
+      {"SecRule ARGS \"!\\\n@rx a\" \"id:1,deny\"",
+       "must not start the operator with a blank or a line continuation"},
+      {"SecRule ARGS \"\\\r\n!@rx a\" \"id:1,deny\"",
+       "must not start the operator with a blank or a line continuation"},
+      {"SecRule ARGS \" a\" \"id:1,deny\"",
+       "must not start the operator with a blank or a line continuation"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);

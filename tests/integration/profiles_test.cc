@@ -215,6 +215,10 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       // line gave rule 15 a setvar on the collection all tenants share (was 201).
       R"("SecRule ARGS \"@rx\tz\"\t\"id:15,phase:2,pass,setvar:tx.blocked=1\"\n)"
       R"(#\t\"x y\"\t\"id:15,phase:2,pass,setvar:global.blocked=1\"")",
+      // Two blanks before "@rx": the engine skipped them, the scan saw a regex and did not
+      // check the operator, and the tab after it made a comment line rule 16's actions (was 201).
+      R"("SecRule ARGS \"  @rx\tz\"\t\"id:16,phase:2,pass,setvar:tx.blocked=1\"\n)"
+      R"(#\t\"x y\"\t\"id:16,phase:2,pass,setvar:global.blocked=1\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
