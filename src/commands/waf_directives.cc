@@ -20,6 +20,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iterator>
 #include <list>
@@ -32,6 +34,11 @@
 #include "commands/fields.h"
 #include "commands/waf_scan.h"
 #include "core/text.h"
+
+// libmodsecurity's flex lexer (C++ linkage, exported from libmodsecurity.so.3): where it writes
+// the characters no rule of the current lexer state matches.
+FILE* yyget_out();
+void yyset_out(FILE* out);
 
 namespace gw::fields {
 namespace {
@@ -135,6 +142,61 @@ bool settings_untouched(modsecurity::RulesSet& rs) {
 
 constexpr std::string_view kAmbiguous =
     "could not be read unambiguously by the WAF engine; simplify quoting and line breaks";
+
+// What the engine's lexer drops while it parses: in a lexer state with no rule for the next
+// character, flex's default rule writes it to the lexer's output (stdout) and goes on. Every
+// bypass of the scan found so far made the engine drop text that way (after an operator's name,
+// a tab and what followed up to the next space, line ends included), so that the scan and the
+// engine read the rest differently. Collects it instead, for the span of a parse, so that a
+// text the engine dropped any character of is refused. Parser mutex held.
+class DroppedText {
+ public:
+  DroppedText() : before_(yyget_out()), sink_(open_memstream(&buf_, &size_)) {
+    if (sink_ != nullptr) yyset_out(sink_);
+  }
+  ~DroppedText() {
+    yyset_out(before_);
+    if (sink_ != nullptr) std::fclose(sink_);
+    std::free(buf_);
+  }
+  DroppedText(const DroppedText&) = delete;
+  DroppedText& operator=(const DroppedText&) = delete;
+  // What was dropped so far; "?" when it could not be collected (no memory for the stream).
+  std::string take() {
+    if (sink_ == nullptr) return "?";
+    std::fflush(sink_);
+    return std::string(buf_ == nullptr ? "" : buf_, size_);
+  }
+
+ private:
+  FILE* before_;
+  char* buf_ = nullptr;
+  size_t size_ = 0;
+  FILE* sink_;
+};
+
+// `s` with control characters as \t, \n, \r or \xHH, at most 40 characters of it.
+std::string printable(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : s.substr(0, 40)) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u >= 0x7f || c == '"' || c == '\\') {
+      out += "\\x";
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 15]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return s.size() > 40 ? out + "..." : out;
+}
 
 // One link of a rule as the engine built it: its action counts, after checking what only the
 // engine's copy can show (a runtime action or ctl value the policy refuses, a rev or ver that
@@ -242,10 +304,13 @@ Problem engine_check(std::string_view text, const ScanResult& scan) {
   static std::mutex parser_mutex;
   std::lock_guard<std::mutex> lock(parser_mutex);
   Problem problem;
+  DroppedText dropped;
   try {
     modsecurity::RulesSet rules;
     if (rules.load((std::string(text) + "\n").c_str(), std::string(kReference)) < 0) {
       problem = "must be valid ModSecurity directives: " + engine_message(rules.getParserError());
+    } else if (std::string d = dropped.take(); !d.empty()) {
+      problem = std::string(kAmbiguous) + " (the engine skipped \"" + printable(d) + "\")";
     } else {
       problem = audit(rules, scan);
     }

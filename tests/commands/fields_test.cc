@@ -977,6 +977,28 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
              "could not be read unambiguously");
 }
 
+// The general defence behind the scan: whatever the engine's lexer drops (characters no rule of
+// its state matches) refuses the text, whatever the engine then built. The texts are bypasses of
+// earlier scans, with the scan result those scans gave them (the rule and its counts agree).
+TEST_CASE("waf_directives' audit refuses a text the engine's lexer dropped characters of") {
+  waf::ScanResult setvar_rule;
+  setvar_rule.rules = {{1, {waf::LinkActions{.line = 1, .setvars = 1}}}};
+  setvar_rule.directives = 1;
+  expect_bad(waf::engine_check("SecRule ARGS \"  @rx\tz\"\t\"id:1,phase:2,pass,setvar:tx.b=1\"\n"
+                               "#\t\"x y\"\t\"id:1,phase:2,pass,setvar:global.b=1\"",
+                               setvar_rule),
+             "(the engine skipped \"\\tz\\x22\\t\\x22id:1,phase:2,pass,setvar:tx.b=1\\x22\\n#");
+  expect_bad(waf::engine_check("SecRule ARGS \"@rx\tz\"\t\"id:1,phase:2,pass,setvar:tx.b=1\"\n"
+                               "#\t\"x y\"\t\"id:1,phase:2,pass,setvar:global.b=1\"",
+                               setvar_rule),
+             "could not be read unambiguously");
+  // The same rule as the scan reads it passes, and so does the next parse (the lexer's output
+  // is put back).
+  expect_ok(
+      waf::engine_check("SecRule ARGS \"@rx z\" \"id:1,phase:2,pass,setvar:tx.b=1\"", setvar_rule));
+  expect_ok(waf_directives("SecRule ARGS \"@rx z\" \"id:1,phase:2,pass,setvar:tx.b=1\""));
+}
+
 // expirevar's unquoted value, as the engine lexes it, runs on over the actions after it when a
 // later one holds '=': the scan counts the setvar below, the engine does not see it.
 TEST_CASE("waf_directives refuses actions the engine folds into an expirevar") {
