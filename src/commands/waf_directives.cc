@@ -155,7 +155,9 @@ class DroppedText {
     if (sink_ != nullptr) yyset_out(sink_);
   }
   ~DroppedText() {
-    yyset_out(before_);
+    // Before the lexer's first run its output is unset (it then picks stdout itself); a lexer
+    // that ran must not be left writing to nothing.
+    yyset_out(before_ != nullptr ? before_ : stdout);
     if (sink_ != nullptr) std::fclose(sink_);
     std::free(buf_);
   }
@@ -174,29 +176,6 @@ class DroppedText {
   size_t size_ = 0;
   FILE* sink_;
 };
-
-// `s` with control characters as \t, \n, \r or \xHH, at most 40 characters of it.
-std::string printable(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (char c : s.substr(0, 40)) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (u < 0x20 || u >= 0x7f || c == '"' || c == '\\') {
-      out += "\\x";
-      out.push_back(kHex[u >> 4]);
-      out.push_back(kHex[u & 15]);
-    } else {
-      out.push_back(c);
-    }
-  }
-  return s.size() > 40 ? out + "..." : out;
-}
 
 // One link of a rule as the engine built it: its action counts, after checking what only the
 // engine's copy can show (a runtime action or ctl value the policy refuses, a rev or ver that
@@ -310,7 +289,7 @@ Problem engine_check(std::string_view text, const ScanResult& scan) {
     if (rules.load((std::string(text) + "\n").c_str(), std::string(kReference)) < 0) {
       problem = "must be valid ModSecurity directives: " + engine_message(rules.getParserError());
     } else if (std::string d = dropped.take(); !d.empty()) {
-      problem = std::string(kAmbiguous) + " (the engine skipped \"" + printable(d) + "\")";
+      problem = std::string(kAmbiguous) + " (the engine skipped \"" + client_text(d, 40) + "\")";
     } else {
       problem = audit(rules, scan);
     }

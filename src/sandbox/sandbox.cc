@@ -380,9 +380,9 @@ Outcome Sandbox::run(std::string_view input) const {
     }
     if (n == 0) break;
     if (errno == EINTR) continue;
-    if (errno == EAGAIN && wait_for(ours.get(), POLLIN, deadline)) continue;
-    if (errno == EAGAIN) return unavailable("the sandbox did not answer in time");
-    return unavailable(errno_text("read"));
+    if (errno != EAGAIN) return unavailable(errno_text("read"));
+    if (!wait_for(ours.get(), POLLIN, deadline))
+      return unavailable("the sandbox did not answer in time");
   }
   Frames f = parse_frames(bytes);
   if (f.done && f.output.size() <= limits_.max_output_bytes)

@@ -987,7 +987,7 @@ TEST_CASE("waf_directives' audit refuses a text the engine's lexer dropped chara
   expect_bad(waf::engine_check("SecRule ARGS \"  @rx\tz\"\t\"id:1,phase:2,pass,setvar:tx.b=1\"\n"
                                "#\t\"x y\"\t\"id:1,phase:2,pass,setvar:global.b=1\"",
                                setvar_rule),
-             "(the engine skipped \"\\tz\\x22\\t\\x22id:1,phase:2,pass,setvar:tx.b=1\\x22\\n#");
+             "(the engine skipped \"\tz\"\t\"id:1,phase:2,pass,setvar:tx.b=1\"...\")");
   expect_bad(waf::engine_check("SecRule ARGS \"@rx\tz\"\t\"id:1,phase:2,pass,setvar:tx.b=1\"\n"
                                "#\t\"x y\"\t\"id:1,phase:2,pass,setvar:global.b=1\"",
                                setvar_rule),

@@ -179,13 +179,19 @@ TEST_CASE("profile field rules, one value at a time") {
   }
 }
 
+// POST of a profile for `<label>.example.com` with waf_template custom and `directives` (a JSON
+// string).
+Response post_custom_waf(Api& api, const std::string& label, std::string_view directives) {
+  std::string body =
+      json_with(profile_body(api.team(), label + ".example.com"), "waf_template", R"("custom")");
+  return api.post(kPath, json_with(body, "waf_custom_directives", directives));
+}
+
 TEST_CASE("profile WAF custom directives are parsed and confined to the tenant") {
   Server server;
   Api api(server, kTeamA);
   auto custom = [&](int n, std::string_view directives) {
-    std::string body = json_with(profile_body(kTeamA, "waf" + std::to_string(n) + ".example.com"),
-                                 "waf_template", R"("custom")");
-    return api.post(kPath, json_with(body, "waf_custom_directives", directives));
+    return post_custom_waf(api, "waf" + std::to_string(n), directives);
   };
   CHECK(custom(1, R"("SecRule REQUEST_URI \"@beginsWith /admin\" \"id:1000,phase:1,deny\"")")
             .status == 201);
@@ -250,9 +256,7 @@ TEST_CASE("WAF directives are parsed in gatewayd's sandbox process; without it t
   Server server;
   Api api(server, kTeamA);
   auto custom = [&](int n, std::string_view directives) {
-    std::string body = json_with(profile_body(kTeamA, "box" + std::to_string(n) + ".example.com"),
-                                 "waf_template", R"("custom")");
-    return api.post(kPath, json_with(body, "waf_custom_directives", directives));
+    return post_custom_waf(api, "box" + std::to_string(n), directives);
   };
   const std::string rule = R"("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"")";
   CHECK(custom(1, rule).status == 201);
