@@ -160,8 +160,8 @@ TEST_CASE("a failed disk write stops writes, fails the health checks, and a rest
     check_problem(unauthenticated(server, path), 503, "unavailable");
   }
   CHECK(api.get(item_path(kWebhook, acked.back().first)).status == 200);
-  CHECK(server.output().find("gatewayd: writes stopped: cannot write a batch: IO error") !=
-        std::string::npos);
+  CHECK(
+      server.wait_for_line("gatewayd: writes stopped: cannot write a batch: IO error").has_value());
   CHECK(server.stop().success());  // SIGTERM exits 0 after a failed write too
 
   server.restart();

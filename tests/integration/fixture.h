@@ -3,6 +3,7 @@
 // the problem+json error shape. Used from the test's main thread unless noted.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +57,11 @@ class Server {
   // the server writes can grow past that size (testing::Gatewayd::limit_file_size).
   void restart(uint64_t max_file_bytes = 0);
   std::string output() const { return proc_.output(); }
+  // What the server prints reaches output() through a pipe some time after it printed it: a
+  // line printed before a response may not be there yet when the response is.
+  std::optional<std::string> wait_for_line(std::string_view needle) {
+    return proc_.wait_for_line(needle, std::chrono::seconds(10));
+  }
   pid_t pid() const { return proc_.pid(); }
 
  private:

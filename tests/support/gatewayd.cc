@@ -67,6 +67,11 @@ pid_t Gatewayd::pid() const { return proc_ ? proc_->pid() : 0; }
 
 bool Gatewayd::running() const { return proc_ && proc_->running(); }
 
+std::optional<std::string> Gatewayd::wait_for_line(std::string_view needle,
+                                                   std::chrono::milliseconds timeout) {
+  return proc_ ? proc_->wait_for_line(needle, timeout) : std::nullopt;
+}
+
 std::string Gatewayd::output() const { return proc_ ? proc_->output() : std::string(); }
 
 std::string create_token(const std::string& ctl, const std::string& tokens_file,

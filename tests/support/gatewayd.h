@@ -47,6 +47,9 @@ class Gatewayd {
   pid_t pid() const;  // of the current or last run; 0 before the first
   // What the server printed (stdout and stderr) in its current or last run.
   std::string output() const;
+  // Waits until a complete output line of the current run contains `needle` (ChildProcess).
+  std::optional<std::string> wait_for_line(std::string_view needle,
+                                           std::chrono::milliseconds timeout);
 
  private:
   std::unique_ptr<ChildProcess> proc_;
