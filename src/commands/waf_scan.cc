@@ -460,7 +460,8 @@ Problem check_operator(const Arg& arg, int line) {
   std::string_view op = arg.text;
   // Before the operator's name (and around its `!`), the engine's lexer skips two or more blanks
   // and line continuations, so `"  @rx ..."` is an operator to it and not a regex, and what
-  // follows the name is read as above. One blank it keeps, as the start of a regex.
+  // follows the name is read as above. One blank it keeps, as the start of a regex; that is
+  // refused as well, so that the rule is one and not two.
   auto opens_with_blank = [](std::string_view t) {
     return t.starts_with(' ') || t.starts_with('\t') || t.starts_with("\\\n") ||
            t.starts_with("\\\r\n");

@@ -10,24 +10,21 @@ std::string waf_task(std::string_view text) {
 }
 
 Result<fields::Problem> waf_problem(const Outcome& outcome) {
-  switch (outcome.kind) {
-    case Outcome::Kind::kDone:
-      if (outcome.output == "0") return fields::Problem();
-      if (outcome.output.starts_with('1')) return fields::Problem(outcome.output.substr(1));
-      std::fprintf(stderr, "gatewayd: waf sandbox: an answer waf_task does not give\n");
-      return fields::Problem(
-          "must be valid ModSecurity directives: the WAF engine could not parse them");
-    case Outcome::Kind::kCrashed:
-      break;
-    case Outcome::Kind::kTimedOut:
-      return fields::Problem(
-          "must be valid ModSecurity directives: the WAF engine did not finish parsing them");
-    case Outcome::Kind::kUnavailable:
-      std::fprintf(stderr, "gatewayd: waf sandbox: %s\n", outcome.detail.c_str());
-      return make_error(Code::kUnavailable,
-                        "waf_custom_directives cannot be checked right now; try again");
+  using Kind = Outcome::Kind;
+  if (outcome.kind == Kind::kDone && outcome.output == "0") return fields::Problem();
+  if (outcome.kind == Kind::kDone && outcome.output.starts_with('1'))
+    return fields::Problem(outcome.output.substr(1));
+  if (outcome.kind == Kind::kTimedOut) {
+    return fields::Problem(
+        "must be valid ModSecurity directives: the WAF engine did not finish parsing them");
   }
-  std::fprintf(stderr, "gatewayd: waf sandbox: %s\n", outcome.detail.c_str());
+  std::fprintf(
+      stderr, "gatewayd: waf sandbox: %s\n",
+      outcome.kind == Kind::kDone ? "an answer waf_task does not give" : outcome.detail.c_str());
+  if (outcome.kind == Kind::kUnavailable) {
+    return make_error(Code::kUnavailable,
+                      "waf_custom_directives cannot be checked right now; try again");
+  }
   return fields::Problem(
       "must be valid ModSecurity directives: the WAF engine could not parse them");
 }
