@@ -14,6 +14,7 @@
 #include "mirror/kafka_sink.h"
 #include "mirror/publisher.h"
 #include "projections/catch_up.h"
+#include "projections/read_cache.h"
 #include "projections/read_model.h"
 #include "sandbox/waf_check.h"
 #include "service/service.h"
@@ -45,6 +46,8 @@ int main(int argc, char** argv) {
       {"max-request-bytes", "GATEWAY_MAX_REQUEST_BYTES", "1048576", "larger bodies get 413"},
       {"threads", "GATEWAY_THREADS", std::to_string(cores), "HTTP worker threads"},
       {"rate-limit", "GATEWAY_RATE_LIMIT", "0", "requests per second per tenant; 0 = off"},
+      {"read-cache-mb", "GATEWAY_READ_CACHE_MB", "64",
+       "memory for records read by GET, kept for the next read; 0 = off"},
       {"dns-servers", "GATEWAY_DNS_SERVERS", "",
        "DNS servers for verification, e.g. 127.0.0.1:5353 [default: system resolver]"},
       {"dns-timeout-ms", "GATEWAY_DNS_TIMEOUT_MS", "500", "timeout of one DNS try"},
@@ -72,6 +75,8 @@ int main(int argc, char** argv) {
   if (!max_bytes) return fail("--max-request-bytes must be 1..67108864");
   if (!threads) return fail("--threads must be 1..256");
   if (!rate) return fail("--rate-limit must be 0..1000000");
+  auto read_cache_mb = gw::parse_int(flags.get("read-cache-mb"), 0, 1 << 20);
+  if (!read_cache_mb) return fail("--read-cache-mb must be 0..1048576");
   auto dns_timeout = gw::parse_int(flags.get("dns-timeout-ms"), 10, 60000);
   auto dns_tries = gw::parse_int(flags.get("dns-tries"), 1, 10);
   if (!dns_timeout) return fail("--dns-timeout-ms must be 10..60000");
@@ -109,7 +114,10 @@ int main(int argc, char** argv) {
   auto caught_up = gw::catch_up_projections(*store.value(), *ids);
   if (!caught_up.ok())
     return fail("cannot bring projections up to date: " + caught_up.error().detail);
-  auto writer = gw::Writer::start(*store.value(), *ids, gw::scanned_by_commands);
+  std::unique_ptr<gw::ReadCache> read_cache;
+  if (*read_cache_mb > 0)
+    read_cache = std::make_unique<gw::ReadCache>(static_cast<size_t>(*read_cache_mb) << 20);
+  auto writer = gw::Writer::start(*store.value(), *ids, gw::scanned_by_commands, read_cache.get());
   if (!writer.ok()) return fail("cannot start the writer: " + writer.error().detail);
 
   gw::Service service(*writer.value(), clock, *ids, verification_domain);
@@ -120,7 +128,7 @@ int main(int argc, char** argv) {
   auto resolver = gw::AresResolver::create(resolver_config);
   if (!resolver.ok()) return fail(resolver.error().detail);
   gw::Verifier verifier(*store.value(), service, *resolver.value());
-  gw::ReadModel reads(*store.value());
+  gw::ReadModel reads(*store.value(), read_cache.get());
   gw::http::TokenStore tokens(tokens_file);
   gw::http::RateLimiter limiter(static_cast<uint32_t>(*rate));
   gw::http::Metrics metrics;
@@ -128,6 +136,7 @@ int main(int argc, char** argv) {
   metrics.set_sources([&service] { return service.events_appended(); },
                       [w] { return w->last_seq(); }, [w] { return w->batches(); });
   metrics.add_section([&verifier] { return verifier.render_metrics(); });
+  if (read_cache) metrics.add_section([&read_cache] { return read_cache->render_metrics(); });
   std::unique_ptr<gw::mirror::Publisher> mirror;
   if (!flags.get("kafka-brokers").empty()) {
     gw::mirror::KafkaConfig kafka{flags.get("kafka-brokers"), flags.get("kafka-topic")};

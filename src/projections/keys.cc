@@ -26,6 +26,8 @@ std::string_view kind_byte(Kind kind) {
 
 std::string record(std::string_view id) { return join({"r", id}); }
 
+bool is_record(std::string_view key) { return key.size() > 2 && key[0] == 'r' && key[1] == '\0'; }
+
 std::string list_prefix(std::string_view team, Kind kind) {
   return join({"l", team, kind_byte(kind), ""});
 }

@@ -30,6 +30,8 @@
 namespace gw::keys {
 
 std::string record(std::string_view id);
+// Whether `key` is one record() makes.
+bool is_record(std::string_view key);
 std::string list_prefix(std::string_view team, Kind kind);
 std::string filter_prefix(std::string_view team, Kind kind, std::string_view field,
                           std::string_view value);

@@ -5,6 +5,7 @@
 
 #include "projections/apply.h"
 #include "projections/keys.h"
+#include "projections/read_cache.h"
 
 namespace gw {
 
@@ -28,10 +29,21 @@ bool ReadModel::filterable(Kind kind, std::string_view field) {
   return false;
 }
 
+Result<std::optional<std::string>> ReadModel::read_record(const std::string& key,
+                                                          const rocksdb::Snapshot* snap) const {
+  if (cache_ == nullptr || snap != nullptr) return store_.get(Cf::kProjections, key, snap);
+  std::string value;
+  ReadCache::Ticket ticket;
+  if (cache_->find(key, &value, &ticket)) return std::optional<std::string>(std::move(value));
+  auto raw = store_.get(Cf::kProjections, key);
+  if (raw.ok() && raw.value()) cache_->fill(key, ticket, *raw.value());
+  return raw;
+}
+
 Result<bool> ReadModel::read_owned(Kind kind, std::string_view team, std::string_view id,
                                    const rocksdb::Snapshot* snap, Owned* out) const {
   if (kind_of_id(id) != kind) return false;
-  auto raw = store_.get(Cf::kProjections, keys::record(id), snap);
+  auto raw = read_record(keys::record(id), snap);
   if (!raw.ok()) return std::move(raw.error());
   if (!raw.value()) return false;
   out->raw = std::move(*raw.value());

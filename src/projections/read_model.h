@@ -16,9 +16,14 @@
 
 namespace gw {
 
+class ReadCache;
+
 class ReadModel {
  public:
-  explicit ReadModel(const Store& store) : store_(store) {}
+  // With `cache` (which must outlive the ReadModel and be the store's Writer's watcher), get()
+  // reads records through it.
+  explicit ReadModel(const Store& store, ReadCache* cache = nullptr)
+      : store_(store), cache_(cache) {}
 
   struct Found {
     std::string json;
@@ -74,8 +79,12 @@ class ReadModel {
   // does not exist, or it belongs to another team.
   Result<bool> read_owned(Kind kind, std::string_view team, std::string_view id,
                           const rocksdb::Snapshot* snap, Owned* out) const;
+  // The stored value of record key `key`; through the cache unless a snapshot is given.
+  Result<std::optional<std::string>> read_record(const std::string& key,
+                                                 const rocksdb::Snapshot* snap) const;
 
   const Store& store_;
+  ReadCache* cache_;
 };
 
 }  // namespace gw

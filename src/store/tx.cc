@@ -123,6 +123,8 @@ void Tx::write(Cf which, std::string_view key, std::optional<std::string_view> v
   if (inserted && (scanned_ == nullptr || scanned_(which, key))) {
     ordered_[cf].emplace(it->first, &it->second);
   }
+  // A key's first write in this Tx (again after a rollback erased it: listed twice then).
+  if (inserted && watched_ != nullptr && watched_(which, key)) watched_keys_.emplace_back(key);
 }
 
 void Tx::put(Cf which, std::string_view key, std::string_view value) {

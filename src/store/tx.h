@@ -55,6 +55,8 @@ std::string encode_event(uint64_t seq, const std::string& event_id, const EventD
 
 // Which keys a Tx must be able to scan in key order (see Tx::scan). nullptr: every key.
 using ScannedKeys = bool (*)(Cf which, std::string_view key);
+// Which keys a Tx lists in watched() when it writes them.
+using WatchedKeys = bool (*)(Cf which, std::string_view key);
 
 class Tx {
  public:
@@ -94,6 +96,11 @@ class Tx {
 
   uint64_t last_seq() const { return last_seq_; }
   const std::string& last_hash() const { return last_hash_; }
+
+  // From now on, list each key `keys` accepts in watched() when a write of it is staged.
+  void watch(WatchedKeys keys) { watched_ = keys; }
+  // The watched keys this Tx wrote, each once; may also hold keys only rolled-back jobs wrote.
+  const std::vector<std::string>& watched() const { return watched_keys_; }
 
   void set_savepoint();
   void rollback_to_savepoint();
@@ -136,6 +143,8 @@ class Tx {
   Store& store_;
   IdGenerator& ids_;
   ScannedKeys scanned_;
+  WatchedKeys watched_ = nullptr;
+  std::vector<std::string> watched_keys_;
   const Tx* base_ = nullptr;
   std::function<void()> settle_;
   rocksdb::WriteBatch wb_;

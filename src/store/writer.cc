@@ -14,8 +14,8 @@ constexpr size_t kMaxBatchJobs = 1024;
 
 }  // namespace
 
-Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids,
-                                              ScannedKeys scanned) {
+Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids, ScannedKeys scanned,
+                                              WriteWatcher* watcher) {
   uint64_t seq = 0;
   std::string hash = kGenesisHash;
   auto it = store.iterate(Cf::kEvents);
@@ -32,18 +32,20 @@ Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids,
   } else if (!it->status().ok()) {
     return make_error(Code::kUnavailable, it->status().ToString());
   }
-  std::unique_ptr<Writer> w(new Writer(store, ids, scanned, seq, std::move(hash)));
+  std::unique_ptr<Writer> w(new Writer(store, ids, scanned, watcher, seq, std::move(hash)));
   w->finish_thread_ = std::thread([p = w.get()] { p->finish_loop(); });
   w->commit_thread_ = std::thread([p = w.get()] { p->commit_loop(); });
   w->thread_ = std::thread([p = w.get()] { p->run(); });
   return w;
 }
 
-Writer::Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, uint64_t seq,
-               std::string hash)
+Writer::Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, WriteWatcher* watcher,
+               uint64_t seq, std::string hash)
     : store_(store),
       ids_(ids),
       scanned_(scanned),
+      watcher_(watcher),
+      watched_(watcher != nullptr ? watcher->watched_keys() : nullptr),
       seq_(seq),
       hash_(std::move(hash)),
       published_seq_(seq) {}
@@ -139,6 +141,7 @@ std::unique_ptr<Writer::Batch> Writer::open_batch() {
   } else {
     batch->tx = std::make_shared<Tx>(store_, ids_, seq_, hash_, scanned_);
   }
+  if (watched_ != nullptr) batch->tx->watch(watched_);
   last_tx_ = batch->tx;
   return batch;
 }
@@ -232,7 +235,10 @@ void Writer::commit(Batch& batch) {
     } else {
       rocksdb::WriteOptions wo;
       wo.sync = true;
+      const auto& watched = batch.tx->watched();
+      if (watcher_ != nullptr && !watched.empty()) watcher_->before_write(watched);
       auto s = store_.db()->Write(wo, sealed.value());
+      if (watcher_ != nullptr && !watched.empty()) watcher_->after_write(watched);
       committed = s.ok();
       if (!committed) failure = "cannot write a batch: " + s.ToString();
       if (committed) {

@@ -45,12 +45,29 @@ class Job {
   virtual void finish(bool committed) = 0;
 };
 
+// Told which of the keys it watches each batch writes, around the batch's write, on the commit
+// thread: a cache of what readers read from the store keeps coherent with it (see
+// projections/read_cache.h). Both calls must be quick; the commit thread is the one serial step.
+class WriteWatcher {
+ public:
+  virtual ~WriteWatcher() = default;
+  // The keys it watches; called once, when the writer starts.
+  virtual WatchedKeys watched_keys() const = 0;
+  // Right before a batch that writes `keys` is written: none of its writes is visible yet.
+  virtual void before_write(const std::vector<std::string>& keys) = 0;
+  // Once that write has ended, all of it visible to readers or (a failed write) none of it;
+  // before any job of the batch is finished.
+  virtual void after_write(const std::vector<std::string>& keys) = 0;
+};
+
 class Writer {
  public:
   // Reads the log's tail to continue its sequence and hash chain. Starts the writer thread.
-  // `scanned`: the keys jobs scan through Tx::scan (nullptr: any key).
+  // `scanned`: the keys jobs scan through Tx::scan (nullptr: any key). `watcher` (optional) must
+  // outlive the Writer.
   static Result<std::unique_ptr<Writer>> start(Store& store, IdGenerator& ids,
-                                               ScannedKeys scanned = nullptr);
+                                               ScannedKeys scanned = nullptr,
+                                               WriteWatcher* watcher = nullptr);
   ~Writer();  // stops: finishes queued jobs, joins
 
   // Queues a job. After stop() the job is finished at once with committed=false.
@@ -76,7 +93,8 @@ class Writer {
     uint64_t number = 0;       // batches are numbered 1, 2, ... in the order they are written
   };
 
-  Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, uint64_t seq, std::string hash);
+  Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, WriteWatcher* watcher, uint64_t seq,
+         std::string hash);
   void run();
   void commit_loop();
   void finish_loop();
@@ -92,6 +110,8 @@ class Writer {
   Store& store_;
   IdGenerator& ids_;
   ScannedKeys scanned_;
+  WriteWatcher* watcher_;
+  WatchedKeys watched_;  // watcher_'s keys
   std::mutex mu_;
   std::condition_variable cv_;          // wakes the writer thread
   std::condition_variable handoff_cv_;  // wakes the commit thread

@@ -69,6 +69,47 @@ TEST_CASE("create, get, put, delete work for every kind and carry ETags") {
   }
 }
 
+// GET reads records through a cache (--read-cache-mb, projections/read_cache.h); a write drops
+// what it holds of the record before the writer answers.
+TEST_CASE("GET serves repeated reads from the read cache and shows every acknowledged write") {
+  for (std::string mb : {"64", "0"}) {
+    CAPTURE(mb);
+    Server server({"--read-cache-mb", mb});
+    Api api(server, kTeamA);
+    const std::string id = create(api, kWebhook, 1);
+    const std::string path = item_path(kWebhook, id);
+    for (int n = 2; n <= 6; ++n) {
+      Response before = api.get(path);
+      REQUIRE(before.status == 200);
+      CHECK(api.get(path).body == before.body);
+      std::string workload = "\"w-" + std::to_string(n) + "\"";
+      Response put = api.put(path, json_with(kWebhook.body(kTeamA, 1), "workload_id", workload));
+      REQUIRE(put.status == 200);
+      Response after = api.get(path);
+      REQUIRE(after.status == 200);
+      CHECK(after.body == put.body);
+      CHECK(after.header("ETag") == put.header("ETag"));
+      CHECK(to_json(field(json(after), "workload_id")) == workload);
+    }
+    // Another team's read of it is 404 whether or not the record is cached.
+    CHECK(Api(server, kTeamB).get(path).status == 404);
+    REQUIRE(api.del(path).status == 200);
+    CHECK(api.get(path).status == 404);
+
+    const std::string text = metrics(server);
+    if (mb == "0") {
+      CHECK_FALSE(sample(text, "gatewayd_read_cache_hits_total"));
+    } else {
+      // Misses: the first GET (a create does not fill the cache), the GET after each of the
+      // five updates and the one after the delete. Hits: every other GET, team_b's included.
+      CHECK(sample(text, "gatewayd_read_cache_misses_total") == 7.0);
+      CHECK(sample(text, "gatewayd_read_cache_hits_total") == 10.0);
+      CHECK(sample(text, "gatewayd_read_cache_entries").has_value());
+      CHECK(sample(text, "gatewayd_read_cache_bytes").has_value());
+    }
+  }
+}
+
 TEST_CASE("a deleted record is gone: GET, PUT, verify and a second DELETE are 404") {
   Server server;
   Api api(server, kTeamA);

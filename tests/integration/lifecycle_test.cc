@@ -211,6 +211,14 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
   CHECK_FALSE(bogus.status.timed_out);
   CHECK(bogus.status.exited);
   CHECK(bogus.status.code != 0);
+  for (std::string value : {"-1", "lots", "1048577"}) {
+    CommandResult bad =
+        run({"--listen", "127.0.0.1:0", "--data-dir", dir.path(), "--read-cache-mb", value});
+    CAPTURE(bad.err);
+    CHECK(bad.status.exited);
+    CHECK(bad.status.code != 0);
+    CHECK(bad.err.find("--read-cache-mb must be 0..1048576") != std::string::npos);
+  }
 
   Server server;
   std::string port = std::to_string(std::stoi(server.url().substr(server.url().rfind(':') + 1)));

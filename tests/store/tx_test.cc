@@ -52,6 +52,27 @@ std::optional<std::string> read(Tx& tx, std::string_view key) {
 
 bool only_v_keys(Cf, std::string_view key) { return key.starts_with("v"); }
 
+TEST_CASE("a Tx lists each watched key it writes once, and no other key") {
+  Fixture f;
+  Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+  tx.put(Cf::kProjections, "v0", "before watching");
+  tx.watch([](Cf which, std::string_view key) {
+    return which == Cf::kProjections && key.starts_with("v");
+  });
+  tx.put(Cf::kProjections, "v1", "1");
+  tx.put(Cf::kProjections, "v1", "2");
+  tx.del(Cf::kProjections, "v2");
+  tx.put(Cf::kProjections, "a", "not watched");
+  tx.put(Cf::kEvents, "v3", "another column family");
+  CHECK(tx.watched() == std::vector<std::string>{"v1", "v2"});
+  // A rolled-back write stays listed (a key listed for nothing costs only a cache drop).
+  tx.set_savepoint();
+  tx.put(Cf::kProjections, "v4", "rejected");
+  tx.rollback_to_savepoint();
+  tx.put(Cf::kProjections, "v5", "5");
+  CHECK(tx.watched() == std::vector<std::string>{"v1", "v2", "v4", "v5"});
+}
+
 TEST_CASE("a Tx reads its own puts and deletes over committed data") {
   Fixture f;
   {

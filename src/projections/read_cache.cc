@@ -1,0 +1,127 @@
+#include "projections/read_cache.h"
+
+#include <functional>
+#include <iterator>
+#include <sstream>
+
+#include "projections/keys.h"
+
+namespace gw {
+
+namespace {
+
+// What an entry costs beyond its key and value: the list and hash map nodes and the two strings'
+// headers (a rough figure).
+constexpr size_t kEntryOverhead = 160;
+
+bool watched(Cf which, std::string_view key) {
+  return which == Cf::kProjections && keys::is_record(key);
+}
+
+}  // namespace
+
+ReadCache::ReadCache(size_t max_bytes)
+    : max_shard_bytes_(max_bytes / kShards), shards_(new Shard[kShards]) {}
+
+ReadCache::Shard& ReadCache::shard_of(std::string_view key) {
+  return shards_[std::hash<std::string_view>{}(key) % kShards];
+}
+
+void ReadCache::drop(Shard& shard, std::list<Entry>::iterator it) {
+  shard.bytes -= it->bytes;
+  shard.index.erase(it->key);
+  shard.lru.erase(it);
+}
+
+void ReadCache::erase(Shard& shard, std::string_view key) {
+  auto it = shard.index.find(key);
+  if (it != shard.index.end()) drop(shard, it->second);
+}
+
+bool ReadCache::find(std::string_view key, std::string* value, Ticket* ticket) {
+  Shard& shard = shard_of(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.index.find(key);
+  if (it == shard.index.end()) {
+    ++shard.misses;
+    *ticket = Ticket{shard.generation, shard.writing == 0};
+    return false;
+  }
+  ++shard.hits;
+  shard.lru.splice(shard.lru.begin(), shard.lru, it->second);
+  value->assign(it->second->value);
+  return true;
+}
+
+void ReadCache::fill(std::string_view key, const Ticket& ticket, std::string_view value) {
+  const size_t bytes = key.size() + value.size() + kEntryOverhead;
+  if (!ticket.valid || bytes > max_shard_bytes_) return;
+  Shard& shard = shard_of(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  // Every write of the shard's keys raises the generation when it begins: an unchanged one
+  // means no write began since the ticket, and none was under way then.
+  if (shard.generation != ticket.generation) return;
+  erase(shard, key);  // another reader's fill of the same value
+  while (shard.bytes + bytes > max_shard_bytes_) drop(shard, std::prev(shard.lru.end()));
+  shard.lru.push_front(Entry{std::string(key), std::string(value), bytes});
+  shard.index.emplace(shard.lru.front().key, shard.lru.begin());
+  shard.bytes += bytes;
+}
+
+WatchedKeys ReadCache::watched_keys() const { return &watched; }
+
+void ReadCache::before_write(const std::vector<std::string>& keys) {
+  for (const auto& key : keys) {
+    Shard& shard = shard_of(key);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    ++shard.generation;
+    ++shard.writing;
+    erase(shard, key);
+  }
+}
+
+void ReadCache::after_write(const std::vector<std::string>& keys) {
+  for (const auto& key : keys) {
+    Shard& shard = shard_of(key);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    // Readers that saw the old value while the write was under way kept nothing (their ticket
+    // was not valid, or the generation moved), and an entry made before the write was dropped
+    // then; this drop only repeats that for safety.
+    ++shard.generation;
+    --shard.writing;
+    erase(shard, key);
+  }
+}
+
+ReadCache::Stats ReadCache::stats() const {
+  Stats out;
+  for (size_t i = 0; i < kShards; ++i) {
+    const Shard& shard = shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    out.hits += shard.hits;
+    out.misses += shard.misses;
+    out.entries += shard.index.size();
+    out.bytes += shard.bytes;
+  }
+  return out;
+}
+
+std::string ReadCache::render_metrics() const {
+  const Stats s = stats();
+  std::ostringstream out;
+  out << "# HELP gatewayd_read_cache_hits_total Record reads answered from the read cache.\n"
+      << "# TYPE gatewayd_read_cache_hits_total counter\n"
+      << "gatewayd_read_cache_hits_total " << s.hits << "\n"
+      << "# HELP gatewayd_read_cache_misses_total Record reads that went to the store.\n"
+      << "# TYPE gatewayd_read_cache_misses_total counter\n"
+      << "gatewayd_read_cache_misses_total " << s.misses << "\n"
+      << "# HELP gatewayd_read_cache_entries Records held by the read cache.\n"
+      << "# TYPE gatewayd_read_cache_entries gauge\n"
+      << "gatewayd_read_cache_entries " << s.entries << "\n"
+      << "# HELP gatewayd_read_cache_bytes Bytes held by the read cache (estimated).\n"
+      << "# TYPE gatewayd_read_cache_bytes gauge\n"
+      << "gatewayd_read_cache_bytes " << s.bytes << "\n";
+  return out.str();
+}
+
+}  // namespace gw
