@@ -1,6 +1,7 @@
 // Queries over the projections, for the HTTP read path. Reads committed data straight from RocksDB
-// with no lock of ours; safe for concurrent use from any number of threads. Records are returned
-// as their stored JSON bytes, ready to send, never re-parsed.
+// (get() through the read cache, if given, whose shards have a mutex each); safe for concurrent
+// use from any number of threads. Records are returned as their stored JSON bytes, ready to send,
+// never re-parsed.
 #pragma once
 
 #include <cstdint>
