@@ -44,7 +44,7 @@ bool ReadCache::find(std::string_view key, std::string* value, Ticket* ticket) {
   auto it = shard.index.find(key);
   if (it == shard.index.end()) {
     ++shard.misses;
-    *ticket = Ticket{shard.generation, shard.writing == 0};
+    *ticket = Ticket{shard.generation};
     return false;
   }
   ++shard.hits;
@@ -55,12 +55,13 @@ bool ReadCache::find(std::string_view key, std::string* value, Ticket* ticket) {
 
 void ReadCache::fill(std::string_view key, const Ticket& ticket, std::string_view value) {
   const size_t bytes = key.size() + value.size() + kEntryOverhead;
-  if (!ticket.valid || bytes > max_shard_bytes_) return;
+  if (bytes > max_shard_bytes_) return;
   Shard& shard = shard_of(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  // Every write of the shard's keys raises the generation when it begins: an unchanged one
-  // means no write began since the ticket, and none was under way then.
-  if (shard.generation != ticket.generation) return;
+  // Every write of the shard's keys raises the generation when it begins and when it ends: with
+  // none under way now and the generation unchanged, none began since the ticket, and none was
+  // under way then (its end would have moved the generation).
+  if (shard.writing != 0 || shard.generation != ticket.generation) return;
   erase(shard, key);  // another reader's fill of the same value
   while (shard.bytes + bytes > max_shard_bytes_) drop(shard, std::prev(shard.lru.end()));
   shard.lru.push_front(Entry{std::string(key), std::string(value), bytes});

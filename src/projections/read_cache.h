@@ -13,7 +13,6 @@
 // every read of its records shows it.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -32,8 +31,7 @@ class ReadCache final : public WriteWatcher {
  public:
   // Taken on a miss, before the store is read; see fill().
   struct Ticket {
-    uint64_t generation = 0;
-    bool valid = false;  // false: a write of the shard was under way, the read may not be kept
+    uint64_t generation = 0;  // the shard's, then
   };
 
   // `max_bytes` 0: nothing is ever kept (every find misses).
@@ -69,7 +67,7 @@ class ReadCache final : public WriteWatcher {
     size_t bytes;
   };
   struct alignas(64) Shard {  // a cache line of its own: shards are locked from many threads
-    mutable std::mutex mu;
+    mutable std::mutex mu;    // guards everything below
     std::list<Entry> lru;  // most recently used first
     std::unordered_map<std::string_view, std::list<Entry>::iterator> index;  // keys: Entry::key
     size_t bytes = 0;

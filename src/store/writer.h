@@ -55,8 +55,8 @@ class WriteWatcher {
   virtual WatchedKeys watched_keys() const = 0;
   // Right before a batch that writes `keys` is written: none of its writes is visible yet.
   virtual void before_write(const std::vector<std::string>& keys) = 0;
-  // Once that write has ended, all of it visible to readers or (a failed write) none of it;
-  // before any job of the batch is finished.
+  // Once that write has returned, whether it succeeded or failed; before any job of the batch is
+  // finished.
   virtual void after_write(const std::vector<std::string>& keys) = 0;
 };
 
