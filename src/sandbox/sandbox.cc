@@ -376,7 +376,7 @@ Outcome Sandbox::run(std::string_view input) const {
     }
     if (n == 0) break;
     if (errno == EINTR) continue;
-    if (errno != EAGAIN) return unavailable(errno_text("read"));
+    if (errno != EAGAIN) return lost(errno_text("read"));
     if (!wait_for(ours.get(), POLLIN, deadline))
       return unavailable("the sandbox did not answer in time");
   }
@@ -392,7 +392,23 @@ Outcome Sandbox::run(std::string_view input) const {
     return Outcome{
         Outcome::Kind::kCrashed, {}, "the worker ended without an answer: " + f.status_text};
   if (f.unavailable) return unavailable(f.unavailable_text);
-  return unavailable("the sandbox ended the run without an answer");
+  return lost("the sandbox ended the run without an answer");
+}
+
+bool Sandbox::zygote_gone() const {
+  // The zygote's end of the control socket closes when it exits: POLLHUP on ours, even before the
+  // zygote is a zombie, and before a run it had not taken yet loses its socket.
+  struct pollfd p {
+    control_, 0, 0
+  };
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
+}
+
+Outcome Sandbox::lost(std::string detail) const {
+  // A zygote killed with a run queued for it drops the run's socket: the read above then fails
+  // (ECONNRESET) or ends, and the cause worth logging is the zygote's loss.
+  if (zygote_gone()) return unavailable("the sandbox process is gone (" + detail + ")");
+  return unavailable(std::move(detail));
 }
 
 }  // namespace gw::sandbox

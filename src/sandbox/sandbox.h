@@ -67,6 +67,10 @@ class Sandbox {
  private:
   Sandbox(int control, pid_t zygote, Limits limits)
       : control_(control), zygote_(zygote), limits_(limits) {}
+  // Whether the zygote has closed its end of the control socket (it exited or was killed).
+  bool zygote_gone() const;
+  // kUnavailable for a run that failed with `detail`, naming the zygote's loss if that was it.
+  Outcome lost(std::string detail) const;
   int control_;
   pid_t zygote_;
   Limits limits_;

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -167,6 +168,22 @@ TEST_CASE("runs after the zygote is gone are unavailable, and say so") {
   Outcome o = sandbox->run("x");
   CHECK(o.kind == Outcome::Kind::kUnavailable);
   CHECK_MESSAGE(o.detail.find("gone") != std::string::npos, o.detail);
+}
+
+// A zygote killed with a run queued for it (here: stopped first, so it takes nothing) drops the
+// run's socket, and the run's read failed with ECONNRESET: it was reported as "read: Connection
+// reset by peer" instead of the zygote's loss (seen in gatewayd's log in a TSan run).
+TEST_CASE("a run queued for a zygote that is killed says the zygote is gone") {
+  auto sandbox = start_test_sandbox();
+  REQUIRE(::kill(sandbox->zygote_pid(), SIGSTOP) == 0);
+  Outcome o;
+  std::thread runner([&] { o = sandbox->run("x"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the run is queued by then
+  REQUIRE(::kill(sandbox->zygote_pid(), SIGKILL) == 0);
+  runner.join();
+  REQUIRE(::waitpid(sandbox->zygote_pid(), nullptr, 0) == sandbox->zygote_pid());
+  CHECK(o.kind == Outcome::Kind::kUnavailable);
+  CHECK_MESSAGE(o.detail.starts_with("the sandbox process is gone"), o.detail);
 }
 
 TEST_CASE("the WAF check in the sandbox answers what the check in this process answers") {
