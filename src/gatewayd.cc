@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<gw::ReadCache> read_cache;
   if (*read_cache_mb > 0)
     read_cache = std::make_unique<gw::ReadCache>(static_cast<size_t>(*read_cache_mb) << 20);
-  auto writer = gw::Writer::start(*store.value(), *ids, gw::scanned_by_commands, read_cache.get());
+  auto writer = gw::Writer::start(*store.value(), *ids, gw::scanned_by_commands, read_cache.get(),
+                                  gw::written_only_by_commands);
   if (!writer.ok()) return fail("cannot start the writer: " + writer.error().detail);
 
   gw::Service service(*writer.value(), clock, *ids, verification_domain);

@@ -103,6 +103,22 @@ bool scanned_by_decisions(std::string_view key) {
   return !key.empty() && (key[0] == 'v' || key[0] == 'n' || key[0] == 'i');
 }
 
+bool written_only(std::string_view key) {
+  if (key.size() < 2 || key[1] != '\0') return false;
+  switch (key[0]) {
+    case 'l':
+    case 'f':
+    case 'c':
+    case 'h':
+    case 't':
+    case 'q':
+    case 'm':
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string encode_record(const RecordHeader& header, std::string_view json) {
   std::string out = encode_u64(header.version);
   out += encode_u64(header.create_seq);

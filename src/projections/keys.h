@@ -62,6 +62,11 @@ std::string checkpoint();
 // verifications), also for a prefix of such keys: the writer's Tx orders only these (Tx::scan).
 bool scanned_by_decisions(std::string_view key);
 
+// True for the keys a command writes and never reads back while staging (list, filter and
+// count entries, history, tenant feed, request queue, checkpoint): a Tx keeps them in its batch
+// only (Tx::write_only). Readers outside the writer read them from the store.
+bool written_only(std::string_view key);
+
 // Stored record value: a small binary header read without parsing JSON on the hot path.
 struct RecordHeader {
   uint64_t version = 0;

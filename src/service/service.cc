@@ -110,6 +110,10 @@ bool scanned_by_commands(Cf which, std::string_view key) {
   return which == Cf::kProjections && keys::scanned_by_decisions(key);
 }
 
+bool written_only_by_commands(Cf which, std::string_view key) {
+  return which == Cf::kProjections && keys::written_only(key);
+}
+
 Service::Service(Writer& writer, const Clock& clock, IdGenerator& ids,
                  std::string verification_domain)
     : writer_(writer),

@@ -30,6 +30,8 @@ using Done = std::function<void(Result<Written>)>;
 
 // The keys the Service's jobs scan through Tx::scan: pass to Writer::start.
 bool scanned_by_commands(Cf which, std::string_view key);
+// The keys the Service's jobs write and never read back: pass to Writer::start.
+bool written_only_by_commands(Cf which, std::string_view key);
 
 class Service {
  public:

@@ -99,6 +99,9 @@ const std::optional<std::string>* Tx::staged(size_t cf, std::string_view key) co
 }
 
 Result<std::optional<std::string>> Tx::get(Cf which, std::string_view key) {
+  if (write_only_ != nullptr && write_only_(which, key)) {
+    return make_error(Code::kInternal, "a Tx read of a key it only writes");
+  }
   if (const auto* value = staged(index_of(which), key)) return *value;
   return store_.get(which, key);
 }
@@ -110,6 +113,7 @@ void Tx::settle() {
 }
 
 void Tx::write(Cf which, std::string_view key, std::optional<std::string_view> value) {
+  if (write_only_ != nullptr && write_only_(which, key)) return;  // in the batch only
   const size_t cf = index_of(which);
   auto [it, inserted] = overlay_[cf].try_emplace(std::string(key));
   Undo undo{cf, &*it, !inserted, std::nullopt};
@@ -138,7 +142,8 @@ void Tx::del(Cf which, std::string_view key) {
 }
 
 Result<bool> Tx::scan(Cf which, std::string_view prefix, const Visit& visit) {
-  if (scanned_ != nullptr && !scanned_(which, prefix)) {
+  if ((scanned_ != nullptr && !scanned_(which, prefix)) ||
+      (write_only_ != nullptr && write_only_(which, prefix))) {
     return make_error(Code::kInternal, "a Tx scan of keys it does not keep in order");
   }
   settle();  // the base's writes are in the database from here on

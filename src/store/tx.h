@@ -57,6 +57,8 @@ std::string encode_event(uint64_t seq, const std::string& event_id, const EventD
 using ScannedKeys = bool (*)(Cf which, std::string_view key);
 // Which keys a Tx lists in watched() when it writes them.
 using WatchedKeys = bool (*)(Cf which, std::string_view key);
+// Which keys a Tx only writes: it never reads them back (see Tx::write_only).
+using WriteOnlyKeys = bool (*)(Cf which, std::string_view key);
 
 class Tx {
  public:
@@ -101,6 +103,12 @@ class Tx {
   void watch(WatchedKeys keys) { watched_ = keys; }
   // The watched keys this Tx wrote, each once; may also hold keys only rolled-back jobs wrote.
   const std::vector<std::string>& watched() const { return watched_keys_; }
+  // From now on, the keys `keys` accepts go into the batch only, not into the overlay: a get()
+  // or scan() of one is kInternal, and a Tx staged on this one does not see them either. Index
+  // entries, history and the like are written by every job and read by none; keeping them out
+  // of the overlay saves the writer thread a hash-map insert and two copies per key. Such a key
+  // is never listed in watched().
+  void write_only(WriteOnlyKeys keys) { write_only_ = keys; }
 
   void set_savepoint();
   void rollback_to_savepoint();
@@ -144,6 +152,7 @@ class Tx {
   IdGenerator& ids_;
   ScannedKeys scanned_;
   WatchedKeys watched_ = nullptr;
+  WriteOnlyKeys write_only_ = nullptr;
   std::vector<std::string> watched_keys_;
   const Tx* base_ = nullptr;
   std::function<void()> settle_;

@@ -15,7 +15,7 @@ constexpr size_t kMaxBatchJobs = 1024;
 }  // namespace
 
 Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids, ScannedKeys scanned,
-                                              WriteWatcher* watcher) {
+                                              WriteWatcher* watcher, WriteOnlyKeys write_only) {
   uint64_t seq = 0;
   std::string hash = kGenesisHash;
   auto it = store.iterate(Cf::kEvents);
@@ -32,7 +32,8 @@ Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids, Sc
   } else if (!it->status().ok()) {
     return make_error(Code::kUnavailable, it->status().ToString());
   }
-  std::unique_ptr<Writer> w(new Writer(store, ids, scanned, watcher, seq, std::move(hash)));
+  std::unique_ptr<Writer> w(
+      new Writer(store, ids, scanned, watcher, write_only, seq, std::move(hash)));
   w->finish_thread_ = std::thread([p = w.get()] { p->finish_loop(); });
   w->commit_thread_ = std::thread([p = w.get()] { p->commit_loop(); });
   w->thread_ = std::thread([p = w.get()] { p->run(); });
@@ -40,12 +41,13 @@ Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids, Sc
 }
 
 Writer::Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, WriteWatcher* watcher,
-               uint64_t seq, std::string hash)
+               WriteOnlyKeys write_only, uint64_t seq, std::string hash)
     : store_(store),
       ids_(ids),
       scanned_(scanned),
       watcher_(watcher),
       watched_(watcher != nullptr ? watcher->watched_keys() : nullptr),
+      write_only_(write_only),
       seq_(seq),
       hash_(std::move(hash)),
       published_seq_(seq) {}
@@ -142,6 +144,7 @@ std::unique_ptr<Writer::Batch> Writer::open_batch() {
     batch->tx = std::make_shared<Tx>(store_, ids_, seq_, hash_, scanned_);
   }
   if (watched_ != nullptr) batch->tx->watch(watched_);
+  if (write_only_ != nullptr) batch->tx->write_only(write_only_);
   last_tx_ = batch->tx;
   return batch;
 }

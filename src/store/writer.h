@@ -64,10 +64,11 @@ class Writer {
  public:
   // Reads the log's tail to continue its sequence and hash chain. Starts the writer thread.
   // `scanned`: the keys jobs scan through Tx::scan (nullptr: any key). `watcher` (optional) must
-  // outlive the Writer.
+  // outlive the Writer. `write_only`: the keys jobs write and never read (Tx::write_only).
   static Result<std::unique_ptr<Writer>> start(Store& store, IdGenerator& ids,
                                                ScannedKeys scanned = nullptr,
-                                               WriteWatcher* watcher = nullptr);
+                                               WriteWatcher* watcher = nullptr,
+                                               WriteOnlyKeys write_only = nullptr);
   ~Writer();  // stops: finishes queued jobs, joins
 
   // Queues a job. After stop() the job is finished at once with committed=false.
@@ -93,8 +94,8 @@ class Writer {
     uint64_t number = 0;       // batches are numbered 1, 2, ... in the order they are written
   };
 
-  Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, WriteWatcher* watcher, uint64_t seq,
-         std::string hash);
+  Writer(Store& store, IdGenerator& ids, ScannedKeys scanned, WriteWatcher* watcher,
+         WriteOnlyKeys write_only, uint64_t seq, std::string hash);
   void run();
   void commit_loop();
   void finish_loop();
@@ -112,6 +113,7 @@ class Writer {
   ScannedKeys scanned_;
   WriteWatcher* watcher_;
   WatchedKeys watched_;  // watcher_'s keys
+  WriteOnlyKeys write_only_;
   std::mutex mu_;
   std::condition_variable cv_;          // wakes the writer thread
   std::condition_variable handoff_cv_;  // wakes the commit thread

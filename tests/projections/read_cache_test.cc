@@ -144,7 +144,9 @@ class Fixture {
   Fixture() {
     store_ = std::move(Store::open(dir_.path()).value());
     ids_ = make_system_id_generator(clock_);
-    writer_ = std::move(Writer::start(*store_, *ids_, scanned_by_commands, &cache_).value());
+    writer_ = std::move(
+        Writer::start(*store_, *ids_, scanned_by_commands, &cache_, written_only_by_commands)
+            .value());
     service_ = std::make_unique<Service>(*writer_, clock_, *ids_, "verify.platform.test");
     reads_ = std::make_unique<ReadModel>(*store_, &cache_);
   }

@@ -150,6 +150,42 @@ TEST_CASE("a Tx told which keys it scans orders only those, and refuses other sc
   CHECK(refused.error().code == Code::kInternal);
 }
 
+TEST_CASE("a Tx keeps write-only keys in its batch only: written, rolled back, never read") {
+  Fixture f;
+  Tx tx(*f.store, *f.ids, 0, kGenesisHash);
+  tx.write_only([](Cf which, std::string_view key) {
+    return which == Cf::kProjections && key.starts_with("w");
+  });
+  tx.watch([](Cf, std::string_view) { return true; });
+  tx.put(Cf::kProjections, "w1", "kept");
+  tx.put(Cf::kProjections, "w2", "replaced");
+  tx.put(Cf::kProjections, "w2", "last");
+  tx.put(Cf::kProjections, "a", "read back");
+  tx.set_savepoint();
+  tx.put(Cf::kProjections, "w3", "rolled back");
+  tx.del(Cf::kProjections, "w1");
+  tx.rollback_to_savepoint();
+  CHECK(read(tx, "a") == "read back");
+  auto refused = tx.get(Cf::kProjections, "w1");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Code::kInternal);
+  auto scan =
+      tx.scan(Cf::kProjections, "w", [](std::string_view, std::string_view) { return true; });
+  REQUIRE_FALSE(scan.ok());
+  CHECK(scan.error().code == Code::kInternal);
+  // The same key in another column family is an ordinary key.
+  tx.put(Cf::kMeta, "w1", "meta");
+  auto meta = tx.get(Cf::kMeta, "w1");
+  REQUIRE(meta.ok());
+  CHECK(meta.value() == "meta");
+  CHECK(tx.watched() == std::vector<std::string>{"a", "w1"});
+  f.commit(tx);
+  CHECK(f.stored("w1") == "kept");
+  CHECK(f.stored("w2") == "last");
+  CHECK_FALSE(f.stored("w3").has_value());
+  CHECK(f.stored("a") == "read back");
+}
+
 TEST_CASE("rolling back to the save point undoes writes, counters, seal values and events") {
   Fixture f;
   {
