@@ -14,6 +14,8 @@ constexpr char ascii_lower(char c) {
 std::string ascii_lower(std::string_view s);
 // Equal ignoring ASCII letter case.
 bool ascii_iequals(std::string_view a, std::string_view b);
+// True if every byte of `s` is under 0x80 (so `s` is valid UTF-8). Eight bytes at a time.
+bool is_ascii(std::string_view s);
 // `s` without leading and trailing spaces and tabs.
 std::string_view trim_blanks(std::string_view s);
 // `s` made safe to echo to a client: each byte that does not start a well-formed UTF-8 sequence

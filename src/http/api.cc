@@ -81,6 +81,7 @@ bool has_unpaired_low_surrogate(std::string_view json) {
     auto r = std::from_chars(first, first + 4, *out, 16);
     return r.ec == std::errc() && r.ptr == first + 4;
   };
+  if (json.find('\\') == std::string_view::npos) return false;
   bool after_high = false;  // the previous character was a \uD800-\uDBFF escape
   for (size_t i = 0; i < json.size(); ++i) {
     if (json[i] != '\\' || i + 1 == json.size()) {
@@ -415,10 +416,20 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode) {
     ctx.fail(make_error(Code::kUnsupportedMediaType, "the body must be sent as application/json"));
     return std::nullopt;
   }
-  rapidjson::Document doc;
+  // A usual body's DOM fits this buffer, so parsing it takes no 64 KiB chunk from the heap (an
+  // allocation and a free per request, 4% of an HTTP thread's time in a PUT profile).
+  char buffer[8 << 10];
+  rapidjson::MemoryPoolAllocator<> pool(buffer, sizeof buffer);
+  rapidjson::Document doc(&pool);
   // Full precision: numbers kept in waf_overrides must read back as the nearest double.
-  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
-            rapidjson::kParseFullPrecisionFlag>(ctx.request.body.data(), ctx.request.body.size());
+  // Bytes under 0x80 are valid UTF-8 each; only a body with others needs the parser's check.
+  constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag;
+  if (is_ascii(ctx.request.body)) {
+    doc.Parse<kFlags>(ctx.request.body.data(), ctx.request.body.size());
+  } else {
+    doc.Parse<kFlags | rapidjson::kParseValidateEncodingFlag>(ctx.request.body.data(),
+                                                              ctx.request.body.size());
+  }
   if (doc.HasParseError()) {
     ctx.fail(make_error(Code::kInvalidJson, "the body is not valid UTF-8 JSON (at byte " +
                                                 std::to_string(doc.GetErrorOffset()) + ")"));

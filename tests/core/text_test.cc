@@ -16,6 +16,21 @@ TEST_CASE("ASCII helpers leave non-ASCII bytes alone and trim only spaces and ta
   CHECK(trim_blanks(" \t ").empty());
 }
 
+TEST_CASE("is_ascii finds a byte of 0x80 or more at any place, in a word or in the tail") {
+  CHECK(is_ascii(""));
+  CHECK(is_ascii(std::string_view("\0\x7f", 2)));
+  const std::string plain(37, 'a');  // four 8-byte words and a 5-byte tail
+  CHECK(is_ascii(plain));
+  for (size_t at = 0; at < plain.size(); ++at) {
+    for (unsigned char high : {0x80, 0xc3, 0xff}) {
+      std::string s = plain;
+      s[at] = static_cast<char>(high);
+      INFO("at " << at << ", byte " << static_cast<int>(high));
+      CHECK_FALSE(is_ascii(s));
+    }
+  }
+}
+
 TEST_CASE("client_text replaces what is not UTF-8 and cuts at whole characters") {
   CHECK(client_text("plain", 100) == "plain");
   CHECK(client_text("\xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80", 100) ==
