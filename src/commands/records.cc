@@ -200,7 +200,7 @@ std::string canonical_json(const rapidjson::Value& value) {
 }
 
 std::string to_json(const Record& record) {
-  rapidjson::StringBuffer buf;
+  rapidjson::StringBuffer buf(nullptr, 1024);  // most records fit: the buffer does not grow
   Writer w(buf);
   w.StartObject();
   std::visit([&w](const auto& r) { write(w, r); }, record);

@@ -24,14 +24,17 @@ std::string to_hex(std::string_view bytes) {
 // OpenSSL 3's one-shot SHA256() looks the algorithm up in its provider store (under a lock) and
 // allocates a context on every call; every authenticated request hashes its token. So the
 // algorithm is fetched once and each thread reuses one context.
-std::string sha256(std::string_view data) {
+std::string sha256(std::string_view data) { return sha256(data, std::string_view()); }
+
+std::string sha256(std::string_view first, std::string_view second) {
   static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   thread_local const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
                                                                                  &EVP_MD_CTX_free);
   std::string digest(SHA256_DIGEST_LENGTH, '\0');
   unsigned int size = 0;
   if (md == nullptr || !ctx || EVP_DigestInit_ex2(ctx.get(), md, nullptr) != 1 ||
-      EVP_DigestUpdate(ctx.get(), data.data(), data.size()) != 1 ||
+      EVP_DigestUpdate(ctx.get(), first.data(), first.size()) != 1 ||
+      (!second.empty() && EVP_DigestUpdate(ctx.get(), second.data(), second.size()) != 1) ||
       EVP_DigestFinal_ex(ctx.get(), reinterpret_cast<unsigned char*>(digest.data()), &size) != 1 ||
       size != digest.size()) {
     throw std::runtime_error("SHA-256 is not available");

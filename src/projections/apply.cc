@@ -1,6 +1,6 @@
 #include "projections/apply.h"
 
-#include <map>
+#include <algorithm>
 
 #include <rapidjson/document.h>
 
@@ -8,34 +8,36 @@
 
 namespace gw {
 
-std::map<std::string, std::string> entries_of(const Record& record, uint64_t create_seq) {
-  std::map<std::string, std::string> out;
+IndexEntries entries_of(const Record& record, uint64_t create_seq) {
+  IndexEntries out;
   const Meta& m = meta_of(record);
   if (m.deleted_at != 0) return out;
+  out.reserve(8);
   const Kind kind = kind_of(record);
   const std::string seq = encode_u64(create_seq);
-  out[keys::list_prefix(m.team_id, kind) + seq] = m.id;
+  out.emplace_back(keys::list_prefix(m.team_id, kind) + seq, m.id);
   auto filter = [&](const char* field, const std::string& value) {
-    out[keys::filter_prefix(m.team_id, kind, field, value) + seq] = m.id;
+    out.emplace_back(keys::filter_prefix(m.team_id, kind, field, value) + seq, m.id);
   };
   if (const auto* p = std::get_if<Profile>(&record)) {
     filter("hostname", p->hostname);
-    out[keys::profile_hostname(p->hostname)] = m.id;
+    out.emplace_back(keys::profile_hostname(p->hostname), m.id);
   } else if (const auto* d = std::get_if<Domain>(&record)) {
     filter("hostname", d->hostname);
     filter("status", d->status);
     filter("workload_id", d->workload_id);
-    out[keys::domain_hostname(m.team_id, d->hostname)] = m.id;
-    out[keys::domain_name_prefix(m.team_id) + keys::reversed_hostname(d->hostname)] = m.id;
+    out.emplace_back(keys::domain_hostname(m.team_id, d->hostname), m.id);
+    out.emplace_back(keys::domain_name_prefix(m.team_id) + keys::reversed_hostname(d->hostname),
+                     m.id);
     if (!d->verification_parent_id.empty()) {
-      out[keys::inherited_prefix(d->verification_parent_id) + m.id] = "";
+      out.emplace_back(keys::inherited_prefix(d->verification_parent_id) + m.id, "");
     }
     // Only a directly verified domain is a claim; inherited ones sit under their parent's.
     if (d->status == "verified" && d->verification_parent_id.empty()) {
       std::string claim = m.team_id;
       claim.push_back('\0');
       claim += d->scope;
-      out[keys::claim_prefix(d->hostname) + m.id] = claim;
+      out.emplace_back(keys::claim_prefix(d->hostname) + m.id, claim);
     }
   } else if (const auto* h = std::get_if<Webhook>(&record)) {
     filter("status", h->status);
@@ -65,18 +67,21 @@ void project(Tx& tx, uint64_t seq, const std::optional<Record>& before, const Re
   const Meta& m = meta_of(after);
   keys::RecordHeader header{version, create_seq, m.deleted_at != 0, m.team_id};
   tx.put(Cf::kProjections, keys::record(m.id), keys::encode_record(header, after_json));
-  auto old_entries =
-      before ? entries_of(*before, create_seq) : std::map<std::string, std::string>{};
-  auto new_entries = entries_of(after, create_seq);
+  const IndexEntries old_entries = before ? entries_of(*before, create_seq) : IndexEntries{};
+  const IndexEntries new_entries = entries_of(after, create_seq);
+  auto find = [](const IndexEntries& entries, const std::string& key) {
+    return std::find_if(entries.begin(), entries.end(),
+                        [&](const auto& e) { return e.first == key; });
+  };
   for (const auto& [key, value] : old_entries) {
-    if (new_entries.count(key) != 0) continue;
+    if (find(new_entries, key) != new_entries.end()) continue;
     tx.del(Cf::kProjections, key);
     if (counted(key)) {
       tx.add_to_counter(Cf::kProjections, counter_key(key), -1);
     }
   }
   for (const auto& [key, value] : new_entries) {
-    auto old = old_entries.find(key);
+    auto old = find(old_entries, key);
     if (old != old_entries.end() && old->second == value) continue;
     tx.put(Cf::kProjections, key, value);
     if (counted(key) && old == old_entries.end()) {

@@ -47,8 +47,10 @@ struct LoggedEvent {
 Result<LoggedEvent> parse_logged_event(std::string_view event_json);
 
 // Every index entry (key -> value) a record contributes while live, none once it is deleted: all
-// projection keys of a record except its own, its history, and the counters.
-std::map<std::string, std::string> entries_of(const Record& record, uint64_t create_seq);
+// projection keys of a record except its own, its history, and the counters. Each key once, in
+// the same order for records of one kind (a few entries: a vector, not a map).
+using IndexEntries = std::vector<std::pair<std::string, std::string>>;
+IndexEntries entries_of(const Record& record, uint64_t create_seq);
 // List and filter entries are counted: each such key ends in the record's create_seq (8 bytes),
 // and a counter (keys::count_of_prefix of the rest of the key) holds the number of entries under
 // that prefix.

@@ -28,7 +28,8 @@ std::string prefix_end(std::string_view prefix) {
 
 std::string encode_event(uint64_t seq, const std::string& event_id, const EventDraft& d,
                          const std::string& prev_hash, std::string* hash_out) {
-  rapidjson::StringBuffer buf;
+  // Sized for the whole event, so the buffer does not grow while it is written.
+  rapidjson::StringBuffer buf(nullptr, 512 + d.data_json.size());
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);
   auto str = [&w](const char* key, const std::string& v) {
     w.Key(key);
@@ -57,10 +58,7 @@ std::string encode_event(uint64_t seq, const std::string& event_id, const EventD
   w.RawValue(d.data_json.data(), d.data_json.size(), rapidjson::kObjectType);
   w.EndObject();
   std::string_view canonical(buf.GetString(), buf.GetSize());
-  std::string hashed;
-  hashed.reserve(prev_hash.size() + canonical.size());
-  hashed.append(prev_hash).append(canonical);
-  std::string hash = sha256_hex(hashed);
+  std::string hash = to_hex(sha256(prev_hash, canonical));
   std::string out;
   out.reserve(canonical.size() + 2 * 64 + 32);
   out.append(canonical.substr(0, canonical.size() - 1));  // without the closing brace

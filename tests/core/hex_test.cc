@@ -29,6 +29,15 @@ TEST_CASE("sha256 gives the FIPS 180-2 digests, on every thread and call after c
   for (auto& t : threads) t.join();
 }
 
+TEST_CASE("sha256 of two parts is the digest of the two joined") {
+  CHECK(to_hex(sha256("a", "bc")) ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(to_hex(sha256("", "abc")) == sha256_hex("abc"));
+  CHECK(to_hex(sha256("abc", "")) == sha256_hex("abc"));
+  const std::string first(100, 'x'), second(1000, 'y');
+  CHECK(sha256(first, second) == sha256(first + second));
+}
+
 TEST_CASE("constant_time_equal compares whole byte strings") {
   CHECK(constant_time_equal("", ""));
   CHECK(constant_time_equal(std::string("a\0b", 3), std::string("a\0b", 3)));
