@@ -76,9 +76,10 @@ Tx::Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash,
     : store_(store),
       ids_(ids),
       scanned_(scanned),
-      wb_(256 << 10),
       last_seq_(last_seq),
-      last_hash_(std::move(last_hash)) {}
+      last_hash_(std::move(last_hash)) {
+  staged_bytes_.reserve(256 << 10);
+}
 
 Tx::Tx(Store& store, IdGenerator& ids, uint64_t last_seq, std::string last_hash,
        ScannedKeys scanned, const Tx* base, std::function<void()> settle)
@@ -129,13 +130,26 @@ void Tx::write(Cf which, std::string_view key, std::optional<std::string_view> v
   if (inserted && watched_ != nullptr && watched_(which, key)) watched_keys_.emplace_back(key);
 }
 
+void Tx::stage(Cf which, Op::Type type, std::string_view key, std::string_view value) {
+  Op op{staged_bytes_.size(),
+        key.size(),
+        0,
+        value.size(),
+        static_cast<uint8_t>(index_of(which)),
+        type};
+  staged_bytes_.append(key);
+  op.value_at = staged_bytes_.size();
+  staged_bytes_.append(value);
+  ops_.push_back(op);
+}
+
 void Tx::put(Cf which, std::string_view key, std::string_view value) {
-  wb_.Put(store_.cf(which), slice(key), slice(value));
+  stage(which, Op::kPut, key, value);
   write(which, key, value);
 }
 
 void Tx::del(Cf which, std::string_view key) {
-  wb_.Delete(store_.cf(which), slice(key));
+  stage(which, Op::kDelete, key, {});
   write(which, key, std::nullopt);
 }
 
@@ -189,14 +203,15 @@ uint64_t Tx::append(const EventDraft& draft) {
   uint64_t seq = last_seq_ + 1;
   std::string hash;
   std::string value = encode_event(seq, ids_.next("evt"), draft, last_hash_, &hash);
-  wb_.Put(store_.cf(Cf::kEvents), encode_u64(seq), value);
+  stage(Cf::kEvents, Op::kPut, encode_u64(seq), value);
   last_seq_ = seq;
   last_hash_ = std::move(hash);
   return seq;
 }
 
 void Tx::set_savepoint() {
-  wb_.SetSavePoint();
+  saved_ops_ = ops_.size();
+  saved_bytes_ = staged_bytes_.size();
   undo_.clear();
   counter_undo_.clear();
   saved_at_seal_ = at_seal_;
@@ -205,7 +220,8 @@ void Tx::set_savepoint() {
 }
 
 void Tx::rollback_to_savepoint() {
-  wb_.RollbackToSavePoint();
+  ops_.resize(saved_ops_);
+  staged_bytes_.resize(saved_bytes_);
   for (auto u = undo_.rbegin(); u != undo_.rend(); ++u) {
     if (u->existed) {
       u->entry->second = std::move(u->previous);
@@ -223,96 +239,61 @@ void Tx::rollback_to_savepoint() {
   last_hash_ = saved_hash_;
 }
 
-namespace {
-
-// One operation of a WriteBatch, pointing into the batch's own bytes.
-struct BatchOp {
-  enum Type : uint8_t { kPut, kDelete, kMerge };
-  size_t cf;  // index_of(Cf)
-  Type type;
-  rocksdb::Slice key;
-  rocksdb::Slice value;
-};
-
-class CollectOps final : public rocksdb::WriteBatch::Handler {
- public:
-  CollectOps(const Store& store, std::vector<BatchOp>& ops) : ops_(ops) {
-    for (size_t i = 0; i < std::size(ids_); ++i) ids_[i] = store.cf(static_cast<Cf>(i))->GetID();
-  }
-  rocksdb::Status PutCF(uint32_t id, const rocksdb::Slice& key,
-                        const rocksdb::Slice& value) override {
-    return add(id, BatchOp::kPut, key, value);
-  }
-  rocksdb::Status DeleteCF(uint32_t id, const rocksdb::Slice& key) override {
-    return add(id, BatchOp::kDelete, key, rocksdb::Slice());
-  }
-  rocksdb::Status MergeCF(uint32_t id, const rocksdb::Slice& key,
-                          const rocksdb::Slice& value) override {
-    return add(id, BatchOp::kMerge, key, value);
-  }
-
- private:
-  rocksdb::Status add(uint32_t id, BatchOp::Type type, const rocksdb::Slice& key,
-                      const rocksdb::Slice& value) {
-    for (size_t i = 0; i < std::size(ids_); ++i) {
-      if (ids_[i] != id) continue;
-      ops_.push_back(BatchOp{i, type, key, value});
-      return rocksdb::Status::OK();
-    }
-    return rocksdb::Status::InvalidArgument("a batch names an unknown column family");
-  }
-  std::vector<BatchOp>& ops_;
-  uint32_t ids_[3];  // the column family id of each Cf, at index_of(Cf)
-};
-
-}  // namespace
-
-Result<bool> Tx::sort_batch() {
-  std::vector<BatchOp> ops;
-  ops.reserve(wb_.Count());
-  CollectOps collect(store_, ops);
-  auto s = wb_.Iterate(&collect);  // Put, Delete and Merge are all a Tx writes; others fail here
-  if (!s.ok()) return make_error(Code::kInternal, "cannot reorder a batch: " + s.ToString());
+Result<bool> Tx::build_batch() {
   // By column family and first key byte first (a stable counting sort: keys of one kind share
   // it), then each run by key unless it is in order already, as the log's sequence numbers and
   // most index entries of a batch of creates are. Stable: of several writes of one key the last
   // stays last, and only it is kept below unless it is a merge (a counter's delta, which adds to
   // what is before it).
+  auto key_of = [this](const Op& op) {
+    return std::string_view(staged_bytes_.data() + op.key_at, op.key_size);
+  };
   constexpr size_t kBuckets = kCfs * 256;
-  auto bucket_of = [](const BatchOp& op) {
-    return op.cf * 256 + (op.key.empty() ? 0 : static_cast<unsigned char>(op.key[0]));
+  auto bucket_of = [&](const Op& op) {
+    return op.cf * 256 + (op.key_size == 0 ? 0 : static_cast<unsigned char>(key_of(op)[0]));
   };
   std::vector<uint32_t> start(kBuckets + 1, 0);  // bucket b holds [start[b], start[b + 1])
-  for (const auto& op : ops) ++start[bucket_of(op) + 1];
+  for (const auto& op : ops_) ++start[bucket_of(op) + 1];
   for (size_t b = 0; b < kBuckets; ++b) start[b + 1] += start[b];
-  std::vector<BatchOp> sorted_ops(ops.size());
+  std::vector<uint32_t> order(ops_.size());  // indexes into ops_
   {
     std::vector<uint32_t> next(start.begin(), start.end() - 1);
-    for (const auto& op : ops) sorted_ops[next[bucket_of(op)]++] = op;
+    for (uint32_t i = 0; i < ops_.size(); ++i) order[next[bucket_of(ops_[i])]++] = i;
   }
-  auto by_key = [](const BatchOp& a, const BatchOp& b) { return a.key.compare(b.key) < 0; };
+  auto by_key = [&](uint32_t a, uint32_t b) { return key_of(ops_[a]) < key_of(ops_[b]); };
   for (size_t b = 0; b < kBuckets; ++b) {
-    auto first = sorted_ops.begin() + start[b];
-    auto last = sorted_ops.begin() + start[b + 1];
+    auto first = order.begin() + start[b];
+    auto last = order.begin() + start[b + 1];
     if (!std::is_sorted(first, last, by_key)) std::stable_sort(first, last, by_key);
   }
-  rocksdb::WriteBatch sorted(wb_.GetDataSize());
-  for (size_t i = 0; i < sorted_ops.size(); ++i) {
-    const BatchOp& op = sorted_ops[i];
-    const BatchOp* after = i + 1 < sorted_ops.size() ? &sorted_ops[i + 1] : nullptr;
-    if (after != nullptr && after->cf == op.cf && after->key == op.key &&
-        after->type != BatchOp::kMerge) {
-      continue;  // overwritten
+  // Each record takes its bytes plus a tag, a column family id and two lengths.
+  rocksdb::WriteBatch batch(staged_bytes_.size() + 16 * ops_.size() + 12);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Op& op = ops_[order[i]];
+    const std::string_view key = key_of(op);
+    if (i + 1 < order.size()) {
+      const Op& after = ops_[order[i + 1]];
+      if (after.cf == op.cf && after.type != Op::kMerge && key_of(after) == key) {
+        continue;  // overwritten
+      }
     }
     auto* cf = store_.cf(static_cast<Cf>(op.cf));
+    const rocksdb::Slice value(staged_bytes_.data() + op.value_at, op.value_size);
+    rocksdb::Status s;
     switch (op.type) {
-      case BatchOp::kPut: s = sorted.Put(cf, op.key, op.value); break;
-      case BatchOp::kDelete: s = sorted.Delete(cf, op.key); break;
-      case BatchOp::kMerge: s = sorted.Merge(cf, op.key, op.value); break;
+      case Op::kPut:
+        s = batch.Put(cf, slice(key), value);
+        break;
+      case Op::kDelete:
+        s = batch.Delete(cf, slice(key));
+        break;
+      case Op::kMerge:
+        s = batch.Merge(cf, slice(key), value);
+        break;
     }
-    if (!s.ok()) return make_error(Code::kInternal, "cannot reorder a batch: " + s.ToString());
+    if (!s.ok()) return make_error(Code::kInternal, "cannot build a batch: " + s.ToString());
   }
-  wb_ = std::move(sorted);
+  wb_ = std::move(batch);
   return true;
 }
 
@@ -327,7 +308,6 @@ Result<rocksdb::WriteBatch*> Tx::seal() {
   for (const auto& [where, delta] : counters_) {
     if (delta == 0) continue;
     const Cf which = static_cast<Cf>(where.first);
-    rocksdb::Status s;
     if (which == Cf::kProjections && store_.fold_counter_now(where.second)) {
       auto stored = store_.get(which, where.second);
       if (!stored.ok()) return std::move(stored.error());
@@ -338,21 +318,19 @@ Result<rocksdb::WriteBatch*> Tx::seal() {
         }
         sum += decode_u64(*stored.value());
       }
-      s = wb_.Put(store_.cf(which), slice(where.second), encode_u64(sum));
+      stage(which, Op::kPut, where.second, encode_u64(sum));
     } else {
-      s = wb_.Merge(store_.cf(which), slice(where.second),
-                    encode_u64(static_cast<uint64_t>(delta)));
+      stage(which, Op::kMerge, where.second, encode_u64(static_cast<uint64_t>(delta)));
     }
-    if (!s.ok()) return make_error(Code::kInternal, "cannot add a counter: " + s.ToString());
   }
   for (const auto& [where, value] : at_seal_) {
-    wb_.Put(store_.cf(static_cast<Cf>(where.first)), slice(where.second), slice(value));
+    stage(static_cast<Cf>(where.first), Op::kPut, where.second, value);
   }
   // In key order, each memtable insert starts from where the previous one ended (the skiplist
   // keeps that position) instead of searching from the top: on a large memtable that search, a
   // cache miss per level, was most of a batch's write.
-  auto sorted = sort_batch();
-  if (!sorted.ok()) return std::move(sorted.error());
+  auto built = build_batch();
+  if (!built.ok()) return std::move(built.error());
   return &wb_;
 }
 

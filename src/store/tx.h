@@ -1,10 +1,11 @@
 // Tx: one batch of writes being staged on the writer thread, and the stored form of an event.
 //
-// Reads through a Tx see committed data plus this batch's own writes. The batch is a plain
-// rocksdb::WriteBatch beside an overlay of what it wrote: a hash map for point reads and, for keys
-// that are scanned in key order, a sorted index. (RocksDB's WriteBatchWithIndex keeps every key in
-// a skiplist whose comparator decodes entries out of the batch; on the write path that cost more
-// than the memtable insert itself.)
+// Reads through a Tx see committed data plus this batch's own writes. The writes are kept as
+// compact records (a byte buffer and an index of them), which seal() sorts into a plain
+// rocksdb::WriteBatch, beside an overlay of what it wrote: a hash map for point reads and, for
+// keys that are scanned in key order, a sorted index. (RocksDB's WriteBatchWithIndex keeps every
+// key in a skiplist whose comparator decodes entries out of the batch; on the write path that
+// cost more than the memtable insert itself.)
 //
 // Jobs stage into one Tx one after another; a rejected job is rolled back to the save point set
 // before it, which undoes its writes, its counter changes and its appended events alike.
@@ -140,9 +141,22 @@ class Tx {
     bool existed;
     std::optional<std::string> previous;
   };
+  // A staged write to the database; its key and value are bytes of staged_bytes_.
+  struct Op {
+    enum Type : uint8_t { kPut, kDelete, kMerge };
+    size_t key_at;
+    size_t key_size;
+    size_t value_at;
+    size_t value_size;
+    uint8_t cf;  // index_of(Cf)
+    Type type;
+  };
+  void stage(Cf which, Op::Type type, std::string_view key, std::string_view value);
+  // Overlay bookkeeping of a put or delete.
   void write(Cf which, std::string_view key, std::optional<std::string_view> value);
-  // Rewrites wb_ in (column family, key) order, keeping only the last write of each key.
-  Result<bool> sort_batch();
+  // Builds wb_ from the staged writes in (column family, key) order, keeping only the last write
+  // of each key (and every merge).
+  Result<bool> build_batch();
   // Waits for the base's write to end (see the constructor); no-op without a base.
   void settle();
   // This batch's (or, unsettled, the base's) write of `key`: nullptr if neither wrote it.
@@ -156,7 +170,13 @@ class Tx {
   std::vector<std::string> watched_keys_;
   const Tx* base_ = nullptr;
   std::function<void()> settle_;
-  rocksdb::WriteBatch wb_;
+  // The writes in the order they were staged, as compact records; seal() builds wb_ from them.
+  // (Kept apart from a WriteBatch so that sorting them does not parse one back.)
+  std::string staged_bytes_;
+  std::vector<Op> ops_;
+  size_t saved_ops_ = 0;
+  size_t saved_bytes_ = 0;
+  rocksdb::WriteBatch wb_;  // built by seal()
   Overlay overlay_[kCfs];
   // The overlay entries of keys that are scanned, in key order (keys and values point into
   // overlay_, whose nodes do not move).
