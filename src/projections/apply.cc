@@ -46,6 +46,10 @@ IndexEntries entries_of(const Record& record, uint64_t create_seq) {
   return out;
 }
 
+bool written_only_by_projections(Cf which, std::string_view key) {
+  return which == Cf::kProjections && keys::written_only(key);
+}
+
 bool opens_verification_request(std::string_view event_type) {
   return event_type == "domain.verification_requested";
 }

@@ -139,9 +139,7 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {
   while (it->Valid()) {
     // The Tx's own sequence/hash are unused here: catching up appends no event.
     Tx tx(store, ids, 0, kGenesisHash);
-    tx.write_only([](Cf which, std::string_view key) {
-      return which == Cf::kProjections && keys::written_only(key);
-    });
+    tx.write_only(written_only_by_projections);
     for (size_t n = 0; it->Valid() && n < kEventsPerBatch; ++n, it->Next()) {
       auto r = apply_logged_event(tx, std::string_view(it->value().data(), it->value().size()));
       if (!r.ok()) return std::move(r.error());

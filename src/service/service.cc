@@ -111,7 +111,7 @@ bool scanned_by_commands(Cf which, std::string_view key) {
 }
 
 bool written_only_by_commands(Cf which, std::string_view key) {
-  return which == Cf::kProjections && keys::written_only(key);
+  return written_only_by_projections(which, key);  // the Meta keys they write are read back
 }
 
 Service::Service(Writer& writer, const Clock& clock, IdGenerator& ids,
