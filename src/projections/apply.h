@@ -51,8 +51,8 @@ Result<LoggedEvent> parse_logged_event(std::string_view event_json);
 // the same order for records of one kind (a few entries: a vector, not a map).
 using IndexEntries = std::vector<std::pair<std::string, std::string>>;
 IndexEntries entries_of(const Record& record, uint64_t create_seq);
-// The keys a Tx of projection writes only writes (keys::written_only in the projections column
-// family): its WriteOnlyKeys, for the commands' and the catch-up's Tx alike.
+// Tx::write_only's predicate for a Tx that writes projections: keys::written_only, in the
+// projections column family only. The commands' Writer and the catch-up both use it.
 bool written_only_by_projections(Cf which, std::string_view key);
 // List and filter entries are counted: each such key ends in the record's create_seq (8 bytes),
 // and a counter (keys::count_of_prefix of the rest of the key) holds the number of entries under
