@@ -62,7 +62,9 @@ class ChainCheck {
     }
     std::string canonical(stored.substr(0, stored.size() - kTrailer));
     canonical.push_back('}');
-    if (sha256_hex(prev_hash_ + canonical) != hash) return fail("hash does not match its content");
+    if (to_hex(sha256(prev_hash_, canonical)) != hash) {
+      return fail("hash does not match its content");
+    }
     prev_hash_ = std::string(hash);
     ++expected_;
     return true;
