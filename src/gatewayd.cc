@@ -33,6 +33,11 @@ int fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // In the WAF sandbox's zygote process (a run of this program that Sandbox::start made), this
+  // is all main() does.
+  if (auto code = gw::sandbox::zygote_main_if_asked(argc, argv, {gw::sandbox::kWafTask})) {
+    return *code;
+  }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   gw::Flags flags({
       {"listen", "GATEWAY_LISTEN", "127.0.0.1:8080", "HTTP address; port 0 picks a free port"},
@@ -62,7 +67,6 @@ int main(int argc, char** argv) {
     std::cout << "usage: gatewayd [flags]\n" << flags.usage();
     return 0;
   }
-  // First, while this process has one thread: the sandbox's zygote is a copy of it.
   auto waf_sandbox = gw::sandbox::start_waf_sandbox();
   if (!waf_sandbox.ok()) return fail(waf_sandbox.error().detail);
   gw::http::ServerConfig server_config;

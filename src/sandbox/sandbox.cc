@@ -12,7 +12,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 
 namespace gw::sandbox {
@@ -45,9 +48,9 @@ std::string frame(char tag, std::string_view body) {
 
 void write_frame(int fd, char tag, std::string_view body) { write_all(fd, frame(tag, body)); }
 
-// The processes below run the rest of their life in a copy of the caller: they never return
-// into it, and leave with _exit (no atexit handlers, no static destructors, no buffered stdio of
-// the caller flushed twice).
+// The zygote and its workers never return into the program's main(), and leave with _exit (no
+// atexit handlers, no static destructors, no buffered stdio flushed twice by copies of a
+// process).
 [[noreturn]] void leave(int code) { ::_exit(code); }
 
 void die_with_parent(pid_t parent) {
@@ -140,11 +143,11 @@ int receive_fd(int control, bool* eof) {
 }
 
 // Forks a worker for every descriptor the caller sends, reaps the workers and reports how each
-// ended, and kills those past the time limit. Leaves when the caller closes the control socket.
-[[noreturn]] void zygote_main(int control, pid_t parent, Task task, Limits limits) {
-  die_with_parent(parent);
-  // None of the caller's signal handlers: they belong to the caller's process, not to a copy of
-  // it (a test framework's crash handler would report a worker's crash as its own).
+// ended, and kills those past the time limit. Leaves when the caller closes the control socket,
+// which the kernel does when the caller's process ends, however it ends.
+[[noreturn]] void zygote_main(int control, Task task, Limits limits) {
+  // Default signal handlers (a program's main() may have set its own before it got here: a test
+  // framework's crash handler would report a worker's crash as its own).
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
   }
@@ -153,8 +156,8 @@ int receive_fd(int control, bool* eof) {
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGTERM, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
-  // Keep only stdio and the control socket: a copy of the caller's other descriptors (its files,
-  // sockets, pipes) must not stay open in a process that outlives their closing.
+  // Keep only stdio and the control socket: a descriptor the caller left open across exec (its
+  // files, sockets, pipes) must not stay open in a process that outlives their closing.
   if (control > 3) ::close_range(3, static_cast<unsigned>(control) - 1, 0);
   ::close_range(static_cast<unsigned>(control) + 1, ~0U, 0);
   sigset_t chld;
@@ -163,6 +166,7 @@ int receive_fd(int control, bool* eof) {
   ::sigprocmask(SIG_SETMASK, &chld, nullptr);  // SIGCHLD is read from `children` below
   int children = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
   if (children < 0) leave(1);
+  if (::send(control, "Y", 1, MSG_NOSIGNAL) != 1) leave(1);
 
   std::map<pid_t, Run> runs;
   pid_t self = ::getpid();
@@ -282,35 +286,195 @@ Outcome unavailable(std::string detail) {
   return Outcome{Outcome::Kind::kUnavailable, {}, std::move(detail)};
 }
 
-}  // namespace
+constexpr char kZygoteFlag[] = "--sandbox-zygote";
 
-Result<std::unique_ptr<Sandbox>> Sandbox::start(Task task, Limits limits) {
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-    return make_error(Code::kUnavailable, errno_text("cannot start the sandbox: socketpair"));
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    std::string why = errno_text("cannot start the sandbox: fork");
-    ::close(sv[0]);
-    ::close(sv[1]);
-    return make_error(Code::kUnavailable, why);
+// Reads the zygote's first message: nothing when it is ready ('Y'), or why it is not, after
+// reaping it.
+std::optional<Error> not_ready(int control, pid_t pid) {
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  char message[8] = {};
+  ssize_t n = -1;
+  while (true) {
+    if (!wait_for(control, POLLIN, deadline)) {
+      ::kill(pid, SIGKILL);
+      n = -2;
+      break;
+    }
+    n = ::recv(control, message, sizeof message, MSG_DONTWAIT);
+    if (n >= 0 || (errno != EINTR && errno != EAGAIN)) break;
   }
-  if (pid == 0) {
-    ::close(sv[0]);
-    zygote_main(sv[1], parent, task, limits);
+  if (n == 1 && message[0] == 'Y') return std::nullopt;
+  std::string why = n == -2 ? "it did not start within 30 s" : "it ended at start";
+  if (n == 5 && message[0] == 'E') {
+    int err = 0;
+    std::memcpy(&err, message + 1, sizeof err);
+    why = std::string("exec /proc/self/exe: ") + std::strerror(err);
   }
-  ::close(sv[1]);
-  return std::unique_ptr<Sandbox>(new Sandbox(sv[0], pid, limits));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (message[0] != 'E' && n != -2) why += " (" + describe(status) + ")";
+  return make_error(Code::kUnavailable, "cannot start the sandbox: " + why);
 }
 
-Sandbox::~Sandbox() {
-  ::close(control_);
-  while (::waitpid(zygote_, nullptr, 0) < 0 && errno == EINTR) {
+}  // namespace
+
+std::optional<int> zygote_main_if_asked(int argc, char** argv,
+                                        std::initializer_list<NamedTask> tasks) {
+  if (argc < 2 || std::string_view(argv[1]) != kZygoteFlag) return std::nullopt;
+  auto number = [](const char* text, long long max) -> std::optional<long long> {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < 0 || v > max) return std::nullopt;
+    return v;
+  };
+  std::optional<long long> control, time_limit_ms, max_output;
+  if (argc == 6) {
+    control = number(argv[3], 1 << 20);
+    time_limit_ms = number(argv[4], 1 << 30);
+    max_output = number(argv[5], 1LL << 40);
   }
+  if (!control || !time_limit_ms || !max_output) {
+    std::fprintf(stderr, "%s: %s takes TASK CONTROL_FD TIME_LIMIT_MS MAX_OUTPUT_BYTES\n", argv[0],
+                 kZygoteFlag);
+    return 2;
+  }
+  for (const NamedTask& t : tasks) {
+    if (t.name == argv[2]) {
+      Limits limits;
+      limits.time_limit_ms = static_cast<int>(*time_limit_ms);
+      limits.max_output_bytes = static_cast<size_t>(*max_output);
+      zygote_main(static_cast<int>(*control), t.task, limits);
+    }
+  }
+  std::fprintf(stderr, "%s: no sandbox task named %s\n", argv[0], argv[2]);
+  return 2;
+}
+
+// One zygote: its control socket and its process, closed and reaped with the last run that uses
+// it.
+struct Sandbox::Zygote {
+  Zygote(int control_fd, pid_t process) : control(control_fd), pid(process) {}
+  ~Zygote() {
+    ::close(control);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  Zygote(const Zygote&) = delete;
+  Zygote& operator=(const Zygote&) = delete;
+
+  // Whether the zygote has closed its end of the control socket (it exited or was killed):
+  // POLLHUP on ours, even before the zygote is a zombie, and before a run it had not taken yet
+  // loses its socket.
+  bool gone() const {
+    struct pollfd p {
+      control, 0, 0
+    };
+    return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
+  }
+
+  // Starts a zygote for the task `name` and waits until it is ready.
+  static Result<std::shared_ptr<Zygote>> spawn(const std::string& name, const Limits& limits) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+      return make_error(Code::kUnavailable, errno_text("cannot start the sandbox: socketpair"));
+    // Everything the child needs is made before the fork: between fork and exec a child of a
+    // process with other threads may only make async-signal-safe calls (no allocation).
+    std::string args[] = {"gatewayd-sandbox",
+                          kZygoteFlag,
+                          name,
+                          std::to_string(sv[1]),
+                          std::to_string(limits.time_limit_ms),
+                          std::to_string(limits.max_output_bytes)};
+    char* argv[std::size(args) + 1] = {};
+    for (size_t i = 0; i < std::size(args); ++i) argv[i] = args[i].data();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      // The zygote's end stays open across exec; every other descriptor of this program that
+      // is not close-on-exec is closed by zygote_main.
+      ::fcntl(sv[1], F_SETFD, 0);
+      ::execv("/proc/self/exe", argv);
+      char failed[5] = {'E'};
+      int err = errno;
+      std::memcpy(failed + 1, &err, sizeof err);
+      (void)!::write(sv[1], failed, sizeof failed);
+      ::_exit(127);
+    }
+    ::close(sv[1]);
+    if (pid < 0) {
+      std::string why = errno_text("cannot start the sandbox: fork");
+      ::close(sv[0]);
+      return make_error(Code::kUnavailable, why);
+    }
+    if (auto why = not_ready(sv[0], pid)) {
+      ::close(sv[0]);
+      return *why;
+    }
+    return std::make_shared<Zygote>(sv[0], pid);
+  }
+
+  const int control;
+  const pid_t pid;
+};
+
+Sandbox::Sandbox(std::string task_name, Limits limits, std::shared_ptr<Zygote> zygote)
+    : task_name_(std::move(task_name)), limits_(limits), zygote_(std::move(zygote)) {}
+
+Result<std::unique_ptr<Sandbox>> Sandbox::start(std::string task_name, Limits limits) {
+  auto zygote = Zygote::spawn(task_name, limits);
+  if (!zygote.ok()) return zygote.error();
+  return std::unique_ptr<Sandbox>(
+      new Sandbox(std::move(task_name), limits, std::move(zygote.value())));
+}
+
+// The last reference to the zygote closes its control socket and reaps it.
+Sandbox::~Sandbox() = default;
+
+std::shared_ptr<Sandbox::Zygote> Sandbox::current() const {
+  std::lock_guard lock(mutex_);
+  return zygote_;
+}
+
+pid_t Sandbox::zygote_pid() const { return current()->pid; }
+
+uint64_t Sandbox::restarts() const {
+  std::lock_guard lock(mutex_);
+  return restarts_;
+}
+
+Result<std::shared_ptr<Sandbox::Zygote>> Sandbox::replace(
+    const std::shared_ptr<Zygote>& gone) const {
+  std::lock_guard lock(mutex_);
+  if (zygote_ != gone) return zygote_;  // another run replaced it meanwhile
+  auto fresh = Zygote::spawn(task_name_, limits_);
+  if (!fresh.ok()) return fresh.error();
+  std::fprintf(stderr, "%s: sandbox: the zygote (pid %d) was gone; a new one is pid %d\n",
+               program_invocation_short_name, gone->pid, fresh.value()->pid);
+  zygote_ = fresh.value();
+  ++restarts_;
+  return fresh;
 }
 
 Outcome Sandbox::run(std::string_view input) const {
+  std::shared_ptr<Zygote> zygote = current();
+  Outcome outcome = run_on(*zygote, input);
+  if (outcome.kind != Outcome::Kind::kUnavailable || !zygote->gone()) return outcome;
+  // The zygote is gone: this run never reached a worker, or lost it with the zygote. The task
+  // is run again in a new zygote (a task is a function of its input).
+  auto fresh = replace(zygote);
+  if (!fresh.ok()) return unavailable(outcome.detail + "; " + fresh.error().detail);
+  return run_on(*fresh.value(), input);
+}
+
+Outcome Sandbox::run_on(const Zygote& zygote, std::string_view input) const {
+  // kUnavailable for a run that failed with `detail`, naming the zygote's loss if that was it: a
+  // zygote killed with a run queued for it drops the run's socket, the read below then fails
+  // (ECONNRESET) or ends, and the cause worth logging is the zygote's loss.
+  auto lost = [&zygote](std::string detail) {
+    if (zygote.gone()) return unavailable("the sandbox process is gone (" + detail + ")");
+    return unavailable(std::move(detail));
+  };
   // The zygote enforces the time limit; this one only guards against a sandbox that stopped
   // answering at all (a stopped or overloaded zygote).
   auto deadline = Clock::now() + std::chrono::milliseconds(limits_.time_limit_ms + 5000);
@@ -339,10 +503,10 @@ Outcome Sandbox::run(std::string_view input) const {
     int fd = theirs.get();
     std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
     while (true) {
-      if (::sendmsg(control_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) break;
+      if (::sendmsg(zygote.control, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) break;
       if (errno == EINTR) continue;
       if (errno != EAGAIN) return unavailable(errno_text("the sandbox process is gone"));
-      if (!wait_for(control_, POLLOUT, deadline))
+      if (!wait_for(zygote.control, POLLOUT, deadline))
         return unavailable("the sandbox process did not take the run in time");
     }
   }
@@ -393,22 +557,6 @@ Outcome Sandbox::run(std::string_view input) const {
         Outcome::Kind::kCrashed, {}, "the worker ended without an answer: " + f.status_text};
   if (f.unavailable) return unavailable(f.unavailable_text);
   return lost("the sandbox ended the run without an answer");
-}
-
-bool Sandbox::zygote_gone() const {
-  // The zygote's end of the control socket closes when it exits: POLLHUP on ours, even before the
-  // zygote is a zombie, and before a run it had not taken yet loses its socket.
-  struct pollfd p {
-    control_, 0, 0
-  };
-  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
-}
-
-Outcome Sandbox::lost(std::string detail) const {
-  // A zygote killed with a run queued for it drops the run's socket: the read above then fails
-  // (ECONNRESET) or ends, and the cause worth logging is the zygote's loss.
-  if (zygote_gone()) return unavailable("the sandbox process is gone (" + detail + ")");
-  return unavailable(std::move(detail));
 }
 
 }  // namespace gw::sandbox

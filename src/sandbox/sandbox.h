@@ -1,25 +1,31 @@
 // Running a parser we do not trust with a tenant's text in a process of its own, so that a crash,
 // a hang or stray output of the parser costs one request an answer and never the server.
 //
-// Sandbox::start forks a small "zygote" process while the caller still has a single thread. For
-// every run() the zygote forks a worker that calls the task on the input and exits; the zygote
-// reaps it (killing it at the time limit) and reports how it ended. Each run gets a fresh
-// process, so no state of one parse (libmodsecurity's lexer keeps its state in globals) reaches
-// the next, and runs do not wait for each other.
+// Sandbox::start starts a small "zygote" process: a fresh run of this program (/proc/self/exe,
+// fork and exec) whose main() hands it to zygote_main_if_asked. For every run() the zygote forks
+// a worker that calls the task on the input and exits; the zygote reaps it (killing it at the
+// time limit) and reports how it ended. Each run gets a fresh process, so no state of one parse
+// (libmodsecurity's lexer keeps its state in globals) reaches the next, and runs do not wait for
+// each other. A zygote that is gone (killed) is replaced by the next run that finds it so.
 //
-//   gatewayd --socketpair (SOCK_SEQPACKET)--> zygote --fork--> worker
+//   program --socketpair (SOCK_SEQPACKET)--> zygote --fork--> worker
 //      \_____ per run: one end of a fresh socketpair (SCM_RIGHTS) _____/
 //
-// On the run's socket the caller writes the input and shuts its side for writing; the worker
-// answers with a frame 'D' <u32 length> <output>, then the zygote with 'S' <u32 length> <how the
-// worker ended> ("exit 0", "signal 11 (Segmentation fault)", "time limit"), or 'U' <...> when it
-// could not start the worker. Worker: stdin and stdout are /dev/null, CPU time is limited
-// (RLIMIT_CPU) as well as wall time (the zygote's SIGKILL).
+// The zygote says 'Y' on the control socket once it is ready (or the child that failed to
+// exec it says 'E' <errno, 4 bytes>). On the run's socket the caller writes the input and shuts
+// its side for writing; the worker answers with a frame 'D' <u32 length> <output>, then the zygote
+// with 'S' <u32 length> <how the worker ended> ("exit 0", "signal 11 (Segmentation fault)", "time
+// limit"), or 'U' <...> when it could not start the worker. Worker: stdin and stdout are
+// /dev/null, CPU time is limited (RLIMIT_CPU) as well as wall time (the zygote's SIGKILL).
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,6 +35,19 @@ namespace gw::sandbox {
 
 // What a worker computes. Runs in the worker process; it may crash or loop.
 using Task = std::string (*)(std::string_view input);
+
+// A task as Sandbox::start names it and zygote_main_if_asked finds it.
+struct NamedTask {
+  std::string_view name;
+  Task task;
+};
+
+// For the first line of main() in every program that starts a sandbox: in a zygote process that
+// Sandbox::start started, runs the zygote with the task of that name and never returns (or
+// returns 2 when the arguments are not a zygote's, with the reason on stderr); in any other
+// process, returns nothing at once.
+std::optional<int> zygote_main_if_asked(int argc, char** argv,
+                                        std::initializer_list<NamedTask> tasks);
 
 struct Limits {
   int time_limit_ms = 10000;          // wall time of one worker; then SIGKILL
@@ -49,31 +68,38 @@ struct Outcome {
 
 class Sandbox {
  public:
-  // Forks the zygote. Call it while this process has one thread: the zygote and its children are
-  // copies of this process at this point, and a fork of a multi-threaded process may copy a lock
-  // some other thread holds. kUnavailable if the zygote cannot be started.
-  static Result<std::unique_ptr<Sandbox>> start(Task task, Limits limits = {});
+  // Starts a zygote for the task `task_name` (one that this program's main() passes to
+  // zygote_main_if_asked) and waits until it is ready. The zygote is a new program, not a copy
+  // of this process, so any thread may call this. kUnavailable if it cannot be started.
+  static Result<std::unique_ptr<Sandbox>> start(std::string task_name, Limits limits = {});
   // Closes the control socket (the zygote exits when it sees that) and reaps the zygote.
   ~Sandbox();
   Sandbox(const Sandbox&) = delete;
   Sandbox& operator=(const Sandbox&) = delete;
 
   // Runs the task on `input` in a new worker and waits for it. Thread-safe; runs of several
-  // threads proceed in parallel.
+  // threads proceed in parallel. A run that finds the zygote gone starts a new one (one for all
+  // the runs that find it gone at once) and runs there; kUnavailable if that fails too.
   Outcome run(std::string_view input) const;
 
-  pid_t zygote_pid() const { return zygote_; }
+  // The current zygote's process id.
+  pid_t zygote_pid() const;
+  // How many zygotes replaced one that was gone.
+  uint64_t restarts() const;
 
  private:
-  Sandbox(int control, pid_t zygote, Limits limits)
-      : control_(control), zygote_(zygote), limits_(limits) {}
-  // Whether the zygote has closed its end of the control socket (it exited or was killed).
-  bool zygote_gone() const;
-  // kUnavailable for a run that failed with `detail`, naming the zygote's loss if that was it.
-  Outcome lost(std::string detail) const;
-  int control_;
-  pid_t zygote_;
-  Limits limits_;
+  struct Zygote;
+  Sandbox(std::string task_name, Limits limits, std::shared_ptr<Zygote> zygote);
+  std::shared_ptr<Zygote> current() const;
+  // A zygote in place of `gone`: a new one, or the one another run started already.
+  Result<std::shared_ptr<Zygote>> replace(const std::shared_ptr<Zygote>& gone) const;
+  Outcome run_on(const Zygote& zygote, std::string_view input) const;
+
+  const std::string task_name_;
+  const Limits limits_;
+  mutable std::mutex mutex_;  // guards zygote_ and restarts_
+  mutable std::shared_ptr<Zygote> zygote_;
+  mutable uint64_t restarts_ = 0;
 };
 
 }  // namespace gw::sandbox

@@ -20,7 +20,10 @@ std::string waf_task(std::string_view text);
 // (the client may try again; the reason goes to stderr, not to the client).
 Result<fields::Problem> waf_problem(const Outcome& outcome);
 
-// Starts a sandbox for waf_task (see Sandbox::start for when to call it).
+// waf_task under the name start_waf_sandbox gives it: main() passes it to zygote_main_if_asked.
+inline constexpr NamedTask kWafTask{"waf", &waf_task};
+
+// Starts a sandbox for waf_task.
 Result<std::unique_ptr<Sandbox>> start_waf_sandbox(Limits limits = {});
 
 }  // namespace gw::sandbox
