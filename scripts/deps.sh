@@ -10,7 +10,7 @@
 GW_BUILD_DEPS=(
   build-essential cmake pkg-config ca-certificates
   libpistache-dev rapidjson-dev librocksdb-dev librdkafka-dev libc-ares-dev doctest-dev
-  libpsl-dev libmodsecurity-dev libssl-dev libcurl4-openssl-dev libjemalloc-dev
+  libpsl-dev libmodsecurity-dev libpcre2-dev libssl-dev libcurl4-openssl-dev libjemalloc-dev
 )
 
 # The base list (scripts/run.sh): building, plus the tools the scripts and benchmarks call.

@@ -1,6 +1,10 @@
 // waf_scan: the tokenizer and the tenant policy scan declared in waf_scan.h (the policy itself is
 // described there). Pure: only constant tables and the caller's arguments, no libmodsecurity.
 #include "commands/waf_scan.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include "core/text.h"
 
 #include <algorithm>
@@ -450,6 +454,28 @@ bool byte_ranges(std::string_view s) {
   }
 }
 
+// The engine compiles an @rx parameter (and a rule's operator without a name, which is one)
+// when it loads the rule, as utils/regex.cc does: PCRE2 with PCRE2_DOTALL | PCRE2_MULTILINE. It
+// loads a rule whose regex does not compile, and the rule then never matches: the tenant's rule
+// would look in place and protect nothing. A parameter with a macro is compiled per request, after
+// expansion, and is not checked here.
+Problem check_regex(std::string_view pattern, int line) {
+  if (pattern.find("%{") != std::string_view::npos) return std::nullopt;
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_DOTALL | PCRE2_MULTILINE, &error, &offset, nullptr);
+  if (code != nullptr) {
+    pcre2_code_free(code);
+    return std::nullopt;
+  }
+  PCRE2_UCHAR message[256] = {};
+  if (pcre2_get_error_message(error, message, sizeof message) < 0) message[0] = 0;
+  return "needs a regular expression that compiles, not " + shown(pattern) + " (" +
+         reinterpret_cast<const char*>(message) + " at offset " + std::to_string(offset) + ")" +
+         at(line);
+}
+
 Problem check_operator(const Arg& arg, int line) {
   if (arg.ambiguous_quote)
     return "must put an ordinary character before an escaped quote (\\\") in an operator" +
@@ -469,7 +495,7 @@ Problem check_operator(const Arg& arg, int line) {
   if (opens_with_blank(op) || (op.starts_with('!') && opens_with_blank(op.substr(1))))
     return "must not start the operator with a blank or a line continuation" + at(line);
   if (op.starts_with('!')) op.remove_prefix(1);
-  if (!op.starts_with('@')) return std::nullopt;
+  if (!op.starts_with('@')) return check_regex(op, line);
   size_t end = 1;
   while (end < op.size() && isalnum(static_cast<unsigned char>(op[end]))) ++end;
   std::string_view name = op.substr(1, end - 1);
@@ -494,6 +520,7 @@ Problem check_operator(const Arg& arg, int line) {
     return "needs @validateByteRange with bytes or byte ranges in 0..255, e.g. 9,10,32-126" +
            at(line);
   }
+  if (lowered == "rx") return check_regex(rest.substr(1), line);
   return std::nullopt;
 }
 

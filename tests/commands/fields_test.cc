@@ -801,6 +801,47 @@ TEST_CASE("waf_directives refuses text the engine reads differently after a % or
 // the next line, a comment to the scan, gave rule 1 a skipAfter to no marker (every later rule
 // skipped, the platform's included) or ran an update with ctl:ruleEngine=Off. Every row was
 // accepted (201) before these rules.
+// The engine loads a rule whose regex does not compile, and the rule then never matches: the
+// tenant's rule looked in place and protected nothing. Each row was accepted (201) before.
+TEST_CASE("waf_directives refuses regexes that do not compile") {
+  const Bad bad[] = {
+      {R"(SecRule ARGS "@rx (" "id:1,phase:2,deny")",
+       "needs a regular expression that compiles, not ( (missing closing parenthesis at offset "
+       "1) (line 1)"},
+      {R"(SecRule ARGS "!@rx a[b" "id:1,phase:2,deny")",
+       "needs a regular expression that compiles, not a[b (missing terminating ] for character "
+       "class at offset 3)"},
+      {R"(SecRule ARGS "@RX a{2,1}" "id:1,phase:2,deny")",
+       "needs a regular expression that compiles, not a{2,1}"},
+      // An operator without a name is a regex, negated or not.
+      {R"(SecRule ARGS "(?<n" "id:1,phase:2,deny")",
+       "needs a regular expression that compiles, not (?<n"},
+      {R"(SecRule ARGS "!*a" "id:1,phase:2,deny")",
+       "needs a regular expression that compiles, not *a (quantifier does not follow a "
+       "repeatable item at offset 0)"},
+      // A chained follow-up rule's regex, on its own line.
+      {"SecRule ARGS \"@rx a\" \"id:1,phase:2,deny,chain\"\nSecRule ARGS \"@rx b)\" \"t:none\"",
+       "needs a regular expression that compiles, not b) (unmatched closing parenthesis at "
+       "offset 1) (line 2)"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.in);
+    expect_bad(fields::waf_directives(b.in), b.why);
+  }
+  // Regexes that compile pass; a regex with a macro is compiled per request, after expansion.
+  const std::string good[] = {
+      R"(SecRule ARGS "@rx ^(a|b)+$" "id:1,phase:2,deny")",
+      R"(SecRule ARGS "(?i)select\s+\w+" "id:2,phase:2,deny")",
+      R"(SecRule ARGS "!@rx ^[a-z]{1,8}$" "id:3,phase:2,deny")",
+      R"(SecRule ARGS "@rx a\"b\"" "id:4,phase:2,deny")",
+      R"(SecRule ARGS "@rx ^%{tx.allowed}$" "id:5,phase:2,deny")",
+  };
+  for (const auto& g : good) {
+    CAPTURE(g);
+    expect_ok(fields::waf_directives(g));
+  }
+}
+
 TEST_CASE("waf_directives refuses operators, actions and quotes the engine reads on from") {
   const Bad bad[] = {
       // An operator without its parameter: the engine took the actions for it.

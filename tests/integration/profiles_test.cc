@@ -226,6 +226,8 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       // check the operator, and the tab after it made a comment line rule 16's actions (was 201).
       R"("SecRule ARGS \"  @rx\tz\"\t\"id:16,phase:2,pass,setvar:tx.blocked=1\"\n)"
       R"(#\t\"x y\"\t\"id:16,phase:2,pass,setvar:global.blocked=1\"")",
+      // A regex that does not compile: the engine loaded the rule, which never matched (was 201).
+      R"("SecRule ARGS \"@rx (\" \"id:17,phase:2,deny\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
