@@ -50,6 +50,9 @@
 //   spaces for those that take none. After any other character the engine's lexer drops the text
 //   up to the next space, quotes and line ends included, so `"@rx\tz"` ran a comment line's
 //   actions and directives.
+// - Regexes (an @rx parameter, or an operator with no name) compile as the engine compiles them
+//   (PCRE2, DOTALL | MULTILINE): the engine loads a rule whose regex does not, and the rule never
+//   matches. One with a macro (%{...}) is compiled per request and not checked.
 // - Engine bugs kept away: phase outside 1-5/request/response/logging (crash), @validateByteRange
 //   beyond 0..255 (out-of-bounds write), a tab after SecMarker/SecRuleRemoveById/SecRuleUpdate*
 //   (crash), so those take exactly one space.

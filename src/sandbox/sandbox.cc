@@ -294,26 +294,31 @@ std::optional<Error> not_ready(int control, pid_t pid) {
   auto deadline = Clock::now() + std::chrono::seconds(30);
   char message[8] = {};
   ssize_t n = -1;
+  bool late = false;
   while (true) {
     if (!wait_for(control, POLLIN, deadline)) {
+      late = true;
       ::kill(pid, SIGKILL);
-      n = -2;
       break;
     }
     n = ::recv(control, message, sizeof message, MSG_DONTWAIT);
     if (n >= 0 || (errno != EINTR && errno != EAGAIN)) break;
   }
-  if (n == 1 && message[0] == 'Y') return std::nullopt;
-  std::string why = n == -2 ? "it did not start within 30 s" : "it ended at start";
-  if (n == 5 && message[0] == 'E') {
-    int err = 0;
-    std::memcpy(&err, message + 1, sizeof err);
-    why = std::string("exec /proc/self/exe: ") + std::strerror(err);
-  }
+  if (!late && n == 1 && message[0] == 'Y') return std::nullopt;
+  const bool exec_failed = !late && n == 5 && message[0] == 'E';
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (message[0] != 'E' && n != -2) why += " (" + describe(status) + ")";
+  std::string why;
+  if (late) {
+    why = "it did not start within 30 s";
+  } else if (exec_failed) {
+    int err = 0;
+    std::memcpy(&err, message + 1, sizeof err);
+    why = std::string("exec /proc/self/exe: ") + std::strerror(err);
+  } else {
+    why = "it ended at start (" + describe(status) + ")";
+  }
   return make_error(Code::kUnavailable, "cannot start the sandbox: " + why);
 }
 
