@@ -227,6 +227,24 @@ TEST_CASE("runs of several threads that find the zygote gone start one new zygot
   CHECK(reaped(first));
 }
 
+// A stopped zygote is not gone (its socket stays open): it is not replaced, and a run gives up
+// 5 s after the time limit. The README says so.
+TEST_CASE("a run for a stopped zygote gives up after the time limit and 5 s, with no new zygote") {
+  auto sandbox = start_test_sandbox(100);
+  const pid_t first = sandbox->zygote_pid();
+  REQUIRE(::kill(first, SIGSTOP) == 0);
+  auto started = std::chrono::steady_clock::now();
+  Outcome o = sandbox->run("x");
+  auto waited = std::chrono::steady_clock::now() - started;
+  CHECK(o.kind == Outcome::Kind::kUnavailable);
+  CHECK_MESSAGE(o.detail == "the sandbox did not answer in time", o.detail);
+  CHECK(waited >= std::chrono::milliseconds(5100));
+  CHECK(sandbox->zygote_pid() == first);
+  CHECK(sandbox->restarts() == 0);
+  REQUIRE(::kill(first, SIGCONT) == 0);
+  CHECK(sandbox->run("y").output == "echo 1:y");
+}
+
 TEST_CASE("a sandbox whose zygote cannot start is unavailable, and says why") {
   auto started = Sandbox::start("no-such-task");
   REQUIRE_FALSE(started.ok());
