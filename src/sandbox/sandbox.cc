@@ -426,11 +426,11 @@ struct Sandbox::Zygote {
 Sandbox::Sandbox(std::string task_name, Limits limits, std::shared_ptr<Zygote> zygote)
     : task_name_(std::move(task_name)), limits_(limits), zygote_(std::move(zygote)) {}
 
-Result<std::unique_ptr<Sandbox>> Sandbox::start(std::string task_name, Limits limits) {
-  auto zygote = Zygote::spawn(task_name, limits);
+Result<std::unique_ptr<Sandbox>> Sandbox::start(const NamedTask& task, Limits limits) {
+  std::string name(task.name);
+  auto zygote = Zygote::spawn(name, limits);
   if (!zygote.ok()) return zygote.error();
-  return std::unique_ptr<Sandbox>(
-      new Sandbox(std::move(task_name), limits, std::move(zygote.value())));
+  return std::unique_ptr<Sandbox>(new Sandbox(std::move(name), limits, std::move(zygote.value())));
 }
 
 // The last reference to the zygote closes its control socket and reaps it.

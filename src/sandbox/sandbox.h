@@ -68,10 +68,10 @@ struct Outcome {
 
 class Sandbox {
  public:
-  // Starts a zygote for the task `task_name` (one that this program's main() passes to
-  // zygote_main_if_asked) and waits until it is ready. The zygote is a new program, not a copy
-  // of this process, so any thread may call this. kUnavailable if it cannot be started.
-  static Result<std::unique_ptr<Sandbox>> start(std::string task_name, Limits limits = {});
+  // Starts a zygote for `task` (one that this program's main() passes to zygote_main_if_asked;
+  // the zygote finds it by name) and waits until it is ready. The zygote is a new program, not a
+  // copy of this process, so any thread may call this. kUnavailable if it cannot be started.
+  static Result<std::unique_ptr<Sandbox>> start(const NamedTask& task, Limits limits = {});
   // Closes the control socket (the zygote exits when it sees that) and reaps the zygote.
   ~Sandbox();
   Sandbox(const Sandbox&) = delete;

@@ -30,7 +30,7 @@ Result<fields::Problem> waf_problem(const Outcome& outcome) {
 }
 
 Result<std::unique_ptr<Sandbox>> start_waf_sandbox(Limits limits) {
-  return Sandbox::start(std::string(kWafTask.name), limits);
+  return Sandbox::start(kWafTask, limits);
 }
 
 }  // namespace gw::sandbox

@@ -57,7 +57,7 @@ std::unique_ptr<Sandbox> start_test_sandbox(int time_limit_ms = 10000) {
   Limits limits;
   limits.time_limit_ms = time_limit_ms;
   limits.max_output_bytes = 4096;
-  auto started = Sandbox::start(std::string(kTestTask.name), limits);
+  auto started = Sandbox::start(kTestTask, limits);
   REQUIRE(started.ok());
   return std::move(started.value());
 }
@@ -246,7 +246,8 @@ TEST_CASE("a run for a stopped zygote gives up after the time limit and 5 s, wit
 }
 
 TEST_CASE("a sandbox whose zygote cannot start is unavailable, and says why") {
-  auto started = Sandbox::start("no-such-task");
+  // A task this binary's main() does not pass to zygote_main_if_asked.
+  auto started = Sandbox::start(NamedTask{"no-such-task", &test_task});
   REQUIRE_FALSE(started.ok());
   CHECK(started.error().code == Code::kUnavailable);
   // The zygote (this binary) refused the name and exited with 2.
