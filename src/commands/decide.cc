@@ -51,9 +51,19 @@ Result<Stored> load_own(Kind kind, const std::string& id, const Actor& actor, Lo
 
 // 412 unless an If-Match header, if sent, matches the stored version's ETag.
 std::optional<Error> check_if_match(const std::optional<std::string>& if_match, uint64_t version) {
-  if (!if_match || if_match_matches(*if_match, version)) return std::nullopt;
+  if (!if_match) return std::nullopt;
+  switch (evaluate_if_match(*if_match, version)) {
+    case IfMatch::kMatches:
+      return std::nullopt;
+    case IfMatch::kDiffers:
+      return make_error(Code::kPreconditionFailed,
+                        "If-Match does not match the current ETag " + etag_of(version));
+    case IfMatch::kMalformed:
+      break;
+  }
   return make_error(Code::kPreconditionFailed,
-                    "If-Match does not match the current ETag " + etag_of(version));
+                    "If-Match must be * alone or a list of quoted entity tags, such as "
+                    "\"3\", \"4\"");
 }
 
 std::optional<Claim> other_team_claim(const std::string& hostname, const std::string& team,
@@ -232,17 +242,41 @@ std::string event_type(Kind kind, const char* verb) {
 
 std::string etag_of(uint64_t version) { return "\"" + std::to_string(version) + "\""; }
 
-bool if_match_matches(std::string_view header, uint64_t version) {
+IfMatch evaluate_if_match(std::string_view header, uint64_t version) {
+  std::string_view rest = trim_blanks(header);
+  if (rest == "*") return IfMatch::kMatches;
   const std::string want = etag_of(version);
-  size_t pos = 0;
-  while (pos <= header.size()) {
-    size_t comma = header.find(',', pos);
-    if (comma == std::string_view::npos) comma = header.size();
-    std::string_view item = trim_blanks(header.substr(pos, comma - pos));
-    if (item == "*" || item == want) return true;  // weak tags (W/...) never match: strong compare
-    pos = comma + 1;
+  bool tags = false;
+  bool matched = false;
+  size_t i = 0;
+  auto skip_blanks = [&] {
+    while (i < rest.size() && (rest[i] == ' ' || rest[i] == '\t')) ++i;
+  };
+  for (;;) {
+    skip_blanks();
+    if (i == rest.size()) break;
+    if (rest[i] == ',') {  // an empty list element
+      ++i;
+      continue;
+    }
+    const bool weak = rest.substr(i, 2) == "W/";
+    if (weak) i += 2;
+    if (i == rest.size() || rest[i] != '"') return IfMatch::kMalformed;
+    size_t end = i + 1;  // the closing quote; etagc is %x21 / %x23-7E / obs-text
+    while (end < rest.size() && rest[end] != '"') {
+      const auto c = static_cast<unsigned char>(rest[end]);
+      if (c < 0x21 || c == 0x7f) return IfMatch::kMalformed;
+      ++end;
+    }
+    if (end == rest.size()) return IfMatch::kMalformed;
+    tags = true;
+    if (!weak && rest.substr(i, end + 1 - i) == want) matched = true;
+    i = end + 1;
+    skip_blanks();
+    if (i < rest.size() && rest[i] != ',') return IfMatch::kMalformed;
   }
-  return false;
+  if (!tags) return IfMatch::kMalformed;
+  return matched ? IfMatch::kMatches : IfMatch::kDiffers;
 }
 
 Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh& fresh,

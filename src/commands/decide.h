@@ -94,8 +94,12 @@ Error record_not_found(Kind kind, const std::string& id);
 
 // The ETag of a stored record version, quoted: "\"<version>\"".
 std::string etag_of(uint64_t version);
-// True if an If-Match header value (a list of ETags, or `*`) matches `version`.
-bool if_match_matches(std::string_view header, uint64_t version);
+// An If-Match header value against the stored `version` (RFC 9110: `*` alone, or a
+// comma-separated list of entity tags, empty elements ignored; strong comparison, so a weak tag
+// never matches). kMalformed is anything else, `*` in a list or a tag without quotes among them:
+// such a header is refused (412), never read as `*` or as the tags that could be made out of it.
+enum class IfMatch { kMatches, kDiffers, kMalformed };
+IfMatch evaluate_if_match(std::string_view header, uint64_t version);
 
 // Precondition: `spec` passed parse_spec in Mode::kCreate.
 Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh& fresh,

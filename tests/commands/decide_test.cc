@@ -293,12 +293,52 @@ TEST_CASE("verify: pending domain appends verification_requested; verified is a 
 }
 
 TEST_CASE("If-Match: list of tags, star, weak tags never match") {
-  CHECK(if_match_matches("\"3\"", 3));
-  CHECK(if_match_matches("\"1\", \"3\"", 3));
-  CHECK(if_match_matches("*", 3));
-  CHECK_FALSE(if_match_matches("\"2\"", 3));
-  CHECK_FALSE(if_match_matches("W/\"3\"", 3));
-  CHECK_FALSE(if_match_matches("", 3));
+  CHECK(evaluate_if_match("\"3\"", 3) == IfMatch::kMatches);
+  CHECK(evaluate_if_match("\"1\", \"3\"", 3) == IfMatch::kMatches);
+  CHECK(evaluate_if_match("\"1\",\"3\"", 3) == IfMatch::kMatches);
+  CHECK(evaluate_if_match("*", 3) == IfMatch::kMatches);
+  CHECK(evaluate_if_match(" * ", 3) == IfMatch::kMatches);
+  CHECK(evaluate_if_match("\"2\"", 3) == IfMatch::kDiffers);
+  CHECK(evaluate_if_match("W/\"3\"", 3) == IfMatch::kDiffers);
+  CHECK(evaluate_if_match("W/\"3\", \"4\"", 3) == IfMatch::kDiffers);
+  CHECK(evaluate_if_match("W/\"3\", \"3\"", 3) == IfMatch::kMatches);
+  // A comma inside quotes belongs to the tag; empty list elements are skipped.
+  CHECK(evaluate_if_match("\"3,4\"", 3) == IfMatch::kDiffers);
+  CHECK(evaluate_if_match("\"a,b\", \"3\"", 3) == IfMatch::kMatches);
+  CHECK(evaluate_if_match(", \"3\" ,, ", 3) == IfMatch::kMatches);
+  CHECK(evaluate_if_match("\"\"", 3) == IfMatch::kDiffers);
+}
+
+TEST_CASE("If-Match: anything but * alone or a list of tags is malformed, never a match") {
+  for (const char* header :
+       {"",        " ",           ",",      " , ,",   "*, \"3\"", "\"3\", *",    "**",
+        "3",       "\"3\" \"4\"", "\"3\"x", "\"3",    "3\"",      "\"3\", 4",    "foo, \"3\"",
+        "w/\"3\"", "W/3",         "W/",     "\"3 \"", "\"\t3\"",  "\"3\"; \"4\""}) {
+    INFO("If-Match: [", header, "]");
+    CHECK(evaluate_if_match(header, 3) == IfMatch::kMalformed);
+  }
+}
+
+TEST_CASE(
+    "update, delete and verify refuse a malformed If-Match with 412, saying what it must be") {
+  testing::FakeLookups given;
+  given.given(stored_domain("dom_1", "team_a", "example.com"), 3);
+  // `*` in a list, or a tag among words, was read as `*` or as the tag before.
+  const std::string star_in_list = "*, \"7\"";
+  const std::string word_and_tag = "\"3\", 3";
+  auto updated = decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "example.com")},
+                               kTeamA, star_in_list, 2000, given);
+  REQUIRE_FALSE(updated.ok());
+  CHECK(updated.error().code == Code::kPreconditionFailed);
+  CHECK(updated.error().detail ==
+        "If-Match must be * alone or a list of quoted entity tags, such as \"3\", \"4\"");
+  auto deleted = decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, word_and_tag);
+  REQUIRE_FALSE(deleted.ok());
+  CHECK(deleted.error().code == Code::kPreconditionFailed);
+  auto verify = decide_verify("dom_1", kTeamA, given, star_in_list);
+  REQUIRE_FALSE(verify.ok());
+  CHECK(verify.error().code == Code::kPreconditionFailed);
+  CHECK(decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, std::string("\"3\"")).ok());
 }
 
 }  // namespace

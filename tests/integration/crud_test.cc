@@ -174,6 +174,29 @@ TEST_CASE("If-Match: the current ETag or * succeeds, a stale one is 412 and chan
   }
 }
 
+// `*` in a list, or a tag among words, was read as `*` or as the tag (200, the record replaced).
+TEST_CASE("If-Match that is neither * alone nor a list of tags is 412 and changes nothing") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    const auto [path, v1] = create_versioned(api, *kind);
+    const std::string edited = json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value);
+    for (const std::string& header : {"*, " + v1, v1 + ", *", "foo, " + v1, v1 + " bar"}) {
+      CAPTURE(header);
+      Response refused = api.put(path, edited, {{"If-Match", header}});
+      check_problem(refused, 412, "precondition_failed");
+      CHECK(str(json(refused), "detail").find("* alone or a list of quoted entity tags") !=
+            std::string::npos);
+      check_problem(api.del(path, {{"If-Match", header}}), 412, "precondition_failed");
+    }
+    Response now = api.get(path);
+    REQUIRE(now.status == 200);
+    CHECK(now.header("ETag").value_or("") == v1);
+    CHECK(api.get(path + "/history").body.find(".updated") == std::string::npos);
+  }
+}
+
 // DELETE and verify ignored If-Match: a stale one deleted the record (200) or opened a request.
 TEST_CASE("If-Match on DELETE and verify: a stale one is 412 and changes nothing") {
   Server server;
