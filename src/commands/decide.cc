@@ -1,5 +1,6 @@
 #include "commands/decide.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "commands/fields.h"
@@ -248,32 +249,25 @@ IfMatch evaluate_if_match(std::string_view header, uint64_t version) {
   const std::string want = etag_of(version);
   bool tags = false;
   bool matched = false;
-  size_t i = 0;
-  auto skip_blanks = [&] {
-    while (i < rest.size() && (rest[i] == ' ' || rest[i] == '\t')) ++i;
-  };
-  for (;;) {
-    skip_blanks();
-    if (i == rest.size()) break;
-    if (rest[i] == ',') {  // an empty list element
-      ++i;
+  for (; !rest.empty(); rest = trim_blanks(rest)) {
+    if (rest.front() == ',') {  // an empty list element
+      rest.remove_prefix(1);
       continue;
     }
-    const bool weak = rest.substr(i, 2) == "W/";
-    if (weak) i += 2;
-    if (i == rest.size() || rest[i] != '"') return IfMatch::kMalformed;
-    size_t end = i + 1;  // the closing quote; etagc is %x21 / %x23-7E / obs-text
-    while (end < rest.size() && rest[end] != '"') {
-      const auto c = static_cast<unsigned char>(rest[end]);
-      if (c < 0x21 || c == 0x7f) return IfMatch::kMalformed;
-      ++end;
+    const bool weak = rest.starts_with("W/");
+    if (weak) rest.remove_prefix(2);
+    const size_t close = rest.starts_with('"') ? rest.find('"', 1) : std::string_view::npos;
+    if (close == std::string_view::npos) return IfMatch::kMalformed;
+    const std::string_view tag = rest.substr(0, close + 1);
+    // etagc is %x21 / %x23-7E / obs-text: no blank or control character.
+    if (std::any_of(tag.begin(), tag.end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x21 || c == 0x7f; })) {
+      return IfMatch::kMalformed;
     }
-    if (end == rest.size()) return IfMatch::kMalformed;
     tags = true;
-    if (!weak && rest.substr(i, end + 1 - i) == want) matched = true;
-    i = end + 1;
-    skip_blanks();
-    if (i < rest.size() && rest[i] != ',') return IfMatch::kMalformed;
+    if (!weak && tag == want) matched = true;
+    rest = trim_blanks(rest.substr(close + 1));
+    if (!rest.empty() && rest.front() != ',') return IfMatch::kMalformed;
   }
   if (!tags) return IfMatch::kMalformed;
   return matched ? IfMatch::kMatches : IfMatch::kDiffers;
