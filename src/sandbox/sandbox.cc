@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <seccomp.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iterator>
 #include <map>
 
@@ -73,6 +76,88 @@ std::string describe(int status) {
   return "status " + std::to_string(status);
 }
 
+// The bytes of this process's data segment and private writable mappings (VmData), which
+// RLIMIT_DATA limits; 0 if /proc does not say.
+size_t data_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmData:")) return std::strtoull(line.c_str() + 7, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
+// What a worker may still do once it has its input: compute, manage its memory, read and write
+// the descriptors it has, look at the clock, signal itself (abort) and leave. Any other system
+// call (opening a file, a socket, exec, fork, signalling another process, ptrace) kills it with
+// SIGSYS: a parser taken over by its input can reach nothing but its own answer. Returns why
+// the worker cannot be confined (it must then not run the task), or nothing.
+std::optional<std::string> confine(const Limits& limits) {
+  // Memory: what the worker has mapped so far (the zygote's copy of the program, and under a
+  // sanitizer its shadow) plus the budget.
+  const rlim_t data = static_cast<rlim_t>(data_bytes() + limits.max_memory_bytes);
+  struct rlimit memory {
+    data, data
+  };
+  if (::setrlimit(RLIMIT_DATA, &memory) != 0) {
+    return errno_text("cannot limit a worker's memory: setrlimit");
+  }
+  scmp_filter_ctx filter = ::seccomp_init(SCMP_ACT_KILL_PROCESS);
+  if (filter == nullptr) return "cannot confine a worker: seccomp_init failed";
+  int rc = 0;
+  auto allow = [&](int call, auto... conditions) {
+    if (rc == 0) {
+      rc = ::seccomp_rule_add(filter, SCMP_ACT_ALLOW, call,
+                              static_cast<unsigned>(sizeof...(conditions)), conditions...);
+    }
+  };
+  for (int call : {SCMP_SYS(read),
+                   SCMP_SYS(write),
+                   SCMP_SYS(readv),
+                   SCMP_SYS(writev),
+                   SCMP_SYS(lseek),
+                   SCMP_SYS(close),
+                   SCMP_SYS(brk),
+                   SCMP_SYS(mmap),
+                   SCMP_SYS(munmap),
+                   SCMP_SYS(mremap),
+                   SCMP_SYS(mprotect),
+                   SCMP_SYS(madvise),
+                   SCMP_SYS(futex),
+                   SCMP_SYS(sched_yield),
+                   SCMP_SYS(nanosleep),
+                   SCMP_SYS(clock_nanosleep),
+                   SCMP_SYS(clock_gettime),
+                   SCMP_SYS(gettimeofday),
+                   SCMP_SYS(getrandom),
+                   SCMP_SYS(getpid),
+                   SCMP_SYS(gettid),
+                   SCMP_SYS(rt_sigaction),
+                   SCMP_SYS(rt_sigprocmask),
+                   SCMP_SYS(rt_sigreturn),
+                   SCMP_SYS(sigaltstack),
+                   SCMP_SYS(restart_syscall),
+                   SCMP_SYS(exit),
+                   SCMP_SYS(exit_group),
+                   SCMP_SYS(fstat)}) {
+    allow(call);
+  }
+  // A pipe reaches nothing outside the worker; sanitizer runtimes probe memory through one.
+  allow(SCMP_SYS(pipe2));
+  // stdio's look at stdout (the lexer prints there): fstat of a descriptor it has, never of a
+  // path, and isatty.
+  allow(SCMP_SYS(newfstatat), SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH));
+  allow(SCMP_SYS(ioctl), SCMP_A1(SCMP_CMP_EQ, TCGETS));
+  // raise() and abort(): a signal to this process only.
+  const auto self = static_cast<scmp_datum_t>(::getpid());
+  allow(SCMP_SYS(tgkill), SCMP_A0(SCMP_CMP_EQ, self));
+  allow(SCMP_SYS(kill), SCMP_A0(SCMP_CMP_EQ, self));
+  if (rc == 0) rc = ::seccomp_load(filter);  // also sets no_new_privs
+  ::seccomp_release(filter);
+  if (rc != 0) return std::string("cannot confine a worker: seccomp: ") + std::strerror(-rc);
+  return std::nullopt;
+}
+
 [[noreturn]] void worker_main(int fd, Task task, const Limits& limits) {
   ::signal(SIGPIPE, SIG_IGN);
   unblock_all_signals();
@@ -98,6 +183,11 @@ std::string describe(int status) {
     if (n < 0) leave(121);
     if (n == 0) break;
     input.append(buf, static_cast<size_t>(n));
+  }
+  if (auto why = confine(limits)) {
+    // Not the input's fault: the run is unavailable, as when no worker can be started.
+    write_frame(fd, 'U', *why);
+    leave(122);
   }
   std::string output = task(input);
   write_frame(fd, 'D', output);
@@ -334,15 +424,17 @@ std::optional<int> zygote_main_if_asked(int argc, char** argv,
     if (errno != 0 || end == text || *end != '\0' || v < 0 || v > max) return std::nullopt;
     return v;
   };
-  std::optional<long long> control, time_limit_ms, max_output;
-  if (argc == 6) {
+  std::optional<long long> control, time_limit_ms, max_output, max_memory;
+  if (argc == 7) {
     control = number(argv[3], 1 << 20);
     time_limit_ms = number(argv[4], 1 << 30);
     max_output = number(argv[5], 1LL << 40);
+    max_memory = number(argv[6], 1LL << 40);
   }
-  if (!control || !time_limit_ms || !max_output) {
-    std::fprintf(stderr, "%s: %s takes TASK CONTROL_FD TIME_LIMIT_MS MAX_OUTPUT_BYTES\n", argv[0],
-                 kZygoteFlag);
+  if (!control || !time_limit_ms || !max_output || !max_memory) {
+    std::fprintf(stderr,
+                 "%s: %s takes TASK CONTROL_FD TIME_LIMIT_MS MAX_OUTPUT_BYTES MAX_MEMORY_BYTES\n",
+                 argv[0], kZygoteFlag);
     return 2;
   }
   for (const NamedTask& t : tasks) {
@@ -350,6 +442,7 @@ std::optional<int> zygote_main_if_asked(int argc, char** argv,
       Limits limits;
       limits.time_limit_ms = static_cast<int>(*time_limit_ms);
       limits.max_output_bytes = static_cast<size_t>(*max_output);
+      limits.max_memory_bytes = static_cast<size_t>(*max_memory);
       zygote_main(static_cast<int>(*control), t.task, limits);
     }
   }
@@ -391,7 +484,8 @@ struct Sandbox::Zygote {
                           name,
                           std::to_string(sv[1]),
                           std::to_string(limits.time_limit_ms),
-                          std::to_string(limits.max_output_bytes)};
+                          std::to_string(limits.max_output_bytes),
+                          std::to_string(limits.max_memory_bytes)};
     char* argv[std::size(args) + 1] = {};
     for (size_t i = 0; i < std::size(args); ++i) argv[i] = args[i].data();
     pid_t pid = ::fork();
@@ -553,6 +647,8 @@ Outcome Sandbox::run_on(const Zygote& zygote, std::string_view input) const {
   if (f.done && f.output.size() <= limits_.max_output_bytes)
     return Outcome{Outcome::Kind::kDone, std::move(f.output), {}};
   if (f.done) return Outcome{Outcome::Kind::kCrashed, {}, "the worker's answer is too long"};
+  // Before the status: a worker that could not be confined says so, then exits.
+  if (f.unavailable) return unavailable(f.unavailable_text);
   if (f.status && f.status_text == "time limit")
     return Outcome{Outcome::Kind::kTimedOut,
                    {},
@@ -560,7 +656,6 @@ Outcome Sandbox::run_on(const Zygote& zygote, std::string_view input) const {
   if (f.status)
     return Outcome{
         Outcome::Kind::kCrashed, {}, "the worker ended without an answer: " + f.status_text};
-  if (f.unavailable) return unavailable(f.unavailable_text);
   return lost("the sandbox ended the run without an answer");
 }
 

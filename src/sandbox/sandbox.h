@@ -16,7 +16,11 @@
 // its side for writing; the worker answers with a frame 'D' <u32 length> <output>, then the zygote
 // with 'S' <u32 length> <how the worker ended> ("exit 0", "signal 11 (Segmentation fault)", "time
 // limit"), or 'U' <...> when it could not start the worker. Worker: stdin and stdout are
-// /dev/null, CPU time is limited (RLIMIT_CPU) as well as wall time (the zygote's SIGKILL).
+// /dev/null, CPU time is limited (RLIMIT_CPU) as well as wall time (the zygote's SIGKILL), and
+// so is memory (RLIMIT_DATA). Once it has read its input, a seccomp filter confines it to
+// computing: it keeps its memory, its descriptors' reads and writes, the clock and its exit;
+// any other system call (open, socket, exec, fork, kill of another process) kills it (SIGSYS).
+// A worker that cannot be confined does not run the task: it says 'U' <why> and exits.
 #pragma once
 
 #include <sys/types.h>
@@ -52,6 +56,9 @@ std::optional<int> zygote_main_if_asked(int argc, char** argv,
 struct Limits {
   int time_limit_ms = 10000;          // wall time of one worker; then SIGKILL
   size_t max_output_bytes = 1 << 20;  // a longer answer counts as a crash
+  // Memory a worker may map beyond what it has at its start (RLIMIT_DATA); an allocation past it
+  // fails, which for most tasks means a crash.
+  size_t max_memory_bytes = 256 << 20;
 };
 
 struct Outcome {

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
@@ -43,10 +46,43 @@ std::string test_task(std::string_view in) {
   if (in == "stdout") {
     std::printf("the engine's lexer prints here\n");
     std::fflush(stdout);
-    struct stat out, null;
-    bool to_null = ::fstat(STDOUT_FILENO, &out) == 0 && ::stat("/dev/null", &null) == 0 &&
-                   out.st_rdev == null.st_rdev && S_ISCHR(out.st_mode);
-    return to_null ? "stdout is /dev/null" : "stdout is not /dev/null";
+    struct stat out;
+    if (::fstat(STDOUT_FILENO, &out) != 0 || !S_ISCHR(out.st_mode)) return "stdout is no device";
+    return "stdout is device " + std::to_string(out.st_rdev);  // the caller compares /dev/null's
+  }
+  // What a parser taken over by its input might try. Each answers only if the system call
+  // returned (allowed or refused); the worker's seccomp filter kills it instead.
+  auto outcome = [](const char* what, long rc) {
+    return std::string(what) +
+           (rc >= 0 ? " done" : std::string(" failed: ") + std::strerror(errno));
+  };
+  if (in == "open") return outcome("open", ::open("/etc/hostname", O_RDONLY));
+  if (in.starts_with("create ")) {
+    return outcome("create", ::open(std::string(in.substr(7)).c_str(), O_WRONLY | O_CREAT, 0600));
+  }
+  if (in == "stat") {
+    struct stat st;
+    return outcome("stat", ::stat("/etc/hostname", &st));
+  }
+  if (in == "socket") return outcome("socket", ::socket(AF_INET, SOCK_STREAM, 0));
+  if (in == "exec") return outcome("exec", ::execl("/bin/true", "true", nullptr));
+  if (in == "fork") {
+    pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    return outcome("fork", child);
+  }
+  if (in.starts_with("signal ")) {  // signal 0 (no signal, only the permission check) to a pid
+    return outcome("signal", ::kill(static_cast<pid_t>(std::stol(std::string(in.substr(7)))), 0));
+  }
+  if (in.starts_with("alloc ")) {  // allocates and touches this many MiB
+    const size_t bytes = std::stoul(std::string(in.substr(6))) << 20;
+    try {
+      std::vector<char> block(bytes);
+      for (size_t i = 0; i < bytes; i += 4096) block[i] = 1;
+      return "allocated " + std::to_string(block.size() >> 20) + " MiB";
+    } catch (const std::bad_alloc&) {
+      return "no memory";
+    }
   }
   return "echo " + std::to_string(in.size()) + ":" + std::string(in.substr(0, 32));
 }
@@ -57,6 +93,7 @@ std::unique_ptr<Sandbox> start_test_sandbox(int time_limit_ms = 10000) {
   Limits limits;
   limits.time_limit_ms = time_limit_ms;
   limits.max_output_bytes = 4096;
+  limits.max_memory_bytes = 64 << 20;
   auto started = Sandbox::start(kTestTask, limits);
   REQUIRE(started.ok());
   return std::move(started.value());
@@ -75,7 +112,9 @@ TEST_CASE("the sandbox runs the task in a fresh worker and returns its answer") 
   CHECK(sandbox->run(large).output == "echo 3145728:" + std::string(32, 'a'));
   CHECK(sandbox->run("").output == "echo 0:");
   // The worker's stdout is /dev/null (libmodsecurity's lexer prints characters it drops there).
-  CHECK(sandbox->run("stdout").output == "stdout is /dev/null");
+  struct stat null;
+  REQUIRE(::stat("/dev/null", &null) == 0);
+  CHECK(sandbox->run("stdout").output == "stdout is device " + std::to_string(null.st_rdev));
 }
 
 TEST_CASE("a worker that crashes, exits without an answer or answers too much costs only its run") {
@@ -94,6 +133,46 @@ TEST_CASE("a worker that crashes, exits without an answer or answers too much co
   CHECK(big.detail.find("too long") != std::string::npos);
   // The sandbox goes on.
   CHECK(sandbox->run("after").output == "echo 5:after");
+}
+
+// Workers used to run with the rights of the program: a parser taken over by a tenant's text could
+// read and write its files, open connections, start programs and signal its processes.
+TEST_CASE("a worker reaches nothing but its answer: no files, sockets, programs or processes") {
+  auto sandbox = start_test_sandbox();
+  const std::string escape = "/tmp/gw-sandbox-escape." + std::to_string(::getpid());
+  for (const std::string& what :
+       std::vector<std::string>{"open", "create " + escape, "stat", "socket", "exec", "fork"}) {
+    CAPTURE(what);
+    Outcome o = sandbox->run(what);
+    CHECK(o.kind == Outcome::Kind::kCrashed);
+    CHECK_MESSAGE(o.detail.find("signal 31 (Bad system call)") != std::string::npos, o.detail);
+  }
+  CHECK(::access(escape.c_str(), F_OK) != 0);
+  ::unlink(escape.c_str());
+  // Not even the zygote, or this process, may be signalled; the worker may signal itself.
+  for (pid_t pid : {sandbox->zygote_pid(), ::getpid()}) {
+    Outcome o = sandbox->run("signal " + std::to_string(pid));
+    CHECK(o.kind == Outcome::Kind::kCrashed);
+    CHECK_MESSAGE(o.detail.find("signal 31") != std::string::npos, o.detail);
+  }
+  Outcome crash = sandbox->run("crash");
+  CHECK_MESSAGE(crash.detail.find("signal 11") != std::string::npos, crash.detail);
+  // What a parse needs still works: memory, its output, its answer.
+  CHECK(sandbox->run("alloc 16").output == "allocated 16 MiB");
+  CHECK(sandbox->run("stdout").kind == Outcome::Kind::kDone);
+  CHECK(sandbox->run("after").output == "echo 5:after");
+}
+
+TEST_CASE("a worker's memory is limited") {
+  auto sandbox = start_test_sandbox();  // 64 MiB
+  Outcome o = sandbox->run("alloc 512");
+  // The allocation fails: the task sees bad_alloc, or a sanitizer's allocator ends the worker.
+  const std::string said = o.output + o.detail;
+  CHECK_MESSAGE((o.kind == Outcome::Kind::kCrashed ||
+                 (o.kind == Outcome::Kind::kDone && o.output == "no memory")),
+                said);
+  CHECK(o.output != "allocated 512 MiB");
+  CHECK(sandbox->run("alloc 16").output == "allocated 16 MiB");
 }
 
 TEST_CASE("workers run with none of the caller's signal handlers") {
@@ -268,9 +347,15 @@ TEST_CASE("zygote_main_if_asked: other programs' arguments pass; a zygote's must
   // Malformed zygote arguments are refused here, before anything runs.
   CHECK(call({"x", "--sandbox-zygote"}) == std::optional<int>(2));
   CHECK(call({"x", "--sandbox-zygote", "test", "3", "1000"}) == std::optional<int>(2));
-  CHECK(call({"x", "--sandbox-zygote", "test", "three", "1000", "4096"}) == std::optional<int>(2));
-  CHECK(call({"x", "--sandbox-zygote", "test", "3", "-1", "4096"}) == std::optional<int>(2));
-  CHECK(call({"x", "--sandbox-zygote", "other", "3", "1000", "4096"}) == std::optional<int>(2));
+  CHECK(call({"x", "--sandbox-zygote", "test", "3", "1000", "4096"}) == std::optional<int>(2));
+  CHECK(call({"x", "--sandbox-zygote", "test", "three", "1000", "4096", "1048576"}) ==
+        std::optional<int>(2));
+  CHECK(call({"x", "--sandbox-zygote", "test", "3", "-1", "4096", "1048576"}) ==
+        std::optional<int>(2));
+  CHECK(call({"x", "--sandbox-zygote", "test", "3", "1000", "4096", "lots"}) ==
+        std::optional<int>(2));
+  CHECK(call({"x", "--sandbox-zygote", "other", "3", "1000", "4096", "1048576"}) ==
+        std::optional<int>(2));
 }
 
 TEST_CASE("the WAF check in the sandbox answers what the check in this process answers") {
