@@ -557,16 +557,26 @@ Result<std::shared_ptr<Sandbox::Zygote>> Sandbox::replace(
 
 Outcome Sandbox::run(std::string_view input) const {
   std::shared_ptr<Zygote> zygote = current();
-  Outcome outcome = run_on(*zygote, input);
-  if (outcome.kind != Outcome::Kind::kUnavailable || !zygote->gone()) return outcome;
-  // The zygote is gone: this run never reached a worker, or lost it with the zygote. The task
-  // is run again in a new zygote (a task is a function of its input).
+  bool stuck = false;
+  Outcome outcome = run_on(*zygote, input, &stuck);
+  if (outcome.kind != Outcome::Kind::kUnavailable) return outcome;
+  if (stuck && !zygote->gone()) {
+    // The zygote, which enforces the time limit itself, let it pass by 5 s: it is stopped or
+    // hung, and every later run would wait for it too. Killed, it is replaced as a lost one is.
+    std::fprintf(stderr, "%s: sandbox: the zygote (pid %d) stopped answering; killing it\n",
+                 program_invocation_short_name, zygote->pid);
+    ::kill(zygote->pid, SIGKILL);
+  } else if (!zygote->gone()) {
+    return outcome;
+  }
+  // The zygote is gone (or killed above): this run never reached a worker, or lost it with the
+  // zygote. The task is run again in a new zygote (a task is a function of its input).
   auto fresh = replace(zygote);
   if (!fresh.ok()) return unavailable(outcome.detail + "; " + fresh.error().detail);
-  return run_on(*fresh.value(), input);
+  return run_on(*fresh.value(), input, &stuck);
 }
 
-Outcome Sandbox::run_on(const Zygote& zygote, std::string_view input) const {
+Outcome Sandbox::run_on(const Zygote& zygote, std::string_view input, bool* stuck) const {
   // kUnavailable for a run that failed with `detail`, naming the zygote's loss if that was it: a
   // zygote killed with a run queued for it drops the run's socket, the read below then fails
   // (ECONNRESET) or ends, and the cause worth logging is the zygote's loss.
@@ -605,8 +615,10 @@ Outcome Sandbox::run_on(const Zygote& zygote, std::string_view input) const {
       if (::sendmsg(zygote.control, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) break;
       if (errno == EINTR) continue;
       if (errno != EAGAIN) return unavailable(errno_text("the sandbox process is gone"));
-      if (!wait_for(zygote.control, POLLOUT, deadline))
+      if (!wait_for(zygote.control, POLLOUT, deadline)) {
+        *stuck = true;
         return unavailable("the sandbox process did not take the run in time");
+      }
     }
   }
   // The input, then end of input. A worker that dies early makes the rest fail with EPIPE: what
@@ -640,8 +652,10 @@ Outcome Sandbox::run_on(const Zygote& zygote, std::string_view input) const {
     if (n == 0) break;
     if (errno == EINTR) continue;
     if (errno != EAGAIN) return lost(errno_text("read"));
-    if (!wait_for(ours.get(), POLLIN, deadline))
+    if (!wait_for(ours.get(), POLLIN, deadline)) {
+      *stuck = true;
       return unavailable("the sandbox did not answer in time");
+    }
   }
   Frames f = parse_frames(bytes);
   if (f.done && f.output.size() <= limits_.max_output_bytes)

@@ -6,7 +6,8 @@
 // a worker that calls the task on the input and exits; the zygote reaps it (killing it at the
 // time limit) and reports how it ended. Each run gets a fresh process, so no state of one parse
 // (libmodsecurity's lexer keeps its state in globals) reaches the next, and runs do not wait for
-// each other. A zygote that is gone (killed) is replaced by the next run that finds it so.
+// each other. A zygote that is gone (killed) is replaced by the next run that finds it so, and
+// one that stops answering (stopped, hung) is killed and replaced by the run that waited for it.
 //
 //   program --socketpair (SOCK_SEQPACKET)--> zygote --fork--> worker
 //      \_____ per run: one end of a fresh socketpair (SCM_RIGHTS) _____/
@@ -86,7 +87,9 @@ class Sandbox {
 
   // Runs the task on `input` in a new worker and waits for it. Thread-safe; runs of several
   // threads proceed in parallel. A run that finds the zygote gone starts a new one (one for all
-  // the runs that find it gone at once) and runs there; kUnavailable if that fails too.
+  // the runs that find it gone at once) and runs there; kUnavailable if that fails too. A run
+  // the zygote neither takes nor answers within the time limit and 5 s kills it, and then does
+  // the same.
   Outcome run(std::string_view input) const;
 
   // The current zygote's process id.
@@ -100,7 +103,9 @@ class Sandbox {
   std::shared_ptr<Zygote> current() const;
   // A zygote in place of `gone`: a new one, or the one another run started already.
   Result<std::shared_ptr<Zygote>> replace(const std::shared_ptr<Zygote>& gone) const;
-  Outcome run_on(const Zygote& zygote, std::string_view input) const;
+  // `*stuck`: set when the zygote did not take the run, or answer it, within the time limit and
+  // 5 s.
+  Outcome run_on(const Zygote& zygote, std::string_view input, bool* stuck) const;
 
   const std::string task_name_;
   const Limits limits_;
