@@ -9,7 +9,9 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <seccomp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -161,6 +163,49 @@ TEST_CASE("a worker reaches nothing but its answer: no files, sockets, programs 
   CHECK(sandbox->run("alloc 16").output == "allocated 16 MiB");
   CHECK(sandbox->run("stdout").kind == Outcome::Kind::kDone);
   CHECK(sandbox->run("after").output == "echo 5:after");
+}
+
+// A kernel without seccomp (or a container that refuses it): the worker must not run the task
+// unconfined, and the run is unavailable (503 for gatewayd's WAF checks), not the input's fault.
+TEST_CASE("a worker that cannot be confined does not run the task, and the run is unavailable") {
+  int report[2];
+  REQUIRE(::pipe(report) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // In a child, so that this process keeps seccomp: a filter that refuses installing filters,
+    // inherited by the zygote and its workers.
+    ::close(report[0]);
+    scmp_filter_ctx no_seccomp = ::seccomp_init(SCMP_ACT_ALLOW);
+    bool ok = no_seccomp != nullptr &&
+              ::seccomp_rule_add(no_seccomp, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(seccomp), 0) == 0 &&
+              ::seccomp_rule_add(no_seccomp, SCMP_ACT_ERRNO(EINVAL), SCMP_SYS(prctl), 1,
+                                 SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP)) == 0 &&
+              ::seccomp_load(no_seccomp) == 0;
+    std::string said = "cannot refuse seccomp in the test";
+    if (ok) {
+      auto started = Sandbox::start(kTestTask);
+      if (!started.ok()) {
+        said = "start: " + started.error().detail;
+      } else {
+        Outcome o = started.value()->run("hello");
+        said = std::to_string(static_cast<int>(o.kind)) + " " + o.output + o.detail;
+      }
+    }
+    (void)!::write(report[1], said.data(), said.size());
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = ::read(report[0], buf, sizeof buf)) > 0;) said.append(buf, n);
+  ::close(report[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  const std::string unavailable = std::to_string(static_cast<int>(Outcome::Kind::kUnavailable));
+  CHECK_MESSAGE(said.starts_with(unavailable + " cannot confine a worker: seccomp"), said);
+  CHECK(said.find("echo") == std::string::npos);  // the task did not run
 }
 
 TEST_CASE("a worker's memory is limited") {
