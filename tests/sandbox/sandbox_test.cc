@@ -351,8 +351,6 @@ TEST_CASE("runs of several threads that find the zygote gone start one new zygot
   CHECK(reaped(first));
 }
 
-// A stopped zygote is not gone (its socket stays open): it is not replaced, and a run gives up
-// 5 s after the time limit. The README says so.
 // A stopped zygote used to stay: every later run waited the time limit and 5 s for it and was
 // kUnavailable (gatewayd's WAF checks 503 after 15 s each) until the program was restarted.
 TEST_CASE("a zygote that stops answering is killed and replaced by the run that waited for it") {
