@@ -101,6 +101,20 @@ struct Confinement {
   std::string error;  // why there is no filter
 };
 
+// Adds to `filter` a rule that allows `call` when `conditions` hold, unless an earlier addition
+// failed (*rc is then that failure's negative errno).
+template <typename... Conditions>
+void allow(scmp_filter_ctx filter, int* rc, int call, Conditions... conditions) {
+  if (*rc == 0) {
+    *rc = ::seccomp_rule_add(filter, SCMP_ACT_ALLOW, call,
+                             static_cast<unsigned>(sizeof...(conditions)), conditions...);
+  }
+}
+
+std::string seccomp_failure(int rc) {
+  return std::string("cannot confine a worker: seccomp: ") + std::strerror(-rc);
+}
+
 Confinement prepare_confinement() {
   Confinement c;
   c.data_bytes = data_bytes();
@@ -110,12 +124,6 @@ Confinement prepare_confinement() {
     return c;
   }
   int rc = 0;
-  auto allow = [&](int call, auto... conditions) {
-    if (rc == 0) {
-      rc = ::seccomp_rule_add(c.filter, SCMP_ACT_ALLOW, call,
-                              static_cast<unsigned>(sizeof...(conditions)), conditions...);
-    }
-  };
   for (int call : {SCMP_SYS(read),
                    SCMP_SYS(write),
                    SCMP_SYS(readv),
@@ -145,24 +153,25 @@ Confinement prepare_confinement() {
                    SCMP_SYS(exit),
                    SCMP_SYS(exit_group),
                    SCMP_SYS(fstat)}) {
-    allow(call);
+    allow(c.filter, &rc, call);
   }
   // A pipe reaches nothing outside the worker; sanitizer runtimes probe memory through one.
-  allow(SCMP_SYS(pipe2));
+  allow(c.filter, &rc, SCMP_SYS(pipe2));
   // stdio's look at stdout (the lexer prints there): fstat of a descriptor it has, never of a
   // path, and isatty.
-  allow(SCMP_SYS(newfstatat), SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH));
-  allow(SCMP_SYS(ioctl), SCMP_A1(SCMP_CMP_EQ, TCGETS));
+  allow(c.filter, &rc, SCMP_SYS(newfstatat),
+        SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH));
+  allow(c.filter, &rc, SCMP_SYS(ioctl), SCMP_A1(SCMP_CMP_EQ, TCGETS));
   if (rc != 0) {
     ::seccomp_release(c.filter);
     c.filter = nullptr;
-    c.error = std::string("cannot confine a worker: seccomp: ") + std::strerror(-rc);
+    c.error = seccomp_failure(rc);
   }
   return c;
 }
 
-// In the worker: limits its memory and installs the filter. Returns why it cannot be confined
-// (it must then not run the task), or nothing.
+// In the worker: limits its memory and installs the filter (its own copy of the zygote's, which
+// it completes). Returns why it cannot be confined (it must then not run the task), or nothing.
 std::optional<std::string> confine(const Limits& limits, const Confinement& c) {
   // Memory: what the worker has mapped at its start (the program, and under a sanitizer its
   // shadow) plus the budget.
@@ -176,14 +185,11 @@ std::optional<std::string> confine(const Limits& limits, const Confinement& c) {
   if (c.filter == nullptr) return c.error;
   // raise() and abort(): a signal to this process only.
   const auto self = static_cast<scmp_datum_t>(::getpid());
-  int rc =
-      ::seccomp_rule_add(c.filter, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, self));
-  if (rc == 0) {
-    rc =
-        ::seccomp_rule_add(c.filter, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_EQ, self));
-  }
+  int rc = 0;
+  allow(c.filter, &rc, SCMP_SYS(tgkill), SCMP_A0(SCMP_CMP_EQ, self));
+  allow(c.filter, &rc, SCMP_SYS(kill), SCMP_A0(SCMP_CMP_EQ, self));
   if (rc == 0) rc = ::seccomp_load(c.filter);  // also sets no_new_privs
-  if (rc != 0) return std::string("cannot confine a worker: seccomp: ") + std::strerror(-rc);
+  if (rc != 0) return seccomp_failure(rc);
   return std::nullopt;
 }
 
@@ -591,14 +597,13 @@ Outcome Sandbox::run(std::string_view input) const {
   bool stuck = false;
   Outcome outcome = run_on(*zygote, input, &stuck);
   if (outcome.kind != Outcome::Kind::kUnavailable) return outcome;
-  if (stuck && !zygote->gone()) {
+  if (!zygote->gone()) {
+    if (!stuck) return outcome;
     // The zygote, which enforces the time limit itself, let it pass by 5 s: it is stopped or
     // hung, and every later run would wait for it too. Killed, it is replaced as a lost one is.
     std::fprintf(stderr, "%s: sandbox: the zygote (pid %d) stopped answering; killing it\n",
                  program_invocation_short_name, zygote->pid);
     ::kill(zygote->pid, SIGKILL);
-  } else if (!zygote->gone()) {
-    return outcome;
   }
   // The zygote is gone (or killed above): this run never reached a worker, or lost it with the
   // zygote. The task is run again in a new zygote (a task is a function of its input).
