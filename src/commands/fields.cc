@@ -1,6 +1,7 @@
 // Field rules of CONTRACT.md section 3 (everything except waf_directives, which lives in
 // waf_directives.cc). Pure functions over bytes and RapidJSON values; no I/O.
 #include "commands/fields.h"
+#include "core/error.h"
 #include "core/text.h"
 
 #include <libpsl.h>
@@ -158,21 +159,32 @@ std::string clip(std::string_view name) {
   return std::string(name.substr(0, n)) + "...";
 }
 
-// Object members in the order given, failing on duplicates or names outside `allowed`.
-Problem check_members(const rapidjson::Value& obj,
-                      std::initializer_list<std::string_view> allowed) {
+// Adds to `out`, at `at` (the object as a whole), one problem for each member outside `allowed`,
+// each member given more than once and each member of `allowed` that is missing. Callers go on
+// to check the members that are there, so one bad name hides no other problem.
+void check_members(const rapidjson::Value& obj, std::initializer_list<std::string_view> allowed,
+                   const std::string& at, Problems& out) {
   std::set<std::string_view> seen;
   for (const auto& m : obj.GetObject()) {
+    // Past what a reply lists, more entries only cost memory (a body may hold 60k members).
+    if (out.size() >= FieldErrors::kMaxFieldErrors) return;
     std::string_view name(m.name.GetString(), m.name.GetStringLength());
     if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-      return "has unknown member \"" + clip(name) + "\"";
+      out.push_back({at, "has unknown member \"" + clip(name) + "\""});
+    } else if (!seen.insert(name).second) {
+      out.push_back({at, "has duplicate member \"" + clip(name) + "\""});
     }
-    if (!seen.insert(name).second) return "has duplicate member \"" + clip(name) + "\"";
   }
   for (auto name : allowed) {
-    if (!seen.contains(name)) return "is missing member \"" + std::string(name) + "\"";
+    if (!seen.contains(name))
+      out.push_back({at, "is missing member \"" + std::string(name) + "\""});
   }
-  return std::nullopt;
+}
+
+// The member `name` of `obj` (its first, if given twice), nullptr if absent.
+const rapidjson::Value* find_member(const rapidjson::Value& obj, const char* name) {
+  auto it = obj.FindMember(name);
+  return it == obj.MemberEnd() ? nullptr : &it->value;
 }
 
 Problem path_prefix(const rapidjson::Value& v) {
@@ -190,11 +202,13 @@ Problem path_prefix(const rapidjson::Value& v) {
 void exclusion(const rapidjson::Value& e, size_t i, Problems& out) {
   const std::string at = index_prefix(i);
   if (!e.IsObject()) return out.push_back({at, "must be an object"});
-  if (auto p = check_members(e, {"path_prefix", "remove_rule_ids"})) {
-    return out.push_back({at, std::move(*p)});
+  check_members(e, {"path_prefix", "remove_rule_ids"}, at, out);
+  if (const auto* path = find_member(e, "path_prefix")) {
+    if (auto p = path_prefix(*path)) out.push_back({at + ".path_prefix", std::move(*p)});
   }
-  if (auto p = path_prefix(e["path_prefix"])) out.push_back({at + ".path_prefix", std::move(*p)});
-  const auto& ids = e["remove_rule_ids"];
+  const auto* found = find_member(e, "remove_rule_ids");
+  if (found == nullptr) return;
+  const auto& ids = *found;
   if (!ids.IsArray()) return out.push_back({at + ".remove_rule_ids", "must be an array"});
   if (ids.Empty() || ids.Size() > kMaxExclusionIds) {
     return out.push_back({at + ".remove_rule_ids", "must hold 1-256 rule ids"});
@@ -313,13 +327,16 @@ Problem cors_headers(std::string_view in) {
 Problems geo_policy(const rapidjson::Value& v) {
   if (v.IsNull()) return {};
   if (!v.IsObject()) return {{"", "must be null or an object"}};
-  if (auto p = check_members(v, {"mode", "countries"})) return {{"", std::move(*p)}};
   Problems out;
-  const auto& mode = v["mode"];
-  std::string_view m =
-      mode.IsString() ? std::string_view(mode.GetString(), mode.GetStringLength()) : "";
-  if (m != "allow" && m != "block") out.push_back({".mode", "must be one of allow, block"});
-  const auto& countries = v["countries"];
+  check_members(v, {"mode", "countries"}, "", out);
+  if (const auto* mode = find_member(v, "mode")) {
+    std::string_view m =
+        mode->IsString() ? std::string_view(mode->GetString(), mode->GetStringLength()) : "";
+    if (m != "allow" && m != "block") out.push_back({".mode", "must be one of allow, block"});
+  }
+  const auto* found = find_member(v, "countries");
+  if (found == nullptr) return out;
+  const auto& countries = *found;
   if (!countries.IsArray()) {
     out.push_back({".countries", "must be an array"});
   } else if (countries.Empty() || countries.Size() > kMaxCountries) {

@@ -1,8 +1,10 @@
 #include "commands/parse.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <string_view>
+#include <vector>
 
 #include "commands/challenge.h"
 #include "commands/fields.h"
@@ -60,9 +62,18 @@ class BodyReader {
              FieldErrors& errors)
       : body_(body), errors_(errors) {
     std::array<bool, N> seen{};
+    std::vector<std::string_view> ignored;  // the response-only members seen (at most 4)
     for (auto it = body.MemberBegin(); it != body.MemberEnd(); ++it) {
       std::string_view name(it->name.GetString(), it->name.GetStringLength());
-      if (response_only(kind, name)) continue;
+      if (response_only(kind, name)) {
+        // Ignored, but not when ambiguous: a member given twice is 422 whatever it is.
+        if (std::find(ignored.begin(), ignored.end(), name) != ignored.end()) {
+          errors_.add(std::string(name), "is given more than once");
+        } else {
+          ignored.push_back(name);
+        }
+        continue;
+      }
       const FieldDef* def = nullptr;
       for (size_t i = 0; i < N; ++i) {
         if (name == defs[i].name) {

@@ -305,6 +305,20 @@ TEST_CASE("geo_policy") {
         ".mode must be one of allow, block\n"
         ".countries[0] must be an assigned ISO 3166-1 alpha-2 code in upper case\n"
         ".countries[2] repeats US\n");
+  // A missing, unknown or repeated member hid every other problem of the object (was only the
+  // first line of each).
+  CHECK(lines(geo_policy(json(R"({"mode":"sometimes","countries":["xx"],"extra":1})"))) ==
+        " has unknown member \"extra\"\n"
+        ".mode must be one of allow, block\n"
+        ".countries[0] must be an assigned ISO 3166-1 alpha-2 code in upper case\n");
+  CHECK(lines(geo_policy(json("{}"))) ==
+        " is missing member \"mode\"\n"
+        " is missing member \"countries\"\n");
+  CHECK(lines(geo_policy(json(R"({"countries":["xx"],"x":1,"countries":[]})"))) ==
+        " has unknown member \"x\"\n"
+        " has duplicate member \"countries\"\n"
+        " is missing member \"mode\"\n"
+        ".countries[0] must be an assigned ISO 3166-1 alpha-2 code in upper case\n");
 }
 
 TEST_CASE("waf_overrides") {
@@ -407,6 +421,16 @@ TEST_CASE("waf_rule_exclusions") {
         "[1] must be an object\n"
         "[2].remove_rule_ids must hold 1-256 rule ids\n"
         "[3] is missing member \"remove_rule_ids\"\n");
+  CHECK(
+      lines(waf_rule_exclusions(json(
+          R"([{"path_prefix":"nope","remove_rule_ids":[0],"extra":1},{"path_prefix":"nope"},{}])"))) ==
+      "[0] has unknown member \"extra\"\n"
+      "[0].path_prefix must start with '/'\n"
+      "[0].remove_rule_ids[0] must be an integer in 1..99999999\n"
+      "[1] is missing member \"remove_rule_ids\"\n"
+      "[1].path_prefix must start with '/'\n"
+      "[2] is missing member \"path_prefix\"\n"
+      "[2] is missing member \"remove_rule_ids\"\n");
 }
 
 TEST_CASE("is_registrable_domain") {

@@ -134,6 +134,37 @@ TEST_CASE("response-only fields are ignored and nulls mean not given") {
   CHECK(std::get<Webhook>(r.value()).external_id.empty());
 }
 
+TEST_CASE("a member given twice is refused, a response-only one too") {
+  struct Row {
+    Kind kind;
+    std::string body;
+    std::vector<std::string> fields;
+  };
+  const std::string webhook = R"("team_id":"team_a","workload_id":"wl","provider":"gitlab")";
+  const Row rows[] = {
+      {Kind::kWebhook, "{" + webhook + R"(,"status":"active","status":"inactive"})", {"status"}},
+      // Response-only members are ignored, which made a repeated one pass (was 201).
+      {Kind::kWebhook,
+       "{" + webhook + R"(,"status":"active","webhook_id":"a","webhook_id":"b",)" +
+           R"("created_at":1,"created_at":2,"created_at":3})",
+       {"webhook_id", "created_at", "created_at"}},
+      {Kind::kWebhook,
+       "{" + webhook + R"(,"status":"active","updated_at":1,"updated_at":1})",
+       {"updated_at"}},
+      {Kind::kProfile,
+       std::string(kProfile).insert(1, R"("profile_id":"x","deleted_at":0,"profile_id":"y",)"),
+       {"profile_id"}},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.body);
+    auto r = parse(row.kind, row.body.c_str());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Code::kValidationFailed);
+    CHECK(fields_of(r) == join(row.fields));
+    for (const auto& e : r.error().errors) CHECK(e.message == "is given more than once");
+  }
+}
+
 TEST_CASE("webhook rules") {
   struct Row {
     const char* body;
@@ -254,9 +285,13 @@ TEST_CASE("JSON-typed fields nested far beyond their depth limit are refused wit
     REQUIRE_FALSE(doc.HasParseError());
     auto r = parse_spec(Kind::kProfile, Mode::kCreate, doc, FieldPolicy{});
     REQUIRE_FALSE(r.ok());
-    // An exclusion that is not an object is reported at its index.
-    CHECK(fields_of(r) ==
-          std::string(field) + (std::string(field) == "waf_rule_exclusions" ? "[0]" : ""));
+    // An exclusion that is not an object is reported at its index; geo_policy's unknown member
+    // "a" and its two missing ones each have an entry.
+    const std::string want = std::string(field) == "waf_rule_exclusions" ? "waf_rule_exclusions[0]"
+                             : std::string(field) == "geo_policy"
+                                 ? "geo_policy,geo_policy,geo_policy"
+                                 : field;
+    CHECK(fields_of(r) == want);
   }
 }
 
