@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "commands/fields.h"
 #include "core/clock.h"
 #include "core/flags.h"
 #include "http/api.h"
@@ -28,6 +29,14 @@ namespace {
 int fail(const std::string& message) {
   std::cerr << "gatewayd: " << message << std::endl;
   return 1;
+}
+
+// A namespace flag in the form hostnames are compared in (lower case, no trailing dot), so that
+// `--platform-domain Plat.Example.` reserves what `plat.example` does. Empty, or why the value
+// is no hostname.
+std::string domain_flag(const char* name, const std::string& value, std::string* out) {
+  auto problem = gw::fields::hostname(value, out);
+  return problem ? std::string("--") + name + " " + *problem : std::string();
 }
 
 }  // namespace
@@ -93,15 +102,22 @@ int main(int argc, char** argv) {
   if (tokens_file.empty()) tokens_file = data_dir + "/tokens";
   gw::http::ApiConfig api_config;
   api_config.max_request_bytes = server_config.max_request_bytes;
-  api_config.policy.platform_domain = flags.get("platform-domain");
-  api_config.policy.platform_run_domain = flags.get("platform-run-domain");
+  for (auto [name, out] :
+       {std::pair{"platform-domain", &api_config.policy.platform_domain},
+        std::pair{"platform-run-domain", &api_config.policy.platform_run_domain}}) {
+    if (auto problem = domain_flag(name, flags.get(name), out); !problem.empty())
+      return fail(problem);
+  }
   api_config.policy.check_waf_directives = [sandbox =
                                                 waf_sandbox.value().get()](std::string_view text) {
     return gw::sandbox::waf_problem(sandbox->run(text));
   };
-  std::string verification_domain = flags.get("verification-domain");
-  if (verification_domain.empty())
-    verification_domain = "verify." + api_config.policy.platform_domain;
+  std::string verification_domain = "verify." + api_config.policy.platform_domain;
+  if (!flags.get("verification-domain").empty()) {
+    auto problem =
+        domain_flag("verification-domain", flags.get("verification-domain"), &verification_domain);
+    if (!problem.empty()) return fail(problem);
+  }
 
   // Signals are blocked in every thread started from here on; main waits for them below.
   sigset_t signals;
