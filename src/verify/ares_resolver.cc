@@ -19,15 +19,23 @@ struct Query {
   Resolver::Callback callback;
 };
 
-CnameAnswer answer_of(int status, const unsigned char* abuf, int alen) {
+// What a lookup of the CNAME of `name` found.
+CnameAnswer answer_of(int status, const unsigned char* abuf, int alen, std::string_view name) {
   CnameAnswer a;
   a.detail = ares_strerror(status);
   switch (status) {
     case ARES_SUCCESS:
-      if (first_cname_target(abuf, alen, &a.target)) {
-        a.status = CnameAnswer::Status::kFound;
-      } else {
-        a.status = CnameAnswer::Status::kNoCname;
+      switch (cname_in_message(abuf, alen, name, &a.target)) {
+        case CnameInMessage::kFound:
+          a.status = CnameAnswer::Status::kFound;
+          break;
+        case CnameInMessage::kNone:
+          a.status = CnameAnswer::Status::kNoCname;
+          break;
+        case CnameInMessage::kMalformed:
+          a.status = CnameAnswer::Status::kServfail;
+          a.detail = "malformed reply";
+          break;
       }
       break;
     case ARES_ENODATA: a.status = CnameAnswer::Status::kNoCname; break;
@@ -117,6 +125,7 @@ void AresResolver::run() {
   State& s = *state_;
   struct Pending {
     State* state;
+    std::string name;
     Callback callback;
   };
   for (;;) {
@@ -135,13 +144,13 @@ void AresResolver::run() {
     if (stopping) break;
     for (auto& q : starting) {
       ++s.in_flight;
-      auto* pending = new Pending{&s, std::move(q.callback)};
+      auto* pending = new Pending{&s, q.name, std::move(q.callback)};
       ares_query(
           s.channel, q.name.c_str(), ns_c_in, ns_t_cname,
           [](void* arg, int status, int /*timeouts*/, unsigned char* abuf, int alen) {
             std::unique_ptr<Pending> p(static_cast<Pending*>(arg));
             --p->state->in_flight;
-            p->callback(answer_of(status, abuf, alen));
+            p->callback(answer_of(status, abuf, alen, p->name));
           },
           pending);
     }

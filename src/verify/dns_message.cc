@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "core/text.h"
 #include "verify/resolver.h"
 
 namespace gw {
@@ -13,47 +14,65 @@ constexpr int kTypeCname = 5;
 
 int u16(const unsigned char* p) { return (p[0] << 8) | p[1]; }
 
-// Skips a (possibly compressed) name at `p`; the number of bytes it takes, or -1.
-long name_length(const unsigned char* p, const unsigned char* message, int length) {
+// Reads a (possibly compressed) name at `p` into *out; the number of bytes it takes at `p`, or
+// -1 if it does not expand.
+long expand_name(const unsigned char* p, const unsigned char* message, int length,
+                 std::string* out) {
   char* name = nullptr;
   long used = 0;
   if (ares_expand_name(p, message, length, &name, &used) != ARES_SUCCESS) return -1;
+  *out = name;
   ares_free_string(name);
   return used;
 }
 
+long name_length(const unsigned char* p, const unsigned char* message, int length) {
+  std::string ignored;
+  return expand_name(p, message, length, &ignored);
+}
+
 }  // namespace
 
-bool first_cname_target(const unsigned char* message, int length, std::string* target) {
-  if (message == nullptr || length < kHeaderBytes) return false;
+CnameInMessage cname_in_message(const unsigned char* message, int length, std::string_view owner,
+                                std::string* target) {
+  if (message == nullptr || length < kHeaderBytes) return CnameInMessage::kMalformed;
   const unsigned char* end = message + length;
   int questions = u16(message + 4);
   int answers = u16(message + 6);
   const unsigned char* p = message + kHeaderBytes;
   for (int i = 0; i < questions; ++i) {
     long n = name_length(p, message, length);
-    if (n < 0 || end - p < n + 4) return false;
+    if (n < 0 || end - p < n + 4) return CnameInMessage::kMalformed;
     p += n + 4;  // name, type, class
   }
   for (int i = 0; i < answers; ++i) {
-    long n = name_length(p, message, length);
-    if (n < 0 || end - p < n + 10) return false;
+    std::string name;
+    long n = expand_name(p, message, length, &name);
+    if (n < 0 || end - p < n + 10) return CnameInMessage::kMalformed;
     p += n;
     int type = u16(p);
     int rdlength = u16(p + 8);
     p += 10;  // type, class, ttl, rdlength
-    if (end - p < rdlength) return false;
+    if (end - p < rdlength) return CnameInMessage::kMalformed;
     if (type == kTypeCname) {
-      char* name = nullptr;
-      long used = 0;
-      if (ares_expand_name(p, message, length, &name, &used) != ARES_SUCCESS) return false;
-      *target = name;
-      ares_free_string(name);
-      return true;
+      std::string cname;
+      if (expand_name(p, message, length, &cname) != rdlength) return CnameInMessage::kMalformed;
+      if (same_dns_name(name, owner)) {
+        *target = std::move(cname);
+        return CnameInMessage::kFound;
+      }
     }
     p += rdlength;
   }
-  return false;
+  return CnameInMessage::kNone;
+}
+
+bool same_dns_name(std::string_view a, std::string_view b) {
+  auto without_dot = [](std::string_view s) {
+    if (!s.empty() && s.back() == '.') s.remove_suffix(1);
+    return s;
+  };
+  return ascii_iequals(without_dot(a), without_dot(b));
 }
 
 }  // namespace gw

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace gw {
 
@@ -31,8 +32,18 @@ class Resolver {
   virtual void lookup_cname(std::string name, Callback callback) = 0;
 };
 
-// The first CNAME target in a DNS response message, if it has one (DNS wire format, RFC 1035).
-// False when the message has no CNAME answer or cannot be read. Pure; thread-safe.
-bool first_cname_target(const unsigned char* message, int length, std::string* target);
+// What a DNS response message (wire format, RFC 1035) says of the CNAME of `owner`.
+enum class CnameInMessage {
+  kFound,      // *target holds the first CNAME of `owner`, as given
+  kNone,       // no CNAME answer of `owner` (answers of other names are ignored)
+  kMalformed,  // the message cannot be read up to that answer: cut short, a name that does not
+               // expand (a compression loop), or a CNAME whose data is not exactly one name
+};
+// Pure; thread-safe.
+CnameInMessage cname_in_message(const unsigned char* message, int length, std::string_view owner,
+                                std::string* target);
+
+// Whether two DNS names are the same: ASCII case ignored, one trailing dot ignored.
+bool same_dns_name(std::string_view a, std::string_view b);
 
 }  // namespace gw

@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "projections/keys.h"
-#include "core/text.h"
 #include "core/thread_name.h"
 
 namespace gw {
@@ -14,11 +13,6 @@ namespace gw {
 namespace {
 
 using Status = CnameAnswer::Status;
-
-std::string_view without_dot(std::string_view s) {
-  if (!s.empty() && s.back() == '.') s.remove_suffix(1);
-  return s;
-}
 
 // The result of checking `name` against `expected` from what DNS answered.
 CheckResult check(const CnameAnswer& a, const std::string& name, const std::string& expected) {
@@ -39,10 +33,6 @@ CheckResult check(const CnameAnswer& a, const std::string& name, const std::stri
 }
 
 }  // namespace
-
-bool same_dns_name(std::string_view a, std::string_view b) {
-  return ascii_iequals(without_dot(a), without_dot(b));
-}
 
 Verifier::Verifier(const Store& store, Service& service, Resolver& resolver)
     : store_(store), service_(service), resolver_(resolver) {}

@@ -59,7 +59,4 @@ class Verifier {
   LatencyHistogram latency_;
 };
 
-// Whether a CNAME target equals the expected value: ASCII case ignored, one trailing dot ignored.
-bool same_dns_name(std::string_view a, std::string_view b);
-
 }  // namespace gw

@@ -1,10 +1,13 @@
 // Reading CNAME answers from DNS wire-format messages, and comparing names.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "verify/resolver.h"
-#include "verify/verifier.h"
 
 namespace gw {
 namespace {
@@ -26,9 +29,14 @@ void put16(std::vector<unsigned char>* m, int v) {
   m->push_back(static_cast<unsigned char>(v & 0xff));
 }
 
-// A response to a CNAME query for `qname` with the given answers (type, rdata name).
-std::vector<unsigned char> response(const std::string& qname,
-                                    const std::vector<std::pair<int, std::string>>& answers) {
+struct Answer {
+  int type;            // 1 (A) or 5 (CNAME)
+  std::string target;  // a CNAME's target
+  std::string owner;   // empty: a compressed pointer to the question's name
+};
+
+// A response to a CNAME query for `qname` with the given answers.
+std::vector<unsigned char> response(const std::string& qname, const std::vector<Answer>& answers) {
   std::vector<unsigned char> m;
   put16(&m, 0x1234);
   put16(&m, 0x8180);
@@ -39,18 +47,22 @@ std::vector<unsigned char> response(const std::string& qname,
   put_name(&m, qname);
   put16(&m, 5);
   put16(&m, 1);
-  for (const auto& [type, target] : answers) {
-    m.push_back(0xc0);  // compressed pointer to the question name at offset 12
-    m.push_back(12);
-    put16(&m, type);
+  for (const auto& a : answers) {
+    if (a.owner.empty()) {
+      m.push_back(0xc0);  // compressed pointer to the question name at offset 12
+      m.push_back(12);
+    } else {
+      put_name(&m, a.owner);
+    }
+    put16(&m, a.type);
     put16(&m, 1);
     put16(&m, 0);
     put16(&m, 60);
     std::vector<unsigned char> rdata;
-    if (type == 1) {
+    if (a.type == 1) {
       rdata = {127, 0, 0, 1};
     } else {
-      put_name(&rdata, target);
+      put_name(&rdata, a.target);
     }
     put16(&m, static_cast<int>(rdata.size()));
     m.insert(m.end(), rdata.begin(), rdata.end());
@@ -58,22 +70,70 @@ std::vector<unsigned char> response(const std::string& qname,
   return m;
 }
 
-TEST_CASE("the first CNAME answer is read, compressed owner names included") {
-  auto m = response("_gateway-verify.shop.example.com", {{5, "gv-1.verify.platform.test"}});
+CnameInMessage read(const std::vector<unsigned char>& m, std::string_view owner,
+                    std::string* target, size_t length = SIZE_MAX) {
+  return cname_in_message(m.data(), static_cast<int>(std::min(length, m.size())), owner, target);
+}
+
+TEST_CASE("the CNAME of the asked name is read, compressed owner names included") {
+  const std::string q = "_gateway-verify.shop.example.com";
+  auto m = response(q, {{5, "gv-1.verify.platform.test", ""}});
   std::string target;
-  REQUIRE(first_cname_target(m.data(), static_cast<int>(m.size()), &target));
+  REQUIRE(read(m, q, &target) == CnameInMessage::kFound);
+  CHECK(target == "gv-1.verify.platform.test");
+  // Owners compare as DNS names do.
+  target.clear();
+  REQUIRE(read(m, "_GATEWAY-verify.Shop.example.com.", &target) == CnameInMessage::kFound);
   CHECK(target == "gv-1.verify.platform.test");
 }
 
-TEST_CASE("an answer without a CNAME, or a truncated message, yields none") {
-  auto a_only = response("x.example.com", {{1, ""}});
+// A CNAME of another owner was taken as the asked name's (the domain verified).
+TEST_CASE("a CNAME of another name is not the asked name's") {
+  const std::string q = "_gateway-verify.owner.example.com";
   std::string target;
-  CHECK_FALSE(first_cname_target(a_only.data(), static_cast<int>(a_only.size()), &target));
-  auto m = response("x.example.com", {{5, "t.example.net"}});
+  auto other = response(q, {{5, "gv-1.verify.platform.test", "unrelated.example"}});
+  CHECK(read(other, q, &target) == CnameInMessage::kNone);
+  CHECK(target.empty());
+  auto both = response(q, {{5, "gv-1.verify.platform.test", "unrelated.example"},
+                           {5, "gv-2.verify.platform.test", ""}});
+  REQUIRE(read(both, q, &target) == CnameInMessage::kFound);
+  CHECK(target == "gv-2.verify.platform.test");
+  auto a_only = response(q, {{1, "", ""}});
+  CHECK(read(a_only, q, &target) == CnameInMessage::kNone);
+}
+
+// A reply cut short or with a looping name was "no CNAME" (the README has it as servfail).
+TEST_CASE("a reply that cannot be read is malformed, not a name without a CNAME") {
+  const std::string q = "x.example.com";
+  std::string target;
+  auto m = response(q, {{5, "t.example.net", ""}});
   for (size_t cut : {size_t{0}, size_t{5}, size_t{20}, m.size() - 3}) {
     CAPTURE(cut);
-    CHECK_FALSE(first_cname_target(m.data(), static_cast<int>(cut), &target));
+    CHECK(read(m, q, &target, cut) == CnameInMessage::kMalformed);
   }
+  CHECK(cname_in_message(nullptr, 0, q, &target) == CnameInMessage::kMalformed);
+
+  // RDLENGTH claims more bytes than the message has.
+  auto longer = m;
+  const size_t rdlength_at = m.size() - 15 - 2;  // "t.example.net" takes 15 bytes
+  REQUIRE(longer[rdlength_at + 1] == 15);
+  longer[rdlength_at + 1] = 64;
+  CHECK(read(longer, q, &target) == CnameInMessage::kMalformed);
+
+  // The CNAME's data is a compression pointer to itself.
+  auto loop = m;
+  loop.resize(rdlength_at);
+  put16(&loop, 2);
+  loop.push_back(static_cast<unsigned char>(0xc0 | ((rdlength_at + 2) >> 8)));
+  loop.push_back(static_cast<unsigned char>((rdlength_at + 2) & 0xff));
+  CHECK(read(loop, q, &target) == CnameInMessage::kMalformed);
+
+  // Bytes after the name, inside RDLENGTH.
+  auto padded = m;
+  padded[rdlength_at + 1] = 16;
+  padded.push_back(0);
+  CHECK(read(padded, q, &target) == CnameInMessage::kMalformed);
+  CHECK(target.empty());
 }
 
 TEST_CASE("CNAME targets compare without case and one trailing dot") {
