@@ -7,6 +7,14 @@
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
 #include <vector>
 
 namespace gw {
@@ -120,6 +128,51 @@ std::vector<rocksdb::ColumnFamilyDescriptor> column_families() {
   };
 }
 
+// RocksDB's info log, `LOG` in the data dir (the previous run's is kept as `LOG.old`). RocksDB's
+// own logger writes through a file writer that, in Debian's build (assertions on), aborts the
+// process on the next write after a failed one: on a full disk the first line logged after the
+// failure killed gatewayd, at run time and again at every start. A line this one cannot write is
+// dropped; the write after it is tried as usual.
+class InfoLog final : public rocksdb::Logger {
+ public:
+  explicit InfoLog(const std::string& path) {
+    ::rename(path.c_str(), (path + ".old").c_str());
+    file_ = std::fopen(path.c_str(), "we");
+  }
+  ~InfoLog() override {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    if (file_ == nullptr) return;
+    char line[1024];
+    timeval now;
+    gettimeofday(&now, nullptr);
+    tm t;
+    localtime_r(&now.tv_sec, &t);
+    int n = std::snprintf(line, sizeof line, "%04d/%02d/%02d-%02d:%02d:%02d.%06ld ",
+                          t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec,
+                          static_cast<long>(now.tv_usec));
+    if (n < 0) return;
+    va_list copy;
+    va_copy(copy, ap);
+    int m = std::vsnprintf(line + n, sizeof line - n, format, copy);
+    va_end(copy);
+    if (m < 0) return;
+    size_t size = std::min(sizeof line - 1, static_cast<size_t>(n) + static_cast<size_t>(m));
+    line[size++] = '\n';
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::fwrite(line, 1, size, file_) != size || std::fflush(file_) != 0) {
+      std::clearerr(file_);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::FILE* file_ = nullptr;
+};
+
 }  // namespace
 
 // Counts the memtables of projections that RocksDB sealed (made immutable, to be flushed).
@@ -159,6 +212,9 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& dir, rocksdb::Env*
   if (env != nullptr) options.env = env;
   auto seals = std::make_shared<MemtableSeals>();
   options.listeners.push_back(seals);
+  std::error_code ignored;  // RocksDB reports a dir it cannot make
+  std::filesystem::create_directories(dir, ignored);
+  options.info_log = std::make_shared<InfoLog>(dir + "/LOG");
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   auto s = rocksdb::DB::Open(options, dir, column_families(), &handles, &raw);

@@ -176,5 +176,30 @@ TEST_CASE("a failed disk write stops writes, fails the health checks, and a rest
   CHECK(api.post("/v1/webhook", webhook_body(kTeamA, "after-restart")).status == 201);
 }
 
+// RocksDB's own info log (`LOG`) aborted gatewayd on a full disk: Debian's librocksdb asserts on
+// the next write to it after a failed one. A limit of 4 KB fails that log within the first lines
+// it writes at start, so gatewayd died with SIGABRT on every start; with it, and with the
+// write-ahead log full soon after, gatewayd must run, refuse writes with 503 and exit 0.
+TEST_CASE("a disk too full for RocksDB's info log neither stops gatewayd nor its shutdown") {
+  Server server;
+  Api api(server, kTeamA);
+  Response first = api.post("/v1/webhook", webhook_body(kTeamA, "before"));
+  REQUIRE(first.status == 201);
+  REQUIRE(server.stop().success());
+  server.restart(4096);
+  INFO("server output: ", server.output());
+  CHECK(api.get(item_path(kWebhook, str(json(first), "webhook_id"))).status == 200);
+  Response failed;
+  for (int n = 0; n < 1000 && failed.status == 0; ++n) {
+    Response r = api.post("/v1/webhook", webhook_body(kTeamA, "full-" + std::to_string(n)));
+    if (r.status != 201) failed = r;
+  }
+  check_problem(failed, 503, "unavailable");
+  CHECK(server.wait_for_line("gatewayd: writes stopped:").has_value());
+  CHECK(unauthenticated(server, "/healthz").status == 503);
+  CHECK(server.stop().success());
+  CHECK(server.output().find("Assertion") == std::string::npos);
+}
+
 }  // namespace
 }  // namespace gw::itest
