@@ -209,6 +209,12 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& dir, rocksdb::Env*
   options.create_missing_column_families = true;
   options.max_background_jobs = 2;
   options.bytes_per_sync = 1 << 20;
+  // A record that cannot be read at the very end of the write-ahead log is a write a crash cut
+  // short, never acknowledged (a 201 waits for the sync), so it is dropped. Anywhere else it is
+  // damage to acknowledged events: RocksDB's default (point-in-time recovery) replays up to it and
+  // silently drops everything after it, and the log would then reuse their sequence numbers for
+  // new events. So the open fails instead, with RocksDB's "Corruption: ..." (restore a backup).
+  options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   if (env != nullptr) options.env = env;
   auto seals = std::make_shared<MemtableSeals>();
   options.listeners.push_back(seals);
