@@ -94,6 +94,14 @@ int main(int argc, char** argv) {
   auto dns_tries = gw::parse_int(flags.get("dns-tries"), 1, 10);
   if (!dns_timeout) return fail("--dns-timeout-ms must be 10..60000");
   if (!dns_tries) return fail("--dns-tries must be 1..10");
+  // Kafka's rule for topic names (an empty one was used as is, and a real broker refuses it).
+  const std::string topic = flags.get("kafka-topic");
+  if (topic.empty() || topic.size() > 249 || topic == "." || topic == ".." ||
+      topic.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+          std::string::npos) {
+    return fail("--kafka-topic must be 1-249 of a-z, A-Z, 0-9, '.', '_' and '-', not . or ..");
+  }
   server_config.threads = static_cast<int>(*threads);
   server_config.max_request_bytes = static_cast<size_t>(*max_bytes);
 

@@ -219,6 +219,16 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
     CHECK(bad.status.code != 0);
     CHECK(bad.err.find("--read-cache-mb must be 0..1048576") != std::string::npos);
   }
+  // An empty topic was used as is.
+  for (const std::string& value :
+       std::vector<std::string>{"", "bad topic", "..", std::string(250, 't')}) {
+    CommandResult bad =
+        run({"--listen", "127.0.0.1:0", "--data-dir", dir.path(), "--kafka-topic", value});
+    CAPTURE(bad.err);
+    CHECK(bad.status.exited);
+    CHECK(bad.status.code != 0);
+    CHECK(bad.err.find("--kafka-topic must be 1-249 of") != std::string::npos);
+  }
 
   Server server;
   std::string port = std::to_string(std::stoi(server.url().substr(server.url().rfind(':') + 1)));
