@@ -4,7 +4,6 @@
 #include <array>
 #include <cctype>
 #include <string_view>
-#include <vector>
 
 #include "commands/challenge.h"
 #include "commands/fields.h"
@@ -44,10 +43,13 @@ bool has_type(const rapidjson::Value& v, Type t) {
   return false;
 }
 
-// Response-only members: ignored when sent, so GET-edit-PUT works.
-bool response_only(Kind kind, std::string_view name) {
-  return name == id_field(kind) || name == "created_at" || name == "updated_at" ||
-         name == "deleted_at";
+// Response-only members: ignored when sent, so GET-edit-PUT works. Which one `name` is (0..3),
+// or -1 for any other member.
+int response_only(Kind kind, std::string_view name) {
+  const std::array<std::string_view, 4> names = {id_field(kind), "created_at", "updated_at",
+                                                 "deleted_at"};
+  auto it = std::find(names.begin(), names.end(), name);
+  return it == names.end() ? -1 : static_cast<int>(it - names.begin());
 }
 
 bool failed(const fields::Problem& p) { return p.has_value(); }
@@ -62,16 +64,13 @@ class BodyReader {
              FieldErrors& errors)
       : body_(body), errors_(errors) {
     std::array<bool, N> seen{};
-    std::vector<std::string_view> ignored;  // the response-only members seen (at most 4)
+    std::array<bool, 4> ignored{};  // the response-only members seen
     for (auto it = body.MemberBegin(); it != body.MemberEnd(); ++it) {
       std::string_view name(it->name.GetString(), it->name.GetStringLength());
-      if (response_only(kind, name)) {
+      if (int i = response_only(kind, name); i >= 0) {
         // Ignored, but not when ambiguous: a member given twice is 422 whatever it is.
-        if (std::find(ignored.begin(), ignored.end(), name) != ignored.end()) {
-          errors_.add(std::string(name), "is given more than once");
-        } else {
-          ignored.push_back(name);
-        }
+        if (ignored[i]) errors_.add(std::string(name), "is given more than once");
+        ignored[i] = true;
         continue;
       }
       const FieldDef* def = nullptr;

@@ -10,11 +10,13 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace gw {
@@ -128,7 +130,8 @@ std::vector<rocksdb::ColumnFamilyDescriptor> column_families() {
   };
 }
 
-// RocksDB's info log, `LOG` in the data dir (the previous run's is kept as `LOG.old`). RocksDB's
+// RocksDB's info log, `LOG` in the data dir (an earlier run's is renamed `LOG.old.<microseconds>`,
+// as RocksDB names them, so its keep_log_file_num still removes the oldest). RocksDB's
 // own logger writes through a file writer that, in Debian's build (assertions on), aborts the
 // process on the next write after a failed one: on a full disk the first line logged after the
 // failure killed gatewayd, at run time and again at every start. A line this one cannot write is
@@ -136,7 +139,9 @@ std::vector<rocksdb::ColumnFamilyDescriptor> column_families() {
 class InfoLog final : public rocksdb::Logger {
  public:
   explicit InfoLog(const std::string& path) {
-    ::rename(path.c_str(), (path + ".old").c_str());
+    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    ::rename(path.c_str(), (path + ".old." + std::to_string(micros.count())).c_str());
     file_ = std::fopen(path.c_str(), "we");
   }
   ~InfoLog() override {
@@ -146,24 +151,28 @@ class InfoLog final : public rocksdb::Logger {
   using rocksdb::Logger::Logv;
   void Logv(const char* format, va_list ap) override {
     if (file_ == nullptr) return;
-    char line[1024];
     timeval now;
     gettimeofday(&now, nullptr);
     tm t;
     localtime_r(&now.tv_sec, &t);
-    int n = std::snprintf(line, sizeof line, "%04d/%02d/%02d-%02d:%02d:%02d.%06ld ",
+    char stamp[32];
+    int n = std::snprintf(stamp, sizeof stamp, "%04d/%02d/%02d-%02d:%02d:%02d.%06ld ",
                           t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec,
                           static_cast<long>(now.tv_usec));
-    if (n < 0) return;
+    // Statistics dumps run to several KB; like RocksDB's logger, keep up to 64 KB of a line.
+    std::string line(stamp, std::max(n, 0));
     va_list copy;
     va_copy(copy, ap);
-    int m = std::vsnprintf(line + n, sizeof line - n, format, copy);
+    int m = std::vsnprintf(nullptr, 0, format, copy);
     va_end(copy);
     if (m < 0) return;
-    size_t size = std::min(sizeof line - 1, static_cast<size_t>(n) + static_cast<size_t>(m));
-    line[size++] = '\n';
+    const size_t at = line.size();
+    line.resize(at + std::min(m, 65535) + 1);
+    std::vsnprintf(line.data() + at, line.size() - at, format, ap);
+    line.pop_back();  // vsnprintf's terminating zero
+    if (line.empty() || line.back() != '\n') line.push_back('\n');
     std::lock_guard<std::mutex> lock(mu_);
-    if (std::fwrite(line, 1, size, file_) != size || std::fflush(file_) != 0) {
+    if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
       std::clearerr(file_);
     }
   }
