@@ -26,11 +26,6 @@ long expand_name(const unsigned char* p, const unsigned char* message, int lengt
   return used;
 }
 
-long name_length(const unsigned char* p, const unsigned char* message, int length) {
-  std::string ignored;
-  return expand_name(p, message, length, &ignored);
-}
-
 }  // namespace
 
 CnameInMessage cname_in_message(const unsigned char* message, int length, std::string_view owner,
@@ -40,13 +35,13 @@ CnameInMessage cname_in_message(const unsigned char* message, int length, std::s
   int questions = u16(message + 4);
   int answers = u16(message + 6);
   const unsigned char* p = message + kHeaderBytes;
+  std::string name;
   for (int i = 0; i < questions; ++i) {
-    long n = name_length(p, message, length);
+    long n = expand_name(p, message, length, &name);
     if (n < 0 || end - p < n + 4) return CnameInMessage::kMalformed;
     p += n + 4;  // name, type, class
   }
   for (int i = 0; i < answers; ++i) {
-    std::string name;
     long n = expand_name(p, message, length, &name);
     if (n < 0 || end - p < n + 10) return CnameInMessage::kMalformed;
     p += n;
