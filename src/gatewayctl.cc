@@ -86,12 +86,14 @@ int token_create(int argc, char** argv) {
   if (auto exit = parse(flags, argc, argv, 3, {"tokens-file", "tenant"})) return *exit;
   auto token =
       gw::http::create_token(flags.get("tokens-file"), flags.get("tenant"), flags.get("name"));
-  if (!token.ok()) {
-    std::cerr << "gatewayctl: " << token.error().detail;
-    for (const auto& e : token.error().errors) std::cerr << "; " << e.field << " " << e.message;
-    std::cerr << "\n";
-    return 1;
+  if (!token.ok() && token.error().code == gw::Code::kValidationFailed) {
+    // A flag value that is not what the flag takes.
+    for (const auto& e : token.error().errors) {
+      std::cerr << "gatewayctl: --" << e.field << " " << e.message << "\n";
+    }
+    return 2;
   }
+  if (!token.ok()) return fail(token.error().detail);
   std::cout << token.value() << std::endl;
   return 0;
 }

@@ -25,11 +25,22 @@ int64_t steady_ms() {
       .count();
 }
 
+// What tells a changed file: a `chmod` changes the mode only, not the modification time.
 std::string stamp_of(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return "missing";
   return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
+         std::to_string(st.st_mode);
+}
+
+// Whoever may write the tokens file can add a token for any tenant.
+bool writable_by_others(const struct stat& st) { return (st.st_mode & (S_IWGRP | S_IWOTH)) != 0; }
+
+std::string writable_by_others_problem(const std::string& path) {
+  return path +
+         " may be written by group or others, who could add a token for any tenant (chmod go-w " +
+         path + ")";
 }
 
 // Why `name` cannot name a token ("must be ..."); nullptr when it can.
@@ -76,6 +87,13 @@ void TokenStore::maybe_reload(bool force) {
   if (stamp == file_stamp_) return;
   auto map = std::make_shared<Map>();
   std::ifstream in(path_);
+  struct stat st {};
+  if (in && ::stat(path_.c_str(), &st) == 0 && writable_by_others(st)) {
+    // Said each time the file changes, like an ignored line; no token is accepted meanwhile.
+    std::fprintf(stderr, "gatewayd: no token accepted: %s\n",
+                 writable_by_others_problem(path_).c_str());
+    in.close();
+  }
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
     if (line.empty() || line[0] == '#') continue;
@@ -132,11 +150,18 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
   std::string line = sha256_hex(token) + " " + tenant + " " + name + "\n";
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return make_error(Code::kUnavailable, "cannot open " + path);
-  // A file edited by hand may lack its last newline: the new line must not join the last one.
   struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return make_error(Code::kUnavailable, "cannot stat " + path);
+  }
+  if (writable_by_others(st)) {
+    ::close(fd);
+    return make_error(Code::kUnavailable, writable_by_others_problem(path));
+  }
+  // A file edited by hand may lack its last newline: the new line must not join the last one.
   char last = '\n';
-  if (::fstat(fd, &st) == 0 && st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 &&
-      last != '\n')
+  if (st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n')
     line.insert(line.begin(), '\n');
   bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
             ::fsync(fd) == 0;

@@ -1,7 +1,8 @@
 // API tokens. The tokens file holds one line per token: `<sha256-hex of token> <tenant> <name>`
 // (blank lines and lines starting with '#' are ignored); tokens themselves are never stored.
 // TokenStore re-reads the file when it changes (checked at most every 250 ms, and at once when a
-// presented token is unknown, so a token created with gatewayctl works immediately).
+// presented token is unknown, so a token created with gatewayctl works immediately). It accepts no
+// token from a file that group or others may write: they could add one for any tenant.
 // Thread-safe: lookups read an immutable snapshot published through an atomic shared_ptr.
 #pragma once
 
@@ -44,9 +45,10 @@ class TokenStore {
   std::string file_stamp_;          // GUARDED_BY(reload_mu_): inode, size, mtime
 };
 
-// Appends a new token for `tenant` to the tokens file (created 0600 if missing) and returns the
-// token. kInvalidQuery-free: fails with kValidationFailed for a bad tenant or name, kUnavailable
-// if the file cannot be written.
+// Appends a new token for `tenant` to the tokens file (created 0600 if missing; an existing file
+// keeps its mode) and returns the token. Fails with kValidationFailed for a bad tenant or name
+// (its field errors name `tenant` and `name`), kUnavailable if the file cannot be written or may
+// be written by group or others (TokenStore accepts no token from such a file).
 Result<std::string> create_token(const std::string& path, const std::string& tenant,
                                  const std::string& name);
 

@@ -1,6 +1,9 @@
 // Authentication and tenant binding: 401 before 400 before 403; the tokens file is re-read.
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "integration/fixture.h"
 
@@ -197,6 +200,81 @@ TEST_CASE("the tokens file: the name verifier is reserved, and lines gatewayd ig
   CHECK(out.find(file + " line 7 ignored: expected three fields") != std::string::npos);
   CHECK(out.find(" line 4 ") == std::string::npos);
   CHECK(out.find(std::string(64, 'a')) == std::string::npos);  // no line is echoed
+}
+
+// A bad --tenant or --name exited 1 with "the request body breaks one or more field rules", a
+// failure's exit code and an HTTP API's words for what is a usage error of the command.
+TEST_CASE("gatewayctl token create: a bad --tenant or --name is a usage error, exit 2") {
+  Server server;
+  struct Row {
+    std::string tenant, name, message;
+  };
+  const std::vector<Row> rows{
+      {"bad team!", "ok", "gatewayctl: --tenant must be 1-128 characters of A-Z a-z 0-9 _ . -\n"},
+      {"team_a", "a\tb", "gatewayctl: --name must be 1-64 characters of A-Z a-z 0-9 _ . -\n"},
+      {"team_a", "verifier", "gatewayctl: --name verifier is reserved"},
+  };
+  std::ostringstream before;
+  before << std::ifstream(server.tokens_file()).rdbuf();
+  for (const auto& row : rows) {
+    CAPTURE(row.tenant);
+    CAPTURE(row.name);
+    testing::CommandResult r =
+        testing::run_command({GATEWAYCTL_PATH, "token", "create", "--tokens-file",
+                              server.tokens_file(), "--tenant", row.tenant, "--name", row.name},
+                             testing::ChildEnv{{"GATEWAY_"}, {}});
+    CHECK(r.status.exited);
+    CHECK(r.status.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.starts_with(row.message));
+    CHECK(r.err.find("request body") == std::string::npos);
+  }
+  std::ostringstream after;
+  after << std::ifstream(server.tokens_file()).rdbuf();
+  CHECK(after.str() == before.str());  // nothing appended
+}
+
+// Whoever may write the tokens file can add a token for any tenant. gatewayctl appended to such a
+// file, and gatewayd took every token in it.
+TEST_CASE("a tokens file group or others may write: no token from it is accepted, none is added") {
+  Server server;
+  const std::string file = server.tokens_file();
+  std::string before_token = server.new_token(kTeamA, "before");
+  REQUIRE(Api(server, before_token, std::string(kTeamA)).get("/v1/webhook").status == 200);
+  for (mode_t mode : {0620, 0602}) {
+    CAPTURE(mode);
+    REQUIRE(::chmod(file.c_str(), mode) == 0);
+    testing::CommandResult r = testing::run_command(
+        {GATEWAYCTL_PATH, "token", "create", "--tokens-file", file, "--tenant", "team_a"},
+        testing::ChildEnv{{"GATEWAY_"}, {}});
+    CHECK(r.status.exited);
+    CHECK(r.status.code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err == "gatewayctl: " + file +
+                       " may be written by group or others, who could add a token for any "
+                       "tenant (chmod go-w " +
+                       file + ")\n");
+    // The token made before the file was opened up is refused too: anyone could have added it.
+    // (The file is looked at again at most every 250 ms while known tokens come.)
+    Response refused = Api(server, before_token, std::string(kTeamA)).get("/v1/webhook");
+    for (int i = 0; i < 40 && refused.status == 200; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      refused = Api(server, before_token, std::string(kTeamA)).get("/v1/webhook");
+    }
+    check_problem(refused, 401, "unauthorized");
+    CHECK(server.output().find("gatewayd: no token accepted: " + file + " may be written by") !=
+          std::string::npos);
+  }
+  // Closed again, the file is read again (a chmod changes no modification time).
+  REQUIRE(::chmod(file.c_str(), 0640) == 0);
+  CHECK(Api(server, before_token, std::string(kTeamA)).get("/v1/webhook").status == 200);
+  CHECK(Api(server, kTeamA).get("/v1/webhook").status == 200);
+  // An existing file keeps its mode; a new line is added as before.
+  std::string added = server.new_token(kTeamA, "added");
+  CHECK(Api(server, added, std::string(kTeamA)).get("/v1/webhook").status == 200);
+  struct stat st {};
+  REQUIRE(::stat(file.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0640);
 }
 
 // X-Tenant-ID and Idempotency-Key kept a trailing blank before (403, a new key); Authorization and
