@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
 
 #include "commands/fields.h"
 #include "http/openapi.h"
@@ -69,7 +70,6 @@ std::optional<uint64_t> parse_in_range(std::string_view s, uint64_t min, uint64_
   return v;
 }
 
-// "application/json", optionally with charset=utf-8 (the only parameter meaningful for JSON).
 // Whether a JSON text that RapidJSON accepted escapes a low surrogate (\uDC00-\uDFFF) that does not
 // follow a high one. RapidJSON refuses an unpaired high surrogate but stores an unpaired low one
 // as the three bytes of its code point, which is not UTF-8 (and would be served as it is). In
@@ -101,6 +101,21 @@ bool has_unpaired_low_surrogate(std::string_view json) {
   return false;
 }
 
+// The invalid_json detail of a body RapidJSON refused: what is wrong, and where. A number beyond
+// a double's range (1e400) is JSON by its grammar; it cannot be kept, so it is refused as well.
+std::string json_error_detail(rapidjson::ParseErrorCode code, size_t offset) {
+  const std::string at = " (at byte " + std::to_string(offset) + ")";
+  if (code == rapidjson::kParseErrorNumberTooBig) {
+    return "the body has a number beyond the range of a double" + at;
+  }
+  // RapidJSON's English messages are sentences: "Invalid encoding in string."
+  std::string why = rapidjson::GetParseError_En(code);
+  if (why.ends_with('.')) why.pop_back();
+  if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+  return "the body is not valid UTF-8 JSON: " + why + at;
+}
+
+// "application/json", optionally with charset=utf-8 (the only parameter meaningful for JSON).
 bool is_json_media_type(std::string_view ct) {
   for (bool first = true;; first = false) {
     const size_t semi = ct.find(';');
@@ -431,8 +446,8 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode) {
                                                               ctx.request.body.size());
   }
   if (doc.HasParseError()) {
-    ctx.fail(make_error(Code::kInvalidJson, "the body is not valid UTF-8 JSON (at byte " +
-                                                std::to_string(doc.GetErrorOffset()) + ")"));
+    ctx.fail(make_error(Code::kInvalidJson,
+                        json_error_detail(doc.GetParseError(), doc.GetErrorOffset())));
     return std::nullopt;
   }
   if (has_unpaired_low_surrogate(ctx.request.body)) {

@@ -225,6 +225,34 @@ TEST_CASE("deeply nested JSON is parsed without recursion and refused by the fie
 
 // Each of these was served back as bytes that are not UTF-8 (an escaped low surrogate without its
 // high half was stored, an undecodable path or member name was echoed) or echoed at any size.
+// Every body RapidJSON refused got "not valid UTF-8 JSON (at byte N)", a number beyond a double's
+// range (1e400, valid by JSON's grammar) too; the detail now says what is wrong.
+TEST_CASE("the invalid_json detail says what is wrong and where") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"a":1e400})", "the body has a number beyond the range of a double (at byte 5)"},
+      {R"({"a":-1e400})", "the body has a number beyond the range of a double (at byte 5)"},
+      {R"({"a":1,})",
+       "the body is not valid UTF-8 JSON: missing a name for object member (at "
+       "byte 7)"},
+      {"{\"a\":\"\xff\"}",
+       "the body is not valid UTF-8 JSON: invalid encoding in string (at "
+       "byte 6)"},
+      {R"({"a":"\ud800"})",
+       "the body is not valid UTF-8 JSON: the surrogate pair in string is "
+       "invalid (at byte 6)"},
+      {"{", "the body is not valid UTF-8 JSON: missing a name for object member (at byte 1)"},
+  };
+  for (const auto& [body, detail] : cases) {
+    CAPTURE(body);
+    Response r = api.post("/v1/webhook", body);
+    check_problem(r, 400, "invalid_json");
+    CHECK(str(json(r), "detail") == detail);
+  }
+  CHECK(total(api, kWebhook) == 0);
+}
+
 TEST_CASE("bodies and errors stay UTF-8 and errors stay small") {
   Server server;
   Api api(server, kTeamA);
