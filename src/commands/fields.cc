@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/text.h"
 
+#include <arpa/inet.h>
 #include <libpsl.h>
 
 #include <algorithm>
@@ -116,9 +117,57 @@ Problem split_list(std::string_view in, std::vector<std::string_view>* items) {
   }
 }
 
-// Host of an origin: `localhost`, an IPv4 literal, or a lower-case hostname without trailing dot.
+// An IPv6 address as an origin shows it (the WHATWG URL serializer, which browsers use for the
+// Origin header): eight groups of lower-case hex without leading zeros, the longest run of two or
+// more zero groups (the first of equal ones) as "::", and no dotted IPv4 part. nullopt if `text`
+// is no IPv6 address.
+std::optional<std::string> browser_ipv6(std::string_view text) {
+  unsigned char bytes[16];
+  const std::string copy(text);
+  if (::inet_pton(AF_INET6, copy.c_str(), bytes) != 1) return std::nullopt;
+  std::array<unsigned, 8> groups{};
+  for (size_t i = 0; i < 8; ++i) groups[i] = (bytes[2 * i] << 8) | bytes[2 * i + 1];
+  size_t best_at = 8, best_len = 1;
+  for (size_t i = 0; i < 8;) {
+    size_t j = i;
+    while (j < 8 && groups[j] == 0) ++j;
+    if (j - i > best_len) best_at = i, best_len = j - i;
+    i = j == i ? i + 1 : j;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < 8; ++i) {
+    if (i == best_at) {
+      out += i == 0 ? "::" : ":";
+      i += best_len - 1;
+      continue;
+    }
+    bool leading = true;
+    for (int shift = 12; shift >= 0; shift -= 4) {
+      const unsigned digit = (groups[i] >> shift) & 0xf;
+      if (leading && digit == 0 && shift != 0) continue;
+      leading = false;
+      out.push_back(kHex[digit]);
+    }
+    if (i != 7) out.push_back(':');
+  }
+  return out;
+}
+
+// Host of an origin: `localhost`, an IPv4 literal, an IPv6 literal in brackets as browsers write
+// it, or a lower-case hostname without trailing dot.
 Problem origin_host(std::string_view host) {
   if (host == "localhost" || is_ipv4(host)) return std::nullopt;
+  if (host.starts_with('[')) {
+    if (!host.ends_with(']')) return "origin hosts in brackets must be IPv6 addresses";
+    auto canonical = browser_ipv6(host.substr(1, host.size() - 2));
+    if (!canonical) return "origin hosts in brackets must be IPv6 addresses";
+    if (host.substr(1, host.size() - 2) != *canonical) {
+      // An Origin header never matches another spelling of the address.
+      return "IPv6 origin hosts must be written as browsers send them: [" + *canonical + "]";
+    }
+    return std::nullopt;
+  }
   std::string normalized;
   if (auto p = hostname(host, &normalized)) return "origin host " + *p;
   if (normalized != host) return "origin hosts must be lower case without a trailing dot";
@@ -138,10 +187,18 @@ Problem origin(std::string_view o) {
   std::string_view rest = *after;
   if (rest.find_first_of(" \t") != std::string_view::npos)
     return "must separate origins with commas";
-  if (rest.starts_with('[')) return "origin hosts must be hostnames, IPv4 addresses or localhost";
   if (rest.find_first_of("/?#@\\") != std::string_view::npos)
     return "origins must be scheme://host[:port] with no path, query or userinfo";
+  // The port's colon: the last one, after the closing bracket of an IPv6 host.
   size_t colon = rest.rfind(':');
+  if (rest.starts_with('[')) {
+    const size_t close = rest.find(']');
+    colon = close == std::string_view::npos || close + 1 == rest.size() ? std::string_view::npos
+                                                                        : close + 1;
+    if (colon != std::string_view::npos && rest[colon] != ':') {
+      return "origins must be scheme://host[:port] with no path, query or userinfo";
+    }
+  }
   if (colon != std::string_view::npos) {
     if (!is_port(rest.substr(colon + 1))) return "origin ports must be 1-65535";
     rest = rest.substr(0, colon);

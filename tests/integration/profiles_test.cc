@@ -145,6 +145,8 @@ TEST_CASE("profile field rules, one value at a time") {
       {"cors_origins", R"("*")", true},
       {"cors_origins", R"("*,https://a.example.com")", false},
       {"cors_origins", R"("https://a.example.com/path")", false},
+      {"cors_origins", R"("http://[::1]:3000, https://[2001:db8::7]")", true},
+      {"cors_origins", R"("https://[2001:DB8::7]")", false},
       {"cors_methods", R"("GET,HEAD,POST,PUT,PATCH,DELETE,OPTIONS")", true},
       {"cors_methods", R"("CONNECT")", false},
       {"geo_policy", "null", true},
