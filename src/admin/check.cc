@@ -85,6 +85,8 @@ Result<std::string> compare_projections(const Store& store, const LogFold& fold,
   std::string value;
   bool more = replay(&key, &value);
   for (; it->Valid() || more; ++*compared) {
+    // A block that cannot be read ends the iteration early: no finding about the read model.
+    if (!it->Valid() && !it->status().ok()) break;
     const std::string_view stored_key(it->Valid() ? it->key().data() : nullptr,
                                       it->Valid() ? it->key().size() : 0);
     if (it->Valid() &&

@@ -253,7 +253,12 @@ struct Api::Context {
     metrics->record(route, kind_index, r.status, seconds);
     respond(std::move(r));
   }
-  void fail(const Error& e) { reply(problem(e)); }
+  // A read's 503 is no failed write: it says so.
+  void fail(const Error& e) {
+    const bool reads = request.method == "GET" || request.method == "HEAD";
+    log_hidden_detail(e, request.method, request.path);
+    reply(problem(e, reads ? kCannotRead : kCannotWrite));
+  }
   // Query parameters other than `allowed` (and filters accepted by `filter_ok`) are refused.
   bool check_query(std::initializer_list<std::string_view> allowed,
                    const std::function<bool(std::string_view)>& filter_ok = nullptr) {
@@ -356,9 +361,7 @@ void Api::handle(Request req, Respond respond) {
     } else if (t.route == Route::kOpenapi) {
       ctx->reply(json_reply(200, std::string(openapi_json())));
     } else if ((t.route == Route::kReadyz || t.route == Route::kHealthz) && !writable_()) {
-      ctx->fail(make_error(Code::kUnavailable,
-                           "writes stopped after a failed write to the data dir (disk full or I/O "
-                           "error); restart gatewayd to recover"));
+      ctx->reply(problem(make_error(Code::kUnavailable, "writes stopped"), kWritesStopped));
     } else {
       ctx->reply(json_reply(200, "{\"status\":\"ok\"}"));
     }

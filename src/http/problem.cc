@@ -1,5 +1,10 @@
 #include "http/problem.h"
 
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -60,11 +65,39 @@ const char* title_of(Code code) {
 
 }  // namespace
 
-Reply problem(const Error& error) {
-  // Internal details never leave the process: 500 and 503 carry a fixed detail.
+void log_hidden_detail(const Error& error, std::string_view method, std::string_view path) {
+  if (error.code != Code::kInternal && error.code != Code::kUnavailable) return;
+  static std::mutex mu;
+  static int64_t last_second = -1;
+  static uint64_t left_out = 0;
+  const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  std::lock_guard<std::mutex> lock(mu);
+  if (second == last_second) {
+    ++left_out;
+    return;
+  }
+  last_second = second;
+  std::string line = "gatewayd: ";
+  // The method and path are the client's bytes: printable ASCII only, and a bounded length.
+  for (char c : std::string(method) + " " + std::string(path.substr(0, 512))) {
+    line.push_back(c >= ' ' && c < 127 ? c : '?');
+  }
+  line += ": ";
+  line += code_name(error.code);
+  line += ": ";
+  line += error.detail;
+  if (left_out > 0) line += " (and " + std::to_string(left_out) + " more such errors before it)";
+  left_out = 0;
+  line += "\n";
+  std::fputs(line.c_str(), stderr);
+}
+
+Reply problem(const Error& error, std::string_view unavailable) {
   std::string detail = error.detail;
   if (error.code == Code::kInternal) detail = "an internal error occurred";
-  if (error.code == Code::kUnavailable) detail = "the service cannot accept writes right now";
+  if (error.code == Code::kUnavailable) detail = unavailable;
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);
   w.StartObject();

@@ -2,13 +2,31 @@
 // Pure; thread-safe.
 #pragma once
 
+#include <string_view>
+
 #include "core/error.h"
 #include "http/request.h"
 
 namespace gw::http {
 
 int status_of(Code code);
-// An application/problem+json reply for `error` (status, title, detail, code, errors).
-Reply problem(const Error& error);
+// What a 503 says instead of its internal detail (a RocksDB status, a path): why, in the words of
+// the request's side of it.
+inline constexpr std::string_view kCannotWrite = "the service cannot accept writes right now";
+inline constexpr std::string_view kCannotRead = "the service cannot read its data right now";
+inline constexpr std::string_view kShuttingDown = "the server is shutting down";
+inline constexpr std::string_view kWritesStopped =
+    "writes stopped after a failed write to the data dir (disk full or I/O error); restart "
+    "gatewayd to recover";
+
+// An application/problem+json reply for `error` (status, title, detail, code, errors). Internal
+// details never leave the process: a 500 says "an internal error occurred", a 503 `unavailable`.
+Reply problem(const Error& error, std::string_view unavailable = kCannotWrite);
+
+// Writes the internal detail of a 500 or 503 that `problem` keeps from the client to stderr, as
+// `gatewayd: METHOD PATH: <code>: <detail>`, so the operator learns why. At most one line a
+// second: a damaged block that every request meets would otherwise flood the log; the next line
+// says how many were left out.
+void log_hidden_detail(const Error& error, std::string_view method, std::string_view path);
 
 }  // namespace gw::http

@@ -164,7 +164,7 @@ class Handler final : public P::Http::Handler {
     auto exchange = std::make_shared<Exchange>(std::move(response), wants_close(req), state_);
     state_->in_flight.fetch_add(1, std::memory_order_acq_rel);
     if (state_->draining.load(std::memory_order_acquire)) {
-      Reply r = problem(make_error(Code::kUnavailable, "shutting down"));
+      Reply r = problem(make_error(Code::kUnavailable, "shutting down"), kShuttingDown);
       r.close = true;
       answer(*exchange, std::move(r));
       return;

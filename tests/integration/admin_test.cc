@@ -282,6 +282,53 @@ TEST_CASE("check passes on a live store and fails on a copy with a changed event
   CHECK(ctl({"check", "--data-dir", server.data_dir()}).status.success());
 }
 
+// A block of the read model that cannot be read (its checksum fails). check took the end of
+// what it could read for the end of the read model and reported a replay's key as missing, and
+// a GET that read the block was 503 "the service cannot accept writes right now".
+TEST_CASE(
+    "a corrupt block of the read model: check cannot read the store, a GET says it cannot read") {
+  Server server({"--read-cache-mb", "0"});
+  Api a(server, kTeamA);
+  for (int i = 0; i < 300; ++i) {
+    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, "wl-" + std::to_string(i))).status == 201);
+  }
+  REQUIRE(server.stop().success());
+  // rebuild writes the read model into table files (a clean stop leaves it in the log).
+  REQUIRE(ctl({"rebuild", "--data-dir", server.data_dir()}).status.success());
+  int damaged = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(server.data_dir())) {
+    if (entry.path().extension() != ".sst") continue;
+    std::ostringstream bytes;
+    bytes << std::ifstream(entry.path(), std::ios::binary).rdbuf();
+    // A table file names its column family in its properties block, which is not compressed.
+    if (bytes.str().find("projections") == std::string::npos) continue;
+    std::fstream f(entry.path(), std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(100);  // inside the first data block
+    f.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
+    REQUIRE(f.good());
+    ++damaged;
+  }
+  REQUIRE(damaged > 0);
+
+  auto r = ctl({"check", "--data-dir", server.data_dir()});
+  INFO(r.out, r.err);
+  CHECK(r.status.code == 1);
+  CHECK(
+      r.out.starts_with("check: FAIL: cannot read the store: Corruption: block checksum mismatch"));
+  CHECK(r.err.empty());
+
+  server.restart();
+  for (const std::string path : {"/v1/webhook", "/v1/webhook?status=active"}) {
+    CAPTURE(path);
+    Response got = a.get(path);
+    check_problem(got, 503, "unavailable");
+    CHECK(str(json(got), "detail") == "the service cannot read its data right now");
+  }
+  // The reason is the operator's, on stderr (at most a line a second).
+  CHECK(server.output().find("gatewayd: GET /v1/webhook: unavailable: Corruption: block checksum "
+                             "mismatch") != std::string::npos);
+}
+
 TEST_CASE("check that cannot read a data dir says so on stderr: it is no FAIL of the store") {
   testing::TempDir parent;
   auto r = ctl({"check", "--data-dir", parent.file("absent")});
