@@ -311,6 +311,13 @@ Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spe
       if (auto e = check_profile_hostname(p->hostname, actor.tenant, id, lookups)) {
         return std::move(*e);
       }
+    } else if (other_team_claim(p->hostname, actor.tenant, lookups)) {
+      // Created before another team verified a domain over it: the profile may not be covered,
+      // so it is not changed any more; its team can delete it.
+      return make_error(Code::kHostnameConflict,
+                        "hostname " + p->hostname +
+                            " is covered by a domain another team has verified since this "
+                            "profile was created; the profile can be deleted but not changed");
     }
   }
   Meta& m = meta_of(r);

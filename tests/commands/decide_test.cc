@@ -260,6 +260,31 @@ TEST_CASE("update profile: full replacement keeps id and created_at; new hostnam
   CHECK(taken.error().code == Code::kHostnameConflict);
 }
 
+// A profile created before another team verified a domain over its hostname stayed editable,
+// although a profile may not be covered by another team's verified domain.
+TEST_CASE("a profile another team's verified domain came to cover can be deleted, not changed") {
+  testing::FakeLookups given;
+  Profile old = profile_spec("team_a", "shop.example.com");
+  old.meta = Meta{"gsp_1", "team_a", 10, 10, 0};
+  given.given(old);
+  given.given_claim(Claim{"team_b", "dom_b", "example.com", "subtree"});
+  Profile next = profile_spec("team_a", "shop.example.com");
+  next.waf_mode = "block";
+  auto d = decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, std::nullopt, 50, given);
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error().code == Code::kHostnameConflict);
+  CHECK(d.error().detail ==
+        "hostname shop.example.com is covered by a domain another team has verified since this "
+        "profile was created; the profile can be deleted but not changed");
+  CHECK(decide_delete(Kind::kProfile, "gsp_1", kTeamA, 60, given).ok());
+
+  // The team's own claim over it changes nothing.
+  testing::FakeLookups own;
+  own.given(old);
+  own.given_claim(Claim{"team_a", "dom_a", "example.com", "subtree"});
+  CHECK(decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, std::nullopt, 50, own).ok());
+}
+
 TEST_CASE("delete: soft delete event; deleting again is not found") {
   testing::FakeLookups given;
   given.given(webhook_spec("team_a"));

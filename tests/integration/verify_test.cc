@@ -520,6 +520,10 @@ TEST_CASE("verify: a verified subtree domain is inherited under it; other teams 
   CHECK(str(get_domain(a, shop.id), "scope") == "exact");
   Domain theirs = create_domain(b, "x.example.com");  // before example.com is verified
   Domain other = create_domain(a, "other.example.org");
+  // A profile needs no proof: team B puts one on a name under example.com first.
+  Response early = b.post("/v1/gateway_security_profile", profile_body(kTeamB, "q.example.com"));
+  REQUIRE(early.status == 201);
+  const std::string early_id = str(json(early), "profile_id");
   env.dns.restart(
       DnsRecords{}.cname(parent.vhost, parent.vvalue).cname(theirs.vhost, theirs.vvalue));
 
@@ -565,6 +569,23 @@ TEST_CASE("verify: a verified subtree domain is inherited under it; other teams 
   }
   CHECK(a.post("/v1/gateway_security_profile", profile_body(kTeamA, "p.example.com")).status ==
         201);
+  // B's profile from before the verification is covered now: it can be deleted, not changed
+  // (it stayed editable before), and then the name is A's.
+  {
+    const std::string path = "/v1/gateway_security_profile/" + early_id;
+    Response changed =
+        b.put(path, json_with(profile_body(kTeamB, "q.example.com"), "waf_mode", R"("monitor")"));
+    check_problem(changed, 409, "hostname_conflict");
+    CHECK(str(json(changed), "detail") ==
+          "hostname q.example.com is covered by a domain another team has verified since this "
+          "profile was created; the profile can be deleted but not changed");
+    CHECK(b.get(path).status == 200);
+    check_problem(a.post("/v1/gateway_security_profile", profile_body(kTeamA, "q.example.com")),
+                  409, "hostname_conflict");
+    REQUIRE(b.del(path).status == 200);
+    CHECK(a.post("/v1/gateway_security_profile", profile_body(kTeamA, "q.example.com")).status ==
+          201);
+  }
 
   // Deleting the parent revokes what was inherited from it, one event per child.
   REQUIRE(a.del("/v1/domain/" + parent.id).status == 200);
