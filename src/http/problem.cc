@@ -88,7 +88,7 @@ void log_hidden_detail(const Error& error, std::string_view method, std::string_
   line += code_name(error.code);
   line += ": ";
   line += error.detail;
-  if (left_out > 0) line += " (and " + std::to_string(left_out) + " more such errors before it)";
+  if (left_out > 0) line += " (" + std::to_string(left_out) + " more since the last such line)";
   left_out = 0;
   line += "\n";
   std::fputs(line.c_str(), stderr);

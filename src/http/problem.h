@@ -1,5 +1,5 @@
 // RFC 9457 problem details: the one place where an error Code becomes an HTTP status.
-// Pure; thread-safe.
+// Thread-safe; pure but for log_hidden_detail, which writes to stderr.
 #pragma once
 
 #include <string_view>

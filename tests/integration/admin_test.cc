@@ -325,8 +325,14 @@ TEST_CASE(
     CHECK(str(json(got), "detail") == "the service cannot read its data right now");
   }
   // The reason is the operator's, on stderr (at most a line a second).
-  CHECK(server.output().find("gatewayd: GET /v1/webhook: unavailable: Corruption: block checksum "
-                             "mismatch") != std::string::npos);
+  CHECK(server
+            .wait_for_line(
+                "gatewayd: GET /v1/webhook: unavailable: Corruption: block checksum mismatch")
+            .has_value());
+  // Requests that meet it for more than a second: one line a second, counting the rest.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+  while (std::chrono::steady_clock::now() < until) REQUIRE(a.get("/v1/webhook").status == 503);
+  CHECK(server.wait_for_line(" more since the last such line)").has_value());
 }
 
 TEST_CASE("check that cannot read a data dir says so on stderr: it is no FAIL of the store") {
