@@ -243,6 +243,8 @@ Result<std::unique_ptr<Store>> Store::open_secondary(const std::string& dir,
                                                      const std::string& scratch_dir) {
   rocksdb::DBOptions options;
   options.max_open_files = -1;  // required of a secondary: it keeps every table file it reads open
+  // Its info log goes to the scratch dir: RocksDB's own logger aborts once a write to it failed.
+  options.info_log = std::make_shared<InfoLog>(scratch_dir + "/LOG");
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   auto s =
