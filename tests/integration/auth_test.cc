@@ -190,6 +190,8 @@ TEST_CASE("the tokens file: the name verifier is reserved, and lines gatewayd ig
   check_problem(Api(server, spoof, std::string(kTeamA)).get("/v1/webhook"), 401, "unauthorized");
   CHECK(Api(server, kept, std::string(kTeamA)).get("/v1/webhook").status == 200);
   CHECK(Api(server, kTeamA).get("/v1/webhook").status == 200);
+  // The last line of that reading: the earlier ones are in the output once it is.
+  REQUIRE(server.wait_for_line(" line 7 ignored: ").has_value());
   std::string out = server.output();
   INFO(out);
   const std::string file = server.tokens_file();
@@ -262,8 +264,8 @@ TEST_CASE("a tokens file group or others may write: no token from it is accepted
       refused = Api(server, before_token, std::string(kTeamA)).get("/v1/webhook");
     }
     check_problem(refused, 401, "unauthorized");
-    CHECK(server.output().find("gatewayd: no token accepted: " + file + " may be written by") !=
-          std::string::npos);
+    CHECK(server.wait_for_line("gatewayd: no token accepted: " + file + " may be written by")
+              .has_value());
   }
   // Closed again, the file is read again (a chmod changes no modification time).
   REQUIRE(::chmod(file.c_str(), 0640) == 0);
