@@ -25,9 +25,11 @@ int64_t steady_ms() {
       .count();
 }
 
-// What tells a changed file: a `chmod` changes the mode only, not the modification time.
-std::string stamp_of(const std::string& path) {
-  struct stat st {};
+// What tells a changed file: a `chmod` changes the mode only, not the modification time. `st`
+// gets the file's status (all zero when it is missing).
+std::string stamp_of(const std::string& path, struct stat* st_out) {
+  struct stat& st = *st_out;
+  st = {};
   if (::stat(path.c_str(), &st) != 0) return "missing";
   return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
@@ -83,12 +85,12 @@ void TokenStore::maybe_reload(bool force) {
   if (!force && now - last_check_ms_.load(std::memory_order_relaxed) < 250) return;
   std::lock_guard<std::mutex> lock(reload_mu_);
   last_check_ms_.store(now, std::memory_order_relaxed);
-  std::string stamp = stamp_of(path_);
+  struct stat st {};
+  std::string stamp = stamp_of(path_, &st);
   if (stamp == file_stamp_) return;
   auto map = std::make_shared<Map>();
   std::ifstream in(path_);
-  struct stat st {};
-  if (in && ::stat(path_.c_str(), &st) == 0 && writable_by_others(st)) {
+  if (in && writable_by_others(st)) {
     // Said each time the file changes, like an ignored line; no token is accepted meanwhile.
     std::fprintf(stderr, "gatewayd: no token accepted: %s\n",
                  writable_by_others_problem(path_).c_str());
