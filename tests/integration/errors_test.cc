@@ -60,6 +60,31 @@ TEST_CASE("POST and PUT bodies without Content-Type: application/json are 415") 
   }
 }
 
+TEST_CASE("verify reads no body: one sent anyway must be application/json and {}") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::string id = create(api, kDomain, 1);
+  const std::string path = item_path(kDomain, id) + "/verify";
+  const size_t events_before = all_events(api).size();
+  // Refused, each appending nothing: the checks and codes of every other body.
+  check_problem(api.send("POST", path, {{"Content-Type", "text/plain"}}, std::string("garbage")),
+                415, "unsupported_media_type");
+  check_problem(api.send("POST", path, {}, std::string("{}")), 415, "unsupported_media_type");
+  check_problem(api.post(path, "garbage"), 400, "invalid_json");
+  check_problem(api.post(path, "[]"), 400, "invalid_json");
+  Response fields = api.post(path, R"({"hostname":"other.example.com","x":1})");
+  check_problem(fields, 422, "validation_failed");
+  CHECK(error_fields(fields) == std::vector<std::string>{"hostname", "x"});
+  CHECK(all_events(api).size() == events_before);
+  // Accepted: no body (with or without a Content-Type), or an empty object.
+  CHECK(verify(api, id).status == 200);
+  CHECK(api.send("POST", path, {{"Content-Type", "text/plain"}}, std::string()).status == 200);
+  CHECK(api.post(path, " { } ").status == 200);
+  const std::vector<std::string> events = all_events(api);
+  REQUIRE(events.size() > events_before);
+  CHECK(events[events_before].find("domain.verification_requested") != std::string::npos);
+}
+
 TEST_CASE("unknown paths and unknown ids are 404 not_found") {
   Server server;
   Api api(server, kTeamA);
