@@ -387,4 +387,14 @@ Result<Decision> decide_verification_outcome(const std::string& domain_id, uint6
   return decision;
 }
 
+std::string verification_outcome_label(const Decision& decision) {
+  if (decision.changes.empty()) return "";
+  const Change& first = decision.changes.front();
+  if (first.type == event_type(Kind::kDomain, "verified")) return "verified";
+  if (first.type == event_type(Kind::kDomain, "verification_superseded")) return "superseded";
+  const auto* d = std::get_if<Domain>(&first.record);
+  if (d == nullptr) return "";
+  return d->verification_error.substr(0, d->verification_error.find(':'));
+}
+
 }  // namespace gw

@@ -134,6 +134,9 @@ struct CheckResult {
 Result<Decision> decide_verification_outcome(const std::string& domain_id, uint64_t request_seq,
                                              const CheckResult& result, int64_t now,
                                              Lookups& lookups);
+// What a decide_verification_outcome decision writes, as a metric label: "verified",
+// "superseded", or the failure code of verification_error ("claimed_by_another_team", ...).
+std::string verification_outcome_label(const Decision& decision);
 
 // The event type of a record change, e.g. "domain.created".
 std::string event_type(Kind kind, const char* verb);

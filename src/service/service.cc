@@ -129,13 +129,21 @@ void Service::run(Actor actor, Decide decide, Done done,
 }
 
 void Service::record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result,
-                             Done done) {
-  run(Actor{"", std::string(kVerifierActor)},
-      [id = std::move(domain_id), request_seq, result = std::move(result)](
+                             OutcomeDone done) {
+  // Set on the writer thread by the decision, read by `done` after the write is durable.
+  auto outcome = std::make_shared<std::string>();
+  run(
+      Actor{"", std::string(kVerifierActor)},
+      [id = std::move(domain_id), request_seq, result = std::move(result), outcome](
           Lookups& lookups, const Actor&, int64_t now) {
-        return decide_verification_outcome(id, request_seq, result, now, lookups);
+        auto decision = decide_verification_outcome(id, request_seq, result, now, lookups);
+        *outcome = decision.ok() ? verification_outcome_label(decision.value()) : "";
+        return decision;
       },
-      std::move(done));
+      [outcome, done = std::move(done)](Result<Written> written) {
+        if (!written.ok()) outcome->clear();
+        done(std::move(written), *outcome);
+      });
 }
 
 void Service::create(Spec spec, Actor actor, std::optional<IdempotencyKey> idempotency,

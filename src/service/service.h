@@ -54,7 +54,10 @@ class Service {
               std::optional<std::string> if_match = std::nullopt);
   // Records the outcome of verification request `request_seq` (see decide_verification_outcome).
   // The request is closed in the same write, so each request gets exactly one outcome.
-  void record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result, Done done);
+  // `done` also gets what was written, as verification_outcome_label has it ("" on a failure).
+  using OutcomeDone = std::function<void(Result<Written>, const std::string& outcome)>;
+  void record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result,
+                      OutcomeDone done);
 
   uint64_t events_appended() const { return events_appended_.load(std::memory_order_relaxed); }
   // Raised after each write that opened a verification request is durable (the verifier waits on

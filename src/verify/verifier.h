@@ -52,10 +52,17 @@ class Verifier {
   std::atomic<int64_t> open_{0};
   std::atomic<uint64_t> scans_{0};
 
-  // Lookup outcomes, as metric labels: "verified" and the failure codes.
-  static constexpr std::array<const char*, 7> kOutcomes{
+  // DNS lookup results, as metric labels: "verified" (the CNAME is right) and the failure codes.
+  static constexpr std::array<const char*, 7> kLookupResults{
       "verified", "no_cname", "wrong_value", "nxdomain", "servfail", "timeout", "unreachable"};
-  std::array<std::atomic<uint64_t>, kOutcomes.size()> lookups_{};
+  std::array<std::atomic<uint64_t>, kLookupResults.size()> lookups_{};
+  // What was written for a request, as verification_outcome_label has it: a right CNAME can still
+  // end in claimed_by_another_team, or in superseded.
+  static constexpr std::array<const char*, 9> kOutcomes{
+      "verified",  "no_cname", "wrong_value", "nxdomain",
+      "servfail",  "timeout",  "unreachable", "claimed_by_another_team",
+      "superseded"};
+  std::array<std::atomic<uint64_t>, kOutcomes.size()> outcomes_{};
   LatencyHistogram latency_;
 };
 

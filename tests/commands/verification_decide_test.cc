@@ -54,6 +54,7 @@ TEST_CASE("a successful check verifies the domain and answers the request") {
   CHECK(dom.status == "verified");
   CHECK(dom.verified_at == 500);
   CHECK(dom.verification_error.empty());
+  CHECK(verification_outcome_label(d.value()) == "verified");
 }
 
 TEST_CASE("a failed check keeps the domain pending and says why") {
@@ -69,6 +70,7 @@ TEST_CASE("a failed check keeps the domain pending and says why") {
   CHECK(dom.status == "pending");
   CHECK(dom.verified_at == 0);
   CHECK(dom.verification_error == "wrong_value: points to x");
+  CHECK(verification_outcome_label(d.value()) == "wrong_value");
 }
 
 TEST_CASE("a late outcome for a superseded request changes nothing but is answered") {
@@ -81,6 +83,7 @@ TEST_CASE("a late outcome for a superseded request changes nothing but is answer
     REQUIRE(d.ok());
     CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_superseded"});
     CHECK(std::get<Domain>(d.value().changes[0].record) == old);
+    CHECK(verification_outcome_label(d.value()) == "superseded");
   }
   SUBCASE("deleted") {
     testing::FakeLookups given;
@@ -98,6 +101,7 @@ TEST_CASE("a late outcome for a superseded request changes nothing but is answer
     given.given_open_request("dom_1", 7);
     auto d = decide_verification_outcome("dom_1", 7, {false, "timeout", "x"}, 500, given);
     CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_superseded"});
+    CHECK(verification_outcome_label(d.value()) == "superseded");
   }
   SUBCASE("never existed: impossible, an internal error") {
     testing::FakeLookups given;
@@ -117,6 +121,8 @@ TEST_CASE("takeover guard: a name another team has verified can never verify") {
   CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_failed"});
   CHECK(std::get<Domain>(d.value().result)
             .verification_error.starts_with("claimed_by_another_team: "));
+  // The DNS answer was right; what was written is the guard's failure.
+  CHECK(verification_outcome_label(d.value()) == "claimed_by_another_team");
 }
 
 TEST_CASE("a verified subtree domain passes verification to the team's pending domains under it") {

@@ -229,6 +229,10 @@ std::string lookups(std::string_view outcome) {
   return R"(gatewayd_verifier_lookups_total{outcome=")" + std::string(outcome) + R"("})";
 }
 
+std::string outcomes(std::string_view outcome) {
+  return R"(gatewayd_verifier_outcomes_total{outcome=")" + std::string(outcome) + R"("})";
+}
+
 // Verifies `d` (whose record resolves to nothing) and waits for its outcome: after it, every
 // outcome of requests made before has had its chance to arrive.
 void barrier(Api& api, const Domain& d) {
@@ -326,9 +330,11 @@ TEST_CASE(
   CHECK(sample(text, "gatewayd_verifier_queue_depth").has_value());
   CHECK(text.find("# TYPE gatewayd_verifier_lookups_total counter") != std::string::npos);
   CHECK(sample(text, lookups("verified")).value_or(-1) >= 3);
+  CHECK(sample(text, outcomes("verified")).value_or(-1) >= 3);
   for (std::string outcome : {"wrong_value", "no_cname", "nxdomain", "servfail"}) {
     CAPTURE(outcome);
     CHECK(sample(text, lookups(outcome)).value_or(-1) >= 1);
+    CHECK(sample(text, outcomes(outcome)).value_or(-1) >= 1);
   }
   CHECK(text.find("# TYPE gatewayd_verifier_lookup_duration_seconds histogram") !=
         std::string::npos);
@@ -554,9 +560,21 @@ TEST_CASE("verify: a verified subtree domain is inherited under it; other teams 
 
   // Team B: its pending domain stays pending and cannot verify, though its CNAME is right.
   check_plain_pending(get_domain(b, theirs.id));
+  const std::string metrics_before = metrics(*env.server);
   request_verify(b, theirs);
   events = wait_outcomes(b, theirs.id);
   check_failed(b, single_outcome(events, theirs.id, kFailed), theirs.id, "claimed_by_another_team");
+  {
+    // The DNS lookup found the right CNAME; the outcome written is the guard's failure.
+    const std::string text = metrics(*env.server);
+    INFO(metrics_before, "\n---\n", text);
+    auto delta = [&](const std::string& series) {
+      return sample(text, series).value_or(-1) - sample(metrics_before, series).value_or(-1);
+    };
+    CHECK(delta(lookups("verified")) == 1);
+    CHECK(delta(outcomes("verified")) == 0);
+    CHECK(delta(outcomes("claimed_by_another_team")) == 1);
+  }
   // ...and cannot create anything equal to or under it, domain or profile.
   for (std::string host : {"b.example.com", "example.com", "deep.b.example.com"}) {
     CAPTURE(host);

@@ -229,10 +229,16 @@ TEST_CASE("the read model rebuilt from the log equals the one kept in step with 
     }
   }
   REQUIRE(parent_request > 0);
+  std::string label;
   auto outcome = fx.call([&](Done d) {
-    fx.service_->record_outcome(parent, parent_request, CheckResult{true, "", ""}, std::move(d));
+    fx.service_->record_outcome(parent, parent_request, CheckResult{true, "", ""},
+                                [&label, d](Result<Written> r, const std::string& written) {
+                                  label = written;
+                                  d(std::move(r));
+                                });
   });
   REQUIRE(outcome.ok());
+  CHECK(label == "verified");
   // The parent is verified and passed it to the 7 live pending r-domains.
   auto verified = reads.list(Kind::kDomain, "team_a", {{"status", "verified"}}, 1, 100);
   CHECK(verified.value().total == 8);
@@ -258,7 +264,8 @@ TEST_CASE("projections of an older layout are dropped and rebuilt from the log")
   });
   REQUIRE(v.ok());
   auto outcome = fx.call([&](Done d) {
-    fx.service_->record_outcome(parent, 3, CheckResult{true, "", ""}, std::move(d));
+    fx.service_->record_outcome(parent, 3, CheckResult{true, "", ""},
+                                [d](Result<Written> r, const std::string&) { d(std::move(r)); });
   });
   REQUIRE(outcome.ok());
   fx.writer_->stop();
