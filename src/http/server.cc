@@ -86,6 +86,19 @@ int hex_value(char c) {
 
 enum class Part { kPath, kQuery };
 
+// The path of a request target. A server must take the absolute form too (RFC 9112 3.2.2), which
+// clients send to proxies: "http://host:port/v1/webhook" is "/v1/webhook". Pistache hands it over
+// as it came (the query already split off); an absolute form with no path is "/".
+std::string_view origin_path(std::string_view target) {
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (target.size() >= scheme.size() && ascii_iequals(target.substr(0, scheme.size()), scheme)) {
+      const size_t path = target.find('/', scheme.size());
+      return path == std::string_view::npos ? std::string_view("/") : target.substr(path);
+    }
+  }
+  return target;
+}
+
 // Percent-decoding (Pistache decodes neither the path nor query parameters). In a query, '+' is a
 // space. In a path, "%2F" stays as it is: an escaped slash is part of a segment, and decoding it
 // would make "/v1/webhook/ID%2Fhistory" the history's path. Invalid escapes stay as they are.
@@ -172,7 +185,7 @@ class Handler final : public P::Http::Handler {
     try {
       Request request;
       request.method = P::Http::methodString(req.method());
-      request.path = percent_decode(req.resource(), Part::kPath);
+      request.path = percent_decode(origin_path(req.resource()), Part::kPath);
       for (auto it = req.query().parameters_begin(); it != req.query().parameters_end(); ++it) {
         request.query.emplace_back(percent_decode(it->first, Part::kQuery),
                                    percent_decode(it->second, Part::kQuery));

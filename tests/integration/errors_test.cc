@@ -111,6 +111,37 @@ TEST_CASE("unknown paths and unknown ids are 404 not_found") {
   }
 }
 
+TEST_CASE("a request target in absolute form is served as its path (RFC 9112 3.2.2)") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::string id = create(api, kWebhook, 1);
+  const Headers auth = {{"Authorization", "Bearer " + server.token(kTeamA)},
+                        {"X-Tenant-ID", std::string(kTeamA)}};
+  HttpClient http;
+  const std::string item = item_path(kWebhook, id);
+  Response origin = api.get(item);
+  REQUIRE(origin.status == 200);
+  for (const std::string& authority : {server.url(), std::string("HTTP://gateway.example")}) {
+    CAPTURE(authority);
+    Response absolute = http.request("GET", server.url() + item, auth, std::nullopt,
+                                     authority + item + "?as_of=" + std::to_string(1 << 20));
+    // The query still counts: as_of beyond the log's end is refused as from the origin form.
+    check_problem(absolute, 400, "invalid_query");
+    absolute = http.request("GET", server.url() + item, auth, std::nullopt, authority + item);
+    CHECK(absolute.status == 200);
+    CHECK(absolute.body == origin.body);
+    Headers json_auth = auth;
+    json_auth.emplace_back("Content-Type", "application/json");
+    Response created = http.request("POST", server.url() + "/v1/webhook", json_auth,
+                                    kWebhook.body(kTeamA, 2), authority + "/v1/webhook");
+    CHECK(created.status == 201);
+    // No path at all is the root, where nothing is served.
+    check_problem(http.request("GET", server.url(), auth, std::nullopt, authority), 404,
+                  "not_found");
+  }
+  CHECK(total(api, kWebhook) == 3);
+}
+
 TEST_CASE("a known path with the wrong method is 405 with Allow") {
   Server server;
   Api api(server, kTeamA);

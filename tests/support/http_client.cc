@@ -76,7 +76,8 @@ HttpClient::HttpClient(std::chrono::milliseconds timeout) : curl_(nullptr), time
 HttpClient::~HttpClient() { curl_easy_cleanup(curl_); }
 
 Response HttpClient::request(std::string_view method, const std::string& url,
-                             const Headers& headers, const std::optional<std::string>& body) {
+                             const Headers& headers, const std::optional<std::string>& body,
+                             const std::optional<std::string>& target) {
   curl_easy_reset(curl_);  // options only: live connections are kept
   Response r;
   std::string method_str(method);
@@ -93,6 +94,7 @@ Response HttpClient::request(std::string_view method, const std::string& url,
   if (body && !has_header(headers, "Content-Type")) add("Content-Type:");
 
   curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
+  if (target) curl_easy_setopt(curl_, CURLOPT_REQUEST_TARGET, target->c_str());
   curl_easy_setopt(curl_, CURLOPT_PROXY, "");
   curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));

@@ -40,8 +40,11 @@ class HttpClient {
   // given headers plus curl's Host/Content-Length. A body is sent when `body` has a value (even an
   // empty one). curl's own defaults are suppressed: no `Expect: 100-continue`, no `Accept`, and no
   // Content-Type unless `headers` has one. Proxies from the environment are never used.
+  // `target`, if given, is sent as the request target instead of the URL's path and query (e.g.
+  // the absolute form "http://host/path").
   Response request(std::string_view method, const std::string& url, const Headers& headers = {},
-                   const std::optional<std::string>& body = std::nullopt);
+                   const std::optional<std::string>& body = std::nullopt,
+                   const std::optional<std::string>& target = std::nullopt);
 
  private:
   CURL* curl_;
