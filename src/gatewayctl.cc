@@ -1,7 +1,12 @@
 // gatewayctl: administration from the command line. Wiring only: flags in, reports out; the work
 // is done by http/tokens.h and admin/.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -101,13 +106,12 @@ int token_create(int argc, char** argv) {
 int events(int argc, char** argv) {
   gw::Flags flags({kDataDir, {"after", "", "0", "write the events with a greater seq"}});
   if (auto exit = parse(flags, argc, argv, 2, {"data-dir"})) return *exit;
-  auto after = gw::parse_int(flags.get("after"), 0, INT64_MAX);
-  if (!after) return bad_value("--after must be a whole number >= 0");
+  auto after = gw::parse_uint(flags.get("after"), 0, UINT64_MAX);
+  if (!after) return bad_value("--after must be a whole number from 0 to 18446744073709551615");
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
   if (!store.ok()) return fail(store.error().detail);
   std::ios::sync_with_stdio(false);
-  auto written =
-      gw::admin::write_events(store.value()->store(), static_cast<uint64_t>(*after), std::cout);
+  auto written = gw::admin::write_events(store.value()->store(), *after, std::cout);
   if (!written.ok()) return fail("events: " + written.error().detail);
   return 0;
 }
@@ -117,24 +121,37 @@ int replay(int argc, char** argv) {
                    {"until-seq", "", "", "the event to stop after (0 = before the first)"},
                    {"out", "", "", "file to write the records to (replaced)"}});
   if (auto exit = parse(flags, argc, argv, 2, {"data-dir", "until-seq", "out"})) return *exit;
-  auto until = gw::parse_int(flags.get("until-seq"), 0, INT64_MAX);
-  if (!until) return bad_value("--until-seq must be a whole number >= 0");
+  auto until = gw::parse_uint(flags.get("until-seq"), 0, UINT64_MAX);
+  if (!until) return bad_value("--until-seq must be a whole number from 0 to 18446744073709551615");
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
   if (!store.ok()) return fail(store.error().detail);
   const std::string out_path = flags.get("out");
-  const std::string tmp_path = out_path + ".tmp";
-  std::ofstream out(tmp_path, std::ios::binary | std::ios::trunc);
-  if (!out) return fail("cannot write " + tmp_path);
-  auto records =
-      gw::admin::write_replay(store.value()->store(), static_cast<uint64_t>(*until), out);
-  out.close();
+  // Written next to FILE and renamed over it, so FILE is the old one or the whole new one. The
+  // name is this process's own: two replays into one FILE do not write into one file. One left by
+  // a process that died with this pid is stale.
+  const std::string tmp_path = out_path + ".tmp." + std::to_string(getpid());
   std::error_code ec;
+  std::filesystem::remove(tmp_path, ec);
+  const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) return fail("cannot write " + tmp_path + ": " + std::strerror(errno));
+  ::close(fd);
+  std::ofstream out(tmp_path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    std::filesystem::remove(tmp_path, ec);
+    return fail("cannot write " + tmp_path);
+  }
+  auto records = gw::admin::write_replay(store.value()->store(), *until, out);
+  out.close();
   if (!records.ok() || !out) {
     std::filesystem::remove(tmp_path, ec);
     return fail("replay: " + (records.ok() ? "cannot write " + tmp_path : records.error().detail));
   }
   std::filesystem::rename(tmp_path, out_path, ec);
-  if (ec) return fail("cannot write " + out_path + ": " + ec.message());
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp_path, ignored);
+    return fail("cannot write " + out_path + ": " + ec.message());
+  }
   std::cout << "replay: " << records.value() << " records live after event " << *until
             << " written to " << out_path << "\n";
   return 0;
@@ -168,8 +185,10 @@ int backup(int argc, char** argv) {
   auto report = gw::admin::backup(flags.get("data-dir"), flags.get("out"));
   if (!report.ok()) return fail("backup: " + report.error().detail);
   const auto& r = report.value();
-  std::cout << "backup: " << flags.get("out") << " holds events 1.." << r.last_seq << " ("
-            << r.events << " events, " << r.projections << " projection keys, " << r.meta
+  std::cout << "backup: " << flags.get("out") << " holds "
+            << (r.last_seq == 0 ? std::string("no events")
+                                : "events 1.." + std::to_string(r.last_seq))
+            << " (" << r.events << " events, " << r.projections << " projection keys, " << r.meta
             << " other keys); the tokens file is not included\n";
   return 0;
 }

@@ -22,6 +22,7 @@ Result<uint64_t> last_seq(const Store& store) {
 }  // namespace
 
 Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& out) {
+  if (after == UINT64_MAX) return uint64_t{0};  // no seq is greater (and after + 1 would be 0)
   auto it = store.iterate(Cf::kEvents);
   uint64_t written = 0;
   for (it->Seek(encode_u64(after + 1)); it->Valid() && out; it->Next()) {

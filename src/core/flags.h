@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -40,5 +41,7 @@ class Flags {
 bool split_host_port(const std::string& in, std::string* host, uint16_t* port);
 // A whole decimal number in [min, max].
 std::optional<int64_t> parse_int(const std::string& in, int64_t min, int64_t max);
+// Decimal digits only (no sign), a number in [min, max]: sequence numbers go up to 2^64 - 1.
+std::optional<uint64_t> parse_uint(std::string_view in, uint64_t min, uint64_t max);
 
 }  // namespace gw

@@ -7,9 +7,10 @@
 #include <rapidjson/error/en.h>
 
 #include "commands/fields.h"
+#include "core/flags.h"
+#include "core/text.h"
 #include "http/openapi.h"
 #include "http/problem.h"
-#include "core/text.h"
 
 namespace gw::http {
 
@@ -59,15 +60,6 @@ std::string join(const std::vector<std::string>& items) {
     out += i;
   }
   return out;
-}
-
-// Strict decimal parse: digits only, within [min, max].
-std::optional<uint64_t> parse_in_range(std::string_view s, uint64_t min, uint64_t max) {
-  if (s.empty() || s.size() > 20) return std::nullopt;
-  uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v < min || v > max) return std::nullopt;
-  return v;
 }
 
 // Whether a JSON text that RapidJSON accepted escapes a low surrogate (\uDC00-\uDFFF) that does not
@@ -303,7 +295,7 @@ struct Api::Context {
   bool int_param(std::string_view name, uint64_t min, uint64_t max, uint64_t* out) {
     auto p = param(name);
     if (!p) return true;
-    auto v = parse_in_range(*p, min, max);
+    auto v = parse_uint(*p, min, max);
     if (!v) {
       fail(make_error(Code::kInvalidQuery, std::string(name) + " must be an integer " +
                                                std::to_string(min) + ".." + std::to_string(max)));

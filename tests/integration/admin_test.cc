@@ -135,6 +135,18 @@ TEST_CASE("events prints the log as NDJSON, the same events /v1/events serves") 
   REQUIRE(tail.status.success());
   CHECK(lines_of(tail.out) == std::vector<std::string>{served[seq - 1], served[seq]});
   CHECK(ctl({"events", "--data-dir", server.data_dir(), "--after", "-3"}).status.code == 2);
+  // Sequence numbers go up to 2^64 - 1, as in /v1/events?after=.
+  for (std::string after : {"9223372036854775808", "18446744073709551615"}) {
+    CAPTURE(after);
+    auto none = ctl({"events", "--data-dir", server.data_dir(), "--after", after});
+    INFO(none.err);
+    CHECK(none.status.success());
+    CHECK(none.out.empty());
+  }
+  auto beyond = ctl({"events", "--data-dir", server.data_dir(), "--after", "18446744073709551616"});
+  CHECK(beyond.status.code == 2);
+  CHECK(beyond.err.find("--after must be a whole number from 0 to 18446744073709551615") !=
+        std::string::npos);
 }
 
 // Killed by SIGPIPE when its reader went away (`| head`), gatewayctl left its scratch directory
@@ -239,7 +251,31 @@ TEST_CASE("replay --until-seq gives the records as the API showed them at that p
   auto negative = ctl({"replay", "--data-dir", server.data_dir(), "--until-seq", "-1", "--out",
                        out_dir.file("negative.json")});
   CHECK(negative.status.code == 2);  // a usage error
-  CHECK(negative.err.find("--until-seq must be a whole number >= 0") != std::string::npos);
+  CHECK(negative.err.find("--until-seq must be a whole number from 0 to 18446744073709551615") !=
+        std::string::npos);
+  // A number past 2^63 is a sequence number too: past the end here, not a usage error.
+  auto far = ctl({"replay", "--data-dir", server.data_dir(), "--until-seq", "18446744073709551615",
+                  "--out", out_dir.file("far.json")});
+  CHECK(far.status.code == 1);
+  CHECK(far.err.find("past the end of the log") != std::string::npos);
+  // A FILE that cannot be replaced (a directory): exit 1, and no temporary file is left next to it.
+  const std::string dir_out = out_dir.file("a-directory");
+  fs::create_directory(dir_out);
+  auto into_dir =
+      ctl({"replay", "--data-dir", server.data_dir(), "--until-seq", "1", "--out", dir_out});
+  CHECK(into_dir.status.code == 1);
+  CHECK(into_dir.err.find("cannot write " + dir_out) != std::string::npos);
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(out_dir.path())) {
+    left.push_back(entry.path().filename().string());
+  }
+  std::sort(left.begin(), left.end());
+  INFO(left.size());
+  std::vector<std::string> expected = {"a-directory"};
+  for (const auto& [seq, listed] : seen)
+    expected.push_back("replay-" + std::to_string(seq) + ".json");
+  std::sort(expected.begin(), expected.end());
+  CHECK(left == expected);
 }
 
 TEST_CASE("check passes on a live store and fails on a copy with a changed event or projection") {
@@ -431,6 +467,17 @@ TEST_CASE("backup refuses a directory that is not empty") {
   CHECK(r.err.find("exists and is not an empty directory") != std::string::npos);
   CHECK(fs::exists(out + "/keep.txt"));
   CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 1);
+}
+
+TEST_CASE("backup of a store with no events says it holds none") {
+  Server server;
+  testing::TempDir parent;
+  const std::string out = parent.file("empty");
+  auto r = ctl({"backup", "--data-dir", server.data_dir(), "--out", out});
+  INFO(r.out, r.err);
+  REQUIRE(r.status.success());
+  CHECK(r.out.starts_with("backup: " + out + " holds no events (0 events, "));
+  CHECK(ctl({"check", "--data-dir", out}).status.success());
 }
 
 TEST_CASE("gatewayd serves a schema-1 log's domains with scope subtree") {
