@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <set>
 
 namespace gw {
 
@@ -11,6 +12,7 @@ Result<bool> Flags::parse(int argc, char** argv, int first) {
     const char* env = s.env.empty() ? nullptr : std::getenv(s.env.c_str());
     values_[s.name] = env != nullptr && *env != '\0' ? env : s.value;
   }
+  std::set<std::string> given;
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -27,6 +29,10 @@ Result<bool> Flags::parse(int argc, char** argv, int first) {
     }
     if (values_.count(name) == 0)
       return make_error(Code::kValidationFailed, "unknown flag --" + name);
+    // Of two values, which one was meant is a guess; a script that repeats a flag is wrong.
+    if (!given.insert(name).second) {
+      return make_error(Code::kValidationFailed, "--" + name + " is given more than once");
+    }
     if (!value) {
       if (i + 1 >= argc) return make_error(Code::kValidationFailed, "--" + name + " needs a value");
       value = argv[++i];

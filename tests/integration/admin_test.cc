@@ -135,6 +135,12 @@ TEST_CASE("events prints the log as NDJSON, the same events /v1/events serves") 
   REQUIRE(tail.status.success());
   CHECK(lines_of(tail.out) == std::vector<std::string>{served[seq - 1], served[seq]});
   CHECK(ctl({"events", "--data-dir", server.data_dir(), "--after", "-3"}).status.code == 2);
+  // A flag given twice is a usage error: the last one was taken, here the data dir.
+  auto twice =
+      ctl({"events", "--data-dir", server.data_dir() + "/absent", "--data-dir", server.data_dir()});
+  CHECK(twice.status.code == 2);
+  CHECK(twice.err.find("gatewayctl: --data-dir is given more than once") != std::string::npos);
+  CHECK(twice.out.empty());
   // Sequence numbers go up to 2^64 - 1, as in /v1/events?after=.
   for (std::string after : {"9223372036854775808", "18446744073709551615"}) {
     CAPTURE(after);

@@ -232,6 +232,9 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
       {"--platform-run-domain", "bad domain!", "--platform-run-domain may contain only letters"},
       {"--verification-domain", "bad domain!", "--verification-domain may contain only letters"},
       {"--verification-domain", "..", "--verification-domain must not contain empty labels"},
+      // A flag given twice: the last one was taken.
+      {"--data-dir", dir.path(), "--data-dir is given more than once"},
+      {"--listen", "127.0.0.1:0", "--listen is given more than once"},
   };
   for (const auto& row : rows) {
     CAPTURE(row.flag);
