@@ -135,23 +135,23 @@ int replay(int argc, char** argv) {
   const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return fail("cannot write " + tmp_path + ": " + std::strerror(errno));
   ::close(fd);
+  // Whatever goes wrong from here, the temporary file goes; once renamed, it is FILE.
+  struct RemoveOnExit {
+    const std::string& path;
+    ~RemoveOnExit() {
+      std::error_code ignored;
+      std::filesystem::remove(path, ignored);
+    }
+  } remove_tmp{tmp_path};
   std::ofstream out(tmp_path, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    std::filesystem::remove(tmp_path, ec);
-    return fail("cannot write " + tmp_path);
-  }
+  if (!out) return fail("cannot write " + tmp_path);
   auto records = gw::admin::write_replay(store.value()->store(), *until, out);
   out.close();
   if (!records.ok() || !out) {
-    std::filesystem::remove(tmp_path, ec);
     return fail("replay: " + (records.ok() ? "cannot write " + tmp_path : records.error().detail));
   }
   std::filesystem::rename(tmp_path, out_path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp_path, ignored);
-    return fail("cannot write " + out_path + ": " + ec.message());
-  }
+  if (ec) return fail("cannot write " + out_path + ": " + ec.message());
   std::cout << "replay: " << records.value() << " records live after event " << *until
             << " written to " << out_path << "\n";
   return 0;

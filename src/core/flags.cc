@@ -66,21 +66,27 @@ bool split_host_port(const std::string& in, std::string* host, uint16_t* port) {
   return true;
 }
 
-std::optional<uint64_t> parse_uint(std::string_view in, uint64_t min, uint64_t max) {
-  if (in.empty() || in.size() > 20) return std::nullopt;
-  uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(in.data(), in.data() + in.size(), v);
-  if (ec != std::errc() || ptr != in.data() + in.size() || v < min || v > max) return std::nullopt;
-  return v;
-}
+namespace {
 
-std::optional<int64_t> parse_int(const std::string& in, int64_t min, int64_t max) {
-  int64_t v = 0;
+// Decimal digits (a '-' first for a signed T), all of `in`, within [min, max].
+template <typename T>
+std::optional<T> parse_whole(std::string_view in, T min, T max) {
+  T v = 0;
   auto [ptr, ec] = std::from_chars(in.data(), in.data() + in.size(), v);
   if (in.empty() || ec != std::errc() || ptr != in.data() + in.size() || v < min || v > max) {
     return std::nullopt;
   }
   return v;
+}
+
+}  // namespace
+
+std::optional<uint64_t> parse_uint(std::string_view in, uint64_t min, uint64_t max) {
+  return parse_whole<uint64_t>(in, min, max);
+}
+
+std::optional<int64_t> parse_int(const std::string& in, int64_t min, int64_t max) {
+  return parse_whole<int64_t>(in, min, max);
 }
 
 }  // namespace gw

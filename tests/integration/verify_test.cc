@@ -233,6 +233,21 @@ std::string outcomes(std::string_view outcome) {
   return R"(gatewayd_verifier_outcomes_total{outcome=")" + std::string(outcome) + R"("})";
 }
 
+// The verifier counts an outcome once its write is durable, which may be a moment after the event
+// can be read. /metrics once each `series` is at least its value, or after 10 s.
+std::string metrics_once(const Server& server,
+                         const std::vector<std::pair<std::string, double>>& at_least) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    std::string text = metrics(server);
+    const bool all = std::all_of(at_least.begin(), at_least.end(), [&](const auto& want) {
+      return sample(text, want.first).value_or(-1) >= want.second;
+    });
+    if (all || std::chrono::steady_clock::now() > deadline) return text;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 // Verifies `d` (whose record resolves to nothing) and waits for its outcome: after it, every
 // outcome of requests made before has had its chance to arrive.
 void barrier(Api& api, const Domain& d) {
@@ -324,7 +339,11 @@ TEST_CASE(
   check_failed(api, single_outcome(events, sf.id, kFailed), sf.id, "servfail");
 
   // The verifier's series.
-  std::string text = metrics(*env.server);
+  std::string text = metrics_once(*env.server, {{outcomes("verified"), 3},
+                                                {outcomes("wrong_value"), 1},
+                                                {outcomes("no_cname"), 1},
+                                                {outcomes("nxdomain"), 1},
+                                                {outcomes("servfail"), 1}});
   INFO(text);
   CHECK(text.find("# TYPE gatewayd_verifier_queue_depth gauge") != std::string::npos);
   CHECK(sample(text, "gatewayd_verifier_queue_depth").has_value());
@@ -566,7 +585,9 @@ TEST_CASE("verify: a verified subtree domain is inherited under it; other teams 
   check_failed(b, single_outcome(events, theirs.id, kFailed), theirs.id, "claimed_by_another_team");
   {
     // The DNS lookup found the right CNAME; the outcome written is the guard's failure.
-    const std::string text = metrics(*env.server);
+    const std::string claimed = outcomes("claimed_by_another_team");
+    const std::string text =
+        metrics_once(*env.server, {{claimed, sample(metrics_before, claimed).value_or(0) + 1}});
     INFO(metrics_before, "\n---\n", text);
     auto delta = [&](const std::string& series) {
       return sample(text, series).value_or(-1) - sample(metrics_before, series).value_or(-1);
