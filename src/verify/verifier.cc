@@ -95,10 +95,7 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
       return;
     }
     CheckResult result = check(answer, name, expected);
-    const std::string looked_up = result.ok ? std::string("verified") : result.code;
-    for (size_t i = 0; i < kLookupResults.size(); ++i) {
-      if (looked_up == kLookupResults[i]) lookups_[i].fetch_add(1, std::memory_order_relaxed);
-    }
+    lookups_.add(result.ok ? std::string_view("verified") : std::string_view(result.code));
     latency_.observe(seconds);
     record(request_seq, domain_id, std::move(result));
   });
@@ -107,11 +104,7 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
 void Verifier::record(uint64_t request_seq, const std::string& domain_id, CheckResult result) {
   service_.record_outcome(domain_id, request_seq, std::move(result),
                           [this](Result<Written>, const std::string& outcome) {
-                            for (size_t i = 0; i < kOutcomes.size(); ++i) {
-                              if (outcome == kOutcomes[i]) {
-                                outcomes_[i].fetch_add(1, std::memory_order_relaxed);
-                              }
-                            }
+                            outcomes_.add(outcome);
                             open_.fetch_sub(1, std::memory_order_relaxed);
                           });
 }
@@ -123,20 +116,10 @@ std::string Verifier::render_metrics() const {
       << "gatewayd_verifier_queue_depth " << queue_depth() << "\n"
       << "# HELP gatewayd_verifier_scans_total Scans of the open-request queue.\n"
       << "# TYPE gatewayd_verifier_scans_total counter\n"
-      << "gatewayd_verifier_scans_total " << scans_.load(std::memory_order_relaxed) << "\n"
-      << "# HELP gatewayd_verifier_lookups_total DNS lookups by their result (verified: the "
-         "CNAME is right).\n"
-      << "# TYPE gatewayd_verifier_lookups_total counter\n";
-  for (size_t i = 0; i < kLookupResults.size(); ++i) {
-    out << "gatewayd_verifier_lookups_total{outcome=\"" << kLookupResults[i] << "\"} "
-        << lookups_[i].load(std::memory_order_relaxed) << "\n";
-  }
-  out << "# HELP gatewayd_verifier_outcomes_total Outcome events written, by outcome.\n"
-      << "# TYPE gatewayd_verifier_outcomes_total counter\n";
-  for (size_t i = 0; i < kOutcomes.size(); ++i) {
-    out << "gatewayd_verifier_outcomes_total{outcome=\"" << kOutcomes[i] << "\"} "
-        << outcomes_[i].load(std::memory_order_relaxed) << "\n";
-  }
+      << "gatewayd_verifier_scans_total " << scans_.load(std::memory_order_relaxed) << "\n";
+  lookups_.render(out, "gatewayd_verifier_lookups_total",
+                  "DNS lookups by their result (verified: the CNAME is right).");
+  outcomes_.render(out, "gatewayd_verifier_outcomes_total", "Outcome events written, by outcome.");
   out << "# HELP gatewayd_verifier_lookup_duration_seconds DNS lookup latency.\n"
       << "# TYPE gatewayd_verifier_lookup_duration_seconds histogram\n";
   latency_.render(out, "gatewayd_verifier_lookup_duration_seconds", "");

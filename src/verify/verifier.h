@@ -12,8 +12,10 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <ostream>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "core/histogram.h"
@@ -52,17 +54,31 @@ class Verifier {
   std::atomic<int64_t> open_{0};
   std::atomic<uint64_t> scans_{0};
 
-  // DNS lookup results, as metric labels: "verified" (the CNAME is right) and the failure codes.
-  static constexpr std::array<const char*, 7> kLookupResults{
-      "verified", "no_cname", "wrong_value", "nxdomain", "servfail", "timeout", "unreachable"};
-  std::array<std::atomic<uint64_t>, kLookupResults.size()> lookups_{};
+  // A Prometheus counter with one `outcome` label of a fixed set; other labels are not counted.
+  template <size_t N>
+  struct Tally {
+    std::array<const char*, N> labels;
+    std::array<std::atomic<uint64_t>, N> counts{};
+    void add(std::string_view label) {
+      for (size_t i = 0; i < N; ++i) {
+        if (label == labels[i]) counts[i].fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    void render(std::ostream& out, const char* name, const char* help) const {
+      out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n";
+      for (size_t i = 0; i < N; ++i) {
+        out << name << "{outcome=\"" << labels[i] << "\"} "
+            << counts[i].load(std::memory_order_relaxed) << "\n";
+      }
+    }
+  };
+  // DNS lookup results: "verified" (the CNAME is right) and the failure codes.
+  Tally<7> lookups_{
+      {"verified", "no_cname", "wrong_value", "nxdomain", "servfail", "timeout", "unreachable"}};
   // What was written for a request, as verification_outcome_label has it: a right CNAME can still
   // end in claimed_by_another_team, or in superseded.
-  static constexpr std::array<const char*, 9> kOutcomes{
-      "verified",  "no_cname", "wrong_value", "nxdomain",
-      "servfail",  "timeout",  "unreachable", "claimed_by_another_team",
-      "superseded"};
-  std::array<std::atomic<uint64_t>, kOutcomes.size()> outcomes_{};
+  Tally<9> outcomes_{{"verified", "no_cname", "wrong_value", "nxdomain", "servfail", "timeout",
+                      "unreachable", "claimed_by_another_team", "superseded"}};
   LatencyHistogram latency_;
 };
 
