@@ -555,11 +555,22 @@ void Api::verify(const std::shared_ptr<Context>& ctx, const std::string& id) {
 }
 
 void Api::history(Context& ctx, Kind kind, const std::string& id) {
-  if (!ctx.check_query({})) return;
-  auto found = reads_.history(kind, ctx.caller.tenant, id);
+  if (!ctx.check_query({"after_version", "limit"})) return;
+  // No count limit by default: a page ends at the history's end or at ReadModel::kMaxPageBytes.
+  uint64_t after_version = 0, limit = UINT64_MAX;
+  if (!ctx.int_param("after_version", 0, UINT64_MAX, &after_version) ||
+      !ctx.int_param("limit", 1, 1000, &limit)) {
+    return;
+  }
+  auto found = reads_.history(kind, ctx.caller.tenant, id, after_version, limit);
   if (!found.ok()) return ctx.fail(found.error());
   if (!found.value()) return ctx.fail(record_not_found(kind, id));
-  ctx.reply(json_reply(200, "{\"data\":[" + join(*found.value()) + "]}"));
+  const auto& page = *found.value();
+  std::string body = "{\"data\":[" + join(page.events) + "],\"next_after_version\":" +
+                     (page.next_after_version == 0 ? std::string("null")
+                                                   : std::to_string(page.next_after_version)) +
+                     "}";
+  ctx.reply(json_reply(200, std::move(body)));
 }
 
 void Api::events(Context& ctx) {

@@ -185,25 +185,49 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   return out;
 }
 
-Result<std::optional<std::vector<std::string>>> ReadModel::history(Kind kind, std::string_view team,
-                                                                   std::string_view id) const {
-  using History = std::optional<std::vector<std::string>>;
+namespace {
+
+// Whether one more event of `size` bytes fits a page that holds `count` events of `bytes` bytes.
+bool fits_page(size_t count, size_t bytes, size_t size) {
+  return count == 0 || bytes + size <= ReadModel::kMaxPageBytes;
+}
+
+}  // namespace
+
+Result<std::optional<ReadModel::History>> ReadModel::history(Kind kind, std::string_view team,
+                                                             std::string_view id,
+                                                             uint64_t after_version,
+                                                             uint64_t limit) const {
   Snapshot snap(store_);
   Owned record;
   auto owned = read_owned(kind, team, id, snap.get(), &record);
   if (!owned.ok()) return std::move(owned.error());
-  if (!owned.value()) return History();
-  std::vector<std::string> events;
+  if (!owned.value()) return std::optional<History>();
+  History out;
+  if (after_version == UINT64_MAX) return std::optional<History>(std::move(out));
   const std::string prefix = keys::history_prefix(id);
   auto it = store_.iterate(Cf::kProjections, snap.get());
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+  size_t bytes = 0;
+  uint64_t last_version = 0;
+  for (it->Seek(prefix + encode_u64(after_version + 1));
+       it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (out.events.size() >= limit) {
+      out.next_after_version = last_version;
+      break;
+    }
     auto event = store_.get(Cf::kEvents, std::string(view(it->value())), snap.get());
     if (!event.ok()) return std::move(event.error());
     if (!event.value()) return make_error(Code::kInternal, "history names a missing event");
-    events.push_back(std::move(*event.value()));
+    if (!fits_page(out.events.size(), bytes, event.value()->size())) {
+      out.next_after_version = last_version;
+      break;
+    }
+    bytes += event.value()->size();
+    last_version = decode_u64(view(it->key()).substr(prefix.size()));
+    out.events.push_back(std::move(*event.value()));
   }
   if (!it->status().ok()) return io_error(it->status());
-  return History(std::move(events));
+  return std::optional<History>(std::move(out));
 }
 
 Result<ReadModel::Events> ReadModel::tenant_events(std::string_view team, uint64_t after,
@@ -213,12 +237,15 @@ Result<ReadModel::Events> ReadModel::tenant_events(std::string_view team, uint64
   out.next_after = after;
   if (after == UINT64_MAX) return out;  // nothing comes after it (and after + 1 would wrap to 0)
   auto it = store_.iterate(Cf::kProjections);
+  size_t bytes = 0;
   for (it->Seek(prefix + encode_u64(after + 1));
        it->Valid() && it->key().starts_with(prefix) && out.events.size() < limit; it->Next()) {
     uint64_t seq = decode_u64(view(it->key()).substr(prefix.size()));
     auto event = store_.get(Cf::kEvents, encode_u64(seq));
     if (!event.ok()) return std::move(event.error());
     if (!event.value()) return make_error(Code::kInternal, "tenant index names a missing event");
+    if (!fits_page(out.events.size(), bytes, event.value()->size())) break;
+    bytes += event.value()->size();
     out.events.push_back(std::move(*event.value()));
     out.next_after = seq;
   }

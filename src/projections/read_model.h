@@ -58,16 +58,28 @@ class ReadModel {
   // The fields `?field=value` may filter on for a kind.
   static bool filterable(Kind kind, std::string_view field);
 
-  // Every event of record `id` (deleted records included), oldest first; nullopt when the record
-  // does not exist or belongs to another team.
-  Result<std::optional<std::vector<std::string>>> history(Kind kind, std::string_view team,
-                                                          std::string_view id) const;
+  // A page of events holds at most this many bytes of event JSON, unless its one event is larger:
+  // what a history or feed request holds in memory does not grow with the log.
+  static constexpr size_t kMaxPageBytes = size_t{4} << 20;
+
+  struct History {
+    std::vector<std::string> events;  // event JSON, oldest first
+    // The version of the last event returned when later ones were left for the next page (pass
+    // it as `after_version`); 0 when the page ends the history.
+    uint64_t next_after_version = 0;
+  };
+  // The events of record `id` (deleted records included) with a version > `after_version`, oldest
+  // first, at most `limit` of them and at most kMaxPageBytes (one event at least); nullopt when
+  // the record does not exist or belongs to another team.
+  Result<std::optional<History>> history(Kind kind, std::string_view team, std::string_view id,
+                                         uint64_t after_version, uint64_t limit) const;
 
   struct Events {
     std::vector<std::string> events;  // event JSON, by sequence number
     uint64_t next_after = 0;          // pass as `after` to continue
   };
-  // The team's events with sequence number > after, at most `limit`.
+  // The team's events with sequence number > after, at most `limit` and at most kMaxPageBytes
+  // (one event at least).
   Result<Events> tenant_events(std::string_view team, uint64_t after, uint64_t limit) const;
 
  private:

@@ -196,5 +196,146 @@ TEST_CASE("history lists one record's events oldest first, also after delete") {
   }
 }
 
+// The aggregate versions of a history page, and its next_after_version (0 for null, -2 when the
+// member is missing or neither null nor a number).
+struct HistoryPage {
+  std::vector<int64_t> versions;
+  int64_t next = -2;
+  size_t body_bytes = 0;
+};
+
+HistoryPage history_page(Api& api, const std::string& path, const std::string& query) {
+  Response r = api.get(path + "/history" + query);
+  INFO(query, " ", r.status, " ", r.body.substr(0, 300));
+  CHECK(r.status == 200);
+  rapidjson::Document d = json(r);
+  HistoryPage page;
+  page.body_bytes = r.body.size();
+  for (const rapidjson::Value* e : items(field(d, "data"))) {
+    page.versions.push_back(num(*e, "aggregate_version"));
+  }
+  const rapidjson::Value& next = field(d, "next_after_version");
+  if (next.IsNull() && d.IsObject() && d.HasMember("next_after_version")) page.next = 0;
+  if (next.IsInt64()) page.next = next.GetInt64();
+  return page;
+}
+
+TEST_CASE("history pages with after_version and limit; next_after_version is null at the end") {
+  Server server;
+  Api a(server, kTeamA);
+  Api b(server, kTeamB);
+  std::string id = create(a, kWebhook, 1);
+  std::string path = item_path(kWebhook, id);
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(a.put(path, json_with(kWebhook.body(kTeamA, 1), "status",
+                                  i % 2 == 0 ? R"("inactive")" : R"("active")"))
+                .status == 200);
+  }
+  using V = std::vector<int64_t>;
+  struct Row {
+    std::string query;
+    V versions;
+    int64_t next;
+  };
+  for (const Row& row : std::vector<Row>{
+           {"", {1, 2, 3, 4, 5}, 0},
+           {"?limit=2", {1, 2}, 2},
+           {"?after_version=2&limit=2", {3, 4}, 4},
+           {"?after_version=3&limit=2", {4, 5}, 0},  // exactly the rest: nothing is left
+           {"?after_version=4&limit=2", {5}, 0},
+           {"?after_version=1", {2, 3, 4, 5}, 0},
+           {"?after_version=5", {}, 0},
+           {"?after_version=18446744073709551615", {}, 0},
+           {"?limit=1000", {1, 2, 3, 4, 5}, 0},
+       }) {
+    CAPTURE(row.query);
+    HistoryPage page = history_page(a, path, row.query);
+    CHECK(page.versions == row.versions);
+    CHECK(page.next == row.next);
+  }
+  for (const char* bad : {"?limit=0", "?limit=1001", "?after_version=-1",
+                          "?after_version=18446744073709551616", "?after_version=x"}) {
+    CAPTURE(bad);
+    check_problem(a.get(path + "/history" + bad), 400, "invalid_query");
+  }
+  check_problem(a.get(path + "/history?after=1"), 400, "invalid_query");
+  check_problem(b.get(path + "/history?limit=1"), 404, "not_found");
+}
+
+// A profile body of about 600 KB: 180 WAF rule exclusions of a 1000-byte path and 256 rule ids.
+std::string large_profile_body(std::string_view hostname, int variant) {
+  std::string exclusions = "[";
+  for (int i = 0; i < 180; ++i) {
+    if (i > 0) exclusions += ",";
+    exclusions += R"({"path_prefix":"/)" + std::to_string(i) + "-" + std::string(1000, 'a') +
+                  R"(","remove_rule_ids":[)";
+    for (int j = 0; j < 256; ++j) {
+      if (j > 0) exclusions += ",";
+      exclusions += std::to_string(10000000 + j);
+    }
+    exclusions += "]}";
+  }
+  exclusions += "]";
+  std::string body = json_with(profile_body(kTeamA, hostname), "waf_rule_exclusions", exclusions);
+  return json_with(body, "max_body_bytes", std::to_string(1000 + variant));
+}
+
+TEST_CASE("history and event pages stop before 4 MiB of events; the next page goes on") {
+  constexpr size_t kPageBytes = size_t{4} << 20;
+  Server server;
+  Api a(server, kTeamA);
+  int64_t start = num(events(a, 0), "next_after", 0);
+  Response created =
+      a.post("/v1/gateway_security_profile", large_profile_body("big.example.com", 0));
+  INFO(created.status, " ", created.body.substr(0, 300));
+  REQUIRE(created.status == 201);
+  REQUIRE(created.body.size() > 550000);
+  std::string path = item_path(kProfile, str(json(created), "profile_id"));
+  constexpr int kVersions = 8;  // about 4.8 MB of events
+  for (int v = 2; v <= kVersions; ++v) {
+    REQUIRE(a.put(path, large_profile_body("big.example.com", v)).status == 200);
+  }
+  std::vector<int64_t> all;
+  for (int64_t v = 1; v <= kVersions; ++v) all.push_back(v);
+
+  SUBCASE("history") {
+    HistoryPage first = history_page(a, path, "");
+    CHECK(first.body_bytes <= kPageBytes + 1024);
+    REQUIRE_FALSE(first.versions.empty());
+    CHECK(first.versions.size() < all.size());
+    CHECK(first.next == first.versions.back());
+    std::vector<int64_t> seen = first.versions;
+    int64_t next = first.next;
+    for (int pages = 0; next > 0 && pages < kVersions; ++pages) {
+      HistoryPage page = history_page(a, path, "?after_version=" + std::to_string(next));
+      CHECK(page.body_bytes <= kPageBytes + 1024);
+      REQUIRE_FALSE(page.versions.empty());
+      seen.insert(seen.end(), page.versions.begin(), page.versions.end());
+      next = page.next;
+    }
+    CHECK(seen == all);
+    CHECK(next == 0);
+  }
+  SUBCASE("events") {
+    std::vector<int64_t> seen;
+    int64_t after = start;
+    int calls = 0;
+    for (; calls < kVersions + 1; ++calls) {
+      Response r = a.get("/v1/events?after=" + std::to_string(after) + "&limit=1000");
+      REQUIRE(r.status == 200);
+      CHECK(r.body.size() <= kPageBytes + 1024);
+      rapidjson::Document d = json(r);
+      if (length(field(d, "data")) == 0) break;
+      for (const rapidjson::Value* e : items(field(d, "data"))) {
+        seen.push_back(num(*e, "aggregate_version"));
+        after = num(*e, "seq");
+      }
+      CHECK(num(d, "next_after") == after);
+    }
+    CHECK(seen == all);
+    CHECK(calls >= 2);  // the first page could not hold them all
+  }
+}
+
 }  // namespace
 }  // namespace gw::itest
