@@ -284,7 +284,7 @@ struct Api::Context {
       for (auto a : allowed) ok = ok || name == a;
       if (!ok && filter_ok) ok = filter_ok(name);
       if (!ok) {
-        fail(make_error(Code::kInvalidQuery, "unknown query parameter " + name));
+        fail(make_error(Code::kInvalidQuery, "unknown query parameter \"" + name + "\""));
         return false;
       }
     }

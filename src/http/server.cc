@@ -187,6 +187,8 @@ class Handler final : public P::Http::Handler {
       request.method = P::Http::methodString(req.method());
       request.path = percent_decode(origin_path(req.resource()), Part::kPath);
       for (auto it = req.query().parameters_begin(); it != req.query().parameters_end(); ++it) {
+        // An empty segment (`?&a=1`, `a=1&&b=2`, a trailing `&`) names nothing: skipped.
+        if (it->first.empty() && it->second.empty()) continue;
         request.query.emplace_back(percent_decode(it->first, Part::kQuery),
                                    percent_decode(it->second, Part::kQuery));
       }

@@ -118,6 +118,21 @@ TEST_CASE("bad page, per_page and unknown query parameters are 400 invalid_query
     check_problem(api.get(std::string("/v1/gateway_security_profile") + q), 400, "invalid_query");
   }
   check_problem(api.get("/v1/webhook?hostname=a.example.com"), 400, "invalid_query");
+  // The unknown name is quoted in the message, an empty one too.
+  for (const auto& [q, named] : {std::pair{"?foo=bar", R"(unknown query parameter \"foo\")"},
+                                 std::pair{"?=5", R"(unknown query parameter \"\")"}}) {
+    CAPTURE(q);
+    Response r = api.get(std::string("/v1/webhook") + q);
+    check_problem(r, 400, "invalid_query");
+    CHECK(r.body.find(named) != std::string::npos);
+  }
+  // Empty segments (a leading, doubled or trailing `&`) name no parameter.
+  for (const std::string q : {"?&per_page=1", "?page=1&&per_page=1", "?per_page=1&", "?&"}) {
+    CAPTURE(q);
+    Response r = api.get("/v1/webhook" + q);
+    CHECK(r.status == 200);
+  }
+  CHECK(list(api, kWebhook, "?&per_page=1&").per_page == 1);
   // A status the kind does not have is a typo, not a filter that matches nothing.
   for (const std::string q : {"/v1/domain?status=Pending", "/v1/domain?status=active",
                               "/v1/webhook?status=verified", "/v1/webhook?status=",
