@@ -84,7 +84,7 @@ Result<std::string> compare_projections(const Store& store, const LogFold& fold,
   std::string key;
   std::string value;
   bool more = replay(&key, &value);
-  for (; it->Valid() || more; ++*compared) {
+  while (it->Valid() || more) {
     // A block that cannot be read ends the iteration early: no finding about the read model.
     if (!it->Valid() && !it->status().ok()) break;
     const std::string_view stored_key(it->Valid() ? it->key().data() : nullptr,
@@ -107,6 +107,7 @@ Result<std::string> compare_projections(const Store& store, const LogFold& fold,
       return "projections: " + describe_key(key) + " differs: the read model has \"" +
              escaped(stored_value, 200) + "\", a fresh replay has \"" + escaped(value, 200) + "\"";
     }
+    ++*compared;
     it->Next();
     more = replay(&key, &value);
   }
