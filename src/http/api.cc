@@ -1,7 +1,8 @@
 #include "http/api.h"
 
-#include <chrono>
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -313,6 +314,12 @@ struct Api::Context {
   Actor actor() const { return Actor{caller.tenant, caller.token_name}; }
 };
 
+size_t max_response_bytes(size_t max_request_bytes) {
+  // 8 KiB covers what the server adds to a record or an event; 1 MiB the page's own members.
+  const size_t item = max_request_bytes + (8 << 10);
+  return std::max<size_t>(kMaxPerPage * item, ReadModel::kMaxPageBytes + item) + (1 << 20);
+}
+
 Api::Api(ApiConfig config, Service& service, const ReadModel& reads, TokenStore& tokens,
          RateLimiter& limiter, Metrics& metrics, std::function<bool()> writable)
     : config_(std::move(config)),
@@ -417,7 +424,7 @@ void Api::list(Context& ctx, Kind kind) {
   }
   uint64_t page = 1, per_page = 20;
   if (!ctx.int_param("page", 1, 1000000000, &page) ||
-      !ctx.int_param("per_page", 1, 100, &per_page)) {
+      !ctx.int_param("per_page", 1, kMaxPerPage, &per_page)) {
     return;
   }
   std::vector<ReadModel::Filter> filters;

@@ -257,7 +257,7 @@ Result<uint16_t> Server::start() {
                     .threads(config_.threads)
                     .flags(P::Tcp::Options::ReuseAddr)
                     .maxRequestSize(pistache_request_limit(config_.max_request_bytes))
-                    .maxResponseSize(64 << 20);
+                    .maxResponseSize(max_response_bytes(config_.max_request_bytes));
     endpoint_->init(opts);
     endpoint_->setHandler(P::Http::make_handler<Handler>(state_));
     endpoint_->serveThreaded();

@@ -144,6 +144,37 @@ TEST_CASE("bad page, per_page and unknown query parameters are 400 invalid_query
   }
 }
 
+TEST_CASE("a page of 100 records at the body limit is served whole (more than 64 MiB)") {
+  Server server;  // the default --max-request-bytes, 1 MiB
+  Api api(server, kTeamA);
+  // Profiles of about 1 MiB each (a long string in waf_overrides): 66 of them pass 64 MiB, the
+  // response limit gatewayd once had, at which the page was dropped without an answer.
+  constexpr int kProfiles = 66;
+  const std::string padding = "{\"note\":\"" + std::string(1040000, 'x') + "\"}";
+  std::vector<std::string> ids;
+  for (int i = 0; i < kProfiles; ++i) {
+    std::string body = json_with(profile_body(kTeamA, "big" + std::to_string(i) + ".example.com"),
+                                 "waf_overrides", padding);
+    REQUIRE(body.size() < (1u << 20));
+    Response r = api.post("/v1/gateway_security_profile", body);
+    INFO(r.status, " ", r.body.substr(0, 300));
+    REQUIRE(r.status == 201);
+    ids.push_back(str(json(r), "profile_id"));
+  }
+  Response r = api.get("/v1/gateway_security_profile?per_page=100");
+  INFO(r.status, " ", r.body.substr(0, 300));
+  REQUIRE(r.status == 200);
+  CHECK(r.body.size() > (size_t{64} << 20));
+  rapidjson::Document d = json(r);
+  std::vector<std::string> listed;
+  for (const rapidjson::Value* item : items(field(d, "data"))) {
+    listed.push_back(str(*item, "profile_id"));
+    CHECK(str(field(*item, "waf_overrides"), "note").size() == 1040000);
+  }
+  CHECK(listed == ids);
+  CHECK(num(field(d, "pagination"), "total") == kProfiles);
+}
+
 TEST_CASE("profile lists filter by hostname") {
   Server server;
   Api api(server, kTeamA);
