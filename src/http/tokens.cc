@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -25,24 +27,36 @@ int64_t steady_ms() {
       .count();
 }
 
-// What tells a changed file: a `chmod` changes the mode only, not the modification time. `st`
-// gets the file's status (all zero when it is missing).
+// What tells a changed file: a `chmod` or `chown` changes the mode or owner and the status change
+// time, not the modification time, and an edit in place that keeps the size and puts the
+// modification time back still changes the status change time. `st` gets the file's status (all
+// zero when it is missing).
 std::string stamp_of(const std::string& path, struct stat* st_out) {
   struct stat& st = *st_out;
   st = {};
   if (::stat(path.c_str(), &st) != 0) return "missing";
   return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
-         std::to_string(st.st_mode);
+         std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) + ":" +
+         std::to_string(st.st_mode) + ":" + std::to_string(st.st_uid);
 }
 
-// Whoever may write the tokens file can add a token for any tenant.
-bool writable_by_others(const struct stat& st) { return (st.st_mode & (S_IWGRP | S_IWOTH)) != 0; }
-
-std::string writable_by_others_problem(const std::string& path) {
-  return path +
-         " may be written by group or others, who could add a token for any tenant (chmod go-w " +
-         path + ")";
+// Why no token may come from a file of status `st` (whoever may write the tokens file can add a
+// token for any tenant), or "". With `owner`, the file must also be owned by root or by the user
+// this program runs as (gatewayd; gatewayctl, which only appends, may run as another user).
+std::string untrusted_file_problem(const std::string& path, const struct stat& st, bool owner) {
+  if (!S_ISREG(st.st_mode)) return path + " is not a regular file";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return path +
+           " may be written by group or others, who could add a token for any tenant (chmod go-w " +
+           path + ")";
+  }
+  if (owner && st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return path + " is owned by user " + std::to_string(st.st_uid) +
+           ", who could add a token for any tenant; it must be owned by root or by user " +
+           std::to_string(::geteuid()) + ", who runs this program (chown)";
+  }
+  return "";
 }
 
 // Why `name` cannot name a token ("must be ..."); nullptr when it can.
@@ -56,17 +70,19 @@ const char* name_problem(std::string_view name) {
   return charset ? nullptr : "must be 1-64 characters of A-Z a-z 0-9 _ . -";
 }
 
+// A SHA-256 digest in hex, either case (`sha256sum` writes lower case, other tools upper).
 bool is_hex_digest(std::string_view s) {
   if (s.size() != 64) return false;
   for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    const char l = ascii_lower(c);
+    if (!((l >= '0' && l <= '9') || (l >= 'a' && l <= 'f'))) return false;
   }
   return true;
 }
 
 std::string from_hex(std::string_view hex) {
   std::string out(hex.size() / 2, '\0');
-  auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  auto nibble = [](char c) { return c <= '9' ? c - '0' : ascii_lower(c) - 'a' + 10; };
   for (size_t i = 0; i < out.size(); ++i) {
     out[i] = static_cast<char>((nibble(hex[2 * i]) << 4) | nibble(hex[2 * i + 1]));
   }
@@ -89,15 +105,27 @@ void TokenStore::maybe_reload(bool force) {
   std::string stamp = stamp_of(path_, &st);
   if (stamp == file_stamp_) return;
   auto map = std::make_shared<Map>();
-  std::ifstream in(path_);
-  if (in && writable_by_others(st)) {
-    // Said each time the file changes, like an ignored line; no token is accepted meanwhile.
-    std::fprintf(stderr, "gatewayd: no token accepted: %s\n",
-                 writable_by_others_problem(path_).c_str());
-    in.close();
+  // Why no token is accepted now ("" when the file was read; a missing file holds no token and
+  // says nothing: it may be created later). Said once for each change of the file or the reason.
+  std::string problem;
+  bool read_again = false;  // the file could not be read: try again at the next check
+  std::ifstream in;
+  if (stamp != "missing") {
+    problem = untrusted_file_problem(path_, st, true);
+    if (problem.empty()) {
+      in.open(path_);
+      if (!in) {
+        problem = "cannot read " + path_ + ": " + std::strerror(errno);
+        read_again = true;
+      }
+    }
   }
+  // Digests seen, with the line that gave each; a digest on two lines that disagree on the tenant
+  // or the name is ambiguous and accepted from neither.
+  std::unordered_map<std::string, size_t> lines;
+  std::unordered_map<std::string, bool> conflicting;
   std::string line;
-  for (size_t number = 1; std::getline(in, line); ++number) {
+  for (size_t number = 1; problem.empty() && std::getline(in, line); ++number) {
     if (line.empty() || line[0] == '#') continue;
     std::istringstream fields(line);
     std::string digest, tenant, name, extra;
@@ -105,11 +133,23 @@ void TokenStore::maybe_reload(bool force) {
     if (!(fields >> digest >> tenant >> name) || (fields >> extra)) {
       why = "expected three fields: <sha256 hex> <tenant> <name>";
     } else if (!is_hex_digest(digest)) {
-      why = "the first field is not a SHA-256 digest in hex (64 characters)";
+      why = "the first field is not a SHA-256 digest in hex (64 characters 0-9 a-f)";
     } else if (!valid_tenant_id(tenant)) {
       why = "the tenant is not 1-128 characters of A-Z a-z 0-9 _ . -";
     } else if (const char* bad = name_problem(name)) {
       why = std::string("the name ") + bad;
+    }
+    std::string raw = why.empty() ? from_hex(digest) : std::string();
+    if (why.empty()) {
+      auto [seen, first] = lines.emplace(raw, number);
+      const auto found = map->find(raw);
+      if (!first && (conflicting.count(raw) != 0 || found == map->end() ||
+                     found->second.info.tenant != tenant || found->second.info.name != name)) {
+        why = "the same token as line " + std::to_string(seen->second) +
+              " with another tenant or name; neither line is accepted";
+        conflicting[raw] = true;
+        map->erase(raw);
+      }
     }
     if (!why.empty()) {
       // Said each time the file is read (only when it changed): an operator who edited it by
@@ -118,10 +158,19 @@ void TokenStore::maybe_reload(bool force) {
                    why.c_str());
       continue;
     }
-    std::string raw = from_hex(digest);
     (*map)[raw] = Entry{raw, TokenInfo{tenant, name}};
   }
-  file_stamp_ = std::move(stamp);
+  if (problem.empty() && in.bad()) {
+    problem = "cannot read " + path_ + ": " + std::strerror(errno);
+    read_again = true;
+    map->clear();
+  }
+  if (!problem.empty() && (stamp != problem_stamp_ || problem != problem_)) {
+    std::fprintf(stderr, "gatewayd: no token accepted: %s\n", problem.c_str());
+  }
+  problem_ = problem;
+  problem_stamp_ = stamp;
+  file_stamp_ = read_again ? std::string() : std::move(stamp);
   map_.store(std::move(map));
 }
 
@@ -151,15 +200,16 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
       "gw_" + to_hex(std::string_view(reinterpret_cast<const char*>(secret), sizeof(secret)));
   std::string line = sha256_hex(token) + " " + tenant + " " + name + "\n";
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) return make_error(Code::kUnavailable, "cannot open " + path);
+  if (fd < 0)
+    return make_error(Code::kUnavailable, "cannot open " + path + ": " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     return make_error(Code::kUnavailable, "cannot stat " + path);
   }
-  if (writable_by_others(st)) {
+  if (auto problem = untrusted_file_problem(path, st, false); !problem.empty()) {
     ::close(fd);
-    return make_error(Code::kUnavailable, writable_by_others_problem(path));
+    return make_error(Code::kUnavailable, problem);
   }
   // A file edited by hand may lack its last newline: the new line must not join the last one.
   char last = '\n';

@@ -1,8 +1,10 @@
 // API tokens. The tokens file holds one line per token: `<sha256-hex of token> <tenant> <name>`
 // (blank lines and lines starting with '#' are ignored); tokens themselves are never stored.
 // TokenStore re-reads the file when it changes (checked at most every 250 ms, and at once when a
-// presented token is unknown, so a token created with gatewayctl works immediately). It accepts no
-// token from a file that group or others may write: they could add one for any tenant.
+// presented token is unknown, so a token created with gatewayctl works immediately; a file it
+// could not read is tried again at every check). It accepts no token from a file that group or
+// others may write or that a user other than root or its own owns: they could add one for any
+// tenant. A digest on two lines that disagree on the tenant or name is accepted from neither.
 // Thread-safe: lookups read an immutable snapshot published through an atomic shared_ptr.
 #pragma once
 
@@ -42,7 +44,9 @@ class TokenStore {
   std::atomic<std::shared_ptr<const Map>> map_;
   std::atomic<int64_t> last_check_ms_{0};
   std::mutex reload_mu_;            // serializes reloads only; never held by lookups
-  std::string file_stamp_;          // GUARDED_BY(reload_mu_): inode, size, mtime
+  std::string file_stamp_;          // GUARDED_BY(reload_mu_): what tells a change (stamp_of)
+  std::string problem_;             // GUARDED_BY(reload_mu_): why no token is accepted, or ""
+  std::string problem_stamp_;       // GUARDED_BY(reload_mu_): the stamp problem_ was said for
 };
 
 // Appends a new token for `tenant` to the tokens file (created 0600 if missing; an existing file

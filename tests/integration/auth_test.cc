@@ -1,5 +1,7 @@
 // Authentication and tenant binding: 401 before 400 before 403; the tokens file is re-read.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -277,6 +279,110 @@ TEST_CASE("a tokens file group or others may write: no token from it is accepted
   struct stat st {};
   REQUIRE(::stat(file.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0640);
+}
+
+std::string read_file(const std::string& path) {
+  std::ostringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
+}
+
+// The status of GET /v1/webhook with `token` once it is `want`, polling for up to 2 s (the file is
+// looked at again at most every 250 ms while known tokens come).
+int status_once(Server& server, const std::string& token, int want) {
+  int status = 0;
+  for (int i = 0; i < 40; ++i) {
+    status = Api(server, token, std::string(kTeamA)).get("/v1/webhook").status;
+    if (status == want) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return status;
+}
+
+// Found by an audit: an edit in place that kept the size and put the modification time back was
+// never seen (a revoked token kept working); a file owned by another user was trusted; a path that
+// is no regular file held no token without a word; two lines with one digest and different
+// tenants were taken silently (the last won); an upper-case digest was refused.
+TEST_CASE("the tokens file: edits in place, owner, a directory, conflicting and upper-case lines") {
+  Server server;
+  const std::string file = server.tokens_file();
+  const std::string victim = server.new_token(kTeamA, "victim");
+  REQUIRE(status_once(server, victim, 200) == 200);
+
+  SUBCASE("an edit in place with the modification time put back revokes") {
+    struct stat before {};
+    REQUIRE(::stat(file.c_str(), &before) == 0);
+    std::string text = read_file(file);
+    const size_t end = text.find(" team_a victim\n");
+    REQUIRE(end != std::string::npos);
+    const size_t start = text.rfind('\n', end) + 1;  // npos + 1 == 0 for the first line
+    REQUIRE(end - start == 64);
+    {
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(start));
+      f << std::string(64, '0');
+    }
+    const struct timespec times[2] = {before.st_atim, before.st_mtim};
+    REQUIRE(::utimensat(AT_FDCWD, file.c_str(), times, 0) == 0);
+    struct stat after {};
+    REQUIRE(::stat(file.c_str(), &after) == 0);
+    REQUIRE(after.st_size == before.st_size);
+    REQUIRE(after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+    CHECK(status_once(server, victim, 401) == 401);
+    CHECK(Api(server, kTeamA).get("/v1/webhook").status == 200);
+  }
+  SUBCASE("a file owned by another user than root or gatewayd's holds no token") {
+    REQUIRE(::chown(file.c_str(), 65534, 65534) == 0);
+    CHECK(status_once(server, victim, 401) == 401);
+    CHECK(server
+              .wait_for_line("gatewayd: no token accepted: " + file +
+                             " is owned by user 65534, who could add a token for any tenant")
+              .has_value());
+    REQUIRE(::chown(file.c_str(), 0, 0) == 0);
+    CHECK(status_once(server, victim, 200) == 200);
+  }
+  SUBCASE("a directory in the file's place holds no token and says so") {
+    REQUIRE(::rename(file.c_str(), (file + ".away").c_str()) == 0);
+    REQUIRE(::mkdir(file.c_str(), 0700) == 0);
+    CHECK(status_once(server, victim, 401) == 401);
+    CHECK(server.wait_for_line("gatewayd: no token accepted: " + file + " is not a regular file")
+              .has_value());
+    REQUIRE(::rmdir(file.c_str()) == 0);
+    REQUIRE(::rename((file + ".away").c_str(), file.c_str()) == 0);
+    CHECK(status_once(server, victim, 200) == 200);
+  }
+  SUBCASE("one digest on two lines with different tenants: neither is accepted") {
+    const std::string original = read_file(file);
+    const size_t end = original.find(" team_a victim\n");
+    REQUIRE(end != std::string::npos);
+    const size_t start = original.rfind('\n', end) + 1;
+    const std::string digest = original.substr(start, 64);
+    std::ofstream(file, std::ios::app) << digest << " team_b victim\n";
+    CHECK(status_once(server, victim, 401) == 401);
+    CHECK(
+        server.wait_for_line(" with another tenant or name; neither line is accepted").has_value());
+    CHECK(Api(server, kTeamA).get("/v1/webhook").status == 200);  // the other lines still count
+    // The same line twice is no conflict.
+    std::ofstream(file, std::ios::trunc) << original << digest << " team_a victim\n";
+    CHECK(status_once(server, victim, 200) == 200);
+  }
+  SUBCASE("a digest in upper-case hex is accepted") {
+    std::string text = read_file(file);
+    const size_t end = text.find(" team_a victim\n");
+    REQUIRE(end != std::string::npos);
+    const size_t start = text.rfind('\n', end) + 1;
+    const size_t line_end = end + std::string_view(" team_a victim\n").size();
+    // Revoked first, so that the token is unknown when the upper-case line comes.
+    std::ofstream(file, std::ios::trunc) << text.substr(0, start) + text.substr(line_end);
+    REQUIRE(status_once(server, victim, 401) == 401);
+    for (size_t i = start; i < end; ++i) {
+      text[i] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
+    }
+    std::ofstream(file, std::ios::trunc) << text;
+    // Accepted at once: an unknown token makes gatewayd look at the file, which has changed.
+    CHECK(Api(server, victim, std::string(kTeamA)).get("/v1/webhook").status == 200);
+    CHECK(server.output().find(" ignored: ") == std::string::npos);
+  }
 }
 
 // X-Tenant-ID and Idempotency-Key kept a trailing blank before (403, a new key); Authorization and
