@@ -1,6 +1,6 @@
 // gatewayd: wiring only. Parses flags, opens the store, catches the read model up with the log,
 // starts the writer, the verifier, the Kafka mirror and the HTTP server, and shuts down cleanly on
-// SIGTERM/SIGINT.
+// SIGTERM, SIGINT or SIGHUP.
 #include <signal.h>
 
 #include <cstdio>
@@ -34,9 +34,29 @@ int fail(const std::string& message) {
 // A namespace flag in the form hostnames are compared in (lower case, no trailing dot), so that
 // `--platform-domain Plat.Example.` reserves what `plat.example` does. Empty, or why the value
 // is no hostname.
-std::string domain_flag(const char* name, const std::string& value, std::string* out) {
-  auto problem = gw::fields::hostname(value, out);
-  return problem ? std::string("--") + name + " " + *problem : std::string();
+std::string domain_flag(const gw::Flags& flags, const char* name, std::string* out) {
+  auto problem = gw::fields::hostname(flags.get(name), out);
+  return problem ? flags.named(name) + " " + *problem : std::string();
+}
+
+// Why `list` is no list of Kafka bootstrap servers (`host:port[,host:port...]`), or "". librdkafka
+// takes almost anything and then retries forever, so a typo would look like a broker that is down.
+std::string broker_list_problem(const std::string& list) {
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    const std::string entry =
+        list.substr(start, comma == std::string::npos ? comma : comma - start);
+    std::string host;
+    uint16_t port = 0;
+    if (!gw::split_host_port(entry, &host, &port) || port == 0 ||
+        host.find_first_of(" \t") != std::string::npos) {
+      return "must be host:port[,host:port...] with ports 1..65535; \"" + entry +
+             "\" is not host:port";
+    }
+    if (comma == std::string::npos) return "";
+    start = comma + 1;
+  }
 }
 
 }  // namespace
@@ -47,6 +67,16 @@ int main(int argc, char** argv) {
   if (auto code = gw::sandbox::zygote_main_if_asked(argc, argv, {gw::sandbox::kWafTask})) {
     return *code;
   }
+  // The stop signals are blocked from the start, in every thread started later too; main waits
+  // for them once it serves. One that comes while gatewayd starts waits until it serves (it
+  // killed the process in the first milliseconds before). The sandbox's processes set their own.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   gw::Flags flags({
       {"listen", "GATEWAY_LISTEN", "127.0.0.1:8080", "HTTP address; port 0 picks a free port"},
@@ -80,27 +110,33 @@ int main(int argc, char** argv) {
   if (!waf_sandbox.ok()) return fail(waf_sandbox.error().detail);
   gw::http::ServerConfig server_config;
   if (!gw::split_host_port(flags.get("listen"), &server_config.host, &server_config.port)) {
-    return fail("--listen must be HOST:PORT");
+    return fail(flags.named("listen") +
+                " must be HOST:PORT (an IPv6 address in brackets: [::1]:8080)");
   }
   auto max_bytes = gw::parse_int(flags.get("max-request-bytes"), 1, 64 << 20);
   auto threads = gw::parse_int(flags.get("threads"), 1, 256);
   auto rate = gw::parse_int(flags.get("rate-limit"), 0, 1000000);
-  if (!max_bytes) return fail("--max-request-bytes must be 1..67108864");
-  if (!threads) return fail("--threads must be 1..256");
-  if (!rate) return fail("--rate-limit must be 0..1000000");
+  if (!max_bytes) return fail(flags.named("max-request-bytes") + " must be 1..67108864");
+  if (!threads) return fail(flags.named("threads") + " must be 1..256");
+  if (!rate) return fail(flags.named("rate-limit") + " must be 0..1000000");
   auto read_cache_mb = gw::parse_int(flags.get("read-cache-mb"), 0, 1 << 20);
-  if (!read_cache_mb) return fail("--read-cache-mb must be 0..1048576");
+  if (!read_cache_mb) return fail(flags.named("read-cache-mb") + " must be 0..1048576");
   auto dns_timeout = gw::parse_int(flags.get("dns-timeout-ms"), 10, 60000);
   auto dns_tries = gw::parse_int(flags.get("dns-tries"), 1, 10);
-  if (!dns_timeout) return fail("--dns-timeout-ms must be 10..60000");
-  if (!dns_tries) return fail("--dns-tries must be 1..10");
+  if (!dns_timeout) return fail(flags.named("dns-timeout-ms") + " must be 10..60000");
+  if (!dns_tries) return fail(flags.named("dns-tries") + " must be 1..10");
   // Kafka's rule for topic names (an empty one was used as is, and a real broker refuses it).
   const std::string topic = flags.get("kafka-topic");
   if (topic.empty() || topic.size() > 249 || topic == "." || topic == ".." ||
       topic.find_first_not_of(
           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
           std::string::npos) {
-    return fail("--kafka-topic must be 1-249 of a-z, A-Z, 0-9, '.', '_' and '-', not . or ..");
+    return fail(flags.named("kafka-topic") +
+                " must be 1-249 of a-z, A-Z, 0-9, '.', '_' and '-', not . or ..");
+  }
+  if (const std::string& brokers = flags.get("kafka-brokers"); !brokers.empty()) {
+    if (auto problem = broker_list_problem(brokers); !problem.empty())
+      return fail(flags.named("kafka-brokers") + " " + problem);
   }
   server_config.threads = static_cast<int>(*threads);
   server_config.max_request_bytes = static_cast<size_t>(*max_bytes);
@@ -113,8 +149,7 @@ int main(int argc, char** argv) {
   for (auto [name, out] :
        {std::pair{"platform-domain", &api_config.policy.platform_domain},
         std::pair{"platform-run-domain", &api_config.policy.platform_run_domain}}) {
-    if (auto problem = domain_flag(name, flags.get(name), out); !problem.empty())
-      return fail(problem);
+    if (auto problem = domain_flag(flags, name, out); !problem.empty()) return fail(problem);
   }
   api_config.policy.check_waf_directives = [sandbox =
                                                 waf_sandbox.value().get()](std::string_view text) {
@@ -122,18 +157,9 @@ int main(int argc, char** argv) {
   };
   std::string verification_domain = "verify." + api_config.policy.platform_domain;
   if (!flags.get("verification-domain").empty()) {
-    auto problem =
-        domain_flag("verification-domain", flags.get("verification-domain"), &verification_domain);
+    auto problem = domain_flag(flags, "verification-domain", &verification_domain);
     if (!problem.empty()) return fail(problem);
   }
-
-  // Signals are blocked in every thread started from here on; main waits for them below.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 
   auto store = gw::Store::open(data_dir);
   if (!store.ok()) return fail("cannot open " + data_dir + ": " + store.error().detail);

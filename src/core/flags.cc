@@ -11,6 +11,7 @@ Result<bool> Flags::parse(int argc, char** argv, int first) {
     // An empty variable counts as unset (compose files and unit files often pass VAR= through).
     const char* env = s.env.empty() ? nullptr : std::getenv(s.env.c_str());
     values_[s.name] = env != nullptr && *env != '\0' ? env : s.value;
+    if (env != nullptr && *env != '\0') from_env_[s.name] = s.env;
   }
   std::set<std::string> given;
   for (int i = first; i < argc; ++i) {
@@ -38,11 +39,17 @@ Result<bool> Flags::parse(int argc, char** argv, int first) {
       value = argv[++i];
     }
     values_[name] = *value;
+    from_env_.erase(name);
   }
   return true;
 }
 
 const std::string& Flags::get(const std::string& name) const { return values_.at(name); }
+
+std::string Flags::named(const std::string& name) const {
+  auto env = from_env_.find(name);
+  return env == from_env_.end() ? "--" + name : env->second + " (--" + name + ")";
+}
 
 std::string Flags::usage() const {
   std::string out;
@@ -59,6 +66,9 @@ std::string Flags::usage() const {
 bool split_host_port(const std::string& in, std::string* host, uint16_t* port) {
   auto colon = in.rfind(':');
   if (colon == std::string::npos || colon == 0) return false;
+  const std::string_view h(in.data(), colon);
+  const bool bracketed = h.size() > 2 && h.front() == '[' && h.back() == ']';
+  if (!bracketed && h.find_first_of(":[]") != std::string_view::npos) return false;
   auto p = parse_int(in.substr(colon + 1), 0, 65535);
   if (!p) return false;
   *host = in.substr(0, colon);

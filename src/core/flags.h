@@ -28,16 +28,21 @@ class Flags {
   // `--help` sets help_requested().
   Result<bool> parse(int argc, char** argv, int first);
   const std::string& get(const std::string& name) const;
+  // How to name flag `name` in a message about its value: "--name", or "GATEWAY_X (--name)" when
+  // the value came from its environment variable.
+  std::string named(const std::string& name) const;
   bool help_requested() const { return help_; }
   std::string usage() const;
 
  private:
   std::vector<FlagSpec> specs_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::string> from_env_;  // flag -> its variable, for values read from one
   bool help_ = false;
 };
 
-// "HOST:PORT" -> host and port (port 0..65535).
+// "HOST:PORT" -> host and port (port 0..65535). An IPv6 address is in brackets ("[::1]:8080");
+// a host with a colon outside brackets is refused.
 bool split_host_port(const std::string& in, std::string* host, uint16_t* port);
 // A whole decimal number in [min, max].
 std::optional<int64_t> parse_int(const std::string& in, int64_t min, int64_t max);

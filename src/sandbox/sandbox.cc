@@ -277,10 +277,11 @@ int receive_fd(int control, bool* eof) {
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
   }
-  // Ctrl-C reaches the whole process group: the server drains, and the zygote leaves when the
-  // server closes the control socket.
+  // Ctrl-C (or a hangup) reaches the whole process group: the server drains, and the zygote
+  // leaves when the server closes the control socket.
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGTERM, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
   // Keep only stdio and the control socket: a descriptor the caller left open across exec (its
   // files, sockets, pipes) must not stay open in a process that outlives their closing.

@@ -73,8 +73,8 @@ TEST_CASE("keep-alive: consecutive requests, errors included, reuse one connecti
   CHECK(unauth.new_connections == 0);
 }
 
-TEST_CASE("SIGTERM and SIGINT stop the server with exit status 0") {
-  for (int sig : {SIGTERM, SIGINT}) {
+TEST_CASE("SIGTERM, SIGINT and SIGHUP stop the server with exit status 0") {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
     CAPTURE(sig);
     Server server;
     Api api(server, kTeamA);
@@ -235,6 +235,13 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
       // A flag given twice: the last one was taken.
       {"--data-dir", dir.path(), "--data-dir is given more than once"},
       {"--listen", "127.0.0.1:0", "--listen is given more than once"},
+      // Any list was taken, and the mirror retried it for ever without a word.
+      {"--kafka-brokers", ",,,", "--kafka-brokers must be host:port[,host:port...]"},
+      {"--kafka-brokers", "host:notaport", "\"host:notaport\" is not host:port"},
+      {"--kafka-brokers", "not a broker list!", "--kafka-brokers must be host:port"},
+      {"--kafka-brokers", "127.0.0.1:9092,", "\"\" is not host:port"},
+      {"--kafka-brokers", "127.0.0.1:0", "--kafka-brokers must be host:port"},
+      {"--kafka-brokers", "::1:9092", "--kafka-brokers must be host:port"},
   };
   for (const auto& row : rows) {
     CAPTURE(row.flag);
@@ -246,6 +253,24 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
     CHECK(bad.status.code != 0);
     CHECK(bad.err.find(row.message) != std::string::npos);
   }
+
+  // An IPv6 address without brackets reached Pistache, which said "Invalid port".
+  CommandResult v6 = run_command({bin, "--listen", "::1:0", "--data-dir", dir.path()},
+                                 ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(10));
+  CAPTURE(v6.err);
+  CHECK(v6.status.exited);
+  CHECK(v6.status.code != 0);
+  CHECK(v6.err.find("--listen must be HOST:PORT (an IPv6 address in brackets: [::1]:8080)") !=
+        std::string::npos);
+  // A bad value from the environment is named by its variable.
+  CommandResult env_bad =
+      run_command({bin, "--listen", "127.0.0.1:0", "--data-dir", dir.path()},
+                  ChildEnv{{"GATEWAY_"}, {"GATEWAY_RATE_LIMIT=abc"}}, std::chrono::seconds(10));
+  CAPTURE(env_bad.err);
+  CHECK(env_bad.status.exited);
+  CHECK(env_bad.status.code != 0);
+  CHECK(env_bad.err.find("GATEWAY_RATE_LIMIT (--rate-limit) must be 0..1000000") !=
+        std::string::npos);
 
   Server server;
   std::string port = std::to_string(std::stoi(server.url().substr(server.url().rfind(':') + 1)));
