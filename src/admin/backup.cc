@@ -50,7 +50,7 @@ Result<BackupReport> copy_database(const std::string& data_dir, const std::strin
   auto source = ReadOnlyStore::open(data_dir);
   if (!source.ok()) return std::move(source.error());
   const Store& from = source.value()->store();
-  auto target = Store::open(out_dir);
+  auto target = Store::open_backup_copy(out_dir);
   if (!target.ok()) {
     return make_error(Code::kUnavailable,
                       "cannot create a database in " + out_dir + ": " + target.error().detail);
@@ -91,7 +91,20 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
   if (!existed && !fs::create_directories(out_dir, ec)) {
     return make_error(Code::kUnavailable, "cannot create " + out_dir + ": " + ec.message());
   }
-  auto report = copy_database(data_dir, out_dir);
+  // The copy is marked unfinished before anything else happens in it, and the mark goes only
+  // once all of it is durable: gatewayd and gatewayctl refuse a copy that still has it, so a
+  // backup stopped half way (killed, a power cut) is never restored as if it were whole.
+  const std::string marker = out_dir + "/" + Store::kUnfinishedBackup;
+  Result<BackupReport> report = make_error(Code::kUnavailable, "cannot create " + marker);
+  const int marker_fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (marker_fd >= 0) {
+    const bool durable = ::fsync(marker_fd) == 0;
+    ::close(marker_fd);
+    if (durable && fsync_dir(out_dir)) report = copy_database(data_dir, out_dir);
+  }
+  if (report.ok() && (::unlink(marker.c_str()) != 0 || !fsync_dir(out_dir))) {
+    report = make_error(Code::kUnavailable, "cannot remove " + marker);
+  }
   if (!report.ok()) {
     // Everything in out_dir is ours: it was empty or missing.
     for (const auto& entry : fs::directory_iterator(out_dir, ec)) fs::remove_all(entry.path(), ec);

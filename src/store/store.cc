@@ -212,7 +212,33 @@ bool is_spent_counter(std::string_view key, std::string_view value) {
   return !key.empty() && key[0] == 'c' && value.size() == 8 && decode_u64(value) == 0;
 }
 
+namespace {
+
+// Refuses a copy that `gatewayctl backup` did not finish: part of the log, or projections half
+// copied, would be served as if they were the whole database.
+std::optional<Error> unfinished_backup(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(dir) / Store::kUnfinishedBackup, ec)) {
+    return std::nullopt;
+  }
+  return make_error(
+      Code::kUnavailable,
+      dir + " holds a backup that gatewayctl backup did not finish (" + Store::kUnfinishedBackup +
+          "): it may lack events or projections; remove it and make the backup again");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Store>> Store::open(const std::string& dir, rocksdb::Env* env) {
+  if (auto refused = unfinished_backup(dir)) return std::move(*refused);
+  return open_unchecked(dir, env);
+}
+
+Result<std::unique_ptr<Store>> Store::open_backup_copy(const std::string& dir) {
+  return open_unchecked(dir, nullptr);
+}
+
+Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, rocksdb::Env* env) {
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
@@ -241,6 +267,7 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& dir, rocksdb::Env*
 
 Result<std::unique_ptr<Store>> Store::open_secondary(const std::string& dir,
                                                      const std::string& scratch_dir) {
+  if (auto refused = unfinished_backup(dir)) return std::move(*refused);
   rocksdb::DBOptions options;
   options.max_open_files = -1;  // required of a secondary: it keeps every table file it reads open
   // Its info log goes to the scratch dir: RocksDB's own logger aborts once a write to it failed.

@@ -40,12 +40,18 @@ class Store {
   // cannot (locked by another process, corrupt, unwritable).
   // `env` replaces RocksDB's default Env (tests inject faults through it); it must outlive the
   // Store.
+  // A dir holding kUnfinishedBackup is refused (kUnavailable): a backup was stopped half way.
   static Result<std::unique_ptr<Store>> open(const std::string& dir, rocksdb::Env* env = nullptr);
+  // The file `gatewayctl backup` keeps in its copy until the copy is complete and durable, so that
+  // a copy it could not finish (killed, power cut) is never opened as if it were whole.
+  static constexpr const char* kUnfinishedBackup = "BACKUP-UNFINISHED";
+  // Open for `gatewayctl backup` only: as open(), but in a dir holding kUnfinishedBackup.
+  static Result<std::unique_ptr<Store>> open_backup_copy(const std::string& dir);
   // Opens `dir` read-only as a RocksDB secondary instance: a view of the database as of this call
   // (its table files, MANIFEST and write-ahead logs), also while another process has it open for
   // writing; the LOCK is not taken. RocksDB keeps the secondary's own log in `scratch_dir`, which
   // must exist and outlive the Store. Writes fail. kUnavailable if it cannot be opened (no
-  // database there, unreadable).
+  // database there, unreadable, an unfinished backup).
   static Result<std::unique_ptr<Store>> open_secondary(const std::string& dir,
                                                        const std::string& scratch_dir);
   ~Store();
@@ -89,6 +95,7 @@ class Store {
   const std::string& dir() const { return dir_; }
 
  private:
+  static Result<std::unique_ptr<Store>> open_unchecked(const std::string& dir, rocksdb::Env* env);
   Store() = default;
   static std::unique_ptr<Store> adopt(const std::string& dir, rocksdb::DB* raw,
                                       const std::vector<rocksdb::ColumnFamilyHandle*>& handles);

@@ -344,6 +344,34 @@ TEST_CASE("backup copies every column family and refuses a non-empty directory")
   CHECK(std::filesystem::exists(used + "/notes.txt"));
 }
 
+// A backup killed half way left a directory that gatewayd opened and served: part of the log
+// (rebuilt into projections that `check` then passed), or projections half copied. The copy
+// carries a marker until it is complete and durable, and a store holding it is not opened.
+TEST_CASE("a backup's copy is marked unfinished until it is whole; a marked copy is not opened") {
+  FixtureDir fx;
+  testing::ScratchDir parent;
+  const std::string out = parent.path() + "/copy";
+  REQUIRE(backup(fx.path(), out).ok());
+  const std::string marker = out + "/" + Store::kUnfinishedBackup;
+  CHECK_FALSE(std::filesystem::exists(marker));
+  CHECK(check_failure(out) == "");
+
+  std::ofstream(marker).close();  // what a backup that was stopped leaves
+  auto opened = Store::open(out);
+  REQUIRE_FALSE(opened.ok());
+  CHECK(opened.error().code == Code::kUnavailable);
+  CHECK(opened.error().detail.find("holds a backup that gatewayctl backup did not finish") !=
+        std::string::npos);
+  auto read_only = ReadOnlyStore::open(out);
+  REQUIRE_FALSE(read_only.ok());
+  CHECK(read_only.error().detail.find("did not finish") != std::string::npos);
+  auto rebuilt = rebuild(out);
+  REQUIRE_FALSE(rebuilt.ok());
+  CHECK(rebuilt.error().detail.find("did not finish") != std::string::npos);
+  CHECK(backup(out, parent.path() + "/copy2").error().detail.find("did not finish") !=
+        std::string::npos);
+}
+
 TEST_CASE("projection keys are described readably") {
   CHECK(describe_key(keys::record("dom_x")) == "r/dom_x");
   CHECK(describe_key(keys::history_prefix("dom_x") + encode_u64(3)) == "h/dom_x/3");
