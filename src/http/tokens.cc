@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include "commands/decide.h"
 #include "commands/parse.h"
@@ -123,7 +124,7 @@ void TokenStore::maybe_reload(bool force) {
   // Digests seen, with the line that gave each; a digest on two lines that disagree on the tenant
   // or the name is ambiguous and accepted from neither.
   std::unordered_map<std::string, size_t> lines;
-  std::unordered_map<std::string, bool> conflicting;
+  std::unordered_set<std::string> conflicting;
   std::string line;
   for (size_t number = 1; problem.empty() && std::getline(in, line); ++number) {
     if (line.empty() || line[0] == '#') continue;
@@ -142,12 +143,12 @@ void TokenStore::maybe_reload(bool force) {
     std::string raw = why.empty() ? from_hex(digest) : std::string();
     if (why.empty()) {
       auto [seen, first] = lines.emplace(raw, number);
-      const auto found = map->find(raw);
-      if (!first && (conflicting.count(raw) != 0 || found == map->end() ||
-                     found->second.info.tenant != tenant || found->second.info.name != name)) {
+      // A digest seen before is in the map unless an earlier conflict took it out.
+      if (!first && (conflicting.count(raw) != 0 || map->at(raw).info.tenant != tenant ||
+                     map->at(raw).info.name != name)) {
         why = "the same token as line " + std::to_string(seen->second) +
               " with another tenant or name; neither line is accepted";
-        conflicting[raw] = true;
+        conflicting.insert(raw);
         map->erase(raw);
       }
     }
