@@ -97,6 +97,51 @@ TokenStore::TokenStore(std::string path)
   maybe_reload(true);
 }
 
+// The tokens of the lines of `in` into *map. A line gatewayd cannot use is skipped and named on
+// stderr with its number and why (an operator who edited the file by hand learns why a token is
+// refused; the line itself may hold a secret, so only its number).
+void TokenStore::read_lines(std::istream& in, Map* map) const {
+  // Digests seen, with the line that gave each; a digest on two lines that disagree on the tenant
+  // or the name is ambiguous and accepted from neither.
+  std::unordered_map<std::string, size_t> lines;
+  std::unordered_set<std::string> conflicting;
+  std::string line;
+  for (size_t number = 1; std::getline(in, line); ++number) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string digest, tenant, name, extra;
+    std::string why;
+    if (!(fields >> digest >> tenant >> name) || (fields >> extra)) {
+      why = "expected three fields: <sha256 hex> <tenant> <name>";
+    } else if (!is_hex_digest(digest)) {
+      why = "the first field is not a SHA-256 digest in hex (64 characters 0-9 a-f)";
+    } else if (!valid_tenant_id(tenant)) {
+      why = "the tenant is not 1-128 characters of A-Z a-z 0-9 _ . -";
+    } else if (const char* bad = name_problem(name)) {
+      why = std::string("the name ") + bad;
+    }
+    std::string raw;
+    if (why.empty()) {
+      raw = from_hex(digest);
+      auto [seen, first] = lines.emplace(raw, number);
+      // A digest seen before is in the map unless an earlier conflict took it out.
+      if (!first && (conflicting.count(raw) != 0 || map->at(raw).info.tenant != tenant ||
+                     map->at(raw).info.name != name)) {
+        why = "the same token as line " + std::to_string(seen->second) +
+              " with another tenant or name; neither line is accepted";
+        conflicting.insert(raw);
+        map->erase(raw);
+      }
+    }
+    if (!why.empty()) {
+      std::fprintf(stderr, "gatewayd: %s line %zu ignored: %s\n", path_.c_str(), number,
+                   why.c_str());
+      continue;
+    }
+    (*map)[raw] = Entry{raw, TokenInfo{tenant, name}};
+  }
+}
+
 void TokenStore::maybe_reload(bool force) {
   const int64_t now = steady_ms();
   if (!force && now - last_check_ms_.load(std::memory_order_relaxed) < 250) return;
@@ -121,46 +166,7 @@ void TokenStore::maybe_reload(bool force) {
       }
     }
   }
-  // Digests seen, with the line that gave each; a digest on two lines that disagree on the tenant
-  // or the name is ambiguous and accepted from neither.
-  std::unordered_map<std::string, size_t> lines;
-  std::unordered_set<std::string> conflicting;
-  std::string line;
-  for (size_t number = 1; problem.empty() && std::getline(in, line); ++number) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string digest, tenant, name, extra;
-    std::string why;
-    if (!(fields >> digest >> tenant >> name) || (fields >> extra)) {
-      why = "expected three fields: <sha256 hex> <tenant> <name>";
-    } else if (!is_hex_digest(digest)) {
-      why = "the first field is not a SHA-256 digest in hex (64 characters 0-9 a-f)";
-    } else if (!valid_tenant_id(tenant)) {
-      why = "the tenant is not 1-128 characters of A-Z a-z 0-9 _ . -";
-    } else if (const char* bad = name_problem(name)) {
-      why = std::string("the name ") + bad;
-    }
-    std::string raw = why.empty() ? from_hex(digest) : std::string();
-    if (why.empty()) {
-      auto [seen, first] = lines.emplace(raw, number);
-      // A digest seen before is in the map unless an earlier conflict took it out.
-      if (!first && (conflicting.count(raw) != 0 || map->at(raw).info.tenant != tenant ||
-                     map->at(raw).info.name != name)) {
-        why = "the same token as line " + std::to_string(seen->second) +
-              " with another tenant or name; neither line is accepted";
-        conflicting.insert(raw);
-        map->erase(raw);
-      }
-    }
-    if (!why.empty()) {
-      // Said each time the file is read (only when it changed): an operator who edited it by
-      // hand learns why a token is refused. The line itself may hold a secret; only its number.
-      std::fprintf(stderr, "gatewayd: %s line %zu ignored: %s\n", path_.c_str(), number,
-                   why.c_str());
-      continue;
-    }
-    (*map)[raw] = Entry{raw, TokenInfo{tenant, name}};
-  }
+  if (problem.empty()) read_lines(in, map.get());
   if (problem.empty() && in.bad()) {
     problem = "cannot read " + path_ + ": " + std::strerror(errno);
     read_again = true;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <istream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,6 +40,7 @@ class TokenStore {
   };
   using Map = std::unordered_map<std::string, Entry>;  // keyed by digest
   void maybe_reload(bool force);
+  void read_lines(std::istream& in, Map* map) const;
 
   std::string path_;
   std::atomic<std::shared_ptr<const Map>> map_;
