@@ -499,7 +499,7 @@ void Api::create(const std::shared_ptr<Context>& ctx, Kind kind) {
 void Api::get(Context& ctx, Kind kind, const std::string& id) {
   if (!ctx.check_query({"as_of"})) return;
   uint64_t as_of = 0;  // 0: as it is now
-  if (!ctx.int_param("as_of", 1, UINT64_MAX, &as_of)) return;
+  if (!ctx.int_param("as_of", 1, kMaxQuerySeq, &as_of)) return;
   if (as_of != 0) {
     // A point in the future would give an answer that later writes could change.
     auto last = reads_.last_seq();
@@ -565,7 +565,7 @@ void Api::history(Context& ctx, Kind kind, const std::string& id) {
   if (!ctx.check_query({"after_version", "limit"})) return;
   // No count limit by default: a page ends at the history's end or at ReadModel::kMaxPageBytes.
   uint64_t after_version = 0, limit = UINT64_MAX;
-  if (!ctx.int_param("after_version", 0, UINT64_MAX, &after_version) ||
+  if (!ctx.int_param("after_version", 0, kMaxQuerySeq, &after_version) ||
       !ctx.int_param("limit", 1, 1000, &limit)) {
     return;
   }
@@ -583,7 +583,8 @@ void Api::history(Context& ctx, Kind kind, const std::string& id) {
 void Api::events(Context& ctx) {
   if (!ctx.check_query({"after", "limit"})) return;
   uint64_t after = 0, limit = 100;
-  if (!ctx.int_param("after", 0, UINT64_MAX, &after) || !ctx.int_param("limit", 1, 1000, &limit)) {
+  if (!ctx.int_param("after", 0, kMaxQuerySeq, &after) ||
+      !ctx.int_param("limit", 1, 1000, &limit)) {
     return;
   }
   auto result = reads_.tenant_events(ctx.caller.tenant, after, limit);

@@ -29,6 +29,9 @@ struct ApiConfig {
 
 // The most records a list page holds (`per_page`).
 constexpr uint64_t kMaxPerPage = 100;
+// The largest sequence number or version a query takes (`after`, `after_version`, `as_of`): the
+// OpenAPI document has them as int64, which is what clients generated from it hold.
+constexpr uint64_t kMaxQuerySeq = INT64_MAX;
 
 // The largest response body the API can make when bodies are at most `max_request_bytes`: a list
 // page of kMaxPerPage records, each at most a body plus what the server adds to it (ids, times,

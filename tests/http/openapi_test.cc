@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "http/api.h"
 #include "http/openapi.h"
+#include "service/idempotency.h"
 
 namespace gw::http {
 namespace {
@@ -121,6 +123,42 @@ TEST_CASE("the OpenAPI problem codes include every error code the server sends")
     CAPTURE(name);
     CHECK(documented.contains(name));
   }
+}
+
+TEST_CASE(
+    "the document's bounds of after, after_version, as_of and Idempotency-Key are the server's") {
+  rapidjson::Document doc = parsed();
+  REQUIRE(doc.IsObject());
+  const rapidjson::Value* components = member(doc, "components");
+  const rapidjson::Value* parameters = components ? member(*components, "parameters") : nullptr;
+  REQUIRE(parameters != nullptr);
+  auto schema = [&](const char* name) -> const rapidjson::Value& {
+    const rapidjson::Value* p = member(*parameters, name);
+    const rapidjson::Value* s = p ? member(*p, "schema") : nullptr;
+    REQUIRE(s != nullptr);
+    return *s;
+  };
+  for (const char* name : {"After", "AfterVersion", "AsOf"}) {
+    CAPTURE(name);
+    const rapidjson::Value* max = member(schema(name), "maximum");
+    REQUIRE(max != nullptr);
+    REQUIRE(max->IsUint64());
+    CHECK(max->GetUint64() == kMaxQuerySeq);
+  }
+  const rapidjson::Value& key = schema("IdempotencyKey");
+  const rapidjson::Value* pattern = member(key, "pattern");
+  REQUIRE(pattern != nullptr);
+  const std::regex allowed(pattern->GetString());
+  for (int c = 1; c < 128; ++c) {
+    const std::string candidate = "k" + std::string(1, static_cast<char>(c)) + "k";
+    CAPTURE(c);
+    CHECK(std::regex_match(candidate, allowed) == valid_idempotency_key(candidate));
+  }
+  const rapidjson::Value* max_length = member(key, "maxLength");
+  REQUIRE(max_length != nullptr);
+  const size_t longest = max_length->GetUint();
+  CHECK(valid_idempotency_key(std::string(longest, 'k')));
+  CHECK_FALSE(valid_idempotency_key(std::string(longest + 1, 'k')));
 }
 
 }  // namespace

@@ -82,6 +82,10 @@ TEST_CASE("as_of is tenant-scoped and must name an event of the log") {
     check_problem(a.get(item_path(kWebhook, id) + "?as_of=" + bad), 400, "invalid_query");
   }
   check_problem(a.get("/v1/webhook?as_of=1"), 400, "invalid_query");  // not a list parameter
+  // Past the OpenAPI document's int64: out of range, not merely a point in the future.
+  Response huge = a.get(item_path(kWebhook, id) + "?as_of=9223372036854775808");
+  check_problem(huge, 400, "invalid_query");
+  CHECK(huge.body.find("as_of must be an integer 1..9223372036854775807") != std::string::npos);
 }
 
 TEST_CASE("a verified domain read as of its verification request is still pending") {
