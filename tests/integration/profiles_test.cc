@@ -141,6 +141,8 @@ TEST_CASE("profile field rules, one value at a time") {
       {"max_body_bytes", "0", true},
       {"max_body_bytes", "2147483648", false},
       {"max_body_bytes", "1.5", false},
+      {"max_body_bytes", "1.0", false},  // an integer to JSON Schema, not to gatewayd (README)
+      {"max_body_bytes", "1e2", false},
       {"max_body_bytes", "\"10\"", false},
       {"cors_origins", R"("*")", true},
       {"cors_origins", R"("*,https://a.example.com")", false},
