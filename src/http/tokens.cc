@@ -31,11 +31,15 @@ int64_t steady_ms() {
 // What tells a changed file: a `chmod` or `chown` changes the mode or owner and the status change
 // time, not the modification time, and an edit in place that keeps the size and puts the
 // modification time back still changes the status change time. `st` gets the file's status (all
-// zero when it is missing).
-std::string stamp_of(const std::string& path, struct stat* st_out) {
+// zero when it is missing, and `stat_error` stat's errno).
+std::string stamp_of(const std::string& path, struct stat* st_out, int* stat_error) {
   struct stat& st = *st_out;
   st = {};
-  if (::stat(path.c_str(), &st) != 0) return "missing";
+  *stat_error = 0;
+  if (::stat(path.c_str(), &st) != 0) {
+    *stat_error = errno;
+    return "missing";
+  }
   return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
          std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) + ":" +
@@ -148,15 +152,21 @@ void TokenStore::maybe_reload(bool force) {
   std::lock_guard<std::mutex> lock(reload_mu_);
   last_check_ms_.store(now, std::memory_order_relaxed);
   struct stat st {};
-  std::string stamp = stamp_of(path_, &st);
+  int stat_error = 0;
+  std::string stamp = stamp_of(path_, &st, &stat_error);
   if (stamp == file_stamp_) return;
   auto map = std::make_shared<Map>();
-  // Why no token is accepted now ("" when the file was read; a missing file holds no token and
-  // says nothing: it may be created later). Said once for each change of the file or the reason.
+  // Why no token is accepted now ("" when the file was read). Said once for each change of the
+  // file or the reason. A missing file is said too (a restore that left the tokens file behind, or
+  // a mistyped --tokens-file, would otherwise be 401s and nothing else); it may be created later.
   std::string problem;
   bool read_again = false;  // the file could not be read: try again at the next check
   std::ifstream in;
-  if (stamp != "missing") {
+  if (stamp == "missing") {
+    problem = path_ + ": " + std::strerror(stat_error);
+    if (stat_error == ENOENT)
+      problem += " (gatewayctl token create --tokens-file " + path_ + " makes it)";
+  } else {
     problem = untrusted_file_problem(path_, st, true);
     if (problem.empty()) {
       in.open(path_);

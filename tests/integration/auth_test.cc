@@ -385,6 +385,26 @@ TEST_CASE("the tokens file: edits in place, owner, a directory, conflicting and 
   }
 }
 
+// A restore that left the tokens file behind, or a mistyped --tokens-file, was 401 for every
+// request and not a line on stderr.
+TEST_CASE("a missing tokens file is said once; a token made in it later is accepted") {
+  testing::TempDir elsewhere;
+  const std::string file = elsewhere.file("tokens");
+  Server server({"--tokens-file", file});
+  const std::string said = "gatewayd: no token accepted: " + file +
+                           ": No such file or directory (gatewayctl token create --tokens-file " +
+                           file + " makes it)";
+  REQUIRE(server.wait_for_line(said));
+  // The fixture's tokens are in the data dir's file, which --tokens-file replaced.
+  CHECK(Api(server, kTeamA).get("/v1/webhook").status == 401);
+  CHECK(Api(server, kTeamA).get("/v1/webhook").status == 401);
+  const std::string late =
+      testing::create_token(GATEWAYCTL_PATH, file, std::string(kTeamA), "after-restore");
+  CHECK(Api(server, late, std::string(kTeamA)).get("/v1/webhook").status == 200);
+  const std::string out = server.output();
+  CHECK(out.find(said) == out.rfind(said));  // once, however many requests looked
+}
+
 // X-Tenant-ID and Idempotency-Key kept a trailing blank before (403, a new key); Authorization and
 // If-Match were already trimmed where they are parsed, and stay so.
 TEST_CASE("blanks around header values are not part of them (RFC 9110 5.5)") {
