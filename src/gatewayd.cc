@@ -83,8 +83,8 @@ int main(int argc, char** argv) {
       {"data-dir", "GATEWAY_DATA_DIR", "./data", "RocksDB event log and projections"},
       {"tokens-file", "GATEWAY_TOKENS_FILE", "", "hashed API tokens [default: <data-dir>/tokens]"},
       {"platform-domain", "GATEWAY_PLATFORM_DOMAIN", "platform.test", "reserved namespace"},
-      {"platform-run-domain", "GATEWAY_PLATFORM_RUN_DOMAIN", "run.platform.test",
-       "reserved namespace"},
+      {"platform-run-domain", "GATEWAY_PLATFORM_RUN_DOMAIN", "",
+       "reserved namespace [default: run.<platform-domain>]"},
       {"verification-domain", "GATEWAY_VERIFICATION_DOMAIN", "",
        "suffix of every verification_value [default: verify.<platform-domain>]"},
       {"max-request-bytes", "GATEWAY_MAX_REQUEST_BYTES", "1048576", "larger bodies get 413"},
@@ -146,10 +146,16 @@ int main(int argc, char** argv) {
   if (tokens_file.empty()) tokens_file = data_dir + "/tokens";
   gw::http::ApiConfig api_config;
   api_config.max_request_bytes = server_config.max_request_bytes;
-  for (auto [name, out] :
-       {std::pair{"platform-domain", &api_config.policy.platform_domain},
-        std::pair{"platform-run-domain", &api_config.policy.platform_run_domain}}) {
-    if (auto problem = domain_flag(flags, name, out); !problem.empty()) return fail(problem);
+  if (auto problem = domain_flag(flags, "platform-domain", &api_config.policy.platform_domain);
+      !problem.empty()) {
+    return fail(problem);
+  }
+  // Like --verification-domain, the run namespace follows --platform-domain unless given.
+  api_config.policy.platform_run_domain = "run." + api_config.policy.platform_domain;
+  if (!flags.get("platform-run-domain").empty()) {
+    auto problem =
+        domain_flag(flags, "platform-run-domain", &api_config.policy.platform_run_domain);
+    if (!problem.empty()) return fail(problem);
   }
   api_config.policy.check_waf_directives = [sandbox =
                                                 waf_sandbox.value().get()](std::string_view text) {

@@ -127,6 +127,21 @@ TEST_CASE("the platform namespace flags are compared as hostnames are") {
   CHECK(str(d, "verification_value").ends_with(".proof.example.net"));
 }
 
+// --platform-run-domain kept reserving run.platform.test when only --platform-domain was given.
+TEST_CASE("the run namespace and the verification domain follow --platform-domain") {
+  Server server({"--platform-domain", "corp.example"});
+  Api api(server, kTeamA);
+  for (const std::string host : {"corp.example", "svc.run.corp.example"}) {
+    CAPTURE(host);
+    check_problem(api.post(kPath, domain_body(kTeamA, host)), 422, "validation_failed");
+  }
+  // The defaults' names are no longer reserved.
+  create_domain(api, domain_body(kTeamA, "svc.run.platform.test"));
+  create_domain(api, domain_body(kTeamA, "app.platform.test"));
+  rapidjson::Document d = create_domain(api, domain_body(kTeamA, "vv.example.net"));
+  CHECK(str(d, "verification_value").ends_with(".verify.corp.example"));
+}
+
 // A team that verified a subtree claim on a public suffix would hold every name under it.
 TEST_CASE("a public suffix is not a domain (422); a name under it is") {
   Server server;
