@@ -263,7 +263,10 @@ Result<uint16_t> Server::start() {
     endpoint_->serveThreaded();
     return static_cast<uint16_t>(endpoint_->getPort());
   } catch (const std::exception& e) {
-    return make_error(Code::kUnavailable, std::string("cannot listen: ") + e.what());
+    const bool v6 = config_.host.find(':') != std::string::npos;
+    const std::string where =
+        (v6 ? "[" + config_.host + "]" : config_.host) + ":" + std::to_string(config_.port);
+    return make_error(Code::kUnavailable, "cannot listen on " + where + ": " + e.what());
   }
 }
 

@@ -263,7 +263,7 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
   Server server;
   std::string port = std::to_string(std::stoi(server.url().substr(server.url().rfind(':') + 1)));
   refused(run({"--listen", "127.0.0.1:" + port, "--data-dir", dir.path()}),
-          "cannot listen: Address already in use");
+          "cannot listen on 127.0.0.1:" + port + ": Address already in use");
 
   refused(run({"--listen", "127.0.0.1:0", "--data-dir", server.data_dir()}), "/LOCK");
   CHECK(Api(server, kTeamA).get("/v1/domain").status == 200);
