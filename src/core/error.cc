@@ -19,6 +19,8 @@ const char* code_name(Code code) {
     case Code::kRateLimited: return "rate_limited";
     case Code::kInvalidIdempotencyKey: return "invalid_idempotency_key";
     case Code::kIdempotencyKeyReused: return "idempotency_key_reused";
+    case Code::kBadRequest:
+      return "bad_request";
     case Code::kInternal: return "internal";
     case Code::kUnavailable: return "unavailable";
   }

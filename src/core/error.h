@@ -25,6 +25,7 @@ enum class Code {
   kRateLimited,
   kInvalidIdempotencyKey,
   kIdempotencyKeyReused,
+  kBadRequest,
   kInternal,
   kUnavailable,
 };

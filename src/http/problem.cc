@@ -17,7 +17,9 @@ int status_of(Code code) {
     case Code::kInvalidJson:
     case Code::kInvalidQuery:
     case Code::kMissingTenant:
-    case Code::kInvalidIdempotencyKey: return 400;
+    case Code::kInvalidIdempotencyKey:
+    case Code::kBadRequest:
+      return 400;
     case Code::kUnauthorized: return 401;
     case Code::kTenantMismatch: return 403;
     case Code::kNotFound: return 404;
@@ -57,6 +59,8 @@ const char* title_of(Code code) {
     case Code::kRateLimited: return "Rate limited";
     case Code::kInvalidIdempotencyKey: return "Invalid Idempotency-Key";
     case Code::kIdempotencyKeyReused: return "Idempotency-Key reused";
+    case Code::kBadRequest:
+      return "Bad request";
     case Code::kInternal: return "Internal error";
     case Code::kUnavailable: return "Service unavailable";
   }

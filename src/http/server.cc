@@ -3,11 +3,15 @@
 #include <pistache/endpoint.h>
 #include <pistache/http.h>
 
+#include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <chrono>
 #include <functional>
 #include <mutex>
-#include <unordered_map>
+#include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "core/text.h"
 #include "http/problem.h"
@@ -71,10 +75,60 @@ struct Expose {
 };
 template struct Expose<RegistryMapTag, &P::Http::Header::Registry::registry>;
 
-void use_raw_content_type() {
+// The largest body a request may declare (--max-request-bytes of the server being started).
+std::atomic<uint64_t> max_declared_body{0};
+
+// Pistache reserved a body as large as a request's Content-Length before a byte of it came (a
+// declared 10 TB took 10 TB of address space, so a few connections could take all of it), and
+// read the value with std::stoull, which takes "5abc" as 5 and answered "-5" or "x" with a
+// plain-text 500 naming the exception. This parser takes digits alone. A declaration over the
+// limit, or one that is no number, reads no body: onRequest answers it (413 or 400, with
+// Connection: close, before anything else is checked) from what this header kept.
+class CheckedContentLength final : public P::Http::Header::ContentLength {
+ public:
+  enum class Verdict { kFine, kTooLarge, kInvalid };
+  void parse(const std::string& data) override {
+    std::string_view v = data;
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    const bool digits = !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    uint64_t n = 0;
+    if (digits) std::from_chars(v.data(), v.data() + v.size(), n);
+    verdict_ = !digits                                                 ? Verdict::kInvalid
+               : n > max_declared_body.load(std::memory_order_relaxed) ? Verdict::kTooLarge
+                                                                       : Verdict::kFine;
+    ContentLength::parse(verdict_ == Verdict::kFine ? std::string(v) : std::string("0"));
+  }
+  Verdict verdict() const { return verdict_; }
+
+ private:
+  Verdict verdict_ = Verdict::kFine;
+};
+
+void use_checked_headers() {
   auto& registry = P::Http::Header::Registry::instance();
-  (registry.*registry_map(RegistryMapTag{})).erase("Content-Type");
+  auto& map = registry.*registry_map(RegistryMapTag{});
+  map.erase("Content-Type");
   registry.registerHeader<RawContentType>();
+  map.erase("Content-Length");
+  registry.registerHeader<CheckedContentLength>();
+}
+
+// The answer to a request whose Content-Length CheckedContentLength refused, if it did.
+std::optional<Reply> refused_length(const P::Http::Request& req) {
+  auto header = req.headers().tryGet<P::Http::Header::ContentLength>();
+  const auto* checked = dynamic_cast<const CheckedContentLength*>(header.get());
+  if (checked == nullptr || checked->verdict() == CheckedContentLength::Verdict::kFine) return {};
+  Reply r = checked->verdict() == CheckedContentLength::Verdict::kTooLarge
+                ? problem(make_error(Code::kPayloadTooLarge,
+                                     "the request body exceeds " +
+                                         std::to_string(max_declared_body.load()) + " bytes"))
+                : problem(make_error(Code::kBadRequest,
+                                     "Content-Length must be a decimal number of bytes"));
+  r.close = true;  // the body, if one follows, is never read
+  return r;
 }
 
 int hex_value(char c) {
@@ -182,6 +236,10 @@ class Handler final : public P::Http::Handler {
       answer(*exchange, std::move(r));
       return;
     }
+    if (auto refused = refused_length(req)) {
+      answer(*exchange, std::move(*refused));
+      return;
+    }
     try {
       Request request;
       request.method = P::Http::methodString(req.method());
@@ -249,8 +307,9 @@ Server::~Server() = default;
 
 Result<uint16_t> Server::start() {
   try {
-    static std::once_flag raw_content_type;
-    std::call_once(raw_content_type, use_raw_content_type);
+    max_declared_body.store(config_.max_request_bytes, std::memory_order_relaxed);
+    static std::once_flag checked_headers;
+    std::call_once(checked_headers, use_checked_headers);
     P::Address addr(config_.host, P::Port(config_.port));
     endpoint_ = std::make_unique<P::Http::Endpoint>(addr);
     auto opts = P::Http::Endpoint::options()
