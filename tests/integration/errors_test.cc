@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "core/text.h"
@@ -424,6 +425,33 @@ TEST_CASE("waf_overrides numbers keep their value") {
   const auto& overrides = field(doc, "waf_overrides");
   CHECK(field(overrides, "big").GetDouble() == 1e23);
   CHECK(field(overrides, "long").GetDouble() == 1.2345678901234568e29);
+}
+
+// RapidJSON's full-precision parse read out of bounds on a fraction with leading zeros (a
+// segmentation fault of gatewayd, from one request of any tenant) and passed zero to clz on a
+// zero with an exponent (0e100 read back as -1.997919072202235e146).
+TEST_CASE("numbers with leading fraction zeros or a zero with an exponent keep their value") {
+  Server server;
+  Api api(server, kTeamA);
+  std::string body = profile_body(kTeamA, "zeros.example.com");
+  body.pop_back();
+  body += R"(,"waf_overrides":{"tiny":0.)" + std::string(400, '0') +
+          R"(1,"small":0.00000000000000000000001,"digits":0.012345678901234567890,)"
+          R"("zero":0e100,"negative_zero":-0.0e-30}})";
+  Response r = api.post("/v1/gateway_security_profile", body);
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  rapidjson::Document doc;  // read back at full precision too, to compare with exact literals
+  doc.Parse<rapidjson::kParseFullPrecisionFlag>(r.body.c_str(), r.body.size());
+  REQUIRE_FALSE(doc.HasParseError());
+  const auto& overrides = field(doc, "waf_overrides");
+  CHECK(field(overrides, "tiny").GetDouble() == 0.0);  // below the smallest double
+  CHECK(field(overrides, "small").GetDouble() == 1e-23);
+  CHECK(field(overrides, "digits").GetDouble() == 0.012345678901234568);
+  CHECK(field(overrides, "zero").GetDouble() == 0.0);
+  CHECK(field(overrides, "negative_zero").GetDouble() == 0.0);
+  CHECK(std::signbit(field(overrides, "negative_zero").GetDouble()));
+  CHECK(api.get("/healthz").status == 200);
 }
 
 }  // namespace

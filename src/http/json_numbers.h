@@ -1,0 +1,25 @@
+// RapidJSON 1.1.0 (Debian 12) reads out of bounds in its full-precision number path: it trims a
+// number's leading zeros, trailing zeros and digits past the 780th by moving an unsigned decimal
+// position that can wrap, then indexes its table of cached powers of ten with it. One number in one
+// request of any tenant crashed gatewayd (a segmentation fault): 0.<400 zeros>1, or 9.<800 zeros>1.
+// A zero significand with an exponent (0e100) passed zero to clz there (0e100 read back as
+// -1.997919072202235e146). Request bodies are parsed at full precision (numbers kept in
+// waf_overrides read back as the nearest double), so such numbers are first rewritten into the same
+// value in a form that path reads safely.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gw::http {
+
+// `json` with each number that has a fraction or an exponent and either more than 17 digits, or a
+// fraction with leading zeros after "0.", or only zeros, written as the same value with one
+// integer digit and no leading or trailing zeros (0.00125 -> 1.25e-3, 12.50000000000000000001 ->
+// 1.250000000000000000001e1; digits past the 780th dropped, as the parser itself does; a zero as
+// 0.0 or -0.0), or nullopt when no number needs it. Integers, strings and text that is no JSON
+// number are left as they are.
+std::optional<std::string> rewrite_risky_numbers(std::string_view json);
+
+}  // namespace gw::http
