@@ -27,7 +27,7 @@ bool below_overflow(std::string_view digits) {
   return order < 0 || (order == 0 && digits.size() < kMidpoint.size());
 }
 
-// The rewrite of the JSON number json[start, end) if it needs one (see the header), else "".
+// The rewrite of `number`, one number token of the body, if it needs one (see the header), else "".
 std::string rewritten(std::string_view number) {
   size_t i = 0;
   const bool negative = number[i] == '-';
@@ -87,6 +87,7 @@ std::string rewritten(std::string_view number) {
   // reached an assertion of the parser's, `!Sign()` in NextPositiveDouble.)
   if (power >= 309 || (power == 308 && !below_overflow(digits)))
     return negative ? "-1e309" : "1e309";
+  // A short number well inside the range is read safely as it is.
   if (!leading_zero_fraction && !many_digits && power > -300) return "";
   std::string out = negative ? "-" : "";
   out += digits[0];

@@ -14,12 +14,13 @@
 
 namespace gw::http {
 
-// `json` with each number that has a fraction or an exponent and either more than 17 digits, or a
-// fraction with leading zeros after "0.", or only zeros, written as the same value with one
-// integer digit and no leading or trailing zeros (0.00125 -> 1.25e-3, 12.50000000000000000001 ->
-// 1.250000000000000000001e1; digits past the 780th dropped, as the parser itself does; a zero as
-// 0.0 or -0.0), or nullopt when no number needs it. Integers, strings and text that is no JSON
-// number are left as they are.
+// `json` with each number that has a fraction or an exponent and either more than 17 digits, a
+// fraction with leading zeros after "0.", only zeros, or a power of ten under -300 or over 308,
+// written as the same value with one integer digit and no leading or trailing zeros (0.00125 ->
+// 1.25e-3, 12.50000000000000000001 -> 1.250000000000000000001e1; digits past the 780th dropped,
+// as the parser itself does); a zero, or a value under 10^-324, as 0.0 or -0.0; a value that
+// rounds to infinity as 1e309, which the parser refuses as too big. nullopt when no number needs
+// it. Integers, strings and text that is no JSON number are left as they are.
 std::optional<std::string> rewrite_risky_numbers(std::string_view json);
 
 }  // namespace gw::http
