@@ -372,11 +372,7 @@ void Api::handle(Request req, Respond respond) {
     return;
   }
   if (request.body.size() > config_.max_request_bytes) {
-    Reply r = problem(make_error(Code::kPayloadTooLarge,
-                                 "the request body exceeds " +
-                                     std::to_string(config_.max_request_bytes) + " bytes"));
-    r.close = true;
-    ctx->reply(std::move(r));
+    ctx->reply(body_too_large(config_.max_request_bytes));
     return;
   }
   if (!t.protected_route) {

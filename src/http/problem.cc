@@ -98,6 +98,14 @@ void log_hidden_detail(const Error& error, std::string_view method, std::string_
   std::fputs(line.c_str(), stderr);
 }
 
+Reply body_too_large(size_t max_request_bytes) {
+  Reply r =
+      problem(make_error(Code::kPayloadTooLarge, "the request body exceeds " +
+                                                     std::to_string(max_request_bytes) + " bytes"));
+  r.close = true;
+  return r;
+}
+
 Reply problem(const Error& error, std::string_view unavailable) {
   std::string detail = error.detail;
   if (error.code == Code::kInternal) detail = "an internal error occurred";

@@ -23,6 +23,10 @@ inline constexpr std::string_view kWritesStopped =
 // details never leave the process: a 500 says "an internal error occurred", a 503 `unavailable`.
 Reply problem(const Error& error, std::string_view unavailable = kCannotWrite);
 
+// 413 payload_too_large for a body (received or declared) over `max_request_bytes`, with
+// Connection: close: the rest of such a body is never read.
+Reply body_too_large(size_t max_request_bytes);
+
 // Writes the internal detail of a 500 or 503 that `problem` keeps from the client to stderr, as
 // `gatewayd: METHOD PATH: <code>: <detail>`, so the operator learns why. At most one line a
 // second: a damaged block that every request meets would otherwise flood the log; the next line

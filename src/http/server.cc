@@ -121,12 +121,11 @@ std::optional<Reply> refused_length(const P::Http::Request& req) {
   auto header = req.headers().tryGet<P::Http::Header::ContentLength>();
   const auto* checked = dynamic_cast<const CheckedContentLength*>(header.get());
   if (checked == nullptr || checked->verdict() == CheckedContentLength::Verdict::kFine) return {};
-  Reply r = checked->verdict() == CheckedContentLength::Verdict::kTooLarge
-                ? problem(make_error(Code::kPayloadTooLarge,
-                                     "the request body exceeds " +
-                                         std::to_string(max_declared_body.load()) + " bytes"))
-                : problem(make_error(Code::kBadRequest,
-                                     "Content-Length must be a decimal number of bytes"));
+  if (checked->verdict() == CheckedContentLength::Verdict::kTooLarge) {
+    return body_too_large(max_declared_body.load(std::memory_order_relaxed));
+  }
+  Reply r =
+      problem(make_error(Code::kBadRequest, "Content-Length must be a decimal number of bytes"));
   r.close = true;  // the body, if one follows, is never read
   return r;
 }
