@@ -75,7 +75,7 @@ Result<std::optional<ReadModel::Found>> ReadModel::get_as_of(Kind kind, std::str
   // grow with sequence numbers).
   std::optional<std::string> last;
   const std::string prefix = keys::history_prefix(id);
-  auto it = store_.iterate(Cf::kProjections, snap.get());
+  auto it = store_.iterate_under(Cf::kProjections, prefix, snap.get());
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     if (decode_u64(view(it->value())) > as_of) break;
     last.emplace(view(it->value()));
@@ -125,7 +125,7 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   }
   std::sort(indexes.begin(), indexes.end());
   const std::string& walked = indexes[0].second;
-  auto it = store_.iterate(Cf::kProjections, snap.get());
+  auto it = store_.iterate_under(Cf::kProjections, walked, snap.get());
   if (indexes.size() == 1) {
     // The index's counter gives the total; only the page itself is read.
     out.total = indexes[0].first;
@@ -159,7 +159,9 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   // records created one after another are usually neighbours in key order: a record a few keys
   // further on is reached with Next() (one step along the memtable's bottom level) and only a
   // larger gap costs a Seek. Twenty point lookups, each a search from the top of the memtable's
-  // skiplist, were about half of a list request.
+  // skiplist, were about half of a list request. (Records are never deleted from the store: a
+  // deleted one is kept, marked, so there are no tombstones to step over.)
+  it = store_.iterate_under(Cf::kProjections, keys::record(""), snap.get());
   constexpr int kMaxSteps = 8;
   const size_t page_size = wanted.size();
   std::sort(wanted.begin(), wanted.end());
@@ -206,7 +208,7 @@ Result<std::optional<ReadModel::History>> ReadModel::history(Kind kind, std::str
   History out;
   if (after_version == UINT64_MAX) return std::optional<History>(std::move(out));
   const std::string prefix = keys::history_prefix(id);
-  auto it = store_.iterate(Cf::kProjections, snap.get());
+  auto it = store_.iterate_under(Cf::kProjections, prefix, snap.get());
   size_t bytes = 0;
   uint64_t last_version = 0;
   for (it->Seek(prefix + encode_u64(after_version + 1));
@@ -236,7 +238,7 @@ Result<ReadModel::Events> ReadModel::tenant_events(std::string_view team, uint64
   Events out;
   out.next_after = after;
   if (after == UINT64_MAX) return out;  // nothing comes after it (and after + 1 would wrap to 0)
-  auto it = store_.iterate(Cf::kProjections);
+  auto it = store_.iterate_under(Cf::kProjections, prefix);
   size_t bytes = 0;
   for (it->Seek(prefix + encode_u64(after + 1));
        it->Valid() && it->key().starts_with(prefix) && out.events.size() < limit; it->Next()) {

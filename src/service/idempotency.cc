@@ -65,17 +65,21 @@ Result<std::optional<KeptAnswer>> find_answer(Tx& tx, const IdempotencyKey& key,
 
 bool scanned_by_keep_answer(std::string_view key) { return key.starts_with(expiry_prefix()); }
 
-Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& answer, int64_t now) {
+Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& answer, int64_t now,
+                         PruneCursor& cursor) {
   // Prune first, so a key that expired and is used again keeps its new entry.
   const std::string prefix = expiry_prefix();
   const std::string cutoff =
       prefix + encode_u64(static_cast<uint64_t>(now - kIdempotencyWindowSeconds));
   std::vector<std::string> expired;
-  auto scanned = tx.scan(Cf::kMeta, prefix, [&](std::string_view k, std::string_view) {
-    if (k.substr(0, cutoff.size()) >= cutoff) return false;
-    expired.emplace_back(k);
-    return expired.size() < kPrunePerWrite;
-  });
+  auto scanned = tx.scan(
+      Cf::kMeta, prefix,
+      [&](std::string_view k, std::string_view) {
+        if (k.substr(0, cutoff.size()) >= cutoff) return false;
+        expired.emplace_back(k);
+        return expired.size() < kPrunePerWrite;
+      },
+      cursor.from);
   if (!scanned.ok()) return std::move(scanned.error());
   for (const std::string& k : expired) {
     tx.del(Cf::kMeta, k);
@@ -96,7 +100,12 @@ Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& an
   value += encode_u64(answer.version);
   value += answer.json;
   tx.put(Cf::kMeta, answer_key(key), value);
-  tx.put(Cf::kMeta, expiry_key(answer.time, key), "");
+  const std::string expiry = expiry_key(answer.time, key);
+  tx.put(Cf::kMeta, expiry, "");
+  // Moved only once the job's writes are all staged (a job that fails is rolled back). An entry
+  // behind the cursor (the wall clock went back) moves it back, or it would never be pruned.
+  if (!expired.empty()) cursor.from = expired.back();
+  if (expiry < cursor.from) cursor.from = expiry;
   return true;
 }
 

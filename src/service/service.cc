@@ -16,7 +16,7 @@ class CommandJob final : public Job {
   using Decide = std::function<Result<Decision>(Lookups&, const Actor&, int64_t now)>;
   CommandJob(Actor actor, Decide decide, Done done, const Clock& clock,
              std::atomic<uint64_t>& events, EventCount& requests, RecordCache& records,
-             std::optional<IdempotencyKey> idempotency)
+             PruneCursor& pruned, std::optional<IdempotencyKey> idempotency)
       : actor_(std::move(actor)),
         decide_(std::move(decide)),
         done_(std::move(done)),
@@ -24,6 +24,7 @@ class CommandJob final : public Job {
         events_(events),
         requests_(requests),
         records_(records),
+        pruned_(pruned),
         idempotency_(std::move(idempotency)) {}
 
   bool execute(Tx& tx) override {
@@ -51,7 +52,7 @@ class CommandJob final : public Job {
     if (idempotency_) {
       KeptAnswer answer{idempotency_->fingerprint, now, written.value().version,
                         written.value().json};
-      auto kept = keep_answer(tx, *idempotency_, answer, now);
+      auto kept = keep_answer(tx, *idempotency_, answer, now, pruned_);
       if (!kept.ok()) return reject(std::move(kept.error()));
     }
     lookups.keep_written();  // the job's writes are kept from here on
@@ -97,6 +98,7 @@ class CommandJob final : public Job {
   std::atomic<uint64_t>& events_;
   EventCount& requests_;
   RecordCache& records_;  // the writer thread's
+  PruneCursor& pruned_;   // the writer thread's
   std::optional<IdempotencyKey> idempotency_;
   Result<Written> result_ = make_error(Code::kInternal, "command was not executed");
   size_t appended_ = 0;
@@ -125,7 +127,7 @@ void Service::run(Actor actor, Decide decide, Done done,
                   std::optional<IdempotencyKey> idempotency) {
   writer_.submit(std::make_unique<CommandJob>(std::move(actor), std::move(decide), std::move(done),
                                               clock_, events_appended_, verification_requests_,
-                                              records_, std::move(idempotency)));
+                                              records_, pruned_, std::move(idempotency)));
 }
 
 void Service::record_outcome(std::string domain_id, uint64_t request_seq, CheckResult result,

@@ -79,6 +79,7 @@ class Service {
   // Used by the jobs, on the writer thread. Every change of a record goes through them, which
   // keeps it coherent (projections/record_cache.h).
   RecordCache records_{kRecordCacheBytes};
+  PruneCursor pruned_;  // Idempotency-Key answers pruned so far (service/idempotency.h)
 };
 
 }  // namespace gw

@@ -193,6 +193,13 @@ class MemtableSeals final : public rocksdb::EventListener {
   std::atomic<uint64_t> count{0};
 };
 
+std::string prefix_end(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
 std::string encode_u64(uint64_t v) {
   std::string out(8, '\0');
   for (int i = 7; i >= 0; --i) {
@@ -341,6 +348,28 @@ std::unique_ptr<rocksdb::Iterator> Store::iterate(Cf which,
   rocksdb::ReadOptions ro;
   ro.snapshot = snapshot;
   return std::unique_ptr<rocksdb::Iterator>(db_->NewIterator(ro, cf(which)));
+}
+
+std::unique_ptr<rocksdb::Iterator> Store::iterate_under(Cf which, std::string_view prefix,
+                                                        const rocksdb::Snapshot* snapshot) const {
+  disable_rocksdb_perf_counters();
+  // The bound must outlive the iterator: it is freed with it.
+  struct Bound {
+    std::string end;
+    rocksdb::Slice slice;
+  };
+  auto bound = std::make_unique<Bound>();
+  bound->end = prefix_end(prefix);
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  if (!bound->end.empty()) {
+    bound->slice = rocksdb::Slice(bound->end);
+    ro.iterate_upper_bound = &bound->slice;
+  }
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf(which)));
+  it->RegisterCleanup([](void* b, void*) { delete static_cast<Bound*>(b); }, bound.release(),
+                      nullptr);
+  return it;
 }
 
 bool Store::fold_counter_now(std::string_view key) {

@@ -68,6 +68,11 @@ class Store {
                                          const rocksdb::Snapshot* snapshot = nullptr) const;
   std::unique_ptr<rocksdb::Iterator> iterate(Cf which,
                                              const rocksdb::Snapshot* snapshot = nullptr) const;
+  // An iterator over the keys that start with `prefix` only. Without the bound, a step past the
+  // prefix's last live key goes on over every deleted key (a tombstone until a compaction drops
+  // it) up to the next live one, which may lie far on, in another tenant's range.
+  std::unique_ptr<rocksdb::Iterator> iterate_under(
+      Cf which, std::string_view prefix, const rocksdb::Snapshot* snapshot = nullptr) const;
 
   // Writes one kMeta key without fsync (a later synced write or a clean close makes it durable).
   // kUnavailable on an I/O error.
@@ -124,6 +129,9 @@ class Snapshot {
   rocksdb::DB* db_;
   const rocksdb::Snapshot* snap_;
 };
+
+// The first key after every key that starts with `prefix` ("" if there is none).
+std::string prefix_end(std::string_view prefix);
 
 // 8-byte big-endian encoding, so keys sort numerically.
 std::string encode_u64(uint64_t v);

@@ -16,14 +16,6 @@ rocksdb::Slice slice(std::string_view s) { return rocksdb::Slice(s.data(), s.siz
 
 size_t index_of(Cf which) { return static_cast<size_t>(which); }
 
-// The first key after every key that starts with `prefix` ("" if there is none).
-std::string prefix_end(std::string_view prefix) {
-  std::string end(prefix);
-  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
-  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
-  return end;
-}
-
 }  // namespace
 
 std::string encode_event(uint64_t seq, const std::string& event_id, const EventDraft& d,
@@ -153,7 +145,8 @@ void Tx::del(Cf which, std::string_view key) {
   write(which, key, std::nullopt);
 }
 
-Result<bool> Tx::scan(Cf which, std::string_view prefix, const Visit& visit) {
+Result<bool> Tx::scan(Cf which, std::string_view prefix, const Visit& visit,
+                      std::string_view from) {
   if ((scanned_ != nullptr && !scanned_(which, prefix)) ||
       (write_only_ != nullptr && write_only_(which, prefix))) {
     return make_error(Code::kInternal, "a Tx scan of keys it does not keep in order");
@@ -162,13 +155,14 @@ Result<bool> Tx::scan(Cf which, std::string_view prefix, const Visit& visit) {
   const size_t cf = index_of(which);
   const std::string end = prefix_end(prefix);
   auto in_range = [&](std::string_view k) { return k.starts_with(prefix); };
+  const std::string_view start = std::max(from, prefix);
   const auto& ordered = ordered_[cf];
-  auto mine = ordered.lower_bound(prefix);
+  auto mine = ordered.lower_bound(start);
   rocksdb::ReadOptions ro;
   rocksdb::Slice upper(end);
   if (!end.empty()) ro.iterate_upper_bound = &upper;
   std::unique_ptr<rocksdb::Iterator> db(store_.db()->NewIterator(ro, store_.cf(which)));
-  db->Seek(slice(prefix));
+  db->Seek(slice(start));
   for (;;) {
     const bool have_db = db->Valid();
     const bool have_mine = mine != ordered.end() && in_range(mine->first);

@@ -80,9 +80,12 @@ class Tx {
 
   // Calls visit(key, value) for each key starting with `prefix`, in key order, committed data
   // merged with this batch's writes, until visit returns false. Every key under `prefix` must be
-  // one the Tx was told it scans (kInternal otherwise); kUnavailable on an I/O error.
+  // one the Tx was told it scans (kInternal otherwise); kUnavailable on an I/O error. With
+  // `from`, the scan starts at the first key at or after it (keys before it are not visited,
+  // nor are the deleted ones RocksDB would otherwise step over).
   using Visit = std::function<bool(std::string_view key, std::string_view value)>;
-  Result<bool> scan(Cf which, std::string_view prefix, const Visit& visit);
+  Result<bool> scan(Cf which, std::string_view prefix, const Visit& visit,
+                    std::string_view from = {});
 
   // A counter: an 8-byte big-endian count stored under `key` in a column family whose merge
   // operator adds (Store's projections). The changes of the whole batch are summed and merged in

@@ -54,7 +54,7 @@ void Verifier::run() {
   const std::string prefix = keys::request_prefix();
   while (!stopping_.load()) {
     scans_.fetch_add(1, std::memory_order_relaxed);
-    auto it = store_.iterate(Cf::kProjections);
+    auto it = store_.iterate_under(Cf::kProjections, prefix);
     for (it->Seek(prefix + encode_u64(dispatched_up_to_ + 1));
          it->Valid() && it->key().starts_with(prefix); it->Next()) {
       uint64_t seq = decode_u64(std::string_view(it->key().data() + prefix.size(), 8));

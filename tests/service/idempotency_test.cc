@@ -1,5 +1,7 @@
 // Kept answers for Idempotency-Key: found within 24 hours, gone after, and pruned by later writes.
 #include <doctest/doctest.h>
+#include <rocksdb/perf_context.h>
+#include <rocksdb/perf_level.h>
 
 #include "service/idempotency.h"
 #include "store/store_test_util.h"
@@ -18,6 +20,7 @@ struct Fixture {
   std::unique_ptr<Store> store = std::move(Store::open(dir.path()).value());
   FixedClock clock;
   std::unique_ptr<IdGenerator> ids = make_system_id_generator(clock);
+  PruneCursor pruned;
 
   // Runs `f` on a Tx and writes what it staged.
   template <typename F>
@@ -50,7 +53,7 @@ TEST_CASE("an answer is kept for 24 hours per tenant and key") {
   const int64_t t0 = 1'800'000'000;
   IdempotencyKey k = key_of("team_a", "k1");
   f.write([&](Tx& tx) {
-    REQUIRE(keep_answer(tx, k, {k.fingerprint, t0, 3, "{\"a\":1}"}, t0).ok());
+    REQUIRE(keep_answer(tx, k, {k.fingerprint, t0, 3, "{\"a\":1}"}, t0, f.pruned).ok());
   });
   auto found = f.find(k, t0 + kIdempotencyWindowSeconds - 1);
   REQUIRE(found.has_value());
@@ -69,7 +72,7 @@ TEST_CASE("new answers prune expired ones, but not a key that was used again sin
   for (int i = 0; i < 5; ++i) {
     IdempotencyKey k = key_of("team_a", "old" + std::to_string(i));
     f.write([&](Tx& tx) {
-      REQUIRE(keep_answer(tx, k, {k.fingerprint, t0 + i, 1, "{}"}, t0 + i).ok());
+      REQUIRE(keep_answer(tx, k, {k.fingerprint, t0 + i, 1, "{}"}, t0 + i, f.pruned).ok());
     });
   }
   CHECK(f.meta_keys() == 10);  // an answer and an expiry entry each
@@ -77,7 +80,7 @@ TEST_CASE("new answers prune expired ones, but not a key that was used again sin
   const int64_t later = t0 + kIdempotencyWindowSeconds + 10;
   IdempotencyKey reused = key_of("team_a", "old0");
   f.write([&](Tx& tx) {
-    REQUIRE(keep_answer(tx, reused, {reused.fingerprint, later, 2, "{}"}, later).ok());
+    REQUIRE(keep_answer(tx, reused, {reused.fingerprint, later, 2, "{}"}, later, f.pruned).ok());
   });
   // Pruning ran before the new entry was staged: the five old expiry entries and four old
   // answers are gone; old0's new answer and its new expiry entry remain.
@@ -85,6 +88,51 @@ TEST_CASE("new answers prune expired ones, but not a key that was used again sin
   auto found = f.find(reused, later);
   REQUIRE(found.has_value());
   CHECK(found->version == 2);
+}
+
+TEST_CASE("pruning goes on where it stopped, without stepping over what it pruned before") {
+  Fixture f;
+  const int64_t t0 = 1'800'000'000;
+  constexpr int kOld = 2000;
+  f.write([&](Tx& tx) {
+    for (int i = 0; i < kOld; ++i) {
+      IdempotencyKey k = key_of("team_a", "old" + std::to_string(i));
+      REQUIRE(keep_answer(tx, k, {k.fingerprint, t0, 1, "{}"}, t0, f.pruned).ok());
+    }
+  });
+  // Every later keyed write prunes up to 8 expired entries; RocksDB keeps each deleted one as
+  // a tombstone until a compaction, which a scan from the start of the index steps over.
+  const int64_t later = t0 + kIdempotencyWindowSeconds + 10;
+  auto keep_new = [&](int i) {
+    IdempotencyKey k = key_of("team_a", "new" + std::to_string(i));
+    f.write([&](Tx& tx) {
+      REQUIRE(keep_answer(tx, k, {k.fingerprint, later, 1, "{}"}, later, f.pruned).ok());
+    });
+  };
+  for (int i = 0; i < 100; ++i) keep_new(i);
+  CHECK(f.meta_keys() == 2 * (kOld - 800 + 100));
+
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+  rocksdb::get_perf_context()->Reset();
+  keep_new(100);
+  const uint64_t skipped = rocksdb::get_perf_context()->internal_delete_skipped_count;
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+  CHECK(skipped <= 8);  // the last write's own deletions at most; 800 from the start
+  CHECK(f.meta_keys() == 2 * (kOld - 808 + 101));
+
+  // A new cursor (a restart) starts over from the start of the index, and prunes on.
+  f.pruned = PruneCursor{};
+  keep_new(101);
+  CHECK(f.meta_keys() == 2 * (kOld - 816 + 102));
+  // Each entry is found once, and the cursor does not pass an entry staged behind it (the
+  // wall clock went back): it is pruned in turn.
+  IdempotencyKey back = key_of("team_b", "back");
+  f.write([&](Tx& tx) {
+    REQUIRE(keep_answer(tx, back, {back.fingerprint, t0 - 5, 1, "{}"}, later, f.pruned).ok());
+  });
+  CHECK(f.meta_keys() == 2 * (kOld - 824 + 103));
+  for (int i = 0; i < 200; ++i) keep_new(200 + i);
+  CHECK(f.meta_keys() == 2 * 302);  // every old one and `back` pruned; the 302 new ones kept
 }
 
 TEST_CASE("an Idempotency-Key header is 1 to 255 visible ASCII characters") {
