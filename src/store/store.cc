@@ -251,6 +251,11 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   options.create_missing_column_families = true;
   options.max_background_jobs = 2;
   options.bytes_per_sync = 1 << 20;
+  // A write-ahead log file is kept until every column family has flushed what it holds, and the
+  // default column family (Idempotency-Key answers) may go hours without filling a memtable. So
+  // RocksDB's default bound, 4 times all the memtables (about 1.5 GB, replayed at start: 3.3 s
+  // for 914 MB), is replaced: past 256 MB of log the column family holding the oldest is flushed.
+  options.max_total_wal_size = 256 << 20;
   // A record that cannot be read at the very end of the write-ahead log is a write a crash cut
   // short, never acknowledged (a 201 waits for the sync), so it is dropped. Anywhere else it is
   // damage to acknowledged events: RocksDB's default (point-in-time recovery) replays up to it and
@@ -313,6 +318,12 @@ rocksdb::ColumnFamilyHandle* Store::cf(Cf which) const {
     case Cf::kMeta: break;
   }
   return default_cf_;
+}
+
+Result<bool> Store::flush() {
+  auto s = db_->Flush(rocksdb::FlushOptions(), {default_cf_, events_cf_, projections_cf_});
+  if (!s.ok()) return unavailable(s);
+  return true;
 }
 
 Result<bool> Store::put_meta(std::string_view key, std::string_view value) {

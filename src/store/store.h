@@ -74,6 +74,8 @@ class Store {
   std::unique_ptr<rocksdb::Iterator> iterate_under(
       Cf which, std::string_view prefix, const rocksdb::Snapshot* snapshot = nullptr) const;
 
+  // Writes every memtable to table files (a clean stop: the next open replays no log).
+  Result<bool> flush();
   // Writes one kMeta key without fsync (a later synced write or a clean close makes it durable).
   // kUnavailable on an I/O error.
   Result<bool> put_meta(std::string_view key, std::string_view value);
