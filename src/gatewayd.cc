@@ -2,6 +2,7 @@
 // starts the writer, the verifier, the Kafka mirror and the HTTP server, and shuts down cleanly on
 // SIGTERM, SIGINT or SIGHUP.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <iostream>
@@ -57,6 +58,18 @@ std::string broker_list_problem(const std::string& list) {
     if (comma == std::string::npos) return "";
     start = comma + 1;
   }
+}
+
+// Every connection takes a file descriptor. At the soft limit Pistache's listener retries the
+// failing accept (EMFILE) at once, again and again: a core busy and no request answered until
+// connections close (about 300 idle connections under `ulimit -n 256`). So the soft limit is
+// raised to the hard one, as far as the process may raise it itself (the WAF sandbox, started
+// before, keeps the limit it had).
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
 }  // namespace
@@ -167,6 +180,7 @@ int main(int argc, char** argv) {
     if (!problem.empty()) return fail(problem);
   }
 
+  raise_open_file_limit();
   auto store = gw::Store::open(data_dir);
   if (!store.ok()) return fail("cannot open " + data_dir + ": " + store.error().detail);
   gw::SystemClock clock;

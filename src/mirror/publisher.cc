@@ -124,6 +124,8 @@ bool Publisher::fill() {
     if (window_.size() >= config_.max_in_flight) return false;
     const uint64_t seq = decode_u64(std::string_view(it->key().data(), it->key().size()));
     if (seq > last) break;
+    const size_t bytes = it->value().size();
+    if (!window_.empty() && window_bytes_ + bytes > config_.max_in_flight_bytes) return false;
     auto message = to_cloud_event(seq, std::string_view(it->value().data(), it->value().size()));
     if (!message.ok()) {
       // A stored event we cannot read: never skip it; retry (and say so) until someone looks.
@@ -141,7 +143,8 @@ bool Publisher::fill() {
         failure_ = "the producer refused event " + std::to_string(seq);
         return false;
     }
-    window_.push_back(Slot{seq, false});
+    window_.push_back(Slot{seq, false, bytes});
+    window_bytes_ += bytes;
     in_flight_.store(window_.size(), std::memory_order_relaxed);
     next_ = seq + 1;
   }
@@ -172,6 +175,7 @@ void Publisher::advance() {
   uint64_t checkpoint = checkpoint_.load(std::memory_order_relaxed);
   while (!window_.empty() && window_.front().confirmed) {
     checkpoint = window_.front().seq;
+    window_bytes_ -= window_.front().bytes;
     window_.pop_front();
   }
   if (checkpoint != checkpoint_.load(std::memory_order_relaxed)) {
@@ -185,6 +189,7 @@ void Publisher::start_over(const std::string& why) {
   restarts_.fetch_add(1, std::memory_order_relaxed);
   sink_.reset();
   window_.clear();
+  window_bytes_ = 0;
   in_flight_.store(0, std::memory_order_relaxed);
   next_ = checkpoint_.load(std::memory_order_relaxed) + 1;
   failed_ = false;

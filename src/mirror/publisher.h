@@ -35,6 +35,9 @@ namespace gw::mirror {
 
 struct PublisherConfig {
   size_t max_in_flight = 50000;  // events queued in the sink and not yet confirmed
+  // And their stored bytes (one event at least, however large): a profile event can be about
+  // 2 MB, so 50,000 of them would be about 100 GB (librdkafka's own bound, 1 GiB, was reached).
+  size_t max_in_flight_bytes = 64 << 20;
   std::chrono::milliseconds backoff_min{100};
   std::chrono::milliseconds backoff_max{10000};
   // How long stop() waits for confirmations of what is in flight.
@@ -70,6 +73,7 @@ class Publisher {
   struct Slot {
     uint64_t seq;
     bool confirmed;
+    size_t bytes;
   };
 
   void run();
@@ -93,6 +97,7 @@ class Publisher {
   // Publisher thread only:
   std::unique_ptr<Sink> sink_;
   std::deque<Slot> window_;  // sent and not yet advanced over, in seq order
+  size_t window_bytes_ = 0;  // their stored bytes
   uint64_t next_ = 1;        // next seq to send
   bool failed_ = false;      // a delivery failed since the last start_over
   std::string failure_;

@@ -1,7 +1,16 @@
 // Process lifecycle: health and metrics, keep-alive, clean shutdown, restart on the same data.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "integration/fixture.h"
@@ -33,6 +42,51 @@ TEST_CASE("/healthz and /readyz answer 200 without auth; /metrics is Prometheus 
   CHECK(m.body.find("le=\"+Inf\"") != std::string::npos);
   CHECK(m.body.find("201") != std::string::npos);
   CHECK(m.body.find("404") != std::string::npos);
+}
+
+TEST_CASE("gatewayd raises its open-file limit: many idle connections do not stop it answering") {
+  rlimit inherited{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &inherited) == 0);
+  REQUIRE(inherited.rlim_max >= 1024);
+  // gatewayd starts with a soft limit of 128 (the hard one as it is), as under `ulimit -Sn 128`.
+  std::optional<Server> server;
+  {
+    rlimit low = inherited;
+    low.rlim_cur = 128;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+    server.emplace();
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &inherited) == 0);
+  }
+  std::ifstream limits("/proc/" + std::to_string(server->pid()) + "/limits");
+  std::string line;
+  std::optional<std::pair<std::string, std::string>> open_files;
+  while (std::getline(limits, line)) {
+    if (!line.starts_with("Max open files")) continue;
+    std::istringstream fields(line.substr(14));
+    std::string soft, hard;
+    fields >> soft >> hard;
+    open_files.emplace(soft, hard);
+  }
+  REQUIRE(open_files.has_value());
+  CHECK(open_files->first == open_files->second);
+  // 300 idle connections (more than 128 descriptors), then a request on a new one: at its limit
+  // Pistache retried the failing accept without end and answered nothing.
+  const std::string& url = server->url();
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  std::vector<int> idle;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    idle.push_back(fd);
+  }
+  HttpClient http(std::chrono::seconds(5));
+  CHECK(http.request("GET", url + "/healthz").status == 200);
+  for (int fd : idle) ::close(fd);
 }
 
 TEST_CASE("keep-alive: consecutive requests, errors included, reuse one connection") {

@@ -118,11 +118,12 @@ struct Fixture {
       REQUIRE(committed.get());
     }
   }
-  std::unique_ptr<Publisher> publisher() {
+  std::unique_ptr<Publisher> publisher(size_t max_in_flight_bytes = 64 << 20) {
     PublisherConfig config;
     config.backoff_min = milliseconds(1);
     config.backoff_max = milliseconds(5);
     config.max_in_flight = 8;
+    config.max_in_flight_bytes = max_in_flight_bytes;
     return std::make_unique<Publisher>(
         *store, *writer, clock,
         [this]() -> Result<std::unique_ptr<Sink>> {
@@ -238,6 +239,40 @@ TEST_CASE("a full queue and a broken producer lose nothing") {
   for (uint64_t seq = 2; seq <= 20; ++seq, ++resumed) {
     REQUIRE(resumed != sent.end());
     CHECK(*resumed == seq);
+  }
+}
+
+TEST_CASE("events in flight are bounded in bytes too, one event at least") {
+  size_t event_bytes = 0;  // every event here is about as large
+  {
+    Fixture f;
+    f.append(1);
+    auto stored = f.store->get(Cf::kEvents, encode_u64(1));
+    REQUIRE(stored.ok());
+    REQUIRE(stored.value().has_value());
+    event_bytes = stored.value()->size();
+  }
+  for (const auto& [bound, held] :
+       std::vector<std::pair<size_t, size_t>>{{event_bytes * 3 + event_bytes / 2, 3}, {1, 1}}) {
+    CAPTURE(bound);
+    Fixture f;
+    f.append(6);
+    auto p = f.publisher(bound);
+    REQUIRE(p->start().ok());
+    REQUIRE(eventually([&] { return f.broker.unanswered_copy().size() == held; }));
+    std::this_thread::sleep_for(milliseconds(20));
+    CHECK(f.broker.sent_copy().size() == held);  // no more while none is confirmed
+    f.broker.report(1, true);
+    CHECK(eventually([&] { return f.broker.sent_copy().size() == held + 1; }));  // one more
+    std::this_thread::sleep_for(milliseconds(20));
+    CHECK(f.broker.sent_copy().size() == held + 1);
+    CHECK(p->checkpoint() == 1);
+    {
+      std::lock_guard<std::mutex> lock(f.broker.mu);
+      f.broker.auto_confirm = true;
+    }
+    for (uint64_t seq : f.broker.unanswered_copy()) f.broker.report(seq, true);
+    CHECK(eventually([&] { return p->checkpoint() == 6; }));  // and the rest follows
   }
 }
 
