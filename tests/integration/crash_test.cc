@@ -220,8 +220,9 @@ TEST_CASE("a write-ahead log damaged before its end stops gatewayd from starting
     REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "acked-" + std::to_string(n))).status ==
             201);
   }
-  REQUIRE(server.stop().success());
-  // The events are still in the write-ahead log only (nothing was flushed): damage its middle.
+  server.kill();
+  // The events are in the write-ahead log only (a crash; a clean stop would have flushed them to
+  // table files): damage its middle.
   std::string wal;
   uintmax_t size = 0;
   for (const auto& entry : std::filesystem::directory_iterator(server.data_dir())) {
