@@ -120,6 +120,14 @@ constexpr char kProjectionsName[] = "projections";
 
 Error unavailable(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
 
+// The first key after every key that starts with `prefix` ("" if there is none).
+std::string prefix_end(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
 // Default (kMeta), events, projections: the order of Store's handles.
 std::vector<rocksdb::ColumnFamilyDescriptor> column_families() {
   auto cache = rocksdb::NewLRUCache(64 << 20);
@@ -192,13 +200,6 @@ class MemtableSeals final : public rocksdb::EventListener {
   }
   std::atomic<uint64_t> count{0};
 };
-
-std::string prefix_end(std::string_view prefix) {
-  std::string end(prefix);
-  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
-  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
-  return end;
-}
 
 std::string encode_u64(uint64_t v) {
   std::string out(8, '\0');

@@ -132,9 +132,6 @@ class Snapshot {
   const rocksdb::Snapshot* snap_;
 };
 
-// The first key after every key that starts with `prefix` ("" if there is none).
-std::string prefix_end(std::string_view prefix);
-
 // 8-byte big-endian encoding, so keys sort numerically.
 std::string encode_u64(uint64_t v);
 uint64_t decode_u64(std::string_view bytes);  // precondition: bytes.size() >= 8

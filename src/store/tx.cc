@@ -153,15 +153,11 @@ Result<bool> Tx::scan(Cf which, std::string_view prefix, const Visit& visit,
   }
   settle();  // the base's writes are in the database from here on
   const size_t cf = index_of(which);
-  const std::string end = prefix_end(prefix);
   auto in_range = [&](std::string_view k) { return k.starts_with(prefix); };
   const std::string_view start = std::max(from, prefix);
   const auto& ordered = ordered_[cf];
   auto mine = ordered.lower_bound(start);
-  rocksdb::ReadOptions ro;
-  rocksdb::Slice upper(end);
-  if (!end.empty()) ro.iterate_upper_bound = &upper;
-  std::unique_ptr<rocksdb::Iterator> db(store_.db()->NewIterator(ro, store_.cf(which)));
+  auto db = store_.iterate_under(which, prefix);
   db->Seek(slice(start));
   for (;;) {
     const bool have_db = db->Valid();

@@ -1,6 +1,4 @@
 // Error statuses of the edge: 400 invalid_json, 404 unknown paths, 405 with Allow, 413, 415, 429.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -218,20 +216,13 @@ TEST_CASE("a body over --max-request-bytes is 413 and the connection is closed")
 // Writes `request` to the server on a new connection and reads one response: its head and as
 // many body bytes as its Content-Length says ("" if none came within 5 s).
 std::string raw_exchange(const Server& server, const std::string& request) {
-  const std::string& url = server.url();
-  const int port = std::stoi(url.substr(url.rfind(':') + 1));
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = connect_to(server);
   REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   timeval timeout{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   std::string got;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size())) {
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+      static_cast<ssize_t>(request.size())) {
     char buf[4096];
     for (;;) {
       const size_t head_end = got.find("\r\n\r\n");

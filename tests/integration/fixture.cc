@@ -1,5 +1,10 @@
 #include "integration/fixture.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -215,6 +220,22 @@ std::vector<std::string> all_events(Api& api) {
     if (next == after) return events;
     after = next;
   }
+}
+
+int connect_to(const Server& server) {
+  const std::string& url = server.url();
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 std::string metrics(const Server& server) {

@@ -152,6 +152,9 @@ int64_t unix_now();
 // Every event of the api's tenant, paged through /v1/events, each as testing::to_json of it.
 std::vector<std::string> all_events(Api& api);
 
+// A new TCP connection to the server, connected (-1 if it could not be made). The caller closes it.
+int connect_to(const Server& server);
+
 // GET /metrics (CHECKs 200) and returns the Prometheus text.
 std::string metrics(const Server& server);
 

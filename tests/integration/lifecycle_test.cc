@@ -1,8 +1,5 @@
 // Process lifecycle: health and metrics, keep-alive, clean shutdown, restart on the same data.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -71,21 +68,13 @@ TEST_CASE("gatewayd raises its open-file limit: many idle connections do not sto
   CHECK(open_files->first == open_files->second);
   // 300 idle connections (more than 128 descriptors), then a request on a new one: at its limit
   // Pistache retried the failing accept without end and answered nothing.
-  const std::string& url = server->url();
-  const int port = std::stoi(url.substr(url.rfind(':') + 1));
   std::vector<int> idle;
   for (int i = 0; i < 300; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    idle.push_back(fd);
+    idle.push_back(connect_to(*server));
+    REQUIRE(idle.back() >= 0);
   }
   HttpClient http(std::chrono::seconds(5));
-  CHECK(http.request("GET", url + "/healthz").status == 200);
+  CHECK(http.request("GET", server->url() + "/healthz").status == 200);
   for (int fd : idle) ::close(fd);
 }
 
