@@ -155,7 +155,8 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
     }
   }
   if (!it->status().ok()) return io_error(it->status());
-  // The page's records, walked in key order with the same iterator. Ids are time-ordered, so
+  // The page's records, walked in key order with one iterator of their own (the index's stops at
+  // the index's end). Ids are time-ordered, so
   // records created one after another are usually neighbours in key order: a record a few keys
   // further on is reached with Next() (one step along the memtable's bottom level) and only a
   // larger gap costs a Seek. Twenty point lookups, each a search from the top of the memtable's

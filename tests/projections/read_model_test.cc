@@ -129,7 +129,7 @@ TEST_CASE("a list with several filters walks the narrowest filter's index") {
   // Store turns RocksDB's perf level off on a thread's first read: done here, before counting.
   REQUIRE(reads.list(Kind::kDomain, "team_a", {}, 1, 1).ok());
   // Point reads of the store (index entries and counters) made by one list call; the page's
-  // records are walked with the list's iterator, not read one by one.
+  // records are walked with an iterator, not read one by one.
   auto point_reads = [&](const std::vector<ReadModel::Filter>& filters, uint64_t* total,
                          std::vector<std::string>* items) {
     rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
