@@ -121,8 +121,8 @@ std::string describe_key(std::string_view key) {
   std::string out;
   // List, filter, history, tenant-feed and request keys end in an 8-byte big-endian number.
   const bool numbered = !key.empty() &&
-                        std::string_view("lfhtq").find(key[0]) != std::string_view::npos &&
-                        key.size() >= 10 && key[key.size() - 9] == '\0';
+                        std::string_view("lfrtq").find(key[0]) != std::string_view::npos &&
+                        !keys::is_record(key) && key.size() >= 10 && key[key.size() - 9] == '\0';
   std::string_view text = numbered ? key.substr(0, key.size() - 9) : key;
   for (char c : text) out += c == '\0' ? std::string("/") : escaped(std::string_view(&c, 1), 1);
   if (numbered) out += "/" + std::to_string(decode_u64(key.substr(key.size() - 8)));

@@ -26,7 +26,11 @@ std::string_view kind_byte(Kind kind) {
 
 std::string record(std::string_view id) { return join({"r", id}); }
 
-bool is_record(std::string_view key) { return key.size() > 2 && key[0] == 'r' && key[1] == '\0'; }
+bool is_record(std::string_view key) {
+  // A history key continues its record's key: r \0 <id> \0 <version>.
+  return key.size() > 2 && key[0] == 'r' && key[1] == '\0' &&
+         key.find('\0', 2) == std::string_view::npos;
+}
 
 std::string list_prefix(std::string_view team, Kind kind) {
   return join({"l", team, kind_byte(kind), ""});
@@ -58,7 +62,7 @@ std::string claims_at_or_under_prefix(std::string_view hostname) {
   return join({"v", reversed_hostname(hostname)});
 }
 
-std::string history_prefix(std::string_view aggregate_id) { return join({"h", aggregate_id, ""}); }
+std::string history_prefix(std::string_view aggregate_id) { return join({"r", aggregate_id, ""}); }
 
 std::string reversed_hostname(std::string_view hostname) {
   std::string out;
@@ -93,8 +97,9 @@ std::string open_request(std::string_view domain_id) { return join({"Q", domain_
 std::string tenant_events_prefix(std::string_view team) { return join({"t", team, ""}); }
 
 namespace {
-// Layout 2: claims keyed by reversed hostname (layout 1 keyed them by hostname).
-constexpr std::string_view kLayout = "2";
+// Layout 3: an aggregate's history right after its record, under the record's key (layout 2 kept
+// it under `h`). Layout 2: claims keyed by reversed hostname (layout 1 keyed them by hostname).
+constexpr std::string_view kLayout = "3";
 }  // namespace
 
 std::string checkpoint() { return join({"m", "checkpoint", kLayout}); }
@@ -109,11 +114,12 @@ bool written_only(std::string_view key) {
     case 'l':
     case 'f':
     case 'c':
-    case 'h':
     case 't':
     case 'q':
     case 'm':
       return true;
+    case 'r':
+      return !is_record(key);  // history
     default:
       return false;
   }

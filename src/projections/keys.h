@@ -3,6 +3,8 @@
 // characters), numbers are 8-byte big-endian so they sort.
 //
 //   r \0 <id>                                   -> RecordHeader + record JSON (deleted ones too)
+//   r \0 <id> \0 <version>                      -> seq       an aggregate's events (its history,
+//                                                  next to its record: written in one place)
 //   l \0 <team> \0 <kind> \0 <create_seq>       -> id        list of live records, oldest first
 //   f \0 <team> \0 <kind> \0 <field> \0 <value> \0 <create_seq> -> id   filter index (live)
 //   c \0 <team> \0 <kind> [\0 <field> \0 <value>] -> count   number of l / f entries under it
@@ -13,7 +15,6 @@
 //   i \0 <parent id> \0 <child id>              -> ""          live domains verified through parent
 //   q \0 <request seq>                          -> domain id   open verification requests
 //   Q \0 <domain id>                            -> request seq the domain's latest open request
-//   h \0 <aggregate id> \0 <version>            -> seq       an aggregate's events
 //   t \0 <team> \0 <seq>                        -> ""        a tenant's events
 //   m \0 checkpoint                             -> seq       last event applied
 //

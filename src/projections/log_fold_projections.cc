@@ -20,8 +20,8 @@ namespace {
 using Stream = LogFold::Stream;
 using Pairs = std::vector<std::pair<std::string, std::string>>;
 
-// The parts of projections() meet here: lists, filters and histories before, records and tenant
-// feeds from here on, which halves the work about evenly.
+// The parts of projections() meet here: lists and filters before, records with their histories
+// and tenant feeds from here on.
 constexpr std::string_view kSecondPart = "r";
 
 // Merges sorted streams whose keys never collide (each one covers its own key families).
@@ -233,8 +233,8 @@ std::vector<Stream> LogFold::projections() const {
     return true;
   };
 
-  return {merged({sorted_pairs(other, 0, split), lists, history}),
-          merged({sorted_pairs(other, split, other->size()), records, tenant_feed})};
+  return {merged({sorted_pairs(other, 0, split), lists}),
+          merged({sorted_pairs(other, split, other->size()), records, history, tenant_feed})};
 }
 
 LogFold::Stream concatenated(std::vector<LogFold::Stream> parts) {

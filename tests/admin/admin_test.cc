@@ -374,13 +374,13 @@ TEST_CASE("a backup's copy is marked unfinished until it is whole; a marked copy
 
 TEST_CASE("projection keys are described readably") {
   CHECK(describe_key(keys::record("dom_x")) == "r/dom_x");
-  CHECK(describe_key(keys::history_prefix("dom_x") + encode_u64(3)) == "h/dom_x/3");
+  CHECK(describe_key(keys::history_prefix("dom_x") + encode_u64(3)) == "r/dom_x/3");
   CHECK(describe_key(keys::list_prefix("team_a", Kind::kWebhook) + encode_u64(258)) ==
         "l/team_a/3/258");
   CHECK(describe_key(keys::filter_prefix("t", Kind::kDomain, "status", "pending") +
                      encode_u64(9)) == "f/t/2/status/pending/9");
   CHECK(describe_key(keys::request_prefix() + encode_u64(12)) == "q/12");
-  CHECK(describe_key(keys::checkpoint()) == "m/checkpoint/2");
+  CHECK(describe_key(keys::checkpoint()) == "m/checkpoint/3");
   CHECK(describe_key(std::string("c\0t\x01", 4)) == "c/t\\x01");
 }
 

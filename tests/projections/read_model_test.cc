@@ -342,5 +342,39 @@ TEST_CASE("projections of an older layout are dropped and rebuilt from the log")
   CHECK(fx.dump_projections() == before);
 }
 
+// Layout 2 kept an aggregate's history under `h`, apart from its record; layout 3 keeps it right
+// after the record (keys.h), so that a write's record and history entry land together.
+TEST_CASE("projections of layout 2 (histories under h) are rebuilt with histories by the record") {
+  Fixture fx;
+  std::string id = fx.create_domain("team_a", "example.com", "w");
+  fx.writer_->stop();
+  auto before = fx.dump_projections();
+  const std::string history = keys::history_prefix(id) + encode_u64(1);
+  REQUIRE(before.count(history) == 1);
+  CHECK(history.substr(0, keys::record(id).size() + 1) == keys::record(id) + std::string(1, '\0'));
+  CHECK_FALSE(keys::is_record(history));
+  CHECK(keys::is_record(keys::record(id)));
+
+  auto* db = fx.store_->db();
+  auto* cf = fx.store_->cf(Cf::kProjections);
+  const rocksdb::WriteOptions wo;
+  REQUIRE(db->Delete(wo, cf, keys::checkpoint()).ok());
+  REQUIRE(db->Put(wo, cf,
+                  std::string("m\0checkpoint\0"
+                              "2",
+                              14),
+                  encode_u64(1))
+              .ok());
+  REQUIRE(db->Delete(wo, cf, history).ok());
+  REQUIRE(db->Put(wo, cf, std::string("h\0", 2) + id + std::string(1, '\0') + encode_u64(1),
+                  encode_u64(1))
+              .ok());
+
+  auto applied = catch_up_projections(*fx.store_, *fx.ids_);
+  REQUIRE(applied.ok());
+  CHECK(applied.value() == 1);
+  CHECK(fx.dump_projections() == before);
+}
+
 }  // namespace
 }  // namespace gw
