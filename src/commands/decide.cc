@@ -313,11 +313,13 @@ Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spe
       }
     } else if (other_team_claim(p->hostname, actor.tenant, lookups)) {
       // Created before another team verified a domain over it: the profile may not be covered,
-      // so it is not changed any more; its team can delete it.
+      // so it is not changed any more on that name; its team can delete it, or move it to a
+      // hostname it may hold (checked above, as a create's), which frees the covered name.
       return make_error(Code::kHostnameConflict,
                         "hostname " + p->hostname +
                             " is covered by a domain another team has verified since this "
-                            "profile was created; the profile can be deleted but not changed");
+                            "profile was created; the profile can be deleted or moved to another "
+                            "hostname, not changed on this one");
     }
   }
   Meta& m = meta_of(r);

@@ -275,8 +275,23 @@ TEST_CASE("a profile another team's verified domain came to cover can be deleted
   CHECK(d.error().code == Code::kHostnameConflict);
   CHECK(d.error().detail ==
         "hostname shop.example.com is covered by a domain another team has verified since this "
-        "profile was created; the profile can be deleted but not changed");
+        "profile was created; the profile can be deleted or moved to another hostname, not "
+        "changed on this one");
   CHECK(decide_delete(Kind::kProfile, "gsp_1", kTeamA, 60, given).ok());
+  // Moved to a hostname it may hold, it is changed like any profile (the covered name is freed).
+  Profile moved = next;
+  moved.hostname = "shop.elsewhere.net";
+  auto d_moved =
+      decide_update(Kind::kProfile, "gsp_1", Spec{moved}, kTeamA, std::nullopt, 50, given);
+  REQUIRE(d_moved.ok());
+  CHECK(std::get<Profile>(d_moved.value().result).hostname == "shop.elsewhere.net");
+  CHECK(std::get<Profile>(d_moved.value().result).waf_mode == "block");
+  // Moved under the other team's claim, it is refused as a create would be.
+  moved.hostname = "other.example.com";
+  auto d_covered =
+      decide_update(Kind::kProfile, "gsp_1", Spec{moved}, kTeamA, std::nullopt, 50, given);
+  REQUIRE_FALSE(d_covered.ok());
+  CHECK(d_covered.error().code == Code::kHostnameConflict);
 
   // The team's own claim over it changes nothing.
   testing::FakeLookups own;

@@ -617,7 +617,8 @@ TEST_CASE("verify: a verified subtree domain is inherited under it; other teams 
     check_problem(changed, 409, "hostname_conflict");
     CHECK(str(json(changed), "detail") ==
           "hostname q.example.com is covered by a domain another team has verified since this "
-          "profile was created; the profile can be deleted but not changed");
+          "profile was created; the profile can be deleted or moved to another hostname, not "
+          "changed on this one");
     CHECK(b.get(path).status == 200);
     check_problem(a.post("/v1/gateway_security_profile", profile_body(kTeamA, "q.example.com")),
                   409, "hostname_conflict");
