@@ -17,6 +17,7 @@
 
 #include "admin/backup.h"
 #include "admin/check.h"
+#include "admin/interrupt_cleanup.h"
 #include "admin/log_export.h"
 #include "admin/read_only.h"
 #include "admin/rebuild.h"
@@ -126,12 +127,34 @@ int replay(int argc, char** argv) {
   if (!until) return bad_value("--until-seq must be a whole number from 0 to 18446744073709551615");
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
   if (!store.ok()) return fail(store.error().detail);
-  const std::string out_path = flags.get("out");
+  std::string out_path = flags.get("out");
+  std::error_code ec;
+  const auto out_status = std::filesystem::status(out_path, ec);
+  if (std::filesystem::exists(out_status) && !std::filesystem::is_regular_file(out_status) &&
+      !std::filesystem::is_directory(out_status)) {
+    // A device, pipe or socket (`--out /dev/stdout`) is written into, not replaced: a rename
+    // would put a regular file where the device's name was.
+    std::ofstream out(out_path, std::ios::binary);
+    if (!out) return fail("cannot write " + out_path + ": " + std::strerror(errno));
+    auto records = gw::admin::write_replay(store.value()->store(), *until, out);
+    out.close();
+    if (!records.ok()) return fail("replay: " + records.error().detail);
+    if (!out) return fail("replay: cannot write " + out_path);
+    std::cerr << "replay: " << records.value() << " records live after event " << *until
+              << " written to " << out_path << "\n";
+    return 0;
+  }
+  if (std::filesystem::is_symlink(std::filesystem::symlink_status(out_path, ec)) &&
+      std::filesystem::is_regular_file(out_status)) {
+    // A symlink's file is replaced, not the link.
+    out_path = std::filesystem::canonical(out_path, ec).string();
+    if (ec) return fail("cannot write " + flags.get("out") + ": " + ec.message());
+  }
   // Written next to FILE and renamed over it, so FILE is the old one or the whole new one. The
   // name is this process's own: two replays into one FILE do not write into one file. One left by
   // a process that died with this pid is stale.
   const std::string tmp_path = out_path + ".tmp." + std::to_string(getpid());
-  std::error_code ec;
+  const gw::admin::RemovedOnInterrupt removed_on_interrupt(tmp_path);
   std::filesystem::remove(tmp_path, ec);
   const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return fail("cannot write " + tmp_path + ": " + std::strerror(errno));
@@ -214,6 +237,8 @@ int main(int argc, char** argv) {
   // A reader that goes away (`gatewayctl events | head`) is a failed write, not a signal that
   // would kill gatewayctl before it removes its scratch directory.
   signal(SIGPIPE, SIG_IGN);
+  // Ctrl-C or a SIGTERM does not leave a scratch directory or a temporary file behind.
+  gw::admin::remove_on_interrupt();
   const std::string command = argc >= 2 ? argv[1] : "";
   if (command == "token" && argc >= 3 && std::string(argv[2]) == "create") {
     return token_create(argc, argv);

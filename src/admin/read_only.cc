@@ -19,6 +19,12 @@ Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& da
   }
   std::unique_ptr<ReadOnlyStore> out(new ReadOnlyStore());
   out->scratch_dir_ = scratch;
+  out->removed_on_interrupt_ = std::make_unique<RemovedOnInterrupt>(scratch);
+  if (!Store::locked_by_another_process(data_dir)) {
+    if (auto missing = Store::check_table_files(data_dir, scratch)) {
+      return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + missing->detail);
+    }
+  }
   auto store = Store::open_secondary(data_dir, scratch);
   if (!store.ok()) {
     return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + store.error().detail);

@@ -4,13 +4,22 @@
 // so everything gatewayd acknowledged (synced to its log) before the open is visible. The view
 // never moves on (TryCatchUpWithPrimary is not called), so all reads agree with each other;
 // RocksDB offers no snapshots on a secondary, and none are needed. RocksDB's own log of the
-// secondary goes to a private directory under $TMPDIR (default /tmp), removed again on close.
+// secondary goes to a private directory under $TMPDIR (default /tmp), removed again on close
+// (and on an interrupt: admin/interrupt_cleanup.h).
+//
+// A secondary recovers the last state of each column family whose table files are all there, since
+// the writer deletes files as it compacts: with files missing, it would show an older state (no
+// events at all if every table file is gone) as if whole. So with no process holding the data
+// dir's LOCK, the database is first opened strictly (Store::check_table_files), and a missing
+// file is an error. Beside a running gatewayd that check is not made (its deletions would race
+// it); gatewayd itself fails to start on such a data dir.
 // A ReadOnlyStore is used like a Store: safe for concurrent reads.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "admin/interrupt_cleanup.h"
 #include "core/error.h"
 #include "store/store.h"
 
@@ -31,6 +40,7 @@ class ReadOnlyStore {
  private:
   ReadOnlyStore() = default;
   std::string scratch_dir_;
+  std::unique_ptr<RemovedOnInterrupt> removed_on_interrupt_;
   std::unique_ptr<Store> store_;
 };
 

@@ -7,7 +7,9 @@
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 
+#include <fcntl.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -291,6 +293,32 @@ Result<std::unique_ptr<Store>> Store::open_secondary(const std::string& dir,
       rocksdb::DB::OpenAsSecondary(options, dir, scratch_dir, column_families(), &handles, &raw);
   if (!s.ok()) return unavailable(s);
   return adopt(dir, raw, handles);
+}
+
+bool Store::locked_by_another_process(const std::string& dir) {
+  // RocksDB locks LOCK with fcntl (a write lock over the whole file), which F_GETLK reports.
+  const int fd = ::open((dir + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  const bool held = ::fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK;
+  ::close(fd);
+  return held;
+}
+
+std::optional<Error> Store::check_table_files(const std::string& dir,
+                                              const std::string& scratch_dir) {
+  rocksdb::DBOptions options;
+  options.max_open_files = -1;  // every table file is opened by the open itself
+  options.info_log = std::make_shared<InfoLog>(scratch_dir + "/LOG.check");
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  auto s = rocksdb::DB::OpenForReadOnly(options, dir, column_families(), &handles, &raw);
+  if (!s.ok()) return unavailable(s);
+  for (auto* h : handles) raw->DestroyColumnFamilyHandle(h);
+  delete raw;
+  return std::nullopt;
 }
 
 std::unique_ptr<Store> Store::adopt(const std::string& dir, rocksdb::DB* raw,

@@ -54,6 +54,14 @@ class Store {
   // database there, unreadable, an unfinished backup).
   static Result<std::unique_ptr<Store>> open_secondary(const std::string& dir,
                                                        const std::string& scratch_dir);
+  // Whether another process holds `dir`'s LOCK (has it open for writing).
+  static bool locked_by_another_process(const std::string& dir);
+  // Opens `dir` strictly read-only and closes it again: an error (RocksDB's, naming the file) if
+  // a table file its MANIFEST names is missing or unreadable, which a secondary would pass over
+  // (see admin/read_only.h). Not beside a writer: a read-only open's view of the files is not
+  // safe from the writer's deletions. RocksDB's log of the open goes to `scratch_dir`.
+  static std::optional<Error> check_table_files(const std::string& dir,
+                                                const std::string& scratch_dir);
   ~Store();
 
   Store(const Store&) = delete;

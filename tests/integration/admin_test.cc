@@ -1,6 +1,11 @@
 // gatewayctl's audit and recovery commands against a real gatewayd: events, rebuild, replay,
 // check (also on tampered copies of a data dir), backup while the server takes writes, and a
 // schema-1 log served with scope subtree.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -282,6 +287,30 @@ TEST_CASE("replay --until-seq gives the records as the API showed them at that p
     expected.push_back("replay-" + std::to_string(seq) + ".json");
   std::sort(expected.begin(), expected.end());
   CHECK(left == expected);
+
+  // `--out` through a symlink replaces the file it points to, not the link; `--out` naming a
+  // device or pipe (`/dev/stdout`) writes into it. A rename put a regular file in the link's place
+  // (as root, `--out /dev/stdout` replaced /dev/stdout itself), and nothing reached the pipe.
+  const std::string target = out_dir.file("target.json");
+  { std::ofstream(target) << "old"; }
+  const std::string link = out_dir.file("link.json");
+  fs::create_symlink(target, link);
+  auto via_link =
+      ctl({"replay", "--data-dir", server.data_dir(), "--until-seq", "1", "--out", link});
+  CHECK(via_link.status.code == 0);
+  CHECK(fs::is_symlink(link));
+  std::ostringstream replaced;
+  replaced << std::ifstream(target).rdbuf();
+  CHECK(replaced.str().starts_with("{\"until_seq\":1,"));
+  const std::string to_stdout = out_dir.file("stdout");
+  fs::create_symlink("/proc/self/fd/1", to_stdout);
+  auto piped =
+      ctl({"replay", "--data-dir", server.data_dir(), "--until-seq", "1", "--out", to_stdout});
+  INFO(piped.err);
+  CHECK(piped.status.code == 0);
+  CHECK(fs::is_symlink(to_stdout));
+  CHECK(piped.out.starts_with("{\"until_seq\":1,"));
+  CHECK(piped.err.starts_with("replay: 1 records live after event 1 written to " + to_stdout));
 }
 
 TEST_CASE("check passes on a live store and fails on a copy with a changed event or projection") {
@@ -406,6 +435,87 @@ TEST_CASE("check that cannot read a data dir says so on stderr: it is no FAIL of
   CHECK(r.status.code == 1);
   CHECK(r.out.empty());
   CHECK(r.err == "gatewayctl: check: " + parent.file("absent") + " holds no gatewayd database\n");
+}
+
+// A RocksDB secondary recovers the last state whose table files are all there: with every table
+// file of a stopped server's data dir removed, `check` said "OK: 0 events", `events` printed
+// nothing and `backup` made an empty copy, all with exit 0.
+TEST_CASE("the read-only commands refuse a data dir whose table files are missing") {
+  Server server;
+  Api a(server, kTeamA);
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, "wl-" + std::to_string(i))).status == 201);
+  }
+  REQUIRE(server.stop().success());  // a clean stop flushes every event into table files
+  testing::TempDir copies;
+  const std::string damaged = copies.file("damaged");
+  fs::copy(server.data_dir(), damaged, fs::copy_options::recursive);
+  int removed = 0;
+  for (const auto& entry : fs::directory_iterator(damaged)) {
+    if (entry.path().extension() == ".sst") removed += fs::remove(entry.path()) ? 1 : 0;
+  }
+  REQUIRE(removed > 0);
+  const std::vector<std::vector<std::string>> commands = {
+      {"check", "--data-dir", damaged},
+      {"events", "--data-dir", damaged},
+      {"replay", "--data-dir", damaged, "--until-seq", "0", "--out", copies.file("replay.json")},
+      {"backup", "--data-dir", damaged, "--out", copies.file("backup")}};
+  for (const auto& args : commands) {
+    auto r = ctl(args);
+    INFO(args[0], " ", r.out, r.err);
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("cannot read " + damaged + ": ") != std::string::npos);
+    CHECK(r.err.find("No such file or directory") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(copies.file("replay.json")));
+  // The undamaged data dir, and the same one beside a running server, still check out.
+  auto whole = ctl({"check", "--data-dir", server.data_dir()});
+  CHECK(whole.out.starts_with("check: OK: 20 events"));
+  server.restart();
+  auto live = ctl({"check", "--data-dir", server.data_dir()});
+  INFO(live.out, live.err);
+  CHECK(live.out.starts_with("check: OK: 20 events"));
+}
+
+// Stopped by SIGTERM or Ctrl-C (SIGINT) while it ran, gatewayctl left its scratch directory (and
+// a replay its FILE.tmp.<pid>) behind: the default action ends a process before any cleanup.
+TEST_CASE("a command stopped by SIGTERM or SIGINT leaves no scratch directory or temporary file") {
+  Server server;
+  Api a(server, kTeamA);
+  for (int i = 0; i < 400; ++i)
+    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, "w")).status == 201);
+  testing::TempDir work;
+  const std::string tmp = work.file("tmp");
+  fs::create_directories(tmp);
+  // A reader that never reads: the command fills the pipe (over 64 KiB of output) and blocks.
+  const std::string fifo = work.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const int held = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(held >= 0);
+  const std::string script =
+      std::string("exec ") + kGatewayctl + " events --data-dir " + server.data_dir() + " > " + fifo;
+  for (int sig : {SIGTERM, SIGINT}) {
+    CAPTURE(sig);
+    testing::ChildProcess child;
+    child.spawn({"/bin/sh", "-c", script}, testing::ChildEnv{{}, {"TMPDIR=" + tmp}});
+    // Running once its scratch directory is there; blocked once the pipe is full.
+    bool started = false;
+    for (int i = 0; i < 200 && !started; ++i) {
+      started = !fs::is_empty(tmp);
+      if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    REQUIRE(started);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(::kill(child.pid(), sig) == 0);
+    auto status = child.wait(std::chrono::seconds(10));
+    INFO(child.output());
+    CHECK(status.signal == sig);
+    CHECK(fs::is_empty(tmp));
+    char drain[65536];
+    while (::read(held, drain, sizeof drain) > 0) {
+    }
+  }
+  ::close(held);
 }
 
 TEST_CASE("backup under write load holds every record acknowledged before it began") {

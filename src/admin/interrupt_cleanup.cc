@@ -1,0 +1,70 @@
+#include "admin/interrupt_cleanup.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gw::admin {
+
+namespace {
+
+std::mutex registry_mutex;
+std::vector<std::string>& registry() {
+  static auto* paths = new std::vector<std::string>();  // never destroyed: the waiter may run late
+  return *paths;
+}
+
+sigset_t interrupts() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+}  // namespace
+
+void remove_on_interrupt() {
+  const sigset_t set = interrupts();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    {
+      // Held to the end: a path registered or deregistered meanwhile waits, and nothing removes
+      // a path twice.
+      std::lock_guard<std::mutex> lock(registry_mutex);
+      for (const auto& path : registry()) {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+      }
+      signal(sig, SIG_DFL);
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, sig);
+      pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+      raise(sig);
+    }
+  }).detach();
+}
+
+RemovedOnInterrupt::RemovedOnInterrupt(std::string path) : path_(std::move(path)) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  registry().push_back(path_);
+}
+
+RemovedOnInterrupt::~RemovedOnInterrupt() {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto& paths = registry();
+  auto it = std::find(paths.begin(), paths.end(), path_);
+  if (it != paths.end()) paths.erase(it);
+}
+
+}  // namespace gw::admin
