@@ -221,6 +221,18 @@ bool read_hostname(BodyReader& r, std::string* out) {
   return false;
 }
 
+// True (and the field's problem noted) for a hostname equal to or under either platform
+// namespace.
+bool reserved_for_platform(BodyReader& r, const std::string& hostname, const FieldPolicy& policy) {
+  if (!fields::is_at_or_under(hostname, policy.platform_domain) &&
+      !fields::is_at_or_under(hostname, policy.platform_run_domain)) {
+    return false;
+  }
+  r.check("hostname", "is reserved for platform-managed routes (" + policy.platform_domain + ", " +
+                          policy.platform_run_domain + ")");
+  return true;
+}
+
 Result<Spec> parse_profile(const rapidjson::Value& body, const FieldPolicy& policy) {
   static constexpr std::array<FieldDef, 16> kDefs{{
       {"team_id", Type::kString, true, false},
@@ -244,7 +256,9 @@ Result<Spec> parse_profile(const rapidjson::Value& body, const FieldPolicy& poli
   BodyReader r(Kind::kProfile, body, kDefs, errors);
   Profile p;
   read_team(r, &p.meta);
-  read_hostname(r, &p.hostname);
+  // A platform route's settings are the platform's: gatewayd cannot tell which team a route
+  // serves, so a team's profile there would set another team's traffic (CORS, WAF off).
+  if (read_hostname(r, &p.hostname)) reserved_for_platform(r, p.hostname, policy);
   p.enabled = r.boolean("enabled").value_or(true);
   p.force_https = r.boolean("force_https").value_or(true);
   p.hsts_enabled = r.boolean("hsts_enabled").value_or(true);
@@ -300,12 +314,9 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
   DomainSpec s;
   Domain& d = s.domain;
   read_team(r, &d.meta);
-  const bool valid_hostname = read_hostname(r, &d.hostname);
-  if (valid_hostname && (fields::is_at_or_under(d.hostname, policy.platform_domain) ||
-                         fields::is_at_or_under(d.hostname, policy.platform_run_domain))) {
-    r.check("hostname", "is reserved for platform-managed routes (" + policy.platform_domain +
-                            ", " + policy.platform_run_domain + ")");
-  } else if (valid_hostname && fields::is_public_suffix(d.hostname)) {
+  const bool valid_hostname =
+      read_hostname(r, &d.hostname) && !reserved_for_platform(r, d.hostname, policy);
+  if (valid_hostname && fields::is_public_suffix(d.hostname)) {
     // A claim on a whole suffix would hold (takeover guard) every name under it.
     r.check("hostname", "is a public suffix (Public Suffix List); add a domain under it instead");
   } else if (valid_hostname && d.hostname.size() > kMaxDomainHostnameBytes) {

@@ -321,6 +321,27 @@ TEST_CASE("profile hostnames are normalized and must be real DNS names") {
                 "validation_failed");
 }
 
+// Any team could put a profile on a platform route (`app.run.platform.test`, WAF off, CORS `*`):
+// gatewayd cannot tell which team a route serves, and the route's own team then got 409 and could
+// not prove the name either (domains there are 422).
+TEST_CASE("profile hostnames in the platform namespaces are 422, on create and on PUT") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const std::string host : {"platform.test", "app.platform.test", "run.platform.test",
+                                 "victim-app.run.platform.test", "APP.Run.Platform.Test."}) {
+    CAPTURE(host);
+    Response r = api.post(kPath, profile_body(kTeamA, host));
+    check_problem(r, 422, "validation_failed");
+    CHECK(has_field(error_fields(r), "hostname"));
+  }
+  Response lookalike = api.post(kPath, profile_body(kTeamA, "notplatform.test"));
+  REQUIRE(lookalike.status == 201);
+  const std::string path = kPath + "/" + str(json(lookalike), "profile_id");
+  check_problem(api.put(path, profile_body(kTeamA, "app.run.platform.test")), 422,
+                "validation_failed");
+  CHECK(str(json(api.get(path)), "hostname") == "notplatform.test");
+}
+
 TEST_CASE("profile PUT is a full replacement: omitted optional fields go back to defaults") {
   Server server;
   Api api(server, kTeamA);
