@@ -130,54 +130,50 @@ int replay(int argc, char** argv) {
   std::string out_path = flags.get("out");
   std::error_code ec;
   const auto out_status = std::filesystem::status(out_path, ec);
-  if (std::filesystem::exists(out_status) && !std::filesystem::is_regular_file(out_status) &&
-      !std::filesystem::is_directory(out_status)) {
-    // A device, pipe or socket (`--out /dev/stdout`) is written into, not replaced: a rename
-    // would put a regular file where the device's name was.
-    std::ofstream out(out_path, std::ios::binary);
-    if (!out) return fail("cannot write " + out_path + ": " + std::strerror(errno));
-    auto records = gw::admin::write_replay(store.value()->store(), *until, out);
-    out.close();
-    if (!records.ok()) return fail("replay: " + records.error().detail);
-    if (!out) return fail("replay: cannot write " + out_path);
-    std::cerr << "replay: " << records.value() << " records live after event " << *until
-              << " written to " << out_path << "\n";
-    return 0;
-  }
-  if (std::filesystem::is_symlink(std::filesystem::symlink_status(out_path, ec)) &&
+  // A device, pipe or socket (`--out /dev/stdout`) is written into, not replaced: a rename would
+  // put a regular file where the device's name was.
+  const bool direct = std::filesystem::exists(out_status) &&
+                      !std::filesystem::is_regular_file(out_status) &&
+                      !std::filesystem::is_directory(out_status);
+  if (!direct && std::filesystem::is_symlink(std::filesystem::symlink_status(out_path, ec)) &&
       std::filesystem::is_regular_file(out_status)) {
     // A symlink's file is replaced, not the link.
     out_path = std::filesystem::canonical(out_path, ec).string();
     if (ec) return fail("cannot write " + flags.get("out") + ": " + ec.message());
   }
-  // Written next to FILE and renamed over it, so FILE is the old one or the whole new one. The
-  // name is this process's own: two replays into one FILE do not write into one file. One left by
-  // a process that died with this pid is stale.
-  const std::string tmp_path = out_path + ".tmp." + std::to_string(getpid());
+  // Otherwise written next to FILE and renamed over it, so FILE is the old one or the whole new
+  // one. The name is this process's own: two replays into one FILE do not write into one file.
+  // One left by a process that died with this pid is stale.
+  const std::string tmp_path = direct ? "" : out_path + ".tmp." + std::to_string(getpid());
   const gw::admin::RemovedOnInterrupt removed_on_interrupt(tmp_path);
-  std::filesystem::remove(tmp_path, ec);
-  const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) return fail("cannot write " + tmp_path + ": " + std::strerror(errno));
-  ::close(fd);
+  if (!direct) {
+    std::filesystem::remove(tmp_path, ec);
+    const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) return fail("cannot write " + tmp_path + ": " + std::strerror(errno));
+    ::close(fd);
+  }
   // Whatever goes wrong from here, the temporary file goes; once renamed, it is FILE.
   struct RemoveOnExit {
     const std::string& path;
     ~RemoveOnExit() {
       std::error_code ignored;
-      std::filesystem::remove(path, ignored);
+      if (!path.empty()) std::filesystem::remove(path, ignored);
     }
   } remove_tmp{tmp_path};
-  std::ofstream out(tmp_path, std::ios::binary | std::ios::trunc);
-  if (!out) return fail("cannot write " + tmp_path);
+  const std::string& written = direct ? out_path : tmp_path;
+  std::ofstream out(written, std::ios::binary | std::ios::trunc);
+  if (!out) return fail("cannot write " + written + ": " + std::strerror(errno));
   auto records = gw::admin::write_replay(store.value()->store(), *until, out);
   out.close();
-  if (!records.ok() || !out) {
-    return fail("replay: " + (records.ok() ? "cannot write " + tmp_path : records.error().detail));
+  if (!records.ok()) return fail("replay: " + records.error().detail);
+  if (!out) return fail("replay: cannot write " + written);
+  if (!direct) {
+    std::filesystem::rename(tmp_path, out_path, ec);
+    if (ec) return fail("cannot write " + out_path + ": " + ec.message());
   }
-  std::filesystem::rename(tmp_path, out_path, ec);
-  if (ec) return fail("cannot write " + out_path + ": " + ec.message());
-  std::cout << "replay: " << records.value() << " records live after event " << *until
-            << " written to " << out_path << "\n";
+  // Into a device such as stdout the summary would run into the records: it goes to stderr.
+  (direct ? std::cerr : std::cout) << "replay: " << records.value() << " records live after event "
+                                   << *until << " written to " << out_path << "\n";
   return 0;
 }
 

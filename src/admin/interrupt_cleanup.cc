@@ -56,11 +56,13 @@ void remove_on_interrupt() {
 }
 
 RemovedOnInterrupt::RemovedOnInterrupt(std::string path) : path_(std::move(path)) {
+  if (path_.empty()) return;
   std::lock_guard<std::mutex> lock(registry_mutex);
   registry().push_back(path_);
 }
 
 RemovedOnInterrupt::~RemovedOnInterrupt() {
+  if (path_.empty()) return;
   std::lock_guard<std::mutex> lock(registry_mutex);
   auto& paths = registry();
   auto it = std::find(paths.begin(), paths.end(), path_);

@@ -12,8 +12,8 @@ namespace gw::admin {
 // registered path and ends the process by that signal, as its default action would have.
 void remove_on_interrupt();
 
-// Registers `path` for removal on an interrupt while this object lives. It does not remove the
-// path itself; its owner does, before this object goes.
+// Registers `path` for removal on an interrupt while this object lives (an empty path registers
+// nothing). It does not remove the path itself; its owner does, before this object goes.
 class RemovedOnInterrupt {
  public:
   explicit RemovedOnInterrupt(std::string path);
