@@ -42,6 +42,10 @@ class Store {
   // Store.
   // A dir holding kUnfinishedBackup is refused (kUnavailable): a backup was stopped half way.
   static Result<std::unique_ptr<Store>> open(const std::string& dir, rocksdb::Env* env = nullptr);
+  // The data dir's RocksDB info log (`LOG`, store/info_log.h) is set aside at this size (and at
+  // every start), and RocksDB keeps this many info logs: `LOG` and the newest `LOG.old.*`.
+  static constexpr size_t kInfoLogBytes = 8 << 20;
+  static constexpr size_t kInfoLogsKept = 10;
   // The file `gatewayctl backup` keeps in its copy until the copy is complete and durable, so that
   // a copy it could not finish (killed, power cut) is never opened as if it were whole.
   static constexpr const char* kUnfinishedBackup = "BACKUP-UNFINISHED";
