@@ -103,18 +103,44 @@ bool is_tchar(char c) {
          std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
 }
 
-// Splits a comma list, trimming spaces and tabs around items. Fails on empty items.
-Problem split_list(std::string_view in, std::vector<std::string_view>* items) {
+// Splits a comma list, trimming spaces and tabs around items, into its non-empty items; an empty
+// item (a doubled or trailing comma) is one problem in `out`, however many there are.
+void split_list(std::string_view in, std::vector<std::string_view>* items, Problems& out) {
+  bool empty_item = false;
   size_t pos = 0;
   while (true) {
     size_t comma = in.find(',', pos);
     std::string_view item = trim_blanks(
         in.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
-    if (item.empty()) return "must not contain empty items (check for doubled or trailing commas)";
-    items->push_back(item);
-    if (comma == std::string_view::npos) return std::nullopt;
+    if (item.empty()) {
+      empty_item = true;
+    } else {
+      items->push_back(item);
+    }
+    if (comma == std::string_view::npos) break;
     pos = comma + 1;
   }
+  if (empty_item) {
+    out.push_back({"", "must not contain empty items (check for doubled or trailing commas)"});
+  }
+}
+
+// The problem of one item of a comma list, which the message quotes (its first 64 bytes, cut at a
+// character's start: the body was checked to be UTF-8).
+SubProblem item_problem(std::string_view item, std::string_view why) {
+  constexpr size_t kShown = 64;
+  std::string message = "\"";
+  if (item.size() <= kShown) {
+    message += item;
+  } else {
+    size_t cut = kShown;
+    while (cut > 0 && (static_cast<unsigned char>(item[cut]) & 0xC0) == 0x80) --cut;
+    message += item.substr(0, cut);
+    message += "...";
+  }
+  message += "\": ";
+  message += why;
+  return {"", std::move(message)};
 }
 
 // An IPv6 address as an origin shows it (the WHATWG URL serializer, which browsers use for the
@@ -331,54 +357,68 @@ bool is_at_or_under(std::string_view name, std::string_view zone) {
          name[name.size() - zone.size() - 1] == '.';
 }
 
-Problem cors_origins(std::string_view in) {
-  if (in.size() > kMaxCorsBytes) return "must be at most 4096 bytes";
-  if (in.empty()) return std::nullopt;
+Problems cors_origins(std::string_view in) {
+  if (in.size() > kMaxCorsBytes) return {{"", "must be at most 4096 bytes"}};
+  if (in.empty()) return {};
+  Problems out;
   std::vector<std::string_view> items;
-  if (auto p = split_list(in, &items)) return p;
+  split_list(in, &items, out);
   std::set<std::string_view> seen;
+  bool star_in_list = false;
   for (auto item : items) {
     if (item == "*") {
-      if (items.size() > 1) return "must use * alone, not in a list";
+      if (items.size() > 1 && !star_in_list) out.push_back({"", "must use * alone, not in a list"});
+      star_in_list = items.size() > 1;
       continue;
     }
-    if (auto p = origin(item)) return p;
-    if (!seen.insert(item).second) return "must not repeat an origin";
+    if (auto p = origin(item)) {
+      out.push_back(item_problem(item, *p));
+    } else if (!seen.insert(item).second) {
+      out.push_back(item_problem(item, "must not repeat an origin"));
+    }
   }
-  return std::nullopt;
+  return out;
 }
 
-Problem cors_methods(std::string_view in) {
+Problems cors_methods(std::string_view in) {
   static constexpr std::array<std::string_view, 7> kMethods = {"GET",   "HEAD",   "POST",   "PUT",
                                                                "PATCH", "DELETE", "OPTIONS"};
-  if (in.size() > kMaxCorsBytes) return "must be at most 4096 bytes";
-  if (in.empty()) return std::nullopt;
+  if (in.size() > kMaxCorsBytes) return {{"", "must be at most 4096 bytes"}};
+  if (in.empty()) return {};
+  Problems out;
   std::vector<std::string_view> items;
-  if (auto p = split_list(in, &items)) return p;
+  split_list(in, &items, out);
   std::set<std::string_view> seen;
   for (auto item : items) {
     if (std::find(kMethods.begin(), kMethods.end(), item) == kMethods.end()) {
-      return "must list only GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)";
+      out.push_back(item_problem(
+          item, "must list only GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)"));
+    } else if (!seen.insert(item).second) {
+      out.push_back(item_problem(item, "must not repeat a method"));
     }
-    if (!seen.insert(item).second) return "must not repeat a method";
   }
-  return std::nullopt;
+  return out;
 }
 
-Problem cors_headers(std::string_view in) {
-  if (in.size() > kMaxCorsBytes) return "must be at most 4096 bytes";
-  if (in.empty()) return std::nullopt;
+Problems cors_headers(std::string_view in) {
+  if (in.size() > kMaxCorsBytes) return {{"", "must be at most 4096 bytes"}};
+  if (in.empty()) return {};
+  Problems out;
   std::vector<std::string_view> items;
-  if (auto p = split_list(in, &items)) return p;
+  split_list(in, &items, out);
   std::set<std::string> seen;
   for (auto item : items) {
-    if (!std::all_of(item.begin(), item.end(), is_tchar))
-      return "must list only header names (RFC 9110 tokens)";
+    if (!std::all_of(item.begin(), item.end(), is_tchar)) {
+      out.push_back(item_problem(item, "must list only header names (RFC 9110 tokens)"));
+      continue;
+    }
     std::string key(item);
     key = ascii_lower(key);
-    if (!seen.insert(std::move(key)).second) return "must not repeat a header name";
+    if (!seen.insert(std::move(key)).second) {
+      out.push_back(item_problem(item, "must not repeat a header name"));
+    }
   }
-  return std::nullopt;
+  return out;
 }
 
 Problems geo_policy(const rapidjson::Value& v) {
@@ -415,22 +455,28 @@ Problems geo_policy(const rapidjson::Value& v) {
   return out;
 }
 
-Problem waf_overrides(const rapidjson::Value& v) {
-  if (v.IsNull()) return std::nullopt;
-  if (!v.IsObject()) return "must be null or an object";
+Problems waf_overrides(const rapidjson::Value& v) {
+  if (v.IsNull()) return {};
+  if (!v.IsObject()) return {{"", "must be null or an object"}};
+  // The walk goes on after a problem, so that each kind of problem is reported (once); it is
+  // iterative and visits each value once, so its cost is bounded by the body's size.
+  bool too_deep = false, too_many = false, repeated = false;
   size_t members = 0;
   std::vector<std::pair<const rapidjson::Value*, int>> stack = {{&v, 1}};
   while (!stack.empty()) {
     auto [value, depth] = stack.back();
     stack.pop_back();
-    if (depth > kMaxOverrideDepth) return "must be nested at most 8 levels deep";
+    if (depth > kMaxOverrideDepth) too_deep = true;
     if (value->IsObject()) {
       members += value->MemberCount();
-      if (members > kMaxOverrideMembers) return "must have at most 256 members in all";
-      std::set<std::string_view> names;  // at most 256 in all, so a set per object is cheap
+      if (members > kMaxOverrideMembers) too_many = true;
+      if (!repeated) {
+        std::set<std::string_view> names;
+        for (const auto& m : value->GetObject()) {
+          if (!names.emplace(m.name.GetString(), m.name.GetStringLength()).second) repeated = true;
+        }
+      }
       for (const auto& m : value->GetObject()) {
-        if (!names.emplace(m.name.GetString(), m.name.GetStringLength()).second)
-          return "must not give a member twice in one object";
         if (m.value.IsObject() || m.value.IsArray()) stack.emplace_back(&m.value, depth + 1);
       }
     } else {
@@ -439,7 +485,11 @@ Problem waf_overrides(const rapidjson::Value& v) {
       }
     }
   }
-  return std::nullopt;
+  Problems out;
+  if (too_deep) out.push_back({"", "must be nested at most 8 levels deep"});
+  if (too_many) out.push_back({"", "must have at most 256 members in all"});
+  if (repeated) out.push_back({"", "must not give a member twice in one object"});
+  return out;
 }
 
 Problems waf_rule_exclusions(const rapidjson::Value& v) {

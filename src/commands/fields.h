@@ -35,25 +35,27 @@ bool is_at_or_under(std::string_view name, std::string_view zone);
 
 // The three CORS lists: items separated by commas, blanks around an item allowed, no empty item
 // (",," or a trailing comma) and no repeated item. Empty string is accepted (nothing configured).
-// At most 4096 bytes each.
+// At most 4096 bytes each. Each bad item is a problem of its own, whose message quotes it (path
+// empty); empty items are one problem.
 //
 // `*` alone, or a comma list of `scheme://host[:port]` origins (scheme http or https, host a
 // lower-case hostname without trailing dot, an IPv4 literal or `localhost`, port 1-65535 without
 // leading zeros, no path, not even "/", no query or userinfo), as browsers send them in `Origin`.
-Problem cors_origins(std::string_view in);
+Problems cors_origins(std::string_view in);
 // Comma list of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case; no duplicates). Empty ok.
-Problem cors_methods(std::string_view in);
+Problems cors_methods(std::string_view in);
 // Comma list of RFC 9110 tokens (repeats compared case-insensitively). Empty ok. At most 4096
 // bytes.
-Problem cors_headers(std::string_view in);
+Problems cors_headers(std::string_view in);
 
 // null, or {"mode": "allow"|"block", "countries": [1..250 distinct ISO 3166-1 alpha-2 codes]}
 // (assigned codes only, upper case). No other members.
 Problems geo_policy(const rapidjson::Value& v);
 
 // A JSON object of depth at most 8 (the object itself is depth 1) with at most 256 members in all
-// (counting members of nested objects too). null is accepted (= none).
-Problem waf_overrides(const rapidjson::Value& v);
+// (counting members of nested objects too), no member twice in one object. null is accepted
+// (= none). Each of the three problems is reported once (path empty).
+Problems waf_overrides(const rapidjson::Value& v);
 
 // null, or an array of at most 256 {"path_prefix": "/...", "remove_rule_ids": [int...]} objects:
 // path_prefix a string starting with '/' (at most 1024 bytes, no control characters or spaces),

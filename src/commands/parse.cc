@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
+#include <limits>
 #include <string_view>
 
 #include "commands/challenge.h"
@@ -32,11 +34,22 @@ const char* type_word(Type t) {
   return "";
 }
 
+// A whole number beyond int64's range, which RapidJSON holds as a uint64 or a double: still an
+// integer, too large for every integer field, so the field's own range message says why.
+bool is_huge_integer(const rapidjson::Value& v) {
+  if (v.IsInt64()) return false;
+  if (v.IsUint64()) return true;
+  if (!v.IsDouble()) return false;
+  const double d = v.GetDouble();
+  return std::isfinite(d) && std::fabs(d) >= 0x1p63 && std::trunc(d) == d;
+}
+
 bool has_type(const rapidjson::Value& v, Type t) {
   switch (t) {
     case Type::kString: return v.IsString();
     case Type::kBool: return v.IsBool();
-    case Type::kInt: return v.IsInt64();
+    case Type::kInt:
+      return v.IsInt64() || is_huge_integer(v);
     case Type::kObject: return v.IsObject();
     case Type::kArray: return v.IsArray();
   }
@@ -52,7 +65,6 @@ int response_only(Kind kind, std::string_view name) {
   return it == names.end() ? -1 : static_cast<int>(it - names.begin());
 }
 
-bool failed(const fields::Problem& p) { return p.has_value(); }
 bool failed(const fields::Problems& p) { return !p.empty(); }
 
 // Walks the body once: reports unknown members, wrong types and missing required members, and
@@ -126,7 +138,10 @@ class BodyReader {
   std::optional<int64_t> integer(const char* name) const {
     const auto* v = get(name);
     if (v == nullptr) return std::nullopt;
-    return v->GetInt64();
+    if (v->IsInt64()) return v->GetInt64();
+    // is_huge_integer: out of every field's range either way.
+    const bool negative = v->IsDouble() && v->GetDouble() < 0;
+    return negative ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
   }
 
   void check(const char* name, const fields::Problem& problem) {

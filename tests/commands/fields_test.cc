@@ -287,6 +287,34 @@ TEST_CASE("cors_headers") {
   }
 }
 
+// Each bad item of a CORS list was reported alone: the first one, and a client that fixed it got
+// the next one in another 422.
+TEST_CASE("every bad item of a CORS list is a problem of its own, quoting the item") {
+  CHECK(lines(cors_origins("ftp://a.com, https://A.com,https://ok.example,https://b.com/x")) ==
+        " \"ftp://a.com\": origins must start with http:// or https://\n"
+        " \"https://A.com\": origin hosts must be lower case without a trailing dot\n"
+        " \"https://b.com/x\": origins must be scheme://host[:port] with no path, query or "
+        "userinfo\n");
+  CHECK(lines(cors_origins("https://a.com,,https://a.com,*,")) ==
+        " must not contain empty items (check for doubled or trailing commas)\n"
+        " \"https://a.com\": must not repeat an origin\n"
+        " must use * alone, not in a list\n");
+  CHECK(lines(cors_methods("get,TRACE,GET,GET")) ==
+        " \"get\": must list only GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)\n"
+        " \"TRACE\": must list only GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)\n"
+        " \"GET\": must not repeat a method\n");
+  CHECK(lines(cors_headers("X-A, a b,x-a,c\"d")) ==
+        " \"a b\": must list only header names (RFC 9110 tokens)\n"
+        " \"x-a\": must not repeat a header name\n"
+        " \"c\"d\": must list only header names (RFC 9110 tokens)\n");
+  // A long item is quoted by its first 64 bytes, cut before a character that would not fit whole.
+  const std::string long_item = repeat("a", 63) + "\xc3\xa9" + repeat("b", 100);
+  CHECK(lines(cors_headers(long_item)) ==
+        " \"" + repeat("a", 63) + "...\": must list only header names (RFC 9110 tokens)\n");
+  // A list over the limit is that one problem; its items are not looked at.
+  CHECK(lines(cors_methods(repeat("get,", 1024) + "x")) == " must be at most 4096 bytes\n");
+}
+
 TEST_CASE("geo_policy") {
   const Ok ok[] = {
       {"null"},
@@ -389,6 +417,22 @@ TEST_CASE("waf_overrides") {
     CAPTURE(r.in.substr(0, 60));
     expect_bad(waf_overrides(json(r.in)), r.why);
   }
+}
+
+TEST_CASE("waf_overrides reports each of its problems, once") {
+  // Nested 9 deep, 300 members in all, and a name given twice in two objects.
+  std::string deep = repeat("{\"a\":", 8) + "1" + repeat("}", 8);
+  std::string many = "{";
+  for (int i = 0; i < 300; ++i) many += (i ? ",\"m" : "\"m") + std::to_string(i) + "\":1";
+  many += "}";
+  const std::string both = "{\"deep\":" + deep + ",\"many\":" + many + ",\"x\":{\"y\":1,\"y\":2}," +
+                           "\"z\":{\"y\":1,\"y\":2}}";
+  CHECK(lines(waf_overrides(json(both))) ==
+        " must be nested at most 8 levels deep\n"
+        " must have at most 256 members in all\n"
+        " must not give a member twice in one object\n");
+  CHECK(lines(waf_overrides(json("{\"deep\":" + deep + "}"))) ==
+        " must be nested at most 8 levels deep\n");
 }
 
 TEST_CASE("waf_rule_exclusions") {

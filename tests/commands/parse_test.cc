@@ -115,6 +115,14 @@ TEST_CASE("profile rejections name every bad field") {
        R"("geo_policy":{"mode":"x","countries":["ZZ","US","US"]}})",
        {"hostname", "cors_methods", "geo_policy.mode", "geo_policy.countries[0]",
         "geo_policy.countries[2]"}},
+      // Every bad item of a CORS list, and each problem of waf_overrides (only the first before).
+      {R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,"force_https":true,)"
+       R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs",)"
+       R"("cors_origins":"ftp://a.com,https://A.com","cors_methods":"get,TRACE",)"
+       R"("waf_overrides":{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":1}}}}}}}},)"
+       R"("x":{"y":1,"y":2}}})",
+       {"cors_methods", "cors_methods", "cors_origins", "cors_origins", "waf_overrides",
+        "waf_overrides"}},
   };
   for (const auto& row : rows) {
     CAPTURE(row.body);
@@ -122,6 +130,36 @@ TEST_CASE("profile rejections name every bad field") {
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == Code::kValidationFailed);
     CHECK(fields_of(r) == join(row.fields));
+  }
+}
+
+// A whole number beyond int64 was "must be an integer", although it is one.
+TEST_CASE("an integer field says its range for whole numbers beyond 64 bits") {
+  const std::string head =
+      R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,"force_https":true,)"
+      R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs",)";
+  struct Row {
+    const char* number;
+    const char* message;
+  };
+  const Row rows[] = {
+      {"9223372036854775807", "must be 0..2147483647"},
+      {"9223372036854775808", "must be 0..2147483647"},
+      {"18446744073709551616", "must be 0..2147483647"},
+      {"-9223372036854775809", "must be 0..2147483647"},
+      {"1e300", "must be 0..2147483647"},
+      {"1.5", "must be an integer"},
+      {"1e3", "must be an integer"},
+      {"9223372036854775808.5", "must be 0..2147483647"},  // rounds to a whole double
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.number);
+    const std::string body = head + R"("max_body_bytes":)" + row.number + "}";
+    auto r = parse(Kind::kProfile, body.c_str());
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().errors.size() == 1);
+    CHECK(r.error().errors[0].field == "max_body_bytes");
+    CHECK(r.error().errors[0].message == row.message);
   }
 }
 
