@@ -1,5 +1,6 @@
 #include "service/idempotency.h"
 
+#include <optional>
 #include <vector>
 
 #include "core/hex.h"
@@ -72,10 +73,14 @@ Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& an
   const std::string cutoff =
       prefix + encode_u64(static_cast<uint64_t>(now - kIdempotencyWindowSeconds));
   std::vector<std::string> expired;
+  std::optional<std::string> first_live;  // where the scan met an entry that has not expired
   auto scanned = tx.scan(
       Cf::kMeta, prefix,
       [&](std::string_view k, std::string_view) {
-        if (k.substr(0, cutoff.size()) >= cutoff) return false;
+        if (k.substr(0, cutoff.size()) >= cutoff) {
+          first_live.emplace(k);
+          return false;
+        }
         expired.emplace_back(k);
         return expired.size() < kPrunePerWrite;
       },
@@ -102,9 +107,16 @@ Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& an
   tx.put(Cf::kMeta, answer_key(key), value);
   const std::string expiry = expiry_key(answer.time, key);
   tx.put(Cf::kMeta, expiry, "");
-  // Moved only once the job's writes are all staged (a job that fails is rolled back). An entry
-  // behind the cursor (the wall clock went back) moves it back, or it would never be pruned.
-  if (!expired.empty()) cursor.from = expired.back();
+  // Moved only once the job's writes are all staged (a job that fails is rolled back): to the first
+  // entry that has not expired when the scan met one (everything before it is pruned now, even
+  // when this write pruned nothing: after a restart the cursor starts empty and the index may
+  // begin with tombstones only), else past what was pruned. An entry behind the cursor (the wall
+  // clock went back) moves it back, or it would never be pruned.
+  if (first_live) {
+    cursor.from = std::move(*first_live);
+  } else if (!expired.empty()) {
+    cursor.from = expired.back();
+  }
   if (expiry < cursor.from) cursor.from = expiry;
   return true;
 }
