@@ -228,8 +228,12 @@ class Handler final : public P::Http::Handler {
     // One allocation holds what the reply needs; exactly one reply goes out, even if the Api
     // answered and then something threw.
     auto exchange = std::make_shared<Exchange>(std::move(response), wants_close(req), state_);
-    state_->in_flight.fetch_add(1, std::memory_order_acq_rel);
-    if (state_->draining.load(std::memory_order_acquire)) {
+    // Sequentially consistent, with shutdown()'s store of `draining` and load of `in_flight`:
+    // each side writes one flag and then reads the other's, and with release and acquire alone
+    // both could read the old values (the store still in a write buffer), so that shutdown saw
+    // nothing in flight while this request went on to the writer unseen.
+    state_->in_flight.fetch_add(1, std::memory_order_seq_cst);
+    if (state_->draining.load(std::memory_order_seq_cst)) {
       Reply r = problem(make_error(Code::kUnavailable, "shutting down"), kShuttingDown);
       r.close = true;
       answer(*exchange, std::move(r));
@@ -329,9 +333,9 @@ Result<uint16_t> Server::start() {
 }
 
 void Server::shutdown(int drain_ms) {
-  state_->draining.store(true, std::memory_order_release);
+  state_->draining.store(true, std::memory_order_seq_cst);  // see Handler::onRequest
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
-  while (state_->in_flight.load(std::memory_order_acquire) > 0 &&
+  while (state_->in_flight.load(std::memory_order_seq_cst) > 0 &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
