@@ -35,6 +35,25 @@ struct Fixture {
     REQUIRE(r.ok());
     return r.value();
   }
+  // Keeps an answer for each of team_a's keys <name>0 .. <name><count - 1>, made at `time`, in
+  // one write.
+  void keep_many(const std::string& name, int count, int64_t time) {
+    write([&](Tx& tx) {
+      for (int i = 0; i < count; ++i) keep(tx, name + std::to_string(i), time);
+    });
+  }
+  // Keeps an answer for team_a's key `name` made at `time`, pruning as a keyed write does.
+  void keep_one(const std::string& name, int64_t time) {
+    write([&](Tx& tx) { keep(tx, name, time); });
+  }
+  void keep(Tx& tx, const std::string& name, int64_t time) {
+    IdempotencyKey k = key_of("team_a", name);
+    REQUIRE(keep_answer(tx, k, {k.fingerprint, time, 1, "{}"}, time, pruned).ok());
+  }
+  static IdempotencyKey key_of(std::string tenant, std::string key) {
+    return IdempotencyKey{std::move(tenant), std::move(key),
+                          request_fingerprint("POST", "/v1/x", "{}")};
+  }
   size_t meta_keys() {
     size_t n = 0;
     auto it = store->iterate(Cf::kMeta);
@@ -44,8 +63,18 @@ struct Fixture {
 };
 
 IdempotencyKey key_of(std::string tenant, std::string key) {
-  return IdempotencyKey{std::move(tenant), std::move(key),
-                        request_fingerprint("POST", "/v1/x", "{}")};
+  return Fixture::key_of(std::move(tenant), std::move(key));
+}
+
+// The tombstones RocksDB stepped over while `f` ran.
+template <typename F>
+uint64_t deletes_skipped(F f) {
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+  rocksdb::get_perf_context()->Reset();
+  f();
+  const uint64_t skipped = rocksdb::get_perf_context()->internal_delete_skipped_count;
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+  return skipped;
 }
 
 TEST_CASE("an answer is kept for 24 hours per tenant and key") {
@@ -94,30 +123,16 @@ TEST_CASE("pruning goes on where it stopped, without stepping over what it prune
   Fixture f;
   const int64_t t0 = 1'800'000'000;
   constexpr int kOld = 2000;
-  f.write([&](Tx& tx) {
-    for (int i = 0; i < kOld; ++i) {
-      IdempotencyKey k = key_of("team_a", "old" + std::to_string(i));
-      REQUIRE(keep_answer(tx, k, {k.fingerprint, t0, 1, "{}"}, t0, f.pruned).ok());
-    }
-  });
+  f.keep_many("old", kOld, t0);
   // Every later keyed write prunes up to 8 expired entries; RocksDB keeps each deleted one as
   // a tombstone until a compaction, which a scan from the start of the index steps over.
   const int64_t later = t0 + kIdempotencyWindowSeconds + 10;
-  auto keep_new = [&](int i) {
-    IdempotencyKey k = key_of("team_a", "new" + std::to_string(i));
-    f.write([&](Tx& tx) {
-      REQUIRE(keep_answer(tx, k, {k.fingerprint, later, 1, "{}"}, later, f.pruned).ok());
-    });
-  };
+  auto keep_new = [&](int i) { f.keep_one("new" + std::to_string(i), later); };
   for (int i = 0; i < 100; ++i) keep_new(i);
   CHECK(f.meta_keys() == 2 * (kOld - 800 + 100));
 
-  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
-  rocksdb::get_perf_context()->Reset();
-  keep_new(100);
-  const uint64_t skipped = rocksdb::get_perf_context()->internal_delete_skipped_count;
-  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
-  CHECK(skipped <= 8);  // the last write's own deletions at most; 800 from the start
+  // The last write's own deletions at most; 800 from the start.
+  CHECK(deletes_skipped([&] { keep_new(100); }) <= 8);
   CHECK(f.meta_keys() == 2 * (kOld - 808 + 101));
 
   // A new cursor (a restart) starts over from the start of the index, and prunes on.
@@ -142,34 +157,16 @@ TEST_CASE("after a restart only the first keyed write steps over the entries pru
   Fixture f;
   const int64_t t0 = 1'800'000'000;
   constexpr int kOld = 400;
-  f.write([&](Tx& tx) {
-    for (int i = 0; i < kOld; ++i) {
-      IdempotencyKey k = key_of("team_a", "old" + std::to_string(i));
-      REQUIRE(keep_answer(tx, k, {k.fingerprint, t0, 1, "{}"}, t0, f.pruned).ok());
-    }
-  });
+  f.keep_many("old", kOld, t0);
   const int64_t later = t0 + kIdempotencyWindowSeconds + 10;
   int n = 0;
-  auto keep_new = [&] {
-    IdempotencyKey k = key_of("team_a", "new" + std::to_string(n++));
-    f.write([&](Tx& tx) {
-      REQUIRE(keep_answer(tx, k, {k.fingerprint, later, 1, "{}"}, later, f.pruned).ok());
-    });
-  };
+  auto keep_new = [&] { f.keep_one("new" + std::to_string(n++), later); };
   for (int i = 0; i < kOld / 8; ++i) keep_new();
   REQUIRE(f.meta_keys() == 2 * static_cast<size_t>(n));  // every old entry pruned
-  auto skipped_by = [&](auto write) {
-    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
-    rocksdb::get_perf_context()->Reset();
-    write();
-    const uint64_t skipped = rocksdb::get_perf_context()->internal_delete_skipped_count;
-    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
-    return skipped;
-  };
-  f.pruned = PruneCursor{};             // a restart
-  CHECK(skipped_by(keep_new) >= kOld);  // the first write walks the tombstones once
-  CHECK(skipped_by(keep_new) == 0);
-  CHECK(skipped_by(keep_new) == 0);
+  f.pruned = PruneCursor{};                              // a restart
+  CHECK(deletes_skipped(keep_new) >= kOld);  // the first write walks the tombstones once
+  CHECK(deletes_skipped(keep_new) == 0);
+  CHECK(deletes_skipped(keep_new) == 0);
   CHECK(f.meta_keys() == 2 * static_cast<size_t>(n));
 }
 
