@@ -62,6 +62,10 @@ struct Fixture {
   }
 };
 
+// When the tests' answers are made, and a time at which all of those have expired.
+constexpr int64_t kT0 = 1'800'000'000;
+constexpr int64_t kLater = kT0 + kIdempotencyWindowSeconds + 10;
+
 IdempotencyKey key_of(std::string tenant, std::string key) {
   return Fixture::key_of(std::move(tenant), std::move(key));
 }
@@ -79,55 +83,50 @@ uint64_t deletes_skipped(F f) {
 
 TEST_CASE("an answer is kept for 24 hours per tenant and key") {
   Fixture f;
-  const int64_t t0 = 1'800'000'000;
   IdempotencyKey k = key_of("team_a", "k1");
   f.write([&](Tx& tx) {
-    REQUIRE(keep_answer(tx, k, {k.fingerprint, t0, 3, "{\"a\":1}"}, t0, f.pruned).ok());
+    REQUIRE(keep_answer(tx, k, {k.fingerprint, kT0, 3, "{\"a\":1}"}, kT0, f.pruned).ok());
   });
-  auto found = f.find(k, t0 + kIdempotencyWindowSeconds - 1);
+  auto found = f.find(k, kT0 + kIdempotencyWindowSeconds - 1);
   REQUIRE(found.has_value());
   CHECK(found->fingerprint == k.fingerprint);
-  CHECK(found->time == t0);
+  CHECK(found->time == kT0);
   CHECK(found->version == 3);
   CHECK(found->json == "{\"a\":1}");
-  CHECK_FALSE(f.find(k, t0 + kIdempotencyWindowSeconds).has_value());
-  CHECK_FALSE(f.find(key_of("team_b", "k1"), t0).has_value());
-  CHECK_FALSE(f.find(key_of("team_a", "k2"), t0).has_value());
+  CHECK_FALSE(f.find(k, kT0 + kIdempotencyWindowSeconds).has_value());
+  CHECK_FALSE(f.find(key_of("team_b", "k1"), kT0).has_value());
+  CHECK_FALSE(f.find(key_of("team_a", "k2"), kT0).has_value());
 }
 
 TEST_CASE("new answers prune expired ones, but not a key that was used again since") {
   Fixture f;
-  const int64_t t0 = 1'800'000'000;
   for (int i = 0; i < 5; ++i) {
     IdempotencyKey k = key_of("team_a", "old" + std::to_string(i));
     f.write([&](Tx& tx) {
-      REQUIRE(keep_answer(tx, k, {k.fingerprint, t0 + i, 1, "{}"}, t0 + i, f.pruned).ok());
+      REQUIRE(keep_answer(tx, k, {k.fingerprint, kT0 + i, 1, "{}"}, kT0 + i, f.pruned).ok());
     });
   }
   CHECK(f.meta_keys() == 10);  // an answer and an expiry entry each
   // "old0" is used again after it expired: its new answer must survive the pruning below.
-  const int64_t later = t0 + kIdempotencyWindowSeconds + 10;
   IdempotencyKey reused = key_of("team_a", "old0");
   f.write([&](Tx& tx) {
-    REQUIRE(keep_answer(tx, reused, {reused.fingerprint, later, 2, "{}"}, later, f.pruned).ok());
+    REQUIRE(keep_answer(tx, reused, {reused.fingerprint, kLater, 2, "{}"}, kLater, f.pruned).ok());
   });
   // Pruning ran before the new entry was staged: the five old expiry entries and four old
   // answers are gone; old0's new answer and its new expiry entry remain.
   CHECK(f.meta_keys() == 2);
-  auto found = f.find(reused, later);
+  auto found = f.find(reused, kLater);
   REQUIRE(found.has_value());
   CHECK(found->version == 2);
 }
 
 TEST_CASE("pruning goes on where it stopped, without stepping over what it pruned before") {
   Fixture f;
-  const int64_t t0 = 1'800'000'000;
   constexpr int kOld = 2000;
-  f.keep_many("old", kOld, t0);
+  f.keep_many("old", kOld, kT0);
   // Every later keyed write prunes up to 8 expired entries; RocksDB keeps each deleted one as
   // a tombstone until a compaction, which a scan from the start of the index steps over.
-  const int64_t later = t0 + kIdempotencyWindowSeconds + 10;
-  auto keep_new = [&](int i) { f.keep_one("new" + std::to_string(i), later); };
+  auto keep_new = [&](int i) { f.keep_one("new" + std::to_string(i), kLater); };
   for (int i = 0; i < 100; ++i) keep_new(i);
   CHECK(f.meta_keys() == 2 * (kOld - 800 + 100));
 
@@ -143,7 +142,7 @@ TEST_CASE("pruning goes on where it stopped, without stepping over what it prune
   // wall clock went back): it is pruned in turn.
   IdempotencyKey back = key_of("team_b", "back");
   f.write([&](Tx& tx) {
-    REQUIRE(keep_answer(tx, back, {back.fingerprint, t0 - 5, 1, "{}"}, later, f.pruned).ok());
+    REQUIRE(keep_answer(tx, back, {back.fingerprint, kT0 - 5, 1, "{}"}, kLater, f.pruned).ok());
   });
   CHECK(f.meta_keys() == 2 * (kOld - 824 + 103));
   for (int i = 0; i < 200; ++i) keep_new(200 + i);
@@ -155,12 +154,10 @@ TEST_CASE("pruning goes on where it stopped, without stepping over what it prune
 // again to find nothing to prune.
 TEST_CASE("after a restart only the first keyed write steps over the entries pruned before") {
   Fixture f;
-  const int64_t t0 = 1'800'000'000;
   constexpr int kOld = 400;
-  f.keep_many("old", kOld, t0);
-  const int64_t later = t0 + kIdempotencyWindowSeconds + 10;
+  f.keep_many("old", kOld, kT0);
   int n = 0;
-  auto keep_new = [&] { f.keep_one("new" + std::to_string(n++), later); };
+  auto keep_new = [&] { f.keep_one("new" + std::to_string(n++), kLater); };
   for (int i = 0; i < kOld / 8; ++i) keep_new();
   REQUIRE(f.meta_keys() == 2 * static_cast<size_t>(n));  // every old entry pruned
   f.pruned = PruneCursor{};                              // a restart
