@@ -16,6 +16,9 @@ void LatencyHistogram::render(std::ostream& out, std::string_view name,
                               std::string_view labels) const {
   const std::string prefix = labels.empty() ? "" : std::string(labels) + ",";
   const std::string braces = labels.empty() ? "" : "{" + std::string(labels) + "}";
+  // _count is the +Inf bucket as read here, not count_: observe() adds to a bucket and to the
+  // count one after the other, and a scrape must show them equal. (_sum may lag or lead by the
+  // observations under way; Prometheus asks no equality of it.)
   uint64_t cumulative = 0;
   for (size_t b = 0; b <= kBounds.size(); ++b) {
     cumulative += buckets_[b].load(std::memory_order_relaxed);
@@ -29,7 +32,7 @@ void LatencyHistogram::render(std::ostream& out, std::string_view name,
   }
   out << name << "_sum" << braces << " "
       << static_cast<double>(sum_micros_.load(std::memory_order_relaxed)) / 1e6 << "\n"
-      << name << "_count" << braces << " " << count() << "\n";
+      << name << "_count" << braces << " " << cumulative << "\n";
 }
 
 }  // namespace gw

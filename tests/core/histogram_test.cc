@@ -1,6 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <sstream>
+#include <string>
+#include <thread>
 
 #include "core/histogram.h"
 
@@ -26,6 +29,33 @@ TEST_CASE("a latency histogram renders cumulative buckets, +Inf, sum and count")
   h.render(bare, "y", "");
   CHECK(bare.str().find("y_bucket{le=\"+Inf\"} 3\ny_sum 10.0034\ny_count 3\n") !=
         std::string::npos);
+}
+
+// Prometheus requires the +Inf bucket to equal _count in every scrape; observe() updates the
+// bucket and the count one after the other, so a render must not read them separately.
+TEST_CASE("a histogram rendered while it is observed has a +Inf bucket equal to its count") {
+  LatencyHistogram h;
+  std::atomic<bool> stop{false};
+  std::thread observer([&] {
+    while (!stop.load(std::memory_order_relaxed)) h.observe(0.003);
+  });
+  int torn = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::ostringstream out;
+    h.render(out, "x", "");
+    const std::string text = out.str();
+    const auto inf = text.find("x_bucket{le=\"+Inf\"} ");
+    const auto count = text.find("x_count ");
+    REQUIRE(inf != std::string::npos);
+    REQUIRE(count != std::string::npos);
+    const auto value = [&](size_t at) {
+      return std::stoull(text.substr(text.find(' ', at) + 1));
+    };
+    if (value(inf) != value(count)) ++torn;
+  }
+  stop = true;
+  observer.join();
+  CHECK(torn == 0);
 }
 
 }  // namespace
