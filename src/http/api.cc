@@ -350,6 +350,12 @@ std::optional<Error> Api::authenticate(const Request& request, Caller* caller) {
   return std::nullopt;
 }
 
+void Api::count_early_answer(const std::string& method, const std::string& path, int status,
+                             double seconds) {
+  const Target t = route(method, path);
+  metrics_.record(t.route, t.kind ? static_cast<int>(*t.kind) : 0, status, seconds);
+}
+
 void Api::handle(Request req, Respond respond) {
   Target t = route(req.method, req.path);
   auto ctx = std::make_shared<Context>(Context{std::move(req), {}, std::move(respond), &metrics_,

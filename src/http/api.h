@@ -58,6 +58,11 @@ class Api {
       RateLimiter& limiter, Metrics& metrics, std::function<bool()> writable);
 
   void handle(Request request, Respond respond);
+  // Counts in the metrics an answer the server gave without handing the request over (shutting
+  // down, a refused Content-Length), under the route `method` and `path` name, as handle() counts
+  // its own.
+  void count_early_answer(const std::string& method, const std::string& path, int status,
+                          double seconds);
 
  private:
   struct Caller {

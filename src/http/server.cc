@@ -236,11 +236,11 @@ class Handler final : public P::Http::Handler {
     if (state_->draining.load(std::memory_order_seq_cst)) {
       Reply r = problem(make_error(Code::kUnavailable, "shutting down"), kShuttingDown);
       r.close = true;
-      answer(*exchange, std::move(r));
+      answer_early(req, *exchange, std::move(r));
       return;
     }
     if (auto refused = refused_length(req)) {
-      answer(*exchange, std::move(*refused));
+      answer_early(req, *exchange, std::move(*refused));
       return;
     }
     try {
@@ -272,6 +272,18 @@ class Handler final : public P::Http::Handler {
     std::atomic<bool> answered{false};
     const std::shared_ptr<Server::State> state;
   };
+
+  // An answer given here, before the Api: counted in the metrics as the Api counts its own, with
+  // no time taken (it is answered as soon as it is read).
+  void answer_early(const P::Http::Request& req, Exchange& exchange, Reply reply) {
+    try {
+      const std::string path = percent_decode(origin_path(req.resource()), Part::kPath);
+      state_->api->count_early_answer(P::Http::methodString(req.method()), path, reply.status, 0);
+    } catch (const std::exception&) {
+      // Out of memory while counting: the answer still goes out.
+    }
+    answer(exchange, std::move(reply));
+  }
 
   static void answer(Exchange& exchange, Reply reply) {
     if (exchange.answered.exchange(true)) return;

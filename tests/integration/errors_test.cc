@@ -280,6 +280,15 @@ TEST_CASE("a declared Content-Length over the limit is 413 at once; one that is 
   CHECK(post(" 2 ").starts_with("HTTP/1.1 422 "));
   CHECK(total(api, kWebhook) == 0);
   CHECK(api.get("/healthz").status == 200);
+  // Answered before the Api saw them, and counted like its own answers.
+  const std::string text = metrics(server);
+  CHECK(sample(text,
+               R"(gatewayd_http_requests_total{route="create",kind="webhook",status="413"})") == 3);
+  CHECK(sample(text,
+               R"(gatewayd_http_requests_total{route="create",kind="webhook",status="400"})") == 6);
+  CHECK(sample(text,
+               R"(gatewayd_http_request_duration_seconds_count{route="create",kind="webhook"})") ==
+        10);
 }
 
 // Sends GETs as team `api` until one is 429 or `limit` requests were sent; returns the statuses.
