@@ -1,6 +1,7 @@
 // gatewayd: wiring only. Parses flags, opens the store, catches the read model up with the log,
 // starts the writer, the verifier, the Kafka mirror and the HTTP server, and shuts down cleanly on
 // SIGTERM, SIGINT or SIGHUP.
+#include <arpa/inet.h>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -38,6 +39,41 @@ int fail(const std::string& message) {
 std::string domain_flag(const gw::Flags& flags, const char* name, std::string* out) {
   auto problem = gw::fields::hostname(flags.get(name), out);
   return problem ? flags.named(name) + " " + *problem : std::string();
+}
+
+// Whether `entry` is a DNS server as c-ares takes it: an IP address, with a port 1..65535 after
+// it or none (an IPv6 address in brackets when a port follows).
+bool dns_server_ok(const std::string& entry) {
+  in_addr v4{};
+  in6_addr v6{};
+  if (::inet_pton(AF_INET, entry.c_str(), &v4) == 1) return true;
+  if (::inet_pton(AF_INET6, entry.c_str(), &v6) == 1) return true;
+  std::string host;
+  uint16_t port = 0;
+  if (!gw::split_host_port(entry, &host, &port) || port == 0) return false;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    return ::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &v6) == 1;
+  }
+  return ::inet_pton(AF_INET, host.c_str(), &v4) == 1;
+}
+
+// Why `list` is no list of DNS servers (`ip[:port][,ip[:port]...]`), or "". c-ares takes a port
+// past 65535 modulo 65536, and port 0, so a typo looked like a DNS server that does not answer
+// (every verification failed as a timeout).
+std::string dns_server_list_problem(const std::string& list) {
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    const std::string entry =
+        list.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (!dns_server_ok(entry)) {
+      return "must be ip[:port][,ip[:port]...] with ports 1..65535 (an IPv6 address in brackets "
+             "before a port: [::1]:53); \"" +
+             entry + "\" is not";
+    }
+    if (comma == std::string::npos) return "";
+    start = comma + 1;
+  }
 }
 
 // Why `list` is no list of Kafka bootstrap servers (`host:port[,host:port...]`), or "". librdkafka
@@ -147,6 +183,10 @@ int main(int argc, char** argv) {
     return fail(flags.named("kafka-topic") +
                 " must be 1-249 of a-z, A-Z, 0-9, '.', '_' and '-', not . or ..");
   }
+  if (const std::string& servers = flags.get("dns-servers"); !servers.empty()) {
+    if (auto problem = dns_server_list_problem(servers); !problem.empty())
+      return fail(flags.named("dns-servers") + " " + problem);
+  }
   if (const std::string& brokers = flags.get("kafka-brokers"); !brokers.empty()) {
     if (auto problem = broker_list_problem(brokers); !problem.empty())
       return fail(flags.named("kafka-brokers") + " " + problem);
@@ -201,7 +241,7 @@ int main(int argc, char** argv) {
   resolver_config.timeout_ms = static_cast<int>(*dns_timeout);
   resolver_config.tries = static_cast<int>(*dns_tries);
   auto resolver = gw::AresResolver::create(resolver_config);
-  if (!resolver.ok()) return fail(resolver.error().detail);
+  if (!resolver.ok()) return fail(flags.named("dns-servers") + ": " + resolver.error().detail);
   gw::Verifier verifier(*store.value(), service, *resolver.value());
   gw::ReadModel reads(*store.value(), read_cache.get());
   gw::http::TokenStore tokens(tokens_file);

@@ -298,6 +298,16 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
       {"--kafka-brokers", "127.0.0.1:9092,", "\"\" is not host:port"},
       {"--kafka-brokers", "127.0.0.1:0", "--kafka-brokers must be host:port"},
       {"--kafka-brokers", "::1:9092", "--kafka-brokers must be host:port"},
+      // c-ares took a port past 65535 modulo 65536 (99999 is 34463), and port 0, so every
+      // verification timed out; and its own error named no flag.
+      {"--dns-servers", "127.0.0.1:99999", "--dns-servers must be ip[:port][,ip[:port]...]"},
+      {"--dns-servers", "127.0.0.1:0", "\"127.0.0.1:0\" is not"},
+      {"--dns-servers", "300.1.1.1", "\"300.1.1.1\" is not"},
+      {"--dns-servers", "bad list", "--dns-servers must be ip[:port]"},
+      {"--dns-servers", "127.0.0.1:53,", "\"\" is not"},
+      {"--dns-servers", "dns.example.com", "\"dns.example.com\" is not"},
+      {"--dns-servers", "[::1]:", "\"[::1]:\" is not"},
+      {"--dns-servers", "[::1]:65536", "\"[::1]:65536\" is not"},
   };
   for (const auto& row : rows) {
     CAPTURE(row.flag);
@@ -311,6 +321,15 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
   // A bad value from the environment is named by its variable.
   refused(run({"--listen", "127.0.0.1:0", "--data-dir", dir.path()}, {"GATEWAY_RATE_LIMIT=abc"}),
           "GATEWAY_RATE_LIMIT (--rate-limit) must be 0..1000000");
+  refused(
+      run({"--listen", "127.0.0.1:0", "--data-dir", dir.path()}, {"GATEWAY_DNS_SERVERS=bad list"}),
+      "GATEWAY_DNS_SERVERS (--dns-servers) must be ip[:port]");
+
+  // The forms c-ares takes start.
+  {
+    Server dns_forms({"--dns-servers", "127.0.0.1,127.0.0.2:5353,::1,[::1]:53"});
+    CHECK(Api(dns_forms, kTeamA).get("/healthz").status == 200);
+  }
 
   Server server;
   std::string port = std::to_string(std::stoi(server.url().substr(server.url().rfind(':') + 1)));
