@@ -7,11 +7,16 @@
 
 namespace gw::admin {
 
-Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& data_dir) {
+std::optional<Error> unusable_data_dir(const std::string& data_dir) {
   std::error_code ec;
-  if (!std::filesystem::exists(data_dir + "/CURRENT", ec)) {
-    return make_error(Code::kUnavailable, data_dir + " holds no gatewayd database");
-  }
+  if (std::filesystem::exists(data_dir + "/CURRENT", ec)) return std::nullopt;
+  if (ec) return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + ec.message());
+  return make_error(Code::kUnavailable, data_dir + " holds no gatewayd database");
+}
+
+Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& data_dir) {
+  if (auto unusable = unusable_data_dir(data_dir)) return std::move(*unusable);
+  std::error_code ec;
   std::string scratch = (std::filesystem::temp_directory_path(ec) / "gatewayctl-XXXXXX").string();
   if (::mkdtemp(scratch.data()) == nullptr) {
     return make_error(Code::kUnavailable, "cannot create a scratch directory under " +

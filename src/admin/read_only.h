@@ -17,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "admin/interrupt_cleanup.h"
@@ -24,6 +25,10 @@
 #include "store/store.h"
 
 namespace gw::admin {
+
+// Why gatewayctl cannot use `data_dir` as a database, if it cannot: none is there, or the
+// directory cannot be read (say, as another user than gatewayd's), which is not the same advice.
+std::optional<Error> unusable_data_dir(const std::string& data_dir);
 
 class ReadOnlyStore {
  public:

@@ -1,18 +1,15 @@
 #include "admin/rebuild.h"
 
 #include <chrono>
-#include <filesystem>
 
+#include "admin/read_only.h"
 #include "projections/catch_up.h"
 #include "store/store.h"
 
 namespace gw::admin {
 
 Result<RebuildReport> rebuild(const std::string& data_dir) {
-  std::error_code ec;
-  if (!std::filesystem::exists(data_dir + "/CURRENT", ec)) {
-    return make_error(Code::kUnavailable, data_dir + " holds no gatewayd database");
-  }
+  if (auto unusable = unusable_data_dir(data_dir)) return std::move(*unusable);
   auto store = Store::open(data_dir);
   if (!store.ok()) {
     const std::string& why = store.error().detail;

@@ -437,6 +437,36 @@ TEST_CASE("check that cannot read a data dir says so on stderr: it is no FAIL of
   CHECK(r.err == "gatewayctl: check: " + parent.file("absent") + " holds no gatewayd database\n");
 }
 
+// To a user who may not read the data dir, the commands said it "holds no gatewayd database",
+// which sends an operator looking for lost data instead of running them as gatewayd's user.
+TEST_CASE("the commands say so when they may not read the data dir") {
+  Server server;
+  REQUIRE(Api(server, kTeamA).post("/v1/webhook", webhook_body(kTeamA, "wl")).status == 201);
+  REQUIRE(server.stop().success());
+  // As root, the commands run as nobody (setpriv), from a copy of gatewayctl anyone may run; the
+  // data dir is root's, mode 0700. As any other user, the data dir's permissions are taken away.
+  const bool root = ::geteuid() == 0;
+  testing::TempDir bin;
+  REQUIRE(::chmod(bin.path().c_str(), 0755) == 0);
+  fs::copy_file(kGatewayctl, bin.file("gatewayctl"));
+  if (!root) REQUIRE(::chmod(server.data_dir().c_str(), 0) == 0);
+  for (const std::string command : {"events", "check", "rebuild"}) {
+    CAPTURE(command);
+    std::vector<std::string> argv{bin.file("gatewayctl"), command, "--data-dir", server.data_dir()};
+    if (root) {
+      argv.insert(argv.begin(),
+                  {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+    }
+    auto r = testing::run_command(argv, {}, std::chrono::seconds(60));
+    INFO(r.out, r.err);
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("cannot read " + server.data_dir() + ": Permission denied\n") !=
+          std::string::npos);
+  }
+  if (!root) REQUIRE(::chmod(server.data_dir().c_str(), 0700) == 0);
+  CHECK(ctl({"events", "--data-dir", server.data_dir()}).status.code == 0);
+}
+
 // A RocksDB secondary recovers the last state whose table files are all there: with every table
 // file of a stopped server's data dir removed, `check` said "OK: 0 events", `events` printed
 // nothing and `backup` made an empty copy, all with exit 0.
