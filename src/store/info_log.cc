@@ -1,6 +1,9 @@
 #include "store/info_log.h"
 
+#include <sys/stat.h>
 #include <sys/time.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <chrono>
@@ -11,9 +14,14 @@ namespace gw {
 
 namespace {
 
-// Renames `path` (if it exists) the way RocksDB names an old info log. Two renames in one
-// microsecond would clash; the later name gets a larger number.
-void set_aside(const std::string& path) {
+// Renames `path` the way RocksDB names an old info log, unless it is missing or empty (a start
+// that failed on a full disk leaves an empty one: set aside, a few of those would push the logs
+// that say why out of the ones kept). Two renames in one microsecond would clash; the later name
+// gets a larger number. False if the file is still there: it could not be renamed.
+bool set_aside(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return errno == ENOENT;
+  if (st.st_size == 0) return true;
   static std::mutex mu;
   static int64_t last = 0;
   std::lock_guard<std::mutex> lock(mu);
@@ -22,15 +30,19 @@ void set_aside(const std::string& path) {
                        .count();
   micros = std::max(micros, last + 1);
   last = micros;
-  ::rename(path.c_str(), (path + ".old." + std::to_string(micros)).c_str());
+  return ::rename(path.c_str(), (path + ".old." + std::to_string(micros)).c_str()) == 0;
+}
+
+// A file that could not be set aside is appended to, never truncated.
+std::FILE* open_after(bool set_aside, const std::string& path) {
+  return std::fopen(path.c_str(), set_aside ? "we" : "ae");
 }
 
 }  // namespace
 
 InfoLog::InfoLog(std::string path, size_t max_bytes)
     : path_(std::move(path)), max_bytes_(max_bytes) {
-  set_aside(path_);
-  file_ = std::fopen(path_.c_str(), "we");
+  file_ = open_after(set_aside(path_), path_);
 }
 
 InfoLog::~InfoLog() {
@@ -39,8 +51,8 @@ InfoLog::~InfoLog() {
 
 void InfoLog::rotate() {
   std::fclose(file_);
-  set_aside(path_);
-  file_ = std::fopen(path_.c_str(), "we");
+  // If it could not be set aside, it grows by another max_bytes_ before the next try.
+  file_ = open_after(set_aside(path_), path_);
   written_ = 0;
 }
 

@@ -17,7 +17,10 @@ namespace gw {
 //   write is dropped; the write after it is tried as usual.
 // - An earlier run's log, and this run's once it reaches `max_bytes`, is renamed
 //   `LOG.old.<microseconds>`, as RocksDB names its own, so RocksDB's `keep_log_file_num` removes
-//   the oldest (when it purges obsolete files: at open and after flushes and compactions).
+//   the oldest (when it purges obsolete files: at open, and then at most every 6 hours). An empty
+//   log is not set aside, and one that cannot be renamed is appended to, never truncated. Store
+//   makes sure the data dir is not in use before it makes one (the earlier run's log would be
+//   that of a running gatewayd).
 class InfoLog final : public rocksdb::Logger {
  public:
   // `max_bytes` 0: never rotated while running.

@@ -215,6 +215,17 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   options.listeners.push_back(seals);
   std::error_code ignored;  // RocksDB reports a dir it cannot make
   std::filesystem::create_directories(dir, ignored);
+  // The LOCK is tried before the info log is made, which sets the earlier run's LOG aside: a
+  // second gatewayd, or `gatewayctl rebuild` beside a running one, moved the live process's LOG
+  // (which it went on writing to) among the ten kept, so that a few such tries had it deleted.
+  // Released again at once for DB::Open, which takes it for good (and says so if it lost a race).
+  {
+    rocksdb::Env* lock_env = env != nullptr ? env : rocksdb::Env::Default();
+    rocksdb::FileLock* lock = nullptr;
+    auto locked = lock_env->LockFile(dir + "/LOCK", &lock);
+    if (!locked.ok()) return unavailable(locked);
+    lock_env->UnlockFile(lock);
+  }
   // The info log grows by about 130 KB an hour under load (statistics every 10 minutes): each
   // file is set aside at 8 MiB, and RocksDB keeps 10 in all (`LOG` and the newest set aside).
   options.info_log = std::make_shared<InfoLog>(dir + "/LOG", kInfoLogBytes);

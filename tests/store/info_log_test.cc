@@ -2,6 +2,9 @@
 #include "store/info_log.h"
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdarg>
@@ -102,6 +105,78 @@ TEST_CASE("RocksDB keeps only the newest info logs set aside, across starts") {
   // (its count includes the current LOG).
   CHECK(old_logs(data).size() == Store::kInfoLogsKept - 1);
   CHECK(fs::exists(data + "/LOG"));
+}
+
+// A second open of a data dir in use set the running store's LOG aside before RocksDB refused the
+// LOCK, so the running store went on writing into a file among those RocksDB deletes first.
+TEST_CASE("an open that finds the data dir in use leaves its info log alone") {
+  testing::ScratchDir dir;
+  const std::string data = dir.path() + "/data";
+  auto running = Store::open(data);
+  REQUIRE(running.ok());
+  struct stat before {};
+  REQUIRE(::stat((data + "/LOG").c_str(), &before) == 0);
+  auto second = Store::open(data);
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().detail.find("LOCK") != std::string::npos);
+  CHECK(old_logs(data).empty());
+  struct stat after {};
+  REQUIRE(::stat((data + "/LOG").c_str(), &after) == 0);
+  CHECK(after.st_ino == before.st_ino);
+}
+
+// An empty LOG (what a start on a full disk leaves) is not worth one of the places kept.
+TEST_CASE("an empty info log is not set aside") {
+  testing::ScratchDir dir;
+  const std::string path = dir.path() + "/LOG";
+  { std::ofstream create(path); }
+  {
+    InfoLog log(path);
+    log_line(log, "the new run");
+  }
+  CHECK(old_logs(dir.path()).empty());
+  CHECK(read_all(path).ends_with(" the new run\n"));
+}
+
+// When the rename failed (here: a directory its user may not write), the reopen truncated the
+// file it meant to keep, at every rotation and at start.
+TEST_CASE("a log that cannot be set aside is appended to, never truncated") {
+  testing::ScratchDir dir;
+  const std::string sub = dir.path() + "/logs";
+  REQUIRE(fs::create_directory(sub));
+  // Root may rename anywhere: the logging runs in a child as nobody, in a directory of its own.
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);
+    REQUIRE(::chown(sub.c_str(), 65534, 65534) == 0);
+  }
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
+    {
+      InfoLog log(sub + "/LOG", 1000);  // about 14 lines a file
+      for (int i = 0; i < 10; ++i) log_line(log, "before %02d, padded to a fixed width", i);
+      if (::chmod(sub.c_str(), 0555) != 0) ::_exit(3);
+      for (int i = 0; i < 30; ++i) log_line(log, "during %02d, padded to a fixed width", i);
+    }
+    {
+      InfoLog again(sub + "/LOG", 1000);  // a start that cannot set the last run's log aside
+      log_line(again, "after the restart");
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(::chmod(sub.c_str(), 0755) == 0);
+  CHECK(old_logs(sub).empty());
+  const std::string text = read_all(sub + "/LOG");
+  CHECK(std::count(text.begin(), text.end(), '\n') == 41);
+  CHECK(text.find(" before 00,") != std::string::npos);
+  CHECK(text.find(" during 29,") != std::string::npos);
+  CHECK(text.ends_with(" after the restart\n"));
 }
 
 }  // namespace gw
