@@ -66,23 +66,37 @@ class Result {
 };
 
 // Collects field errors while validating; converts to one kValidationFailed Error.
-// At most kMaxFieldErrors are kept, so a hostile body cannot make the reply huge.
+// At most kMaxFieldErrors are kept, so a hostile body cannot make the reply huge, and at most
+// kMaxPerField for one field, so that a long bad list does not hide every other field's problems.
+// The detail says when some were left out.
 class FieldErrors {
  public:
   static constexpr size_t kMaxFieldErrors = 100;
+  static constexpr size_t kMaxPerField = 10;
   void add(std::string field, std::string message) {
-    if (list_.size() < kMaxFieldErrors) {
-      list_.push_back(FieldError{std::move(field), std::move(message)});
+    size_t same = 0;
+    for (const auto& e : list_) same += e.field == field ? 1 : 0;
+    if (list_.size() >= kMaxFieldErrors || same >= kMaxPerField) {
+      left_out_ = true;
+      return;
     }
+    list_.push_back(FieldError{std::move(field), std::move(message)});
   }
   bool empty() const { return list_.empty(); }
   const std::vector<FieldError>& list() const { return list_; }
   Error to_error() const {
-    return Error{Code::kValidationFailed, "the request body breaks one or more field rules", list_};
+    std::string detail = "the request body breaks one or more field rules";
+    if (left_out_) {
+      detail +=
+          " (more problems were found than are listed: at most 10 for a field and 100 in "
+          "all)";
+    }
+    return Error{Code::kValidationFailed, std::move(detail), list_};
   }
 
  private:
   std::vector<FieldError> list_;
+  bool left_out_ = false;
 };
 
 }  // namespace gw

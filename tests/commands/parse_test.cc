@@ -4,6 +4,7 @@
 
 #include <rapidjson/document.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,34 @@ TEST_CASE("profile rejections name every bad field") {
 }
 
 // A whole number beyond int64 was "must be an integer", although it is one.
+// One long bad list filled the 100 entries alone, so the other fields' problems never showed,
+// and nothing said that the list was cut.
+TEST_CASE("a long bad list does not hide other fields' problems, and a cut list says so") {
+  std::string headers, methods;
+  for (int i = 0; i < 1000; ++i) headers += (i ? "," : "") + std::string("a b");
+  for (int i = 0; i < 700; ++i) methods += (i ? "," : "") + std::string("get");
+  const std::string body =
+      R"({"team_id":"team_a","hostname":"bad host","enabled":true,"force_https":true,)"
+      R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"loud","waf_template":"nextjs",)"
+      R"("cors_headers":")" +
+      headers + R"(","cors_methods":")" + methods + R"("})";
+  auto r = parse(Kind::kProfile, body.c_str());
+  REQUIRE_FALSE(r.ok());
+  std::map<std::string, int> by_field;
+  for (const auto& e : r.error().errors) ++by_field[e.field];
+  CHECK(by_field["cors_headers"] == 10);
+  CHECK(by_field["cors_methods"] == 10);
+  CHECK(by_field["hostname"] == 1);
+  CHECK(by_field["waf_mode"] == 1);
+  CHECK(r.error().detail ==
+        "the request body breaks one or more field rules (more problems were found than are "
+        "listed: at most 10 for a field and 100 in all)");
+  // Under the limits the detail is the plain one.
+  auto few = parse(Kind::kProfile, R"({"team_id":"team_a","hostname":"bad host"})");
+  REQUIRE_FALSE(few.ok());
+  CHECK(few.error().detail == "the request body breaks one or more field rules");
+}
+
 TEST_CASE("an integer field says its range for whole numbers beyond 64 bits") {
   const std::string head =
       R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,"force_https":true,)"
