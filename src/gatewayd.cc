@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "commands/fields.h"
@@ -57,43 +58,47 @@ bool dns_server_ok(const std::string& entry) {
   return ::inet_pton(AF_INET, host.c_str(), &v4) == 1;
 }
 
+// The first entry of the comma-separated `list` that `ok` refuses, if any (an empty entry too).
+std::optional<std::string> first_bad_entry(const std::string& list,
+                                           bool (*ok)(const std::string& entry)) {
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    std::string entry = list.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (!ok(entry)) return entry;
+    if (comma == std::string::npos) return std::nullopt;
+    start = comma + 1;
+  }
+}
+
 // Why `list` is no list of DNS servers (`ip[:port][,ip[:port]...]`), or "". c-ares takes a port
 // past 65535 modulo 65536, and port 0, so a typo looked like a DNS server that does not answer
 // (every verification failed as a timeout).
 std::string dns_server_list_problem(const std::string& list) {
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = list.find(',', start);
-    const std::string entry =
-        list.substr(start, comma == std::string::npos ? comma : comma - start);
-    if (!dns_server_ok(entry)) {
-      return "must be ip[:port][,ip[:port]...] with ports 1..65535 (an IPv6 address in brackets "
-             "before a port: [::1]:53); \"" +
-             entry + "\" is not";
-    }
-    if (comma == std::string::npos) return "";
-    start = comma + 1;
+  if (auto bad = first_bad_entry(list, dns_server_ok)) {
+    return "must be ip[:port][,ip[:port]...] with ports 1..65535 (an IPv6 address in brackets "
+           "before a port: [::1]:53); \"" +
+           *bad + "\" is not";
   }
+  return "";
+}
+
+// Whether `entry` is a Kafka bootstrap server: host:port, a port 1..65535.
+bool broker_ok(const std::string& entry) {
+  std::string host;
+  uint16_t port = 0;
+  return gw::split_host_port(entry, &host, &port) && port != 0 &&
+         host.find_first_of(" \t") == std::string::npos;
 }
 
 // Why `list` is no list of Kafka bootstrap servers (`host:port[,host:port...]`), or "". librdkafka
 // takes almost anything and then retries forever, so a typo would look like a broker that is down.
 std::string broker_list_problem(const std::string& list) {
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = list.find(',', start);
-    const std::string entry =
-        list.substr(start, comma == std::string::npos ? comma : comma - start);
-    std::string host;
-    uint16_t port = 0;
-    if (!gw::split_host_port(entry, &host, &port) || port == 0 ||
-        host.find_first_of(" \t") != std::string::npos) {
-      return "must be host:port[,host:port...] with ports 1..65535; \"" + entry +
-             "\" is not host:port";
-    }
-    if (comma == std::string::npos) return "";
-    start = comma + 1;
+  if (auto bad = first_bad_entry(list, broker_ok)) {
+    return "must be host:port[,host:port...] with ports 1..65535; \"" + *bad +
+           "\" is not host:port";
   }
+  return "";
 }
 
 // Every connection takes a file descriptor. At the soft limit Pistache's listener retries the
