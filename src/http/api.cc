@@ -350,10 +350,9 @@ std::optional<Error> Api::authenticate(const Request& request, Caller* caller) {
   return std::nullopt;
 }
 
-void Api::count_early_answer(const std::string& method, const std::string& path, int status,
-                             double seconds) {
+void Api::count_early_answer(const std::string& method, const std::string& path, int status) {
   const Target t = route(method, path);
-  metrics_.record(t.route, t.kind ? static_cast<int>(*t.kind) : 0, status, seconds);
+  metrics_.record(t.route, t.kind ? static_cast<int>(*t.kind) : 0, status, 0);
 }
 
 void Api::handle(Request req, Respond respond) {

@@ -60,9 +60,8 @@ class Api {
   void handle(Request request, Respond respond);
   // Counts in the metrics an answer the server gave without handing the request over (shutting
   // down, a refused Content-Length), under the route `method` and `path` name, as handle() counts
-  // its own.
-  void count_early_answer(const std::string& method, const std::string& path, int status,
-                          double seconds);
+  // its own; it took no time to speak of (it is answered as soon as it is read).
+  void count_early_answer(const std::string& method, const std::string& path, int status);
 
  private:
   struct Caller {

@@ -273,12 +273,11 @@ class Handler final : public P::Http::Handler {
     const std::shared_ptr<Server::State> state;
   };
 
-  // An answer given here, before the Api: counted in the metrics as the Api counts its own, with
-  // no time taken (it is answered as soon as it is read).
+  // An answer given here, before the Api: counted in the metrics as the Api counts its own.
   void answer_early(const P::Http::Request& req, Exchange& exchange, Reply reply) {
     try {
       const std::string path = percent_decode(origin_path(req.resource()), Part::kPath);
-      state_->api->count_early_answer(P::Http::methodString(req.method()), path, reply.status, 0);
+      state_->api->count_early_answer(P::Http::methodString(req.method()), path, reply.status);
     } catch (const std::exception&) {
       // Out of memory while counting: the answer still goes out.
     }

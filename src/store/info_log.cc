@@ -3,9 +3,8 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 
-#include <cerrno>
-
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -33,9 +32,10 @@ bool set_aside(const std::string& path) {
   return ::rename(path.c_str(), (path + ".old." + std::to_string(micros)).c_str()) == 0;
 }
 
-// A file that could not be set aside is appended to, never truncated.
-std::FILE* open_after(bool set_aside, const std::string& path) {
-  return std::fopen(path.c_str(), set_aside ? "we" : "ae");
+// Opens `path` after set_aside(): a file that could not be set aside (`renamed` false) is
+// appended to, never truncated.
+std::FILE* open_after(bool renamed, const std::string& path) {
+  return std::fopen(path.c_str(), renamed ? "we" : "ae");
 }
 
 }  // namespace
