@@ -2,6 +2,8 @@
 
 #include <pistache/endpoint.h>
 #include <pistache/http.h>
+#include <pistache/peer.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -218,6 +220,9 @@ size_t pistache_request_limit(size_t max_request_bytes) {
   return max_request_bytes + (16 << 20) + (64 << 10);
 }
 
+// The name of the mark a connection gets once a reply on it closes it (Handler::onRequest).
+constexpr const char* kClosingMark = "gw.closing";
+
 class Handler final : public P::Http::Handler {
  public:
   HTTP_PROTOTYPE(Handler)
@@ -225,9 +230,26 @@ class Handler final : public P::Http::Handler {
   explicit Handler(std::shared_ptr<Server::State> state) : state_(std::move(state)) {}
 
   void onRequest(const P::Http::Request& req, P::Http::ResponseWriter response) override {
+    // A connection whose reply said `Connection: close` takes no further request (RFC 9112 9.6):
+    // those sent after that one, pipelined, are neither applied nor answered. Pistache hands a
+    // connection's requests over one after another on one thread, which is the only one that
+    // reads or sets the mark.
+    const std::shared_ptr<P::Tcp::Peer> peer = response.getPeer();
+    if (peer == nullptr || peer->tryGetData(kClosingMark) != nullptr) return;
     // One allocation holds what the reply needs; exactly one reply goes out, even if the Api
     // answered and then something threw.
     auto exchange = std::make_shared<Exchange>(std::move(response), wants_close(req), state_);
+    struct MarkIfClosing {
+      const std::shared_ptr<P::Tcp::Peer>& peer;
+      const Exchange& exchange;
+      // Replies that close are given before onRequest returns (the early answers below and
+      // the Api's 413), or the request asked for the close itself.
+      ~MarkIfClosing() {
+        if (exchange.closing.load(std::memory_order_acquire)) {
+          peer->putData(kClosingMark, std::make_shared<bool>(true));
+        }
+      }
+    } mark_if_closing{peer, *exchange};
     // Sequentially consistent, with shutdown()'s store of `draining` and load of `in_flight`:
     // each side writes one flag and then reads the other's, and with release and acquire alone
     // both could read the old values (the store still in a write buffer), so that shutdown saw
@@ -266,9 +288,10 @@ class Handler final : public P::Http::Handler {
  private:
   struct Exchange {
     Exchange(P::Http::ResponseWriter w, bool c, std::shared_ptr<Server::State> s)
-        : writer(std::move(w)), close(c), state(std::move(s)) {}
+        : writer(std::move(w)), closing(c), state(std::move(s)) {}
     P::Http::ResponseWriter writer;
-    const bool close;
+    // The request asked for the connection to close, or its reply does.
+    std::atomic<bool> closing;
     std::atomic<bool> answered{false};
     const std::shared_ptr<Server::State> state;
   };
@@ -286,7 +309,8 @@ class Handler final : public P::Http::Handler {
 
   static void answer(Exchange& exchange, Reply reply) {
     if (exchange.answered.exchange(true)) return;
-    send(exchange.writer, std::move(reply), exchange.close);
+    if (reply.close) exchange.closing.store(true, std::memory_order_release);
+    send(exchange.writer, std::move(reply), exchange.closing.load(std::memory_order_acquire));
     exchange.state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
 
@@ -295,13 +319,21 @@ class Handler final : public P::Http::Handler {
       if (!w.getPeer()) return;  // the client went away
       auto& headers = w.headers();
       headers.remove("Connection");
-      headers.add(std::make_shared<NamedHeader>(
-          "Connection", (close || reply.close) ? "close" : "keep-alive"));
+      headers.add(std::make_shared<NamedHeader>("Connection", close ? "close" : "keep-alive"));
       headers.add(std::make_shared<NamedHeader>("Content-Type", std::move(reply.content_type)));
       for (auto& [name, value] : reply.headers) {
         headers.add(std::make_shared<NamedHeader>(std::move(name), std::move(value)));
       }
-      w.send(static_cast<P::Http::Code>(reply.status), reply.body);
+      auto sent = w.send(static_cast<P::Http::Code>(reply.status), reply.body);
+      if (close) {
+        // Pistache keeps the connection after a reply that says `Connection: close`; once the
+        // reply is written, the write side is shut, so the client reads the end of the stream
+        // and closes, and Pistache then closes its side. (Only the write side: a close with
+        // bytes still unread, such as a refused body, would reset the connection and could
+        // take the reply with it.)
+        sent.then([peer = w.getPeer()](ssize_t) { ::shutdown(peer->fd(), SHUT_WR); },
+                  P::Async::IgnoreException);
+      }
     } catch (const std::exception&) {
       // The connection broke while answering; nothing more can be done for this client.
     }

@@ -213,13 +213,9 @@ TEST_CASE("a body over --max-request-bytes is 413 and the connection is closed")
   }
 }
 
-// Writes `request` to the server on a new connection and reads one response: its head and as
-// many body bytes as its Content-Length says ("" if none came within 5 s).
-std::string raw_exchange(const Server& server, const std::string& request) {
-  const int fd = connect_to(server);
-  REQUIRE(fd >= 0);
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+// Writes `request` on connection `fd` (whose reads time out after 5 s) and reads one response:
+// its head and as many body bytes as its Content-Length says ("" if none came).
+std::string exchange_on(int fd, const std::string& request) {
   std::string got;
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
       static_cast<ssize_t>(request.size())) {
@@ -236,6 +232,22 @@ std::string raw_exchange(const Server& server, const std::string& request) {
       got.append(buf, static_cast<size_t>(n));
     }
   }
+  return got;
+}
+
+// A new connection to the server whose reads time out after 5 s.
+int connect_with_timeout(const Server& server) {
+  const int fd = connect_to(server);
+  REQUIRE(fd >= 0);
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  return fd;
+}
+
+// exchange_on() on a new connection, closed afterwards.
+std::string raw_exchange(const Server& server, const std::string& request) {
+  const int fd = connect_with_timeout(server);
+  std::string got = exchange_on(fd, request);
   ::close(fd);
   return got;
 }
@@ -289,6 +301,58 @@ TEST_CASE("a declared Content-Length over the limit is 413 at once; one that is 
   CHECK(sample(text,
                R"(gatewayd_http_request_duration_seconds_count{route="create",kind="webhook"})") ==
         10);
+}
+
+// Pistache kept every connection open after a reply saying `Connection: close`, and went on
+// reading requests from it: a client that sent another one got it applied and answered.
+TEST_CASE("a reply that says Connection: close ends the connection; nothing sent after it is run") {
+  Server server({"--max-request-bytes", "4096"});
+  Api api(server, kTeamA);
+  const std::string auth = "Authorization: Bearer " + server.token(kTeamA) +
+                           "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\n";
+  // A create whose Content-Length is `length`, or the body's size if empty.
+  auto create = [&](const std::string& more_headers, const std::string& body,
+                    const std::string& length = "") {
+    return "POST /v1/webhook HTTP/1.1\r\nHost: x\r\n" + auth +
+           "Content-Type: application/json\r\nContent-Length: " +
+           (length.empty() ? std::to_string(body.size()) : length) + "\r\n" + more_headers +
+           "\r\n" + body;
+  };
+  const std::string valid = kWebhook.body(kTeamA, 1);
+  struct Row {
+    std::string name;
+    std::string request;
+    std::string status;  // the status line's start
+  };
+  for (const Row& row : {
+           Row{"Connection: close", "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
+               "HTTP/1.1 200 "},
+           Row{"a create with Connection: close", create("Connection: close\r\n", valid),
+               "HTTP/1.1 201 "},
+           Row{"HTTP/1.0", "GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.0 200 "},
+           Row{"a Content-Length that is no number", create("", "", "x"), "HTTP/1.1 400 "},
+           Row{"a declared Content-Length over the limit", create("", "", "5000"), "HTTP/1.1 413 "},
+           Row{"a body over the limit", create("", std::string(4097, ' ') + "{}"), "HTTP/1.1 413 "},
+       }) {
+    CAPTURE(row.name);
+    const int fd = connect_with_timeout(server);
+    const std::string reply = exchange_on(fd, row.request);
+    CHECK(reply.starts_with(row.status));
+    CHECK(reply.find("Connection: close") != std::string::npos);
+    char byte = 0;
+    // The end of the stream, right after the reply (before: nothing, until the timeout).
+    CHECK(::recv(fd, &byte, 1, 0) == 0);
+    // A create sent on the same connection anyway is neither applied nor answered.
+    CHECK(exchange_on(fd, create("", valid)).empty());
+    ::close(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(total(api, kWebhook) == 1);  // the row's own create
+  // Keep-alive stays keep-alive: two requests on one connection, both answered.
+  const int fd = connect_with_timeout(server);
+  CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  ::close(fd);
 }
 
 // Sends GETs as team `api` until one is 429 or `limit` requests were sent; returns the statuses.
