@@ -126,18 +126,33 @@ void split_list(std::string_view in, std::vector<std::string_view>* items, Probl
 }
 
 // The problem of one item of a comma list, which the message quotes (its first 64 bytes, cut at a
-// character's start: the body was checked to be UTF-8).
+// character's start: the body was checked to be UTF-8). In the quote, `"` and `\` are escaped
+// with a backslash and control characters are written as \u00XX, as in a JSON string, so the
+// quote ends where it seems to and shows what the item held.
 SubProblem item_problem(std::string_view item, std::string_view why) {
   constexpr size_t kShown = 64;
-  std::string message = "\"";
-  if (item.size() <= kShown) {
-    message += item;
-  } else {
+  std::string_view shown = item;
+  if (item.size() > kShown) {
     size_t cut = kShown;
     while (cut > 0 && (static_cast<unsigned char>(item[cut]) & 0xC0) == 0x80) --cut;
-    message += item.substr(0, cut);
-    message += "...";
+    shown = item.substr(0, cut);
   }
+  std::string message = "\"";
+  for (char c : shown) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      message += '\\';
+      message += c;
+    } else if (u < 0x20 || u == 0x7F) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      message += "\\u00";
+      message += kHex[u >> 4];
+      message += kHex[u & 0xF];
+    } else {
+      message += c;
+    }
+  }
+  if (shown.size() < item.size()) message += "...";
   message += "\": ";
   message += why;
   return {"", std::move(message)};

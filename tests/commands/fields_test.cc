@@ -306,7 +306,13 @@ TEST_CASE("every bad item of a CORS list is a problem of its own, quoting the it
   CHECK(lines(cors_headers("X-A, a b,x-a,c\"d")) ==
         " \"a b\": must list only header names (RFC 9110 tokens)\n"
         " \"x-a\": must not repeat a header name\n"
-        " \"c\"d\": must list only header names (RFC 9110 tokens)\n");
+        " \"c\\\"d\": must list only header names (RFC 9110 tokens)\n");
+  // A quote or backslash in an item is escaped, and a control character written as \u00XX, so
+  // the quote ends where it seems to (before: "c"d", "a\b").
+  CHECK(lines(cors_headers("a\\b,c\td,e\x7f")) ==
+        " \"a\\\\b\": must list only header names (RFC 9110 tokens)\n"
+        " \"c\\u0009d\": must list only header names (RFC 9110 tokens)\n"
+        " \"e\\u007f\": must list only header names (RFC 9110 tokens)\n");
   // A long item is quoted by its first 64 bytes, cut before a character that would not fit whole.
   const std::string long_item = repeat("a", 63) + "\xc3\xa9" + repeat("b", 100);
   CHECK(lines(cors_headers(long_item)) ==
