@@ -71,16 +71,27 @@ Result<std::optional<ReadModel::Found>> ReadModel::get_as_of(Kind kind, std::str
   auto owned = read_owned(kind, team, id, snap.get(), &current);
   if (!owned.ok()) return std::move(owned.error());
   if (!owned.value()) return Maybe();
-  // The record's last event at or before `as_of` (its history is in version order, and versions
-  // grow with sequence numbers).
+  // The record's last event at or before `as_of`. Its history holds versions 1 to its current
+  // one, and sequence numbers grow with versions, so a binary search over the versions finds it
+  // in about log2(versions) point reads (a walk from version 1 grew with the history).
   std::optional<std::string> last;
   const std::string prefix = keys::history_prefix(id);
-  auto it = store_.iterate_under(Cf::kProjections, prefix, snap.get());
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    if (decode_u64(view(it->value())) > as_of) break;
-    last.emplace(view(it->value()));
+  uint64_t low = 1, high = current.header.version;
+  while (low <= high) {
+    const uint64_t version = low + (high - low) / 2;
+    auto seq = store_.get(Cf::kProjections, prefix + encode_u64(version), snap.get());
+    if (!seq.ok()) return std::move(seq.error());
+    if (!seq.value()) {
+      return make_error(Code::kInternal, "the history of " + std::string(id) + " misses version " +
+                                             std::to_string(version));
+    }
+    if (decode_u64(*seq.value()) <= as_of) {
+      last = std::move(*seq.value());
+      low = version + 1;
+    } else {
+      high = version - 1;
+    }
   }
-  if (!it->status().ok()) return io_error(it->status());
   if (!last) return Maybe();
   auto event = store_.get(Cf::kEvents, *last, snap.get());
   if (!event.ok()) return std::move(event.error());

@@ -376,5 +376,62 @@ TEST_CASE("projections of layout 2 (histories under h) are rebuilt with historie
   CHECK(fx.dump_projections() == before);
 }
 
+// ?as_of walked a record's history from its first version, so its cost grew with the history.
+TEST_CASE("as_of finds the version of a long history in a few point reads") {
+  Fixture fx;
+  const std::string id = fx.create_domain("team_a", "h.example.com", "w1");
+  ReadModel reads(*fx.store_);
+  // seq_of[v]: the sequence number of the event that made version v. Another record's event
+  // comes between two of them, so some sequence numbers fall between versions.
+  std::vector<uint64_t> seq_of{0, reads.last_seq().value()};
+  constexpr uint64_t kVersions = 200;
+  for (uint64_t v = 2; v <= kVersions; ++v) {
+    fx.create_domain("team_a", "o" + std::to_string(v) + ".example.com", "other");
+    DomainSpec s;
+    s.domain.meta.team_id = "team_a";
+    s.domain.hostname = "h.example.com";
+    s.domain.workload_id = "w" + std::to_string(v);
+    auto r = fx.call([&](Done d) {
+      fx.service_->update(Kind::kDomain, id, Spec{s}, Actor{"team_a", "t"}, std::nullopt,
+                          std::move(d));
+    });
+    REQUIRE(r.ok());
+    REQUIRE(r.value().version == v);
+    seq_of.push_back(reads.last_seq().value());
+  }
+  REQUIRE(reads.get_as_of(Kind::kDomain, "team_a", id, seq_of[1]).ok());  // perf level set off
+  auto as_of = [&](uint64_t seq, uint64_t* point_reads, uint64_t* steps) {
+    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kEnableCount);
+    rocksdb::get_perf_context()->Reset();
+    auto found = reads.get_as_of(Kind::kDomain, "team_a", id, seq);
+    *point_reads = rocksdb::get_perf_context()->get_from_memtable_count;
+    *steps = rocksdb::get_perf_context()->next_on_memtable_count;
+    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+    REQUIRE(found.ok());
+    return found.value();
+  };
+  uint64_t most_reads = 0, most_steps = 0;
+  for (uint64_t v = 1; v <= kVersions; ++v) {
+    CAPTURE(v);
+    for (uint64_t seq : {seq_of[v], seq_of[v] + 1}) {
+      CAPTURE(seq);
+      uint64_t point_reads = 0, steps = 0;
+      auto found = as_of(seq, &point_reads, &steps);
+      REQUIRE(found.has_value());
+      CHECK(found->version == v);
+      CHECK(found->json.find("\"workload_id\":\"w" + std::to_string(v) + "\"") !=
+            std::string::npos);
+      most_reads = std::max(most_reads, point_reads);
+      most_steps = std::max(most_steps, steps);
+    }
+  }
+  uint64_t point_reads = 0, steps = 0;
+  CHECK_FALSE(as_of(seq_of[1] - 1, &point_reads, &steps).has_value());  // before its creation
+  // The record, its event, and about log2(200) = 8 history entries (before: up to 200 steps).
+  CHECK(most_reads >= 3);
+  CHECK(most_reads <= 2 + 9);
+  CHECK(most_steps <= 2);
+}
+
 }  // namespace
 }  // namespace gw
