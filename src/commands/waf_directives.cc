@@ -143,6 +143,16 @@ bool settings_untouched(modsecurity::RulesSet& rs) {
 constexpr std::string_view kAmbiguous =
     "could not be read unambiguously by the WAF engine; simplify quoting and line breaks";
 
+// A marker the check puts on the line after the text. A directive that reads on over a line
+// break (an unquoted value taking the next lines in, a rule link whose actions would be the next
+// line) moves it to an earlier line or takes it in: the first hides text from the scan, the
+// second would take the first line of whatever the gateway loads after the text. Its name has a
+// character SecMarker names in tenant rules may not have (waf_scan.cc), so no text names it.
+constexpr std::string_view kEndMarker = "gw:end";
+constexpr std::string_view kRunsOn =
+    "could not be read unambiguously by the WAF engine: a directive runs on over a line break "
+    "(an unquoted value, or a rule without actions at the end)";
+
 // What the engine's lexer drops while it parses: in a lexer state with no rule for the next
 // character, flex's default rule writes it to the lexer's output (stdout) and goes on. Every
 // bypass of the scan found so far made the engine drop text that way (after an operator's name,
@@ -230,10 +240,12 @@ Problem engine_updates(const modsecurity::RulesExceptions& ex, const waf::ScanRe
   return std::nullopt;
 }
 
-// Second line of defence: the engine's own view must match the scan's.
-Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
+// Second line of defence: the engine's own view must match the scan's. `end_line` is the line of
+// the marker put after the text (kEndMarker).
+Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan, int end_line) {
   std::vector<waf::ScannedRule> rules;
   std::set<std::string> markers;
+  bool end_seen = false;
   for (int phase = 0; phase < modsecurity::Phases::NUMBER_OF_PHASES; ++phase) {
     const modsecurity::Rules* list = rs.m_rulesSetPhases.at(phase);
     // skipAfter targets of this phase's rules so far; each must be met by a later marker.
@@ -241,6 +253,11 @@ Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
     for (size_t i = 0; i < list->size(); ++i) {
       modsecurity::Rule* rule = list->at(static_cast<int>(i)).get();
       if (auto* marker = dynamic_cast<modsecurity::RuleMarker*>(rule)) {
+        if (*marker->getName() == kEndMarker) {
+          if (marker->getLineNumber() != end_line) return std::string(kRunsOn);
+          end_seen = true;
+          continue;
+        }
         markers.insert(*marker->getName());
         awaited.erase(*marker->getName());
         continue;
@@ -262,6 +279,7 @@ Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
     }
     if (!awaited.empty()) return std::string(kAmbiguous);
   }
+  if (!end_seen) return std::string(kRunsOn);
   auto expected = scan.rules;
   auto by_id = [](const waf::ScannedRule& a, const waf::ScannedRule& b) { return a.id < b.id; };
   std::sort(rules.begin(), rules.end(), by_id);
@@ -276,6 +294,16 @@ Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan) {
 
 namespace waf {
 
+// A parse that clears the lexer state a parse may leave behind (see engine_check).
+void reset_parser() {
+  try {
+    modsecurity::RulesSet reset;
+    reset.load("SecRuleUpdateTargetById 1 ARGS\n");
+  } catch (const std::exception&) {
+    // Nothing to report: the reset parse is ours, and the client's answer is known already.
+  }
+}
+
 // Parses under a process-wide lock: the engine's flex lexer keeps its state in globals. One of
 // them (set by SecRuleUpdateTargetById, cleared only by the blank that follows its targets) even
 // outlives a parse and breaks the next one, so every parse ends with a parse that clears it.
@@ -286,22 +314,28 @@ Problem engine_check(std::string_view text, const ScanResult& scan) {
   DroppedText dropped;
   try {
     modsecurity::RulesSet rules;
-    if (rules.load((std::string(text) + "\n").c_str(), std::string(kReference)) < 0) {
-      problem = "must be valid ModSecurity directives: " + engine_message(rules.getParserError());
+    // The marker's line as the engine counts lines (see ScanResult::uncounted_line_breaks).
+    const int end_line = static_cast<int>(std::count(text.begin(), text.end(), '\n') + 2 -
+                                          scan.uncounted_line_breaks);
+    const std::string loaded = std::string(text) + "\nSecMarker " + std::string(kEndMarker) + "\n";
+    if (rules.load(loaded.c_str(), std::string(kReference)) < 0) {
+      // The engine's message is the text's own unless the marker made the parse fail (a rule
+      // link without actions took its line): then the text alone parses.
+      reset_parser();
+      modsecurity::RulesSet alone;
+      problem =
+          alone.load((std::string(text) + "\n").c_str(), std::string(kReference)) < 0
+              ? "must be valid ModSecurity directives: " + engine_message(alone.getParserError())
+              : std::string(kRunsOn);
     } else if (std::string d = dropped.take(); !d.empty()) {
       problem = std::string(kAmbiguous) + " (the engine skipped \"" + client_text(d, 40) + "\")";
     } else {
-      problem = audit(rules, scan);
+      problem = audit(rules, scan, end_line);
     }
   } catch (const std::exception&) {
     problem = "must be valid ModSecurity directives: the WAF engine could not parse them";
   }
-  try {
-    modsecurity::RulesSet reset;
-    reset.load("SecRuleUpdateTargetById 1 ARGS\n");
-  } catch (const std::exception&) {
-    // Nothing to report: the reset parse is ours, and the client's answer is already known.
-  }
+  reset_parser();
   return problem;
 }
 

@@ -131,6 +131,7 @@ struct Arg {
 
 struct Directive {
   int line = 0;
+  int end_line = 0;  // the last line it runs on (line continuations)
   std::string name;
   std::vector<Arg> args;
 };
@@ -266,7 +267,8 @@ Problem split_directives(std::string_view text, std::vector<Directive>* out) {
     if (auto p = split_args(logical, logical_line, &args)) return p;
     if (!args.empty()) {
       if (args[0].quoted) return "must not quote a directive name" + at(logical_line);
-      out->push_back({logical_line, args[0].text, std::vector<Arg>(args.begin() + 1, args.end())});
+      out->push_back(
+          {logical_line, line, args[0].text, std::vector<Arg>(args.begin() + 1, args.end())});
     }
     logical.clear();
     logical_line = 0;
@@ -592,6 +594,9 @@ Problem check_directive(const Directive& d, Scan* scan) {
       return shown(d.name) + " may only name rule ids in 1..99999" + at(line);
     if (name == "secruleupdatetargetbyid")
       return check_variables(args[1], line, &scan->updates.targets);
+    // Unquoted, the engine reads a value (msg:x) on over line breaks to the next comma or
+    // quote, so a line the scan takes for a comment added actions (setvar:ip.x=1).
+    if (!args[1].quoted) return "must put the actions in double quotes" + at(line);
     long unused = 0;
     LinkActions uncounted;  // an update's actions join exceptions, not a rule's lists
     return check_actions(args[1], line, Role::kUpdate, scan, &unused, &chain, &uncounted);
@@ -661,6 +666,22 @@ Problem scan_directives(std::string_view text, ScanResult* result) {
       return "needs skipAfter to name a SecMarker that follows it in these directives" + at(line);
   }
   if (auto p = raw_net(text)) return p;
+  // Which lines of the text followed by a line break are empty but for a carriage return (its
+  // last line is empty when the text ends with a line break).
+  std::vector<bool> blank;
+  for (size_t pos = 0;;) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string_view line = text.substr(pos, end - pos);
+    blank.push_back(line.find_first_not_of('\r') == std::string_view::npos);
+    if (end == text.size()) break;
+    pos = end + 1;
+  }
+  for (const Directive& d : directives) {
+    if (!ascii_iequals(d.name, "SecRuleUpdateTargetById")) continue;
+    ++result->uncounted_line_breaks;  // the one that ends it
+    for (size_t next = static_cast<size_t>(d.end_line); next < blank.size() && blank[next]; ++next)
+      ++result->uncounted_line_breaks;
+  }
   result->rules = std::move(scan.rules);
   for (auto& [marker, line] : scan.markers) result->markers.insert(marker);
   result->directives = directives.size();

@@ -112,6 +112,10 @@ struct ScanResult {
   // Number of directives (comment lines and blank lines are not directives).
   size_t directives = 0;
   UpdateCounts updates;
+  // Line breaks the engine's line count misses in the text followed by a line break (the text
+  // as engine_check parses it): after SecRuleUpdateTargetById's targets, libmodsecurity 3.0.9's
+  // lexer skips the line break and the empty lines that follow without counting them.
+  size_t uncounted_line_breaks = 0;
 };
 
 // Checks `text` against the tenant policy above. Returns the first problem found, as a message

@@ -621,7 +621,7 @@ TEST_CASE("waf_directives accepts tenant rules") {
        "requestBodyProcessor=JSON\""},
       {"SecRule REQUEST_HEADERS:Host \"@streq a.example.com\" \"id:12,phase:1,deny,chain\"\n"
        "  SecRule ARGS:x \"@rx y\" \"t:none,chain\"\n"
-       "  SecRule ARGS:z \"@rx w\""},
+       "  SecRule ARGS:z \"@rx w\" \"t:none\""},
       {"SecRule ARGS \"@rx a\" \"id:13,phase:2,pass,skipAfter:END_TENANT\"\nSecAction "
        "\"id:14,phase:2,deny\"\nSecMarker END_TENANT"},
       {"SecAction \"id:15,phase:1,pass,nolog,setvar:tx.limit=10\"\nSecMarker END_15"},
@@ -1030,6 +1030,21 @@ TEST_CASE("waf_directives refuses operators, actions and quotes the engine reads
        "must not start the operator with a blank or a line continuation"},
       {"SecRule ARGS \" a\" \"id:1,deny\"",
        "must not start the operator with a blank or a line continuation"},
+      // An unquoted update: the engine read msg's value on to the next comma or quote, two lines
+      // further, so a comment line added a setvar on a shared collection (or ran directives).
+      {"SecRule ARGS \"@rx foo\" \"id:5,phase:1,pass,log,msg:'tenant A rule 5'\"\n"
+       "SecRuleUpdateActionById 5 msg:x\nSecRuleUpdateActionById 5 msg:z\n"
+       "#,setvar:ip.blocked=1\"",
+       "must put the actions in double quotes (line 2)"},
+      {"SecRule ARGS \"@rx foo\" \"id:5,phase:1,pass\"\nSecRuleUpdateActionById 5 msg:x\n"
+       "#\" SecPcreMatchLimit 1",
+       "must put the actions in double quotes (line 2)"},
+      // A rule link without actions at the end: the engine reads the next line, the first of
+      // whatever the gateway loads after this text, as its actions.
+      {"SecRule ARGS \"@rx a\" \"id:1,phase:1,pass,chain\"\nSecRule ARGS \"@rx b\"",
+       "a directive runs on over a line break"},
+      {"SecRule ARGS \"@rx a\" \"id:1,phase:1,pass,chain\"\nSecRule ARGS \"@rx b\"\n",
+       "a directive runs on over a line break"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -1110,6 +1125,37 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
           "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"skipAfter:END\"",
           updating),
       "could not be read unambiguously");
+  // A directive that reads on over line breaks moves the marker put after the text to an
+  // earlier line: here the unquoted update's msg takes in two lines and a setvar on IP, with the
+  // counts the scan of the same text with quoted updates gives.
+  waf::ScanResult quoted_updates;
+  REQUIRE_FALSE(waf::scan_directives(
+      "SecRule ARGS \"@rx foo\" \"id:5,phase:1,pass,log,msg:'tenant A rule 5'\"\n"
+      "SecRuleUpdateActionById 5 \"msg:x\"\nSecRuleUpdateActionById 5 \"msg:z\"\n"
+      "#,setvar:ip.blocked=1\"",
+      &quoted_updates));
+  expect_bad(
+      waf::engine_check("SecRule ARGS \"@rx foo\" \"id:5,phase:1,pass,log,msg:'tenant A rule 5'\"\n"
+                        "SecRuleUpdateActionById 5 msg:x\nSecRuleUpdateActionById 5 msg:z\n"
+                        "#,setvar:ip.blocked=1\"",
+                        quoted_updates),
+      "a directive runs on over a line break");
+  // After SecRuleUpdateTargetById's targets the engine's line count misses the line break and
+  // the blank lines that follow, which the scan counts for the check.
+  for (const std::string text :
+       {"SecRuleUpdateTargetById 1 ARGS", "SecRuleUpdateTargetById 1 ARGS\n",
+        "SecRuleUpdateTargetById 1 ARGS \n \r\n\t\n", "SecRuleUpdateTargetById 1 ARGS\n#c\n\n",
+        "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 ARGS\n"
+        "SecRuleUpdateTargetById 1 \"ARGS\"\n",
+        "SecRuleUpdateTargetById 1 ARGS\n\r\n\nSecRuleUpdateTargetById 2 ARGS\n"}) {
+    CAPTURE(text);
+    waf::ScanResult targets;
+    REQUIRE_FALSE(waf::scan_directives(text, &targets));
+    CHECK(targets.uncounted_line_breaks > 0);
+    expect_ok(waf::engine_check(text, targets));
+    --targets.uncounted_line_breaks;
+    expect_bad(waf::engine_check(text, targets), "a directive runs on over a line break");
+  }
   // The same scan result for the text it describes passes, and a marker the engine did not
   // build is refused as well.
   expect_ok(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass\"", one_rule));
