@@ -125,7 +125,10 @@ TEST_CASE("jobs queued during a sync share one batch; a rejected job leaves no t
   }
   gate.count_down();
   for (auto& f : done) CHECK(f.get());
-  CHECK(writer.value()->batches() == 2);
+  // The 100 queued jobs share one batch. The first has one of its own, or joins theirs when the
+  // commit thread takes its batch only after the writer thread staged them (a loaded machine).
+  CHECK(writer.value()->batches() >= 1);
+  CHECK(writer.value()->batches() <= 2);
   CHECK(writer.value()->last_seq() == 100);  // 101 jobs, one rejected
   auto events = all_events(*store.value());
   CHECK(events.size() == 100);
