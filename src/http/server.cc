@@ -109,6 +109,19 @@ class CheckedContentLength final : public P::Http::Header::ContentLength {
   Verdict verdict_ = Verdict::kFine;
 };
 
+// Pistache's decoder of chunked request bodies spun for good on a chunk whose closing CRLF came
+// split across two reads (one HTTP thread at 100% CPU, its connections unanswered, from about 100
+// bytes and no token), and a chunked body could run to 16 MiB past --max-request-bytes before
+// it was refused. Registered in Pistache's place, this header never reads as chunked, so Pistache
+// never decodes such a body: it answers every request with a Transfer-Encoding as it answered
+// those with a coding other than chunked, with its plain-text 501 (RFC 9112 6.3 lets a server
+// require Content-Length).
+class RefusedTransferEncoding final : public P::Http::Header::TransferEncoding {
+ public:
+  void parse(const std::string&) override {}
+  void parseRaw(const char*, size_t) override {}
+};
+
 void use_checked_headers() {
   auto& registry = P::Http::Header::Registry::instance();
   auto& map = registry.*registry_map(RegistryMapTag{});
@@ -116,6 +129,8 @@ void use_checked_headers() {
   registry.registerHeader<RawContentType>();
   map.erase("Content-Length");
   registry.registerHeader<CheckedContentLength>();
+  map.erase("Transfer-Encoding");
+  registry.registerHeader<RefusedTransferEncoding>();
 }
 
 // The answer to a request whose Content-Length CheckedContentLength refused, if it did.

@@ -355,6 +355,36 @@ TEST_CASE("a reply that says Connection: close ends the connection; nothing sent
   ::close(fd);
 }
 
+// Pistache's decoder of chunked bodies spun for good on a chunk whose CRLF came split across two
+// reads: one HTTP thread at 100% CPU, and the connections it served unanswered (no token needed).
+TEST_CASE("a chunked body is refused; one split inside a CRLF leaves every HTTP thread serving") {
+  Server server({"--threads", "2"});
+  Api api(server, kTeamA);
+  const std::string head =
+      "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server.token(kTeamA) +
+      "\r\nX-Tenant-ID: " + std::string(kTeamA) +
+      "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string body = kWebhook.body(kTeamA, 1);
+  for (int i = 0; i < 3; ++i) {  // so that both threads get one
+    const int fd = connect_with_timeout(server);
+    const std::string first = head + "5\r\n" + body.substr(0, 5) + "\r";
+    CHECK(::send(fd, first.data(), first.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(first.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::string rest =
+        "\n" + std::to_string(body.size() - 5) + "\r\n" + body.substr(5) + "\r\n0\r\n\r\n";
+    const std::string reply = exchange_on(fd, rest);
+    CHECK(reply.starts_with("HTTP/1.1 501 "));
+    ::close(fd);
+  }
+  // Every new connection is answered, whichever thread it lands on (before: half timed out).
+  for (int i = 0; i < 6; ++i) {
+    CAPTURE(i);
+    CHECK(raw_exchange(server, "GET /healthz HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  }
+  CHECK(total(api, kWebhook) == 0);
+}
+
 // Sends GETs as team `api` until one is 429 or `limit` requests were sent; returns the statuses.
 std::vector<long> burst(Api& api, int limit) {
   std::vector<long> statuses;
