@@ -10,6 +10,7 @@
 #include <charconv>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -390,7 +391,7 @@ Result<uint16_t> Server::start() {
   }
 }
 
-void Server::shutdown(int drain_ms) {
+bool Server::shutdown(int drain_ms) {
   state_->draining.store(true, std::memory_order_seq_cst);  // see Handler::onRequest
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
   while (state_->in_flight.load(std::memory_order_seq_cst) > 0 &&
@@ -399,7 +400,17 @@ void Server::shutdown(int drain_ms) {
   }
   // Let the transports flush what was just queued.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (endpoint_) endpoint_->shutdown();
+  if (!endpoint_) return true;
+  // The endpoint's destruction joins its threads; one busy for good would hold it, and the stop,
+  // forever. So another thread stops and destroys it, and is waited for 3 s at most.
+  auto stopped = std::make_shared<std::promise<void>>();
+  std::future<void> done = stopped->get_future();
+  std::thread([endpoint = std::move(endpoint_), stopped]() mutable {
+    endpoint->shutdown();
+    endpoint.reset();
+    stopped->set_value();
+  }).detach();
+  return done.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
 }
 
 }  // namespace gw::http
