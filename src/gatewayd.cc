@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -287,16 +288,17 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   std::fprintf(stderr, "gatewayd: signal %d, draining\n", sig);
-  const bool http_stopped = server.shutdown(10000);
-  if (!http_stopped) {
-    std::fprintf(stderr,
-                 "gatewayd: an HTTP thread did not stop within 3 s of the drain (busy on one "
-                 "connection); stopping without it\n");
-  }
+  server.shutdown(10000);
   verifier.stop();
   if (mirror) mirror->stop();
   resolver.value().reset();  // cancels lookups in flight; their requests stay open
   writer.value()->stop();
+  const bool http_stopped = server.join(std::chrono::seconds(3));
+  if (!http_stopped) {
+    std::fprintf(stderr,
+                 "gatewayd: an HTTP thread did not stop within 3 s (busy on one connection); "
+                 "stopping without it\n");
+  }
   // Memtables to table files, so the next start replays no write-ahead log (after a long run
   // that was up to about 256 MB, seconds of start-up).
   if (auto flushed = store.value()->flush(); !flushed.ok()) {

@@ -391,7 +391,7 @@ Result<uint16_t> Server::start() {
   }
 }
 
-bool Server::shutdown(int drain_ms) {
+void Server::shutdown(int drain_ms) {
   state_->draining.store(true, std::memory_order_seq_cst);  // see Handler::onRequest
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
   while (state_->in_flight.load(std::memory_order_seq_cst) > 0 &&
@@ -400,17 +400,20 @@ bool Server::shutdown(int drain_ms) {
   }
   // Let the transports flush what was just queued.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (endpoint_) endpoint_->shutdown();
+}
+
+bool Server::join(std::chrono::milliseconds limit) {
   if (!endpoint_) return true;
   // The endpoint's destruction joins its threads; one busy for good would hold it, and the stop,
-  // forever. So another thread stops and destroys it, and is waited for 3 s at most.
-  auto stopped = std::make_shared<std::promise<void>>();
-  std::future<void> done = stopped->get_future();
-  std::thread([endpoint = std::move(endpoint_), stopped]() mutable {
-    endpoint->shutdown();
+  // forever. So another thread destroys it, and is waited for up to `limit`.
+  auto joined = std::make_shared<std::promise<void>>();
+  std::future<void> done = joined->get_future();
+  std::thread([endpoint = std::move(endpoint_), joined]() mutable {
     endpoint.reset();
-    stopped->set_value();
+    joined->set_value();
   }).detach();
-  return done.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
+  return done.wait_for(limit) == std::future_status::ready;
 }
 
 }  // namespace gw::http

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,11 +34,14 @@ class Server {
   // address cannot be bound.
   Result<uint16_t> start();
   // Refuses new requests (503, connection closed), waits up to `drain_ms` for requests in flight
-  // to be answered, then stops the listener and its threads. False if a thread had not stopped
-  // 3 s later (busy for good on one connection: Pistache's parser has loops a client can make
-  // long): it goes on running and may still call the Api, so the caller must then end the
-  // process with _Exit, destroying nothing.
-  bool shutdown(int drain_ms);
+  // to be answered, then tells the listener and its threads to stop.
+  void shutdown(int drain_ms);
+  // After shutdown(), once no more answers can come (the writer stopped): waits up to `limit`
+  // for the listener's threads to end, and frees them. False if one had not ended by then (busy
+  // for good on one connection: Pistache's parser has loops a client can make long): it goes on
+  // running and may still call the Api, so the caller must then end the process with _Exit,
+  // destroying nothing.
+  bool join(std::chrono::milliseconds limit);
 
   struct State;
 
