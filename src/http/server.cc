@@ -306,6 +306,8 @@ class Handler final : public P::Http::Handler {
     Exchange(P::Http::ResponseWriter w, bool c, std::shared_ptr<Server::State> s)
         : writer(std::move(w)), closing(c), state(std::move(s)) {}
     P::Http::ResponseWriter writer;
+    // The connection's HTTP thread, which handed the request over.
+    const std::thread::id http_thread = std::this_thread::get_id();
     // The request asked for the connection to close, or its reply does.
     std::atomic<bool> closing;
     std::atomic<bool> answered{false};
@@ -326,11 +328,14 @@ class Handler final : public P::Http::Handler {
   static void answer(Exchange& exchange, Reply reply) {
     if (exchange.answered.exchange(true)) return;
     if (reply.close) exchange.closing.store(true, std::memory_order_release);
-    send(exchange.writer, std::move(reply), exchange.closing.load(std::memory_order_acquire));
+    send(exchange.writer, std::move(reply), exchange.closing.load(std::memory_order_acquire),
+         std::this_thread::get_id() == exchange.http_thread);
     exchange.state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
 
-  static void send(P::Http::ResponseWriter& w, Reply reply, bool close) {
+  // `on_http_thread`: called on the connection's HTTP thread (an answer given while the request
+  // is handed over), which is the thread that completes the write.
+  static void send(P::Http::ResponseWriter& w, Reply reply, bool close, bool on_http_thread) {
     try {
       if (!w.getPeer()) return;  // the client went away
       auto& headers = w.headers();
@@ -341,12 +346,16 @@ class Handler final : public P::Http::Handler {
         headers.add(std::make_shared<NamedHeader>(std::move(name), std::move(value)));
       }
       auto sent = w.send(static_cast<P::Http::Code>(reply.status), reply.body);
-      if (close) {
+      if (close && on_http_thread) {
         // Pistache keeps the connection after a reply that says `Connection: close`; once the
         // reply is written, the write side is shut, so the client reads the end of the stream
         // and closes, and Pistache then closes its side. (Only the write side: a close with
         // bytes still unread, such as a refused body, would reset the connection and could
-        // take the reply with it.)
+        // take the reply with it.) Only on the connection's own thread: Pistache's promise
+        // takes no continuation safely from another thread while its thread completes the
+        // write (ThreadSanitizer), so an answer from the writer's thread (a write that asked
+        // to close) leaves the connection to the client, which the mark keeps from running
+        // anything more on it.
         sent.then([peer = w.getPeer()](ssize_t) { ::shutdown(peer->fd(), SHUT_WR); },
                   P::Async::IgnoreException);
       }

