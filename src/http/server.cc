@@ -262,7 +262,10 @@ class Handler final : public P::Http::Handler {
       // the Api's 413), or the request asked for the close itself.
       ~MarkIfClosing() {
         if (exchange.closing.load(std::memory_order_acquire)) {
-          peer->putData(kClosingMark, std::make_shared<bool>(true));
+          // One marker for every connection, never freed: Pistache frees a connection's data on
+          // whichever of its threads drops the connection last, out of ThreadSanitizer's sight.
+          static const auto* const marker = new std::shared_ptr<bool>(std::make_shared<bool>(true));
+          peer->putData(kClosingMark, *marker);
         }
       }
     } mark_if_closing{peer, *exchange};
