@@ -247,7 +247,7 @@ class Handler final : public P::Http::Handler {
 
   void onRequest(const P::Http::Request& req, P::Http::ResponseWriter response) override {
     // A connection whose reply said `Connection: close` takes no further request (RFC 9112 9.6):
-    // those sent after that one, pipelined, are neither applied nor answered. Pistache hands a
+    // any sent on it after that one is neither applied nor answered. Pistache hands a
     // connection's requests over one after another on one thread, which is the only one that
     // reads or sets the mark.
     const std::shared_ptr<P::Tcp::Peer> peer = response.getPeer();
