@@ -21,6 +21,8 @@ const char* code_name(Code code) {
     case Code::kIdempotencyKeyReused: return "idempotency_key_reused";
     case Code::kBadRequest:
       return "bad_request";
+    case Code::kHeadersTooLarge:
+      return "headers_too_large";
     case Code::kInternal: return "internal";
     case Code::kUnavailable: return "unavailable";
   }

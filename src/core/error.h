@@ -26,6 +26,7 @@ enum class Code {
   kInvalidIdempotencyKey,
   kIdempotencyKeyReused,
   kBadRequest,
+  kHeadersTooLarge,
   kInternal,
   kUnavailable,
 };

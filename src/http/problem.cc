@@ -31,6 +31,8 @@ int status_of(Code code) {
     case Code::kValidationFailed:
     case Code::kIdempotencyKeyReused: return 422;
     case Code::kRateLimited: return 429;
+    case Code::kHeadersTooLarge:
+      return 431;
     case Code::kInternal: return 500;
     case Code::kUnavailable: return 503;
   }
@@ -61,6 +63,8 @@ const char* title_of(Code code) {
     case Code::kIdempotencyKeyReused: return "Idempotency-Key reused";
     case Code::kBadRequest:
       return "Bad request";
+    case Code::kHeadersTooLarge:
+      return "Request headers too large";
     case Code::kInternal: return "Internal error";
     case Code::kUnavailable: return "Service unavailable";
   }

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "core/text.h"
+#include "http/head_check.h"
 #include "http/problem.h"
 
 namespace gw::http {
@@ -77,6 +78,18 @@ struct Expose {
   friend typename Tag::type registry_map(Tag) { return Member; }
 };
 template struct Expose<RegistryMapTag, &P::Http::Header::Registry::registry>;
+
+// The same exemption reaches a Tcp::Handler's transport, which Pistache sets (privately) only on
+// the handler it was given; see PistacheParser.
+struct HandlerTransportTag {
+  using type = P::Tcp::Transport* P::Tcp::Handler::*;
+  friend type handler_transport(HandlerTransportTag);
+};
+template <typename Tag, typename Tag::type Member>
+struct ExposeTransport {
+  friend typename Tag::type handler_transport(Tag) { return Member; }
+};
+template struct ExposeTransport<HandlerTransportTag, &P::Tcp::Handler::transport_>;
 
 // The largest body a request may declare (--max-request-bytes of the server being started).
 std::atomic<uint64_t> max_declared_body{0};
@@ -236,22 +249,112 @@ size_t pistache_request_limit(size_t max_request_bytes) {
   return max_request_bytes + (16 << 20) + (64 << 10);
 }
 
-// The name of the mark a connection gets once a reply on it closes it (Handler::onRequest).
+// The name of the mark a connection gets once nothing more is to be read from it: a reply on it
+// closed it (Handler::onRequest), or its request was refused before it was parsed whole
+// (Handler::onInput). Only the connection's own HTTP thread reads or sets it.
 constexpr const char* kClosingMark = "gw.closing";
+
+bool marked_closing(const P::Tcp::Peer& peer) { return peer.tryGetData(kClosingMark) != nullptr; }
+
+void mark_closing(const std::shared_ptr<P::Tcp::Peer>& peer) {
+  if (marked_closing(*peer)) return;  // Pistache refuses a second value under one name
+  // One marker for every connection, never freed: Pistache frees a connection's data on
+  // whichever of its threads drops the connection last, out of ThreadSanitizer's sight.
+  static const auto* const marker = new std::shared_ptr<bool>(std::make_shared<bool>(true));
+  peer->putData(kClosingMark, *marker);
+}
+
+// Pistache's own parsing of requests (Http::Handler::onInput, private there), for the Handler in
+// front of it: a second Http::Handler, on the front one's transport, that hands each request it
+// parses back to the front one.
+class PistacheParser final : public P::Http::Handler {
+ public:
+  HTTP_PROTOTYPE(PistacheParser)
+
+  explicit PistacheParser(P::Http::Handler* front) : front_(front) {}
+
+  void parse(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer,
+             P::Tcp::Transport* transport, size_t max_response_bytes) {
+    this->*handler_transport(HandlerTransportTag{}) = transport;
+    setMaxResponseSize(max_response_bytes);
+    static_cast<P::Tcp::Handler&>(*this).onInput(data, len, peer);
+  }
+
+  void onRequest(const P::Http::Request& req, P::Http::ResponseWriter response) override {
+    front_->onRequest(req, std::move(response));
+  }
+
+ private:
+  P::Http::Handler* front_;
+};
 
 class Handler final : public P::Http::Handler {
  public:
   HTTP_PROTOTYPE(Handler)
 
-  explicit Handler(std::shared_ptr<Server::State> state) : state_(std::move(state)) {}
+  explicit Handler(std::shared_ptr<Server::State> state)
+      : state_(std::move(state)), parser_(this) {}
+  // A clone, one per HTTP thread, has a parser and held heads of its own.
+  Handler(const Handler& other) : P::Http::Handler(other), state_(other.state_), parser_(this) {}
+
+  // Every read of a connection comes here first. Pistache parses a head again from its start
+  // each time more of it comes (a header of megabytes sent in pieces kept a thread busy for
+  // minutes) and lets through heads that a server must refuse (head_check.h). So a head is held
+  // here until it has all come, up to kMaxHeadBytes (431 past that), checked (400), and only
+  // then given to Pistache's parser, in one piece; a body goes straight on.
+  void onInput(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer) override {
+    if (marked_closing(*peer)) return;
+    const std::shared_ptr<P::Http::RequestParser> pistache = getParser(peer);
+    if (pistache->step()->id() == P::Http::Private::BodyStep::Id) {
+      parse(data, len, peer, *pistache);
+      return;
+    }
+    auto held = held_.empty() ? held_.end() : held_.find(peer.get());
+    if (held != held_.end() &&
+        (held->second.peer.owner_before(peer) || peer.owner_before(held->second.peer))) {
+      held_.erase(held);  // left by a connection gone before this one, at the same address
+      held = held_.end();
+    }
+    std::string_view bytes(data, len);
+    size_t searched = 0;
+    if (held != held_.end()) {
+      searched = held->second.head.size();
+      held->second.head.append(data, len);
+      bytes = held->second.head;
+    }
+    const size_t end = head_end(bytes, searched);
+    if (end == std::string_view::npos && bytes.size() <= kMaxHeadBytes) {
+      if (held == held_.end()) held_.emplace(peer.get(), Held{peer, std::string(bytes)});
+      return;
+    }
+    std::optional<Error> refused;
+    if (end == std::string_view::npos || end > kMaxHeadBytes) {
+      refused = make_error(Code::kHeadersTooLarge, "the request line and headers exceed " +
+                                                       std::to_string(kMaxHeadBytes) + " bytes");
+    } else {
+      refused = check_head(bytes.substr(0, end));
+    }
+    if (refused) {
+      refuse(peer, bytes, *refused);
+    } else {
+      parse(bytes.data(), bytes.size(), peer, *pistache);
+    }
+    if (held != held_.end()) held_.erase(held);
+  }
+
+  void onDisconnection(const std::shared_ptr<P::Tcp::Peer>& peer) override {
+    held_.erase(peer.get());
+    P::Tcp::Handler::onDisconnection(peer);
+  }
 
   void onRequest(const P::Http::Request& req, P::Http::ResponseWriter response) override {
+    handed_over_ = true;
     // A connection whose reply said `Connection: close` takes no further request (RFC 9112 9.6):
     // any sent on it after that one is neither applied nor answered. Pistache hands a
     // connection's requests over one after another on one thread, which is the only one that
     // reads or sets the mark.
     const std::shared_ptr<P::Tcp::Peer> peer = response.getPeer();
-    if (peer == nullptr || peer->tryGetData(kClosingMark) != nullptr) return;
+    if (peer == nullptr || marked_closing(*peer)) return;
     // One allocation holds what the reply needs; exactly one reply goes out, even if the Api
     // answered and then something threw.
     auto exchange = std::make_shared<Exchange>(std::move(response), wants_close(req), state_);
@@ -261,12 +364,7 @@ class Handler final : public P::Http::Handler {
       // Replies that close are given before onRequest returns (the early answers below and
       // the Api's 413), or the request asked for the close itself.
       ~MarkIfClosing() {
-        if (exchange.closing.load(std::memory_order_acquire)) {
-          // One marker for every connection, never freed: Pistache frees a connection's data on
-          // whichever of its threads drops the connection last, out of ThreadSanitizer's sight.
-          static const auto* const marker = new std::shared_ptr<bool>(std::make_shared<bool>(true));
-          peer->putData(kClosingMark, *marker);
-        }
+        if (exchange.closing.load(std::memory_order_acquire)) mark_closing(peer);
       }
     } mark_if_closing{peer, *exchange};
     // Sequentially consistent, with shutdown()'s store of `draining` and load of `in_flight`:
@@ -305,6 +403,70 @@ class Handler final : public P::Http::Handler {
   }
 
  private:
+  // A head that has not all come yet, of one connection.
+  struct Held {
+    std::weak_ptr<P::Tcp::Peer> peer;
+    std::string head;
+  };
+
+  // Gives bytes to Pistache's parser, which hands a request it completes to onRequest.
+  void parse(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer,
+             P::Http::RequestParser& pistache) {
+    handed_over_ = false;
+    parser_.parse(data, len, peer, transport(), getMaxResponseSize());
+    // Pistache answered with an error of its own (a Transfer-Encoding, a header value it could
+    // not parse, a request over its size limit) and dropped what it had read: where that request
+    // ends is not known, so nothing more is read from the connection, and once Pistache's answer
+    // is written (writes go out in the order they were queued), its write side is shut.
+    if (!handed_over_ && pistache.step()->id() == P::Http::Private::RequestLineStep::Id) {
+      mark_closing(peer);
+      shut_when_written(peer, std::string());
+    }
+  }
+
+  // Queues `bytes` on the connection and shuts its write side once they are written: the client
+  // reads them and then the end of the stream. Only the write side: a close with bytes still
+  // unread (a refused body) could reset the connection and take the answer with it.
+  static void shut_when_written(const std::shared_ptr<P::Tcp::Peer>& peer, std::string bytes) {
+    try {
+      const size_t size = bytes.size();
+      peer->send(P::RawBuffer(std::move(bytes), size))
+          .then([peer](ssize_t) { ::shutdown(peer->fd(), SHUT_WR); }, P::Async::IgnoreException);
+    } catch (const std::exception&) {
+      // Out of memory, or the connection broke: it is marked, nothing more is read from it.
+    }
+  }
+
+  // Answers a head refused before Pistache saw it, and ends the connection: what follows the
+  // head (a body, or the rest of a head too long) is never read.
+  void refuse(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view head,
+              const Error& error) {
+    mark_closing(peer);
+    Reply reply = problem(error);
+    try {
+      const std::string_view line = head.substr(0, std::min(head.find("\r\n"), size_t{8192}));
+      const size_t sp1 = line.find(' ');
+      const std::string_view method = line.substr(0, sp1);
+      const std::string_view target =
+          sp1 == std::string_view::npos ? std::string_view() : line.substr(sp1 + 1);
+      const std::string_view path = target.substr(0, target.find_first_of(" ?"));
+      state_->api->count_early_answer(std::string(method),
+                                      percent_decode(origin_path(path), Part::kPath), reply.status);
+    } catch (const std::exception&) {
+      // Out of memory while counting: the answer still goes out.
+    }
+    std::string out;
+    try {
+      out = "HTTP/1.1 " + std::to_string(reply.status) + " " +
+            P::Http::codeString(static_cast<P::Http::Code>(reply.status)) +
+            "\r\nConnection: close\r\nContent-Type: " + reply.content_type +
+            "\r\nContent-Length: " + std::to_string(reply.body.size()) + "\r\n\r\n" + reply.body;
+    } catch (const std::exception&) {
+      // Out of memory: the connection still ends.
+    }
+    shut_when_written(peer, std::move(out));
+  }
+
   struct Exchange {
     Exchange(P::Http::ResponseWriter w, bool c, std::shared_ptr<Server::State> s)
         : writer(std::move(w)), closing(c), state(std::move(s)) {}
@@ -368,6 +530,9 @@ class Handler final : public P::Http::Handler {
   }
 
   std::shared_ptr<Server::State> state_;
+  PistacheParser parser_;
+  std::unordered_map<const P::Tcp::Peer*, Held> held_;
+  bool handed_over_ = false;  // parse() handed a request over
 };
 
 }  // namespace
