@@ -233,11 +233,24 @@ void read_headers(const P::Http::Header::Collection& headers, Request* out) {
   }
 }
 
+// Connection is a list of options (RFC 9110 7.6.1): `close` among them closes the connection
+// (RFC 9112 9.6); Pistache's typed header reads only the first. HTTP/1.0 closes unless asked
+// for keep-alive.
 bool wants_close(const P::Http::Request& req) {
-  if (auto c = req.headers().tryGet<P::Http::Header::Connection>()) {
-    return c->control() == P::Http::ConnectionControl::Close;
+  bool keep_alive = false;
+  for (const auto& [name, raw] : req.headers().rawList()) {
+    if (!ascii_iequals(name, "Connection")) continue;
+    const std::string value = raw.value();  // a copy, not a reference
+    std::string_view options = value;
+    while (!options.empty()) {
+      const size_t comma = options.find(',');
+      const std::string_view option = trim_blanks(options.substr(0, comma));
+      if (ascii_iequals(option, "close")) return true;
+      if (ascii_iequals(option, "keep-alive")) keep_alive = true;
+      options = comma == std::string_view::npos ? std::string_view() : options.substr(comma + 1);
+    }
   }
-  return req.version() != P::Http::Version::Http11;  // HTTP/1.0 closes unless asked otherwise
+  return req.version() != P::Http::Version::Http11 && !keep_alive;
 }
 
 // Pistache counts headers plus body against its own limit, answers a plain-text 413 past it and
@@ -324,7 +337,7 @@ class Handler final : public P::Http::Handler {
     }
     const size_t end = head_end(bytes, searched);
     if (end == std::string_view::npos && bytes.size() <= kMaxHeadBytes) {
-      if (held == held_.end()) held_.emplace(peer.get(), Held{peer, std::string(bytes)});
+      if (held == held_.end()) hold(peer, bytes);
       return;
     }
     std::optional<Error> refused;
@@ -409,6 +422,17 @@ class Handler final : public P::Http::Handler {
     std::string head;
   };
 
+  void hold(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes) {
+    // Pistache tells of each connection that ends (onDisconnection); should it miss one, its
+    // held head is dropped here, once as many heads are held as twice the count after the last
+    // such sweep.
+    if (held_.size() >= sweep_at_) {
+      std::erase_if(held_, [](const auto& entry) { return entry.second.peer.expired(); });
+      sweep_at_ = std::max<size_t>(64, 2 * held_.size());
+    }
+    held_.emplace(peer.get(), Held{peer, std::string(bytes)});
+  }
+
   // Gives bytes to Pistache's parser, which hands a request it completes to onRequest.
   void parse(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer,
              P::Http::RequestParser& pistache) {
@@ -442,21 +466,10 @@ class Handler final : public P::Http::Handler {
   void refuse(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view head,
               const Error& error) {
     mark_closing(peer);
-    Reply reply = problem(error);
-    try {
-      const std::string_view line = head.substr(0, std::min(head.find("\r\n"), size_t{8192}));
-      const size_t sp1 = line.find(' ');
-      const std::string_view method = line.substr(0, sp1);
-      const std::string_view target =
-          sp1 == std::string_view::npos ? std::string_view() : line.substr(sp1 + 1);
-      const std::string_view path = target.substr(0, target.find_first_of(" ?"));
-      state_->api->count_early_answer(std::string(method),
-                                      percent_decode(origin_path(path), Part::kPath), reply.status);
-    } catch (const std::exception&) {
-      // Out of memory while counting: the answer still goes out.
-    }
     std::string out;
     try {
+      const Reply reply = problem(error);
+      count_refused(head, reply.status);
       out = "HTTP/1.1 " + std::to_string(reply.status) + " " +
             P::Http::codeString(static_cast<P::Http::Code>(reply.status)) +
             "\r\nConnection: close\r\nContent-Type: " + reply.content_type +
@@ -465,6 +478,22 @@ class Handler final : public P::Http::Handler {
       // Out of memory: the connection still ends.
     }
     shut_when_written(peer, std::move(out));
+  }
+
+  // Counts a refused head in the metrics under the route its request line names, if any.
+  void count_refused(std::string_view head, int status) {
+    try {
+      const std::string_view line = head.substr(0, std::min(head.find("\r\n"), size_t{8192}));
+      const size_t sp1 = line.find(' ');
+      const std::string_view method = line.substr(0, sp1);
+      const std::string_view target =
+          sp1 == std::string_view::npos ? std::string_view() : line.substr(sp1 + 1);
+      const std::string_view path = target.substr(0, target.find_first_of(" ?"));
+      state_->api->count_early_answer(std::string(method),
+                                      percent_decode(origin_path(path), Part::kPath), status);
+    } catch (const std::exception&) {
+      // Out of memory while counting: the answer still goes out.
+    }
   }
 
   struct Exchange {
@@ -532,6 +561,7 @@ class Handler final : public P::Http::Handler {
   std::shared_ptr<Server::State> state_;
   PistacheParser parser_;
   std::unordered_map<const P::Tcp::Peer*, Held> held_;
+  size_t sweep_at_ = 64;
   bool handed_over_ = false;  // parse() handed a request over
 };
 

@@ -330,6 +330,9 @@ TEST_CASE("a reply that says Connection: close ends the connection; nothing sent
   for (const Row& row : {
            Row{"Connection: close", "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
                "HTTP/1.1 200 "},
+           Row{"close as a later option",
+               "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Close\r\n\r\n",
+               "HTTP/1.1 200 "},
            Row{"a create with Connection: close", create("Connection: close\r\n", valid),
                "HTTP/1.1 201 ", false},
            Row{"HTTP/1.0", "GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.0 200 "},
