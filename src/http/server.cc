@@ -253,13 +253,15 @@ bool wants_close(const P::Http::Request& req) {
   return req.version() != P::Http::Version::Http11 && !keep_alive;
 }
 
-// Pistache counts headers plus body against its own limit, answers a plain-text 413 past it and
-// then misreads the rest of the body as new requests. So its limit sits 16 MiB above
-// --max-request-bytes and the Api answers bodies between the two with a proper problem+json 413
-// that closes the connection. (Pistache buffers a request before handing it over, so this margin
-// is also what one connection may make it hold.)
+// Pistache counts a request's head and body, as it buffers them before handing the request over,
+// against a limit of its own, past which it answers a plain-text 413. A head it is given is at
+// most kMaxHeadBytes and the read it ended in (Handler::onInput), and a body at most the
+// Content-Length that CheckedContentLength let through; so its limit sits above both, with room
+// for the reads of up to 4 KiB it buffers whole, and is never reached. It bounds what one
+// connection may make gatewayd hold (it was 16 MiB over --max-request-bytes before heads were
+// bounded).
 size_t pistache_request_limit(size_t max_request_bytes) {
-  return max_request_bytes + (16 << 20) + (64 << 10);
+  return max_request_bytes + kMaxHeadBytes + (64 << 10);
 }
 
 // The name of the mark a connection gets once nothing more is to be read from it: a reply on it
