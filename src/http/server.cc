@@ -446,17 +446,15 @@ class Handler final : public P::Http::Handler {
     // is written (writes go out in the order they were queued), its write side is shut.
     if (!handed_over_ && pistache.step()->id() == P::Http::Private::RequestLineStep::Id) {
       mark_closing(peer);
-      shut_when_written(peer, std::string());
+      shut_when_written(peer);
     }
   }
 
-  // Queues `bytes` on the connection and shuts its write side once they are written: the client
-  // reads them and then the end of the stream. Only the write side: a close with bytes still
-  // unread (a refused body) could reset the connection and take the answer with it.
-  static void shut_when_written(const std::shared_ptr<P::Tcp::Peer>& peer, std::string bytes) {
+  // Shuts the connection's write side once what is queued on it is written: an empty write is
+  // queued behind it (writes go out in order), as in send() below.
+  static void shut_when_written(const std::shared_ptr<P::Tcp::Peer>& peer) {
     try {
-      const size_t size = bytes.size();
-      peer->send(P::RawBuffer(std::move(bytes), size))
+      peer->send(P::RawBuffer(std::string(), 0))
           .then([peer](ssize_t) { ::shutdown(peer->fd(), SHUT_WR); }, P::Async::IgnoreException);
     } catch (const std::exception&) {
       // Out of memory, or the connection broke: it is marked, nothing more is read from it.
@@ -468,18 +466,17 @@ class Handler final : public P::Http::Handler {
   void refuse(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view head,
               const Error& error) {
     mark_closing(peer);
-    std::string out;
     try {
-      const Reply reply = problem(error);
+      Reply reply = problem(error);
       count_refused(head, reply.status);
-      out = "HTTP/1.1 " + std::to_string(reply.status) + " " +
-            P::Http::codeString(static_cast<P::Http::Code>(reply.status)) +
-            "\r\nConnection: close\r\nContent-Type: " + reply.content_type +
-            "\r\nContent-Length: " + std::to_string(reply.body.size()) + "\r\n\r\n" + reply.body;
+      // Sent as every other answer is, on this connection's own thread, which shuts the write
+      // side once it is written.
+      P::Http::ResponseWriter writer(P::Http::Version::Http11, transport(), this, peer);
+      send(writer, std::move(reply), /*close=*/true, /*on_http_thread=*/true);
     } catch (const std::exception&) {
-      // Out of memory: the connection still ends.
+      // Out of memory: the connection is marked, nothing more is read from it.
+      shut_when_written(peer);
     }
-    shut_when_written(peer, std::move(out));
   }
 
   // Counts a refused head in the metrics under the route its request line names, if any.
