@@ -3,18 +3,23 @@
 #include <pistache/endpoint.h>
 #include <pistache/http.h>
 #include <pistache/peer.h>
+#include <pistache/transport.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "core/text.h"
 #include "http/head_check.h"
@@ -623,3 +628,91 @@ bool Server::join(std::chrono::milliseconds limit) {
 }
 
 }  // namespace gw::http
+
+// Pistache 0.0.5 writes a connection's queued answers in Transport::asyncWriteImpl. When the socket
+// takes no more (EAGAIN, a client that does not read an answer larger than the socket buffers),
+// it arms EPOLLOUT and then tries the write again at once, in a loop that ends only once the
+// client reads or goes: its HTTP thread spun at full CPU (a copy of the whole rest of the answer
+// at each turn), and every other connection of that thread went unanswered, for as long as that
+// client stayed connected. This definition takes the place of Pistache's (calls into it from
+// libpistache go through the PLT, so the program's own definition is the one bound): it writes
+// each queued answer as far as the socket takes it, and on EAGAIN keeps the rest, arms EPOLLOUT
+// and returns to the event loop, which calls it again once the socket can take more. Otherwise it
+// keeps Pistache's contract: entries go out in order, each one's promise is resolved with the
+// bytes written once it is all written (outside the lock, as Pistache does), and once the queue is
+// empty its entry is erased and the connection is watched for reading only.
+namespace Pistache::Tcp {
+
+void Transport::asyncWriteImpl(Fd fd) {
+  std::unique_lock<std::mutex> lock(toWriteLock);
+  for (;;) {
+    auto it = toWrite.find(fd);
+    if (it == toWrite.end() || it->second.empty()) return;
+    std::deque<WriteEntry>& queue = it->second;
+    WriteEntry& entry = queue.front();
+    const size_t size = entry.buffer.size();
+    size_t written = entry.buffer.offset();
+    ssize_t n = 0;
+    if (entry.buffer.isRaw()) {
+      const RawBuffer raw = entry.buffer.raw();
+      while (written < size) {
+        n = sendRawBuffer(fd, raw.data().data() + written, size - written, entry.flags);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        written += static_cast<size_t>(n);
+      }
+    } else {
+      while (written < size) {
+        n = sendFile(fd, entry.buffer.fd(), static_cast<off_t>(written), size - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        written += static_cast<size_t>(n);
+      }
+    }
+    if (written >= size) {
+      if (entry.buffer.isFile()) ::close(entry.buffer.fd());
+      Async::Deferred<ssize_t> done = std::move(entry.deferred);
+      queue.pop_front();
+      if (queue.empty()) {
+        toWrite.erase(it);
+        reactor()->modifyFd(key(), fd, Polling::NotifyOn::Read, Polling::Mode::Edge);
+      }
+      lock.unlock();
+      done.resolve(static_cast<ssize_t>(written));
+      lock.lock();
+      continue;
+    }
+    const int error = errno;
+    if (error == EAGAIN || error == EWOULDBLOCK) {
+      entry.buffer = entry.buffer.detach(written);
+      reactor()->modifyFd(key(), fd, Polling::NotifyOn::Read | Polling::NotifyOn::Write,
+                          Polling::Mode::Edge);
+      return;
+    }
+    // The connection is broken (reset, closed by the client, or its descriptor already closed):
+    // nothing queued on it will be written. Its promises are rejected, as Pistache rejects a
+    // write that fails.
+    std::vector<Async::Deferred<ssize_t>> failed;
+    failed.reserve(queue.size());
+    for (WriteEntry& e : queue) {
+      if (e.buffer.isFile()) ::close(e.buffer.fd());
+      failed.push_back(std::move(e.deferred));
+    }
+    toWrite.erase(it);
+    if (error != EBADF) {
+      try {
+        reactor()->modifyFd(key(), fd, Polling::NotifyOn::Read, Polling::Mode::Edge);
+      } catch (const std::exception&) {
+        // The descriptor left the poller already; the connection's end is handled there.
+      }
+    }
+    lock.unlock();
+    for (auto& d : failed) {
+      errno = error;
+      d.reject(Pistache::Error::system("Could not write data"));
+    }
+    return;
+  }
+}
+
+}  // namespace Pistache::Tcp

@@ -222,11 +222,14 @@ std::vector<std::string> all_events(Api& api) {
   }
 }
 
-int connect_to(const Server& server) {
+int connect_to(const Server& server, int receive_buffer) {
   const std::string& url = server.url();
   const int port = std::stoi(url.substr(url.rfind(':') + 1));
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
+  if (receive_buffer > 0) {
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));

@@ -153,7 +153,11 @@ int64_t unix_now();
 std::vector<std::string> all_events(Api& api);
 
 // A new TCP connection to the server, connected (-1 if it could not be made). The caller closes it.
-int connect_to(const Server& server);
+// A `receive_buffer` over 0 is set (SO_RCVBUF) before the connection is made: set after it, the
+// window the client offers shrinks below what the two ends agreed on, and once the buffer has
+// filled, the server's TCP sends the rest only as its zero-window probes, which back off to
+// minutes.
+int connect_to(const Server& server, int receive_buffer = 0);
 
 // GET /metrics (CHECKs 200) and returns the Prometheus text.
 std::string metrics(const Server& server);

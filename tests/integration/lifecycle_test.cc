@@ -10,7 +10,9 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <vector>
 
+#include "core/text.h"
 #include "integration/fixture.h"
 
 namespace gw::itest {
@@ -132,38 +134,97 @@ TEST_CASE("SIGTERM, SIGINT and SIGHUP stop the server with exit status 0") {
   }
 }
 
-// Pistache's shutdown joins its HTTP threads, and a client can keep one busy: its writer
-// busy-loops while a client does not read an answer larger than the socket buffers hold (a list
-// page of about 10 MB here). That kept the stop, and SIGTERM with it, past the 15 s the fixture
-// gives (SIGKILLed then).
-TEST_CASE("SIGTERM stops the server although an HTTP thread is busy on one connection") {
-  Server server;
-  Api api(server, kTeamA);
+// Twelve gateway profiles of about 800 KB each, so that a page of them (about 10 MB) is more than
+// the socket buffers of one connection hold.
+void create_large_profiles(Api& api) {
   std::string overrides;
   for (int k = 0; k < 8; ++k) {
     overrides += (k == 0 ? "" : ",") + std::string("\"k") + std::to_string(k) + "\":\"" +
                  std::string(100'000, 'x') + "\"";
   }
   for (int i = 0; i < 12; ++i) {
-    std::string body = kProfile.body(kTeamA, i);
+    std::string body = kProfile.body(api.team(), i);
     body.insert(body.size() - 1, R"(,"waf_overrides":{)" + overrides + "}");
     REQUIRE(api.post(std::string(kProfile.path), body).status == 201);
   }
-  const int fd = connect_to(server);
+}
+
+// A connection with a 4 KB receive buffer on which that page was asked for; nothing is read yet.
+int ask_for_large_page(const Server& server, const Api& api) {
+  const int fd = connect_to(server, 4096);
   REQUIRE(fd >= 0);
-  const int small = 4096;
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
   const std::string request =
       "GET /v1/gateway_security_profile?per_page=100 HTTP/1.1\r\nHost: x\r\n"
       "Authorization: Bearer " +
-      server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\n\r\n";
+      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
   REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(request.size()));
+  return fd;
+}
+
+// Reads one response from `fd` (its reads time out after 10 s): head and Content-Length bytes.
+std::string read_response(int fd) {
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const int large = 1 << 20;  // the rest comes in well under a second, not in about 5 s
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &large, sizeof large);
+  std::string got;
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    const size_t head_end = got.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      const size_t at = ascii_lower(got.substr(0, head_end)).find("content-length: ");
+      const size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
+      if (got.size() >= head_end + 4 + length) break;
+    }
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) break;
+    got.append(buf.data(), static_cast<size_t>(n));
+  }
+  return got;
+}
+
+// Pistache 0.0.5 retried a write the socket would not take at once, in a loop: while a client did
+// not read an answer larger than the socket buffers hold, its HTTP thread spun at full CPU and
+// answered none of its other connections (server.cc, Transport::asyncWriteImpl).
+TEST_CASE("a client that does not read a large answer holds up no other connection") {
+  Server server({"--threads", "1"});
+  Api api(server, kTeamA);
+  create_large_profiles(api);
+  const int fd = ask_for_large_page(server, api);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the buffers fill up
+  HttpClient other(std::chrono::seconds(5));
+  CHECK(other.request("GET", server.url() + "/healthz").status == 200);
+  Response one = api.get("/v1/gateway_security_profile?per_page=1");
+  REQUIRE(one.status == 200);
+  CHECK(num(field(json(one), "pagination"), "total") == 12);
+  // The answer left waiting is whole once the client reads it.
+  const std::string got = read_response(fd);
+  ::close(fd);
+  REQUIRE(got.starts_with("HTTP/1.1 200 "));
+  const size_t head_end = got.find("\r\n\r\n");
+  REQUIRE(head_end != std::string::npos);
+  rapidjson::Document page = testing::parse_json(got.substr(head_end + 4));
+  REQUIRE(page.IsObject());
+  REQUIRE(length(field(page, "data")) == 12);
+  for (rapidjson::SizeType i = 0; i < 12; ++i) {
+    CAPTURE(i);
+    CHECK(str(field(at(field(page, "data"), i), "waf_overrides"), "k7").size() == 100'000);
+  }
+}
+
+// Pistache's shutdown joins its HTTP threads; a client that does not read a large answer must not
+// hold the stop (it kept one of them busy, past the 15 s the fixture gives, before the fix above).
+TEST_CASE("SIGTERM stops the server while a client does not read a large answer") {
+  Server server;
+  Api api(server, kTeamA);
+  create_large_profiles(api);
+  const int fd = ask_for_large_page(server, api);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // never read
   testing::ExitStatus s = server.stop(SIGTERM);  // within 15 s, or SIGKILLed
   INFO(server.output());
   CHECK(s.describe() == "exit 0");
-  CHECK(server.output().find("an HTTP thread did not stop within 3 s") != std::string::npos);
+  CHECK(server.output().find("did not stop") == std::string::npos);
   ::close(fd);
   // The stop was a clean one: the records are there after a restart.
   server.restart();
