@@ -8,6 +8,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
+#include <vector>
+
+#include "core/text.h"
 
 namespace gw::itest {
 namespace {
@@ -239,6 +242,23 @@ int connect_to(const Server& server, int receive_buffer) {
     return -1;
   }
   return fd;
+}
+
+std::string read_response(int fd) {
+  std::string got;
+  std::vector<char> buf(64 << 10);
+  for (;;) {
+    const size_t head_end = got.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      const size_t at = ascii_lower(got.substr(0, head_end)).find("content-length: ");
+      const size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
+      if (got.size() >= head_end + 4 + length) break;
+    }
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) break;
+    got.append(buf.data(), static_cast<size_t>(n));
+  }
+  return got;
 }
 
 std::string metrics(const Server& server) {

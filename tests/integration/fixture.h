@@ -159,6 +159,10 @@ std::vector<std::string> all_events(Api& api);
 // minutes.
 int connect_to(const Server& server, int receive_buffer = 0);
 
+// Reads one response from connection `fd`: its head and as many body bytes as its Content-Length
+// says ("" if none came; what came if the connection ends or a read times out first).
+std::string read_response(int fd);
+
 // GET /metrics (CHECKs 200) and returns the Prometheus text.
 std::string metrics(const Server& server);
 

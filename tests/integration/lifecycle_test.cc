@@ -12,7 +12,6 @@
 #include <thread>
 #include <vector>
 
-#include "core/text.h"
 #include "integration/fixture.h"
 
 namespace gw::itest {
@@ -162,28 +161,6 @@ int ask_for_large_page(const Server& server, const Api& api) {
   return fd;
 }
 
-// Reads one response from `fd` (its reads time out after 10 s): head and Content-Length bytes.
-std::string read_response(int fd) {
-  timeval timeout{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  const int large = 1 << 20;  // the rest comes in well under a second, not in about 5 s
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &large, sizeof large);
-  std::string got;
-  std::vector<char> buf(1 << 20);
-  for (;;) {
-    const size_t head_end = got.find("\r\n\r\n");
-    if (head_end != std::string::npos) {
-      const size_t at = ascii_lower(got.substr(0, head_end)).find("content-length: ");
-      const size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
-      if (got.size() >= head_end + 4 + length) break;
-    }
-    const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
-    if (n <= 0) break;
-    got.append(buf.data(), static_cast<size_t>(n));
-  }
-  return got;
-}
-
 // Pistache 0.0.5 retried a write the socket would not take at once, in a loop: while a client did
 // not read an answer larger than the socket buffers hold, its HTTP thread spun at full CPU and
 // answered none of its other connections (server.cc, Transport::asyncWriteImpl).
@@ -199,6 +176,10 @@ TEST_CASE("a client that does not read a large answer holds up no other connecti
   REQUIRE(one.status == 200);
   CHECK(num(field(json(one), "pagination"), "total") == 12);
   // The answer left waiting is whole once the client reads it.
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const int large = 1 << 20;  // the rest comes in well under a second, not in about 5 s
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &large, sizeof large);
   const std::string got = read_response(fd);
   ::close(fd);
   REQUIRE(got.starts_with("HTTP/1.1 200 "));
