@@ -96,6 +96,26 @@ struct ExposeTransport {
 };
 template struct ExposeTransport<HandlerTransportTag, &P::Tcp::Handler::transport_>;
 
+// And the bytes and the resume offset of an answer queued on a connection (Transport's
+// BufferHolder, a private type), which its only accessors copy (raw()) or copy from an offset on
+// (detach()); see Transport::asyncWriteImpl at the end of this file.
+struct BufferBytesTag {
+  friend auto buffer_bytes(BufferBytesTag);
+};
+template <auto Member>
+struct ExposeBufferBytes {
+  friend auto buffer_bytes(BufferBytesTag) { return Member; }
+};
+template struct ExposeBufferBytes<&P::Tcp::Transport::BufferHolder::_raw>;
+struct BufferOffsetTag {
+  friend auto buffer_offset(BufferOffsetTag);
+};
+template <auto Member>
+struct ExposeBufferOffset {
+  friend auto buffer_offset(BufferOffsetTag) { return Member; }
+};
+template struct ExposeBufferOffset<&P::Tcp::Transport::BufferHolder::offset_>;
+
 // The largest body a request may declare (--max-request-bytes of the server being started).
 std::atomic<uint64_t> max_declared_body{0};
 
@@ -636,8 +656,9 @@ bool Server::join(std::chrono::milliseconds limit) {
 // at each turn), and every other connection of that thread went unanswered, for as long as that
 // client stayed connected. This definition takes the place of Pistache's (calls into it from
 // libpistache go through the PLT, so the program's own definition is the one bound): it writes
-// each queued answer as far as the socket takes it, and on EAGAIN keeps the rest, arms EPOLLOUT
-// and returns to the event loop, which calls it again once the socket can take more. Otherwise it
+// each queued answer as far as the socket takes it, and on EAGAIN keeps where it stopped, arms
+// EPOLLOUT and returns to the event loop, which calls it again once the socket can take more. It
+// copies no answer (Pistache copied each one to write it, and the rest of it at each EAGAIN). It
 // keeps Pistache's contract: entries go out in order, each one's promise is resolved with the
 // bytes written once it is all written (outside the lock, as Pistache does), and once the queue is
 // empty its entry is erased and the connection is watched for reading only.
@@ -654,9 +675,9 @@ void Transport::asyncWriteImpl(Fd fd) {
     size_t written = entry.buffer.offset();
     ssize_t n = 0;
     if (entry.buffer.isRaw()) {
-      const RawBuffer raw = entry.buffer.raw();
+      const char* bytes = (entry.buffer.*buffer_bytes(gw::http::BufferBytesTag{})).data().data();
       while (written < size) {
-        n = sendRawBuffer(fd, raw.data().data() + written, size - written, entry.flags);
+        n = sendRawBuffer(fd, bytes + written, size - written, entry.flags);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) break;
         written += static_cast<size_t>(n);
@@ -684,7 +705,7 @@ void Transport::asyncWriteImpl(Fd fd) {
     }
     const int error = errno;
     if (error == EAGAIN || error == EWOULDBLOCK) {
-      entry.buffer = entry.buffer.detach(written);
+      entry.buffer.*buffer_offset(gw::http::BufferOffsetTag{}) = static_cast<off_t>(written);
       reactor()->modifyFd(key(), fd, Polling::NotifyOn::Read | Polling::NotifyOn::Write,
                           Polling::Mode::Edge);
       return;
