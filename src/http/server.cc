@@ -67,54 +67,39 @@ class RawContentType final : public P::Http::Header::Header {
   std::string value_;
 };
 
-// Pistache's header Registry refuses a second registration of a name and offers no way to remove
-// one, so its private map is reached through the one access-check exemption the language gives:
-// naming a private member in an explicit template instantiation. Used only to swap the
-// Content-Type parser, once, before any connection is served.
-using RegistryMap =
-    std::unordered_map<std::string, std::function<std::unique_ptr<P::Http::Header::Header>()>,
-                       P::Http::Header::LowercaseHash, P::Http::Header::LowercaseEqual>;
-struct RegistryMapTag {
-  using type = RegistryMap P::Http::Header::Registry::*;
-  friend type registry_map(RegistryMapTag);
-};
-template <typename Tag, typename Tag::type Member>
+// Some of Pistache's private members are reached through the one access-check exemption the
+// language gives: naming a private member in an explicit template instantiation. Each tag below
+// names one; member_of(tag) is a pointer to it.
+template <typename Tag, auto Member>
 struct Expose {
-  friend typename Tag::type registry_map(Tag) { return Member; }
+  friend auto member_of(Tag) { return Member; }
+};
+
+// Pistache's header Registry refuses a second registration of a name and offers no way to remove
+// one, so its map is swapped through this, once, before any connection is served.
+struct RegistryMapTag {
+  friend auto member_of(RegistryMapTag);
 };
 template struct Expose<RegistryMapTag, &P::Http::Header::Registry::registry>;
 
-// The same exemption reaches a Tcp::Handler's transport, which Pistache sets (privately) only on
-// the handler it was given; see PistacheParser.
+// A Tcp::Handler's transport, which Pistache sets only on the handler it was given; see
+// PistacheParser.
 struct HandlerTransportTag {
-  using type = P::Tcp::Transport* P::Tcp::Handler::*;
-  friend type handler_transport(HandlerTransportTag);
+  friend auto member_of(HandlerTransportTag);
 };
-template <typename Tag, typename Tag::type Member>
-struct ExposeTransport {
-  friend typename Tag::type handler_transport(Tag) { return Member; }
-};
-template struct ExposeTransport<HandlerTransportTag, &P::Tcp::Handler::transport_>;
+template struct Expose<HandlerTransportTag, &P::Tcp::Handler::transport_>;
 
-// And the bytes and the resume offset of an answer queued on a connection (Transport's
-// BufferHolder, a private type), which its only accessors copy (raw()) or copy from an offset on
-// (detach()); see Transport::asyncWriteImpl at the end of this file.
+// The bytes and the resume offset of an answer queued on a connection (Transport's BufferHolder,
+// a private type), which its only accessors copy (raw()) or copy from an offset on (detach());
+// see Transport::asyncWriteImpl at the end of this file.
 struct BufferBytesTag {
-  friend auto buffer_bytes(BufferBytesTag);
+  friend auto member_of(BufferBytesTag);
 };
-template <auto Member>
-struct ExposeBufferBytes {
-  friend auto buffer_bytes(BufferBytesTag) { return Member; }
-};
-template struct ExposeBufferBytes<&P::Tcp::Transport::BufferHolder::_raw>;
+template struct Expose<BufferBytesTag, &P::Tcp::Transport::BufferHolder::_raw>;
 struct BufferOffsetTag {
-  friend auto buffer_offset(BufferOffsetTag);
+  friend auto member_of(BufferOffsetTag);
 };
-template <auto Member>
-struct ExposeBufferOffset {
-  friend auto buffer_offset(BufferOffsetTag) { return Member; }
-};
-template struct ExposeBufferOffset<&P::Tcp::Transport::BufferHolder::offset_>;
+template struct Expose<BufferOffsetTag, &P::Tcp::Transport::BufferHolder::offset_>;
 
 // The largest body a request may declare (--max-request-bytes of the server being started).
 std::atomic<uint64_t> max_declared_body{0};
@@ -163,7 +148,7 @@ class RefusedTransferEncoding final : public P::Http::Header::TransferEncoding {
 
 void use_checked_headers() {
   auto& registry = P::Http::Header::Registry::instance();
-  auto& map = registry.*registry_map(RegistryMapTag{});
+  auto& map = registry.*member_of(RegistryMapTag{});
   map.erase("Content-Type");
   registry.registerHeader<RawContentType>();
   map.erase("Content-Length");
@@ -315,7 +300,7 @@ class PistacheParser final : public P::Http::Handler {
 
   void parse(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer,
              P::Tcp::Transport* transport, size_t max_response_bytes) {
-    this->*handler_transport(HandlerTransportTag{}) = transport;
+    this->*member_of(HandlerTransportTag{}) = transport;
     setMaxResponseSize(max_response_bytes);
     static_cast<P::Tcp::Handler&>(*this).onInput(data, len, peer);
   }
@@ -673,22 +658,17 @@ void Transport::asyncWriteImpl(Fd fd) {
     WriteEntry& entry = queue.front();
     const size_t size = entry.buffer.size();
     size_t written = entry.buffer.offset();
-    ssize_t n = 0;
-    if (entry.buffer.isRaw()) {
-      const char* bytes = (entry.buffer.*buffer_bytes(gw::http::BufferBytesTag{})).data().data();
-      while (written < size) {
-        n = sendRawBuffer(fd, bytes + written, size - written, entry.flags);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) break;
-        written += static_cast<size_t>(n);
-      }
-    } else {
-      while (written < size) {
-        n = sendFile(fd, entry.buffer.fd(), static_cast<off_t>(written), size - written);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) break;
-        written += static_cast<size_t>(n);
-      }
+    const char* bytes = entry.buffer.isRaw()
+                            ? (entry.buffer.*member_of(gw::http::BufferBytesTag{})).data().data()
+                            : nullptr;
+    while (written < size) {
+      const ssize_t n =
+          bytes != nullptr
+              ? sendRawBuffer(fd, bytes + written, size - written, entry.flags)
+              : sendFile(fd, entry.buffer.fd(), static_cast<off_t>(written), size - written);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      written += static_cast<size_t>(n);
     }
     if (written >= size) {
       if (entry.buffer.isFile()) ::close(entry.buffer.fd());
@@ -705,7 +685,7 @@ void Transport::asyncWriteImpl(Fd fd) {
     }
     const int error = errno;
     if (error == EAGAIN || error == EWOULDBLOCK) {
-      entry.buffer.*buffer_offset(gw::http::BufferOffsetTag{}) = static_cast<off_t>(written);
+      entry.buffer.*member_of(gw::http::BufferOffsetTag{}) = static_cast<off_t>(written);
       reactor()->modifyFd(key(), fd, Polling::NotifyOn::Read | Polling::NotifyOn::Write,
                           Polling::Mode::Edge);
       return;
