@@ -12,11 +12,14 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -382,7 +385,7 @@ class Handler final : public P::Http::Handler {
     if (peer == nullptr || marked_closing(*peer)) return;
     // One allocation holds what the reply needs; exactly one reply goes out, even if the Api
     // answered and then something threw.
-    auto exchange = std::make_shared<Exchange>(std::move(response), wants_close(req), state_);
+    auto exchange = std::make_shared<Exchange>(peer, req.version(), wants_close(req), state_);
     struct MarkIfClosing {
       const std::shared_ptr<P::Tcp::Peer>& peer;
       const Exchange& exchange;
@@ -481,8 +484,8 @@ class Handler final : public P::Http::Handler {
       count_refused(head, reply.status);
       // Sent as every other answer is, on this connection's own thread, which shuts the write
       // side once it is written.
-      P::Http::ResponseWriter writer(P::Http::Version::Http11, transport(), this, peer);
-      send(writer, std::move(reply), /*close=*/true, /*on_http_thread=*/true);
+      send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true,
+           /*on_http_thread=*/true);
     } catch (const std::exception&) {
       // Out of memory: the connection is marked, nothing more is read from it.
       shut_when_written(peer);
@@ -506,9 +509,11 @@ class Handler final : public P::Http::Handler {
   }
 
   struct Exchange {
-    Exchange(P::Http::ResponseWriter w, bool c, std::shared_ptr<Server::State> s)
-        : writer(std::move(w)), closing(c), state(std::move(s)) {}
-    P::Http::ResponseWriter writer;
+    Exchange(std::weak_ptr<P::Tcp::Peer> p, P::Http::Version v, bool c,
+             std::shared_ptr<Server::State> s)
+        : peer(std::move(p)), version(v), closing(c), state(std::move(s)) {}
+    const std::weak_ptr<P::Tcp::Peer> peer;
+    const P::Http::Version version;  // the request's, which the status line repeats
     // The connection's HTTP thread, which handed the request over.
     const std::thread::id http_thread = std::this_thread::get_id();
     // The request asked for the connection to close, or its reply does.
@@ -531,24 +536,55 @@ class Handler final : public P::Http::Handler {
   static void answer(Exchange& exchange, Reply reply) {
     if (exchange.answered.exchange(true)) return;
     if (reply.close) exchange.closing.store(true, std::memory_order_release);
-    send(exchange.writer, std::move(reply), exchange.closing.load(std::memory_order_acquire),
+    send(exchange.peer, exchange.version, std::move(reply),
+         exchange.closing.load(std::memory_order_acquire),
          std::this_thread::get_id() == exchange.http_thread);
     exchange.state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
 
+  // An answer's bytes, as Pistache's ResponseWriter::send lays them out (status line in the
+  // request's version, the headers, Content-Length, the body), built in one string: Pistache
+  // formats them through an ostream into a buffer of its own, from a header map of one heap
+  // object per header, and copies the body in.
+  static std::string wire(P::Http::Version version, const Reply& reply, bool close) {
+    const std::string_view connection = close ? "close" : "keep-alive";
+    const char* reason = P::Http::codeString(static_cast<P::Http::Code>(reply.status));
+    const std::string length = std::to_string(reply.body.size());
+    size_t size = 64 + std::strlen(reason) + reply.content_type.size() + length.size() +
+                  connection.size() + reply.body.size();
+    for (const auto& [name, value] : reply.headers) size += name.size() + value.size() + 4;
+    std::string out;
+    out.reserve(size);
+    out += version == P::Http::Version::Http10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+    out += std::to_string(reply.status);
+    out += ' ';
+    out += reason;
+    out += "\r\n";
+    auto header = [&out](std::string_view name, std::string_view value) {
+      out += name;
+      out += ": ";
+      out += value;
+      out += "\r\n";
+    };
+    for (const auto& [name, value] : reply.headers) header(name, value);
+    header("Content-Type", reply.content_type);
+    header("Connection", connection);
+    header("Content-Length", length);
+    out += "\r\n";
+    out += reply.body;
+    return out;
+  }
+
   // `on_http_thread`: called on the connection's HTTP thread (an answer given while the request
   // is handed over), which is the thread that completes the write.
-  static void send(P::Http::ResponseWriter& w, Reply reply, bool close, bool on_http_thread) {
+  static void send(const std::weak_ptr<P::Tcp::Peer>& to, P::Http::Version version, Reply reply,
+                   bool close, bool on_http_thread) {
     try {
-      if (!w.getPeer()) return;  // the client went away
-      auto& headers = w.headers();
-      headers.remove("Connection");
-      headers.add(std::make_shared<NamedHeader>("Connection", close ? "close" : "keep-alive"));
-      headers.add(std::make_shared<NamedHeader>("Content-Type", std::move(reply.content_type)));
-      for (auto& [name, value] : reply.headers) {
-        headers.add(std::make_shared<NamedHeader>(std::move(name), std::move(value)));
-      }
-      auto sent = w.send(static_cast<P::Http::Code>(reply.status), reply.body);
+      const std::shared_ptr<P::Tcp::Peer> peer = to.lock();
+      if (!peer) return;  // the client went away
+      std::string bytes = wire(version, reply, close);
+      const size_t size = bytes.size();
+      auto sent = peer->send(P::RawBuffer(std::move(bytes), size));
       if (close && on_http_thread) {
         // Pistache keeps the connection after a reply that says `Connection: close`; once the
         // reply is written, the write side is shut, so the client reads the end of the stream
@@ -559,8 +595,7 @@ class Handler final : public P::Http::Handler {
         // write (ThreadSanitizer), so an answer from the writer's thread (a write that asked
         // to close) leaves the connection to the client, which the mark keeps from running
         // anything more on it.
-        sent.then([peer = w.getPeer()](ssize_t) { ::shutdown(peer->fd(), SHUT_WR); },
-                  P::Async::IgnoreException);
+        sent.then([peer](ssize_t) { ::shutdown(peer->fd(), SHUT_WR); }, P::Async::IgnoreException);
       }
     } catch (const std::exception&) {
       // The connection broke while answering; nothing more can be done for this client.
@@ -674,10 +709,11 @@ void Transport::asyncWriteImpl(Fd fd) {
       if (entry.buffer.isFile()) ::close(entry.buffer.fd());
       Async::Deferred<ssize_t> done = std::move(entry.deferred);
       queue.pop_front();
-      if (queue.empty()) {
-        toWrite.erase(it);
-        reactor()->modifyFd(key(), fd, Polling::NotifyOn::Read, Polling::Mode::Edge);
-      }
+      // Drained: the connection is watched for reading only already. This call comes either from
+      // handleWriteQueue below, for a queue that was empty (EPOLLOUT is armed only while a queue
+      // holds an entry), or from Pistache's write-ready event, which re-arms for reading before
+      // it calls here.
+      if (queue.empty()) toWrite.erase(it);
       lock.unlock();
       done.resolve(static_cast<ssize_t>(written));
       lock.lock();
@@ -713,6 +749,32 @@ void Transport::asyncWriteImpl(Fd fd) {
       d.reject(Pistache::Error::system("Could not write data"));
     }
     return;
+  }
+}
+
+// Pistache 0.0.5 moves each answer queued by ResponseWriter::send (from any thread, through the
+// transport's queue and its eventfd) to the connection's write queue and arms EPOLLOUT; the
+// answer is written at the next turn of the event loop, when epoll reports the socket writable,
+// after two more epoll_ctl calls (re-arm for reading, then again once written): three epoll_ctl
+// calls and one more epoll_wait per answer. This definition takes the place of Pistache's (called
+// from libpistache through the PLT, as asyncWriteImpl above) and writes a connection's answer at
+// once when nothing of that connection is waiting to be written; behind an answer that is waiting
+// for the socket (EAGAIN), it is queued and follows it, in order, once epoll reports the socket
+// writable. As in Pistache, an answer for a connection that is gone is dropped.
+void Transport::handleWriteQueue(bool /*flush: always*/) {
+  for (;;) {
+    std::unique_ptr<WriteEntry> write = writesQueue.popSafe();
+    if (!write) return;
+    const Fd fd = write->peerFd;
+    if (!isPeerFd(fd)) continue;
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> guard(toWriteLock);
+      std::deque<WriteEntry>& queue = toWrite[fd];
+      first = queue.empty();
+      queue.push_back(std::move(*write));
+    }
+    if (first) asyncWriteImpl(fd);
   }
 }
 
