@@ -40,21 +40,6 @@ struct Server::State {
 
 namespace {
 
-// A response header with a runtime name: Pistache 0.0.5 silently drops headers added with
-// addRaw, and its CUSTOM_HEADER macro cannot make names with hyphens.
-class NamedHeader final : public P::Http::Header::Header {
- public:
-  NamedHeader(std::string name, std::string value)
-      : name_(std::move(name)), value_(std::move(value)) {}
-  const char* name() const override { return name_.c_str(); }
-  uint64_t hash() const override { return P::Http::Header::detail::hash(name_.c_str()); }
-  void write(std::ostream& os) const override { os << value_; }
-
- private:
-  std::string name_;
-  std::string value_;
-};
-
 // Pistache parses Content-Type eagerly and answers a plain-text 415 for values it cannot parse
 // (e.g. "application/jsonp"). Registered in its place, this header keeps the raw value so the Api
 // decides, with a problem+json reply.
