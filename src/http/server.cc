@@ -535,7 +535,10 @@ class Handler final : public P::Http::Handler {
     const std::string_view connection = close ? "close" : "keep-alive";
     const char* reason = P::Http::codeString(static_cast<P::Http::Code>(reply.status));
     const std::string length = std::to_string(reply.body.size());
-    size_t size = 64 + std::strlen(reason) + reply.content_type.size() + length.size() +
+    // "HTTP/1.1 200 " and CRLF, the names of the three headers below with ": " and CRLF, and the
+    // blank line: what is not counted below, so that the string is allocated once.
+    constexpr size_t kFixed = 13 + 2 + (12 + 4) + (10 + 4) + (14 + 4) + 2;
+    size_t size = kFixed + std::strlen(reason) + reply.content_type.size() + length.size() +
                   connection.size() + reply.body.size();
     for (const auto& [name, value] : reply.headers) size += name.size() + value.size() + 4;
     std::string out;
