@@ -448,8 +448,10 @@ class Handler final : public P::Http::Handler {
     }
   }
 
-  // Shuts the connection's write side once what is queued on it is written: an empty write is
-  // queued behind it (writes go out in order), as in send() below.
+  // Shuts the connection's write side once what is queued on it is written (an empty write is
+  // queued behind it; writes go out in order), so the client reads the end of the stream after
+  // the answer. Only the write side: a close with bytes still unread, such as a refused body,
+  // would reset the connection and could take the answer with it.
   static void shut_when_written(const std::shared_ptr<P::Tcp::Peer>& peer) {
     try {
       peer->send(P::RawBuffer(std::string(), 0))
@@ -572,18 +574,16 @@ class Handler final : public P::Http::Handler {
       if (!peer) return;  // the client went away
       std::string bytes = wire(version, reply, close);
       const size_t size = bytes.size();
-      auto sent = peer->send(P::RawBuffer(std::move(bytes), size));
+      peer->send(P::RawBuffer(std::move(bytes), size));
       if (close && on_http_thread) {
         // Pistache keeps the connection after a reply that says `Connection: close`; once the
         // reply is written, the write side is shut, so the client reads the end of the stream
-        // and closes, and Pistache then closes its side. (Only the write side: a close with
-        // bytes still unread, such as a refused body, would reset the connection and could
-        // take the reply with it.) Only on the connection's own thread: Pistache's promise
-        // takes no continuation safely from another thread while its thread completes the
-        // write (ThreadSanitizer), so an answer from the writer's thread (a write that asked
-        // to close) leaves the connection to the client, which the mark keeps from running
-        // anything more on it.
-        sent.then([peer](ssize_t) { ::shutdown(peer->fd(), SHUT_WR); }, P::Async::IgnoreException);
+        // and closes, and Pistache then closes its side. Only on the connection's own thread:
+        // Pistache's promise takes no continuation safely from another thread while its thread
+        // completes the write (ThreadSanitizer), so an answer from the writer's thread (a write
+        // that asked to close) leaves the connection to the client, which the mark keeps from
+        // running anything more on it.
+        shut_when_written(peer);
       }
     } catch (const std::exception&) {
       // The connection broke while answering; nothing more can be done for this client.
@@ -744,11 +744,11 @@ void Transport::asyncWriteImpl(Fd fd) {
 // transport's queue and its eventfd) to the connection's write queue and arms EPOLLOUT; the
 // answer is written at the next turn of the event loop, when epoll reports the socket writable,
 // after two more epoll_ctl calls (re-arm for reading, then again once written): three epoll_ctl
-// calls and one more epoll_wait per answer. This definition takes the place of Pistache's (called
-// from libpistache through the PLT, as asyncWriteImpl above) and writes a connection's answer at
-// once when nothing of that connection is waiting to be written; behind an answer that is waiting
-// for the socket (EAGAIN), it is queued and follows it, in order, once epoll reports the socket
-// writable. As in Pistache, an answer for a connection that is gone is dropped.
+// calls and one more turn of the event loop per answer. This definition takes the place of
+// Pistache's (called from libpistache through the PLT, as asyncWriteImpl above) and writes a
+// connection's answer at once when nothing of that connection is waiting to be written; behind an
+// answer that is waiting for the socket (EAGAIN), it is queued and follows it, in order, once epoll
+// reports the socket writable. As in Pistache, an answer for a connection that is gone is dropped.
 void Transport::handleWriteQueue(bool /*flush: always*/) {
   for (;;) {
     std::unique_ptr<WriteEntry> write = writesQueue.popSafe();

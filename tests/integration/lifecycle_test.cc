@@ -148,17 +148,42 @@ void create_large_profiles(Api& api) {
   }
 }
 
-// A connection with a 4 KB receive buffer on which that page was asked for; nothing is read yet.
-int ask_for_large_page(const Server& server, const Api& api) {
+// A connection with a 4 KB receive buffer on which that page was asked for (with `headers`, each
+// ending in CRLF); nothing is read yet.
+int ask_for_large_page(const Server& server, const Api& api, const std::string& headers = "") {
   const int fd = connect_to(server, 4096);
   REQUIRE(fd >= 0);
   const std::string request =
       "GET /v1/gateway_security_profile?per_page=100 HTTP/1.1\r\nHost: x\r\n"
       "Authorization: Bearer " +
-      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
+      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n" + headers +
+      "\r\n";
   REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(request.size()));
   return fd;
+}
+
+// Reads the answer to ask_for_large_page (reads time out after 10 s).
+std::string read_large_page(int fd) {
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const int large = 1 << 20;  // the rest comes in well under a second, not in about 5 s
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &large, sizeof large);
+  return read_response(fd);
+}
+
+// A 200 whose page holds the twelve profiles of create_large_profiles, whole.
+void check_large_page(const std::string& got) {
+  REQUIRE(got.starts_with("HTTP/1.1 200 "));
+  const size_t head_end = got.find("\r\n\r\n");
+  REQUIRE(head_end != std::string::npos);
+  rapidjson::Document page = testing::parse_json(got.substr(head_end + 4));
+  REQUIRE(page.IsObject());
+  REQUIRE(length(field(page, "data")) == 12);
+  for (rapidjson::SizeType i = 0; i < 12; ++i) {
+    CAPTURE(i);
+    CHECK(str(field(at(field(page, "data"), i), "waf_overrides"), "k7").size() == 100'000);
+  }
 }
 
 // Pistache 0.0.5 retried a write the socket would not take at once, in a loop: while a client did
@@ -176,22 +201,26 @@ TEST_CASE("a client that does not read a large answer holds up no other connecti
   REQUIRE(one.status == 200);
   CHECK(num(field(json(one), "pagination"), "total") == 12);
   // The answer left waiting is whole once the client reads it.
-  timeval timeout{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  const int large = 1 << 20;  // the rest comes in well under a second, not in about 5 s
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &large, sizeof large);
-  const std::string got = read_response(fd);
+  check_large_page(read_large_page(fd));
   ::close(fd);
-  REQUIRE(got.starts_with("HTTP/1.1 200 "));
-  const size_t head_end = got.find("\r\n\r\n");
-  REQUIRE(head_end != std::string::npos);
-  rapidjson::Document page = testing::parse_json(got.substr(head_end + 4));
-  REQUIRE(page.IsObject());
-  REQUIRE(length(field(page, "data")) == 12);
-  for (rapidjson::SizeType i = 0; i < 12; ++i) {
-    CAPTURE(i);
-    CHECK(str(field(at(field(page, "data"), i), "waf_overrides"), "k7").size() == 100'000);
-  }
+}
+
+// Pistache's answer to a request that asks to close is followed by the shutdown of the write
+// side, queued behind it; the answer waits for the socket, and what is queued after it must wait
+// too (server.cc, Transport::handleWriteQueue), or the client would read the end of the stream
+// in the middle of the page.
+TEST_CASE("a large answer that waits for the socket arrives whole before the end of the stream") {
+  Server server;
+  Api api(server, kTeamA);
+  create_large_profiles(api);
+  const int fd = ask_for_large_page(server, api, "Connection: close\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the buffers fill up
+  const std::string got = read_large_page(fd);
+  CHECK(got.find("\r\nConnection: close\r\n") != std::string::npos);
+  check_large_page(got);
+  char after = 0;
+  CHECK(::recv(fd, &after, 1, 0) == 0);  // the end of the stream, right after the answer
+  ::close(fd);
 }
 
 // Pistache's shutdown joins its HTTP threads; a client that does not read a large answer must not
