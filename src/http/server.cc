@@ -4,8 +4,6 @@
 #include <pistache/http.h>
 #include <pistache/peer.h>
 #include <pistache/transport.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,10 +11,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <future>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,8 +21,10 @@
 #include <vector>
 
 #include "core/text.h"
+#include "http/expose.h"
 #include "http/head_check.h"
 #include "http/problem.h"
+#include "http/transport.h"
 
 namespace gw::http {
 
@@ -55,14 +53,9 @@ class RawContentType final : public P::Http::Header::Header {
   std::string value_;
 };
 
-// Some of Pistache's private members are reached through the one access-check exemption the
-// language gives: naming a private member in an explicit template instantiation. Each tag below
-// names one; member_of(tag) is a pointer to it.
-template <typename Tag, auto Member>
-struct Expose {
-  friend auto member_of(Tag) { return Member; }
-};
-
+// Some of Pistache's private members are reached through Expose (expose.h); each tag below names
+// one.
+//
 // Pistache's header Registry refuses a second registration of a name and offers no way to remove
 // one, so its map is swapped through this, once, before any connection is served.
 struct RegistryMapTag {
@@ -76,18 +69,6 @@ struct HandlerTransportTag {
   friend auto member_of(HandlerTransportTag);
 };
 template struct Expose<HandlerTransportTag, &P::Tcp::Handler::transport_>;
-
-// The bytes and the resume offset of an answer queued on a connection (Transport's BufferHolder,
-// a private type), which its only accessors copy (raw()) or copy from an offset on (detach());
-// see Transport::asyncWriteImpl at the end of this file.
-struct BufferBytesTag {
-  friend auto member_of(BufferBytesTag);
-};
-template struct Expose<BufferBytesTag, &P::Tcp::Transport::BufferHolder::_raw>;
-struct BufferOffsetTag {
-  friend auto member_of(BufferOffsetTag);
-};
-template struct Expose<BufferOffsetTag, &P::Tcp::Transport::BufferHolder::offset_>;
 
 // The largest body a request may declare (--max-request-bytes of the server being started).
 std::atomic<uint64_t> max_declared_body{0};
@@ -454,8 +435,7 @@ class Handler final : public P::Http::Handler {
   // would reset the connection and could take the answer with it.
   static void shut_when_written(const std::shared_ptr<P::Tcp::Peer>& peer) {
     try {
-      peer->send(P::RawBuffer(std::string(), 0))
-          .then([peer](ssize_t) { ::shutdown(peer->fd(), SHUT_WR); }, P::Async::IgnoreException);
+      queue_write(peer, start_write(0), /*shut_after=*/true);
     } catch (const std::exception&) {
       // Out of memory, or the connection broke: it is marked, nothing more is read from it.
     }
@@ -469,10 +449,8 @@ class Handler final : public P::Http::Handler {
     try {
       Reply reply = problem(error);
       count_refused(head, reply.status);
-      // Sent as every other answer is, on this connection's own thread, which shuts the write
-      // side once it is written.
-      send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true,
-           /*on_http_thread=*/true);
+      // Sent as every other answer is; the write side is shut once it is written.
+      send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true);
     } catch (const std::exception&) {
       // Out of memory: the connection is marked, nothing more is read from it.
       shut_when_written(peer);
@@ -501,8 +479,6 @@ class Handler final : public P::Http::Handler {
         : peer(std::move(p)), version(v), closing(c), state(std::move(s)) {}
     const std::weak_ptr<P::Tcp::Peer> peer;
     const P::Http::Version version;  // the request's, which the status line repeats
-    // The connection's HTTP thread, which handed the request over.
-    const std::thread::id http_thread = std::this_thread::get_id();
     // The request asked for the connection to close, or its reply does.
     std::atomic<bool> closing;
     std::atomic<bool> answered{false};
@@ -524,15 +500,14 @@ class Handler final : public P::Http::Handler {
     if (exchange.answered.exchange(true)) return;
     if (reply.close) exchange.closing.store(true, std::memory_order_release);
     send(exchange.peer, exchange.version, std::move(reply),
-         exchange.closing.load(std::memory_order_acquire),
-         std::this_thread::get_id() == exchange.http_thread);
+         exchange.closing.load(std::memory_order_acquire));
     exchange.state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
 
   // An answer's bytes, as Pistache's ResponseWriter::send lays them out (status line in the
-  // request's version, the headers, Content-Length, the body), built in one string: Pistache
-  // formats them through an ostream into a buffer of its own, from a header map of one heap
-  // object per header, and copies the body in.
+  // request's version, the headers, Content-Length, the body), built in one string (a write,
+  // transport.h): Pistache formats them through an ostream into a buffer of its own, from a
+  // header map of one heap object per header, and copies the body in.
   static std::string wire(P::Http::Version version, const Reply& reply, bool close) {
     const std::string_view connection = close ? "close" : "keep-alive";
     const char* reason = P::Http::codeString(static_cast<P::Http::Code>(reply.status));
@@ -543,8 +518,7 @@ class Handler final : public P::Http::Handler {
     size_t size = kFixed + std::strlen(reason) + reply.content_type.size() + length.size() +
                   connection.size() + reply.body.size();
     for (const auto& [name, value] : reply.headers) size += name.size() + value.size() + 4;
-    std::string out;
-    out.reserve(size);
+    std::string out = start_write(size);
     out += version == P::Http::Version::Http10 ? "HTTP/1.0 " : "HTTP/1.1 ";
     out += std::to_string(reply.status);
     out += ' ';
@@ -565,26 +539,15 @@ class Handler final : public P::Http::Handler {
     return out;
   }
 
-  // `on_http_thread`: called on the connection's HTTP thread (an answer given while the request
-  // is handed over), which is the thread that completes the write.
+  // From any thread. Pistache keeps the connection after a reply that says `Connection: close`;
+  // once such a reply is written, the write side is shut, so the client reads the end of the
+  // stream and closes, and Pistache then closes its side.
   static void send(const std::weak_ptr<P::Tcp::Peer>& to, P::Http::Version version, Reply reply,
-                   bool close, bool on_http_thread) {
+                   bool close) {
     try {
       const std::shared_ptr<P::Tcp::Peer> peer = to.lock();
       if (!peer) return;  // the client went away
-      std::string bytes = wire(version, reply, close);
-      const size_t size = bytes.size();
-      peer->send(P::RawBuffer(std::move(bytes), size));
-      if (close && on_http_thread) {
-        // Pistache keeps the connection after a reply that says `Connection: close`; once the
-        // reply is written, the write side is shut, so the client reads the end of the stream
-        // and closes, and Pistache then closes its side. Only on the connection's own thread:
-        // Pistache's promise takes no continuation safely from another thread while its thread
-        // completes the write (ThreadSanitizer), so an answer from the writer's thread (a write
-        // that asked to close) leaves the connection to the client, which the mark keeps from
-        // running anything more on it.
-        shut_when_written(peer);
-      }
+      queue_write(peer, wire(version, reply, close), /*shut_after=*/close);
     } catch (const std::exception&) {
       // The connection broke while answering; nothing more can be done for this client.
     }
@@ -656,114 +619,3 @@ bool Server::join(std::chrono::milliseconds limit) {
 }
 
 }  // namespace gw::http
-
-// Pistache 0.0.5 writes a connection's queued answers in Transport::asyncWriteImpl. When the socket
-// takes no more (EAGAIN, a client that does not read an answer larger than the socket buffers),
-// it arms EPOLLOUT and then tries the write again at once, in a loop that ends only once the
-// client reads or goes: its HTTP thread spun at full CPU (a copy of the whole rest of the answer
-// at each turn), and every other connection of that thread went unanswered, for as long as that
-// client stayed connected. This definition takes the place of Pistache's (calls into it from
-// libpistache go through the PLT, so the program's own definition is the one bound): it writes
-// each queued answer as far as the socket takes it, and on EAGAIN keeps where it stopped, arms
-// EPOLLOUT and returns to the event loop, which calls it again once the socket can take more. It
-// copies no answer (Pistache copied each one to write it, and the rest of it at each EAGAIN). It
-// keeps Pistache's contract: entries go out in order, each one's promise is resolved with the
-// bytes written once it is all written (outside the lock, as Pistache does), and once the queue is
-// empty its entry is erased and the connection is watched for reading only.
-namespace Pistache::Tcp {
-
-void Transport::asyncWriteImpl(Fd fd) {
-  std::unique_lock<std::mutex> lock(toWriteLock);
-  for (;;) {
-    auto it = toWrite.find(fd);
-    if (it == toWrite.end() || it->second.empty()) return;
-    std::deque<WriteEntry>& queue = it->second;
-    WriteEntry& entry = queue.front();
-    const size_t size = entry.buffer.size();
-    size_t written = entry.buffer.offset();
-    const char* bytes = entry.buffer.isRaw()
-                            ? (entry.buffer.*member_of(gw::http::BufferBytesTag{})).data().data()
-                            : nullptr;
-    while (written < size) {
-      const ssize_t n =
-          bytes != nullptr
-              ? sendRawBuffer(fd, bytes + written, size - written, entry.flags)
-              : sendFile(fd, entry.buffer.fd(), static_cast<off_t>(written), size - written);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
-      written += static_cast<size_t>(n);
-    }
-    if (written >= size) {
-      if (entry.buffer.isFile()) ::close(entry.buffer.fd());
-      Async::Deferred<ssize_t> done = std::move(entry.deferred);
-      queue.pop_front();
-      // Drained: the connection is watched for reading only already. This call comes either from
-      // handleWriteQueue below, for a queue that was empty (EPOLLOUT is armed only while a queue
-      // holds an entry), or from Pistache's write-ready event, which re-arms for reading before
-      // it calls here.
-      if (queue.empty()) toWrite.erase(it);
-      lock.unlock();
-      done.resolve(static_cast<ssize_t>(written));
-      lock.lock();
-      continue;
-    }
-    const int error = errno;
-    if (error == EAGAIN || error == EWOULDBLOCK) {
-      entry.buffer.*member_of(gw::http::BufferOffsetTag{}) = static_cast<off_t>(written);
-      reactor()->modifyFd(key(), fd, Polling::NotifyOn::Read | Polling::NotifyOn::Write,
-                          Polling::Mode::Edge);
-      return;
-    }
-    // The connection is broken (reset, closed by the client, or its descriptor already closed):
-    // nothing queued on it will be written. Its promises are rejected, as Pistache rejects a
-    // write that fails.
-    std::vector<Async::Deferred<ssize_t>> failed;
-    failed.reserve(queue.size());
-    for (WriteEntry& e : queue) {
-      if (e.buffer.isFile()) ::close(e.buffer.fd());
-      failed.push_back(std::move(e.deferred));
-    }
-    toWrite.erase(it);
-    if (error != EBADF) {
-      try {
-        reactor()->modifyFd(key(), fd, Polling::NotifyOn::Read, Polling::Mode::Edge);
-      } catch (const std::exception&) {
-        // The descriptor left the poller already; the connection's end is handled there.
-      }
-    }
-    lock.unlock();
-    for (auto& d : failed) {
-      errno = error;
-      d.reject(Pistache::Error::system("Could not write data"));
-    }
-    return;
-  }
-}
-
-// Pistache 0.0.5 moves each answer queued by ResponseWriter::send (from any thread, through the
-// transport's queue and its eventfd) to the connection's write queue and arms EPOLLOUT; the
-// answer is written at the next turn of the event loop, when epoll reports the socket writable,
-// after two more epoll_ctl calls (re-arm for reading, then again once written): three epoll_ctl
-// calls and one more turn of the event loop per answer. This definition takes the place of
-// Pistache's (called from libpistache through the PLT, as asyncWriteImpl above) and writes a
-// connection's answer at once when nothing of that connection is waiting to be written; behind an
-// answer that is waiting for the socket (EAGAIN), it is queued and follows it, in order, once epoll
-// reports the socket writable. As in Pistache, an answer for a connection that is gone is dropped.
-void Transport::handleWriteQueue(bool /*flush: always*/) {
-  for (;;) {
-    std::unique_ptr<WriteEntry> write = writesQueue.popSafe();
-    if (!write) return;
-    const Fd fd = write->peerFd;
-    if (!isPeerFd(fd)) continue;
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> guard(toWriteLock);
-      std::deque<WriteEntry>& queue = toWrite[fd];
-      first = queue.empty();
-      queue.push_back(std::move(*write));
-    }
-    if (first) asyncWriteImpl(fd);
-  }
-}
-
-}  // namespace Pistache::Tcp

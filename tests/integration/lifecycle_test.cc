@@ -188,7 +188,7 @@ void check_large_page(const std::string& got) {
 
 // Pistache 0.0.5 retried a write the socket would not take at once, in a loop: while a client did
 // not read an answer larger than the socket buffers hold, its HTTP thread spun at full CPU and
-// answered none of its other connections (server.cc, Transport::asyncWriteImpl).
+// answered none of its other connections (transport.cc, Transport::asyncWriteImpl).
 TEST_CASE("a client that does not read a large answer holds up no other connection") {
   Server server({"--threads", "1"});
   Api api(server, kTeamA);
@@ -205,10 +205,9 @@ TEST_CASE("a client that does not read a large answer holds up no other connecti
   ::close(fd);
 }
 
-// Pistache's answer to a request that asks to close is followed by the shutdown of the write
-// side, queued behind it; the answer waits for the socket, and what is queued after it must wait
-// too (server.cc, Transport::handleWriteQueue), or the client would read the end of the stream
-// in the middle of the page.
+// An answer to a request that asks to close is followed by the shutdown of the write side; the
+// answer waits for the socket, and the shutdown must wait for all of it to be written
+// (transport.cc), or the client would read the end of the stream in the middle of the page.
 TEST_CASE("a large answer that waits for the socket arrives whole before the end of the stream") {
   Server server;
   Api api(server, kTeamA);

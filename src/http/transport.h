@@ -1,0 +1,32 @@
+// Writing on a connection: gatewayd's writes go through Pistache's per-thread write queue, tagged
+// with the connection they belong to, and Pistache's writing of that queue is replaced (see
+// transport.cc) so that a write reaches only that connection and is written as soon as its HTTP
+// thread takes it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace Pistache::Tcp {
+class Peer;
+}
+
+namespace gw::http {
+
+// A write's bytes start with room for the identity of the connection it is for: bytes a write
+// is built in come from start_write, and what is appended to it is what the connection gets.
+constexpr size_t kWriteIdentityBytes = sizeof(size_t);
+std::string start_write(size_t payload_bytes);
+
+// Queues `write` (from start_write) on `peer`'s connection, after everything queued on it
+// before, for its HTTP thread to write. Pistache queues a write by descriptor number alone, so a
+// write queued as a connection ended could have gone to the next connection given that number
+// on that thread; this one is dropped unless the connection registered under the number is still
+// `peer` when the HTTP thread takes it. With `shut_after`, the connection's write side is shut
+// once the bytes are written (the client reads the end of the stream). Callable from any thread.
+// Throws std::bad_alloc or Pistache's errors if the write cannot be queued.
+void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
+                 bool shut_after);
+
+}  // namespace gw::http
