@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -48,6 +49,7 @@ std::string start_write(size_t payload_bytes) {
 
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
                  bool shut_after) {
+  assert(write.size() >= kWriteIdentityBytes);  // begun by start_write
   const size_t id = peer->getID();
   std::memcpy(write.data(), &id, sizeof id);
   const size_t size = write.size();

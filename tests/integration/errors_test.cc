@@ -331,8 +331,8 @@ TEST_CASE("a reply that says Connection: close ends the connection; nothing sent
     CHECK(reply.starts_with(row.status));
     CHECK(reply.find("Connection: close") != std::string::npos);
     char byte = 0;
-    // The end of the stream, right after the reply (before: nothing, until the timeout; for the
-    // create, answered from the writer's thread, nothing until the client closed).
+    // The end of the stream, right after the reply, whichever thread gave it (the create's
+    // comes from the writer's thread); before, nothing came until the timeout.
     CHECK(::recv(fd, &byte, 1, 0) == 0);
     // A create sent on the same connection anyway is neither applied nor answered.
     CHECK(exchange_on(fd, create("", valid)).empty());
