@@ -11,9 +11,12 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
+#include "core/deferral.h"
 #include "http/expose.h"
 
 namespace gw::http {
@@ -30,6 +33,48 @@ struct BufferOffsetTag {
   friend auto member_of(BufferOffsetTag);
 };
 template struct Expose<BufferOffsetTag, &Pistache::Tcp::Transport::BufferHolder::offset_>;
+struct BufferSizeTag {
+  friend auto member_of(BufferSizeTag);
+};
+template struct Expose<BufferSizeTag, &Pistache::Tcp::Transport::BufferHolder::size_>;
+
+// The transport's queue of writes from other threads, its write queues per connection and its
+// connections; and the transport a connection belongs to.
+struct WritesQueueTag {
+  friend auto member_of(WritesQueueTag);
+};
+template struct Expose<WritesQueueTag, &Pistache::Tcp::Transport::writesQueue>;
+struct ToWriteTag {
+  friend auto member_of(ToWriteTag);
+};
+template struct Expose<ToWriteTag, &Pistache::Tcp::Transport::toWrite>;
+struct ToWriteLockTag {
+  friend auto member_of(ToWriteLockTag);
+};
+template struct Expose<ToWriteLockTag, &Pistache::Tcp::Transport::toWriteLock>;
+struct PeersTag {
+  friend auto member_of(PeersTag);
+};
+template struct Expose<PeersTag, &Pistache::Tcp::Transport::peers>;
+struct AsyncWriteImplTag {
+  friend auto member_of(AsyncWriteImplTag);
+};
+template struct Expose<AsyncWriteImplTag, &Pistache::Tcp::Transport::asyncWriteImpl>;
+struct PeerTransportTag {
+  friend auto member_of(PeerTransportTag);
+};
+template struct Expose<PeerTransportTag, &Pistache::Tcp::Peer::transport_>;
+
+// Transport's write entry (a private type), named through the queue that holds them.
+template <typename T>
+T entry_of(Pistache::PollableQueue<T> Pistache::Tcp::Transport::*);
+using WriteEntry = decltype(entry_of(member_of(WritesQueueTag{})));
+using WriteQueue = Pistache::PollableQueue<WriteEntry>;
+using BufferHolder = decltype(WriteEntry::buffer);
+struct EventFdTag {
+  friend auto member_of(EventFdTag);
+};
+template struct Expose<EventFdTag, &WriteQueue::event_fd>;
 
 // Marks in a queued write's flags (Pistache passes them on to send(2) as they are; these are
 // taken off before it is called): kIdentified, the bytes start with the Peer::getID() of the
@@ -37,6 +82,80 @@ template struct Expose<BufferOffsetTag, &Pistache::Tcp::Transport::BufferHolder:
 constexpr int kIdentified = 1 << 29;
 constexpr int kShutAfter = 1 << 30;
 constexpr int kOurFlags = kIdentified | kShutAfter;
+
+// A write entry for the connection on descriptor `fd` holding `bytes` (moved in, not copied as
+// Pistache's constructor would). Its promise is dropped: nothing waits for a write gatewayd queues.
+WriteEntry make_entry(Pistache::Fd fd, std::string bytes, int flags) {
+  std::optional<WriteEntry> entry;
+  // Pistache's promise hands its resolver to this function before its constructor returns.
+  Pistache::Async::Promise<ssize_t> promise([&](Pistache::Async::Deferred<ssize_t> deferred) {
+    entry.emplace(std::move(deferred), BufferHolder(Pistache::RawBuffer()), fd, flags);
+  });
+  assert(entry.has_value());
+  const size_t size = bytes.size();
+  entry->buffer.*member_of(BufferBytesTag{}) = Pistache::RawBuffer(std::move(bytes), size);
+  entry->buffer.*member_of(BufferSizeTag{}) = size;
+  return std::move(*entry);
+}
+
+// On the transport's own thread: puts a write on its connection's write queue and writes it at
+// once if nothing is waiting before it there; or drops it. A connection that ends frees its
+// descriptor number (Pistache closes it on this thread) for the next one accepted, which comes
+// to this same thread; so a write gatewayd queued for a connection that has ended since is
+// dropped unless the connection registered under that number is the one it names (queue_write),
+// and, as in Pistache, a write for a number no connection has is dropped. Pistache's own writes
+// (its error answers, made on this thread as it reads the connection) name none.
+void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
+  auto& peers = transport.*member_of(PeersTag{});
+  const Pistache::Fd fd = write.peerFd;
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return;
+  if ((write.flags & kIdentified) != 0) {
+    size_t id = 0;
+    std::memcpy(&id, (write.buffer.*member_of(BufferBytesTag{})).data().data(), sizeof id);
+    if (peer->second->getID() != id) return;
+    write.buffer.*member_of(BufferOffsetTag{}) = static_cast<off_t>(sizeof id);
+  }
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> guard(transport.*member_of(ToWriteLockTag{}));
+    std::deque<WriteEntry>& queue = (transport.*member_of(ToWriteTag{}))[fd];
+    first = queue.empty();
+    queue.push_back(std::move(write));
+  }
+  if (first) (transport.*member_of(AsyncWriteImplTag{}))(fd);
+}
+
+// On the transport's own thread: delivers every write other threads have queued on it, in the
+// order they were queued.
+void drain(Pistache::Tcp::Transport& transport) {
+  WriteQueue& queue = transport.*member_of(WritesQueueTag{});
+  // The wake-ups are taken before the writes: one queued after this read wakes the thread again.
+  // (Pistache read the eventfd twice per write taken.)
+  uint64_t wakes = 0;
+  if (::read(queue.*member_of(EventFdTag{}), &wakes, sizeof wakes) < 0) {
+    // EAGAIN: no wake-up pending (Transport::flush drains without one).
+  }
+  for (;;) {
+    // The queue's own pop, not PollableQueue's, which reads the eventfd again.
+    std::unique_ptr<WriteQueue::Entry> entry(queue.Pistache::Queue<WriteEntry>::pop());
+    if (!entry) return;
+    WriteEntry write = std::move(entry->data());
+    entry->data().~WriteEntry();
+    deliver(transport, std::move(write));
+  }
+}
+
+// Wakes a transport's thread to drain what was queued on it.
+void wake(void* transport) noexcept {
+  WriteQueue& queue =
+      static_cast<Pistache::Tcp::Transport*>(transport)->*member_of(WritesQueueTag{});
+  const int fd = queue.*member_of(EventFdTag{});
+  if (fd < 0) return;  // not bound yet, so no connection yet either (bound as Pistache starts it)
+  const uint64_t one = 1;
+  // An eventfd's count cannot overflow short of 2^64 - 2 pending wake-ups.
+  [[maybe_unused]] const ssize_t written = ::write(fd, &one, sizeof one);
+}
 
 }  // namespace
 
@@ -52,9 +171,13 @@ void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string w
   assert(write.size() >= kWriteIdentityBytes);  // begun by start_write
   const size_t id = peer->getID();
   std::memcpy(write.data(), &id, sizeof id);
-  const size_t size = write.size();
-  peer->send(Pistache::RawBuffer(std::move(write), size),
-             kIdentified | (shut_after ? kShutAfter : 0));
+  Pistache::Tcp::Transport* transport = (*peer).*member_of(PeerTransportTag{});
+  if (transport == nullptr) throw std::runtime_error("the connection has no transport");
+  WriteEntry entry =
+      make_entry(peer->fd(), std::move(write), kIdentified | (shut_after ? kShutAfter : 0));
+  (transport->*member_of(WritesQueueTag{})).Pistache::Queue<WriteEntry>::push(std::move(entry));
+  // Inside a batch of answers (the writer's finish thread), once per transport at its end.
+  run_at_scope_end(&wake, transport);
 }
 
 }  // namespace gw::http
@@ -144,45 +267,15 @@ void Transport::asyncWriteImpl(Fd fd) {
   }
 }
 
-// Pistache 0.0.5 moves each write queued by Peer::send (from any thread, through the transport's
-// queue and its eventfd) to the connection's write queue and arms EPOLLOUT; the write happens at
-// the next turn of the event loop, when epoll reports the socket writable, after two more
-// epoll_ctl calls (re-arm for reading, then again once written): three epoll_ctl calls and one
-// more turn of the event loop per answer. This definition takes the place of Pistache's (called
-// from libpistache through the PLT, as asyncWriteImpl above) and writes at once when nothing of
-// that connection is waiting to be written; behind a write that is waiting for the socket
-// (EAGAIN), it is queued and follows it, in order, once epoll reports the socket writable.
-//
-// A write is queued by descriptor number, and a connection that ends frees its number (Pistache
-// closes it on this thread) for the next one accepted, which goes to this same thread. So a write
-// gatewayd queued for a connection that ended since is dropped unless the connection registered
-// under that number is the one it names (queue_write); as in Pistache, any write for a number no
-// connection has is dropped. Pistache's own writes (its error answers, made on this thread as it
-// reads the connection) name none.
-void Transport::handleWriteQueue(bool /*flush: always*/) {
-  using gw::http::BufferBytesTag;
-  using gw::http::BufferOffsetTag;
-  for (;;) {
-    std::unique_ptr<WriteEntry> write = writesQueue.popSafe();
-    if (!write) return;
-    const Fd fd = write->peerFd;
-    const auto peer = peers.find(fd);
-    if (peer == peers.end()) continue;
-    if ((write->flags & gw::http::kIdentified) != 0) {
-      size_t id = 0;
-      std::memcpy(&id, (write->buffer.*member_of(BufferBytesTag{})).data().data(), sizeof id);
-      if (peer->second->getID() != id) continue;
-      write->buffer.*member_of(BufferOffsetTag{}) = static_cast<off_t>(sizeof id);
-    }
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> guard(toWriteLock);
-      std::deque<WriteEntry>& queue = toWrite[fd];
-      first = queue.empty();
-      queue.push_back(std::move(*write));
-    }
-    if (first) asyncWriteImpl(fd);
-  }
-}
+// Pistache 0.0.5 moves each write queued from another thread (through the transport's queue and
+// its eventfd) to the connection's write queue and arms EPOLLOUT; the write happens at the next
+// turn of the event loop, when epoll reports the socket writable, after two more epoll_ctl calls
+// (re-arm for reading, then again once written): three epoll_ctl calls and one more turn of the
+// event loop per answer. This definition takes the place of Pistache's (called from libpistache
+// through the PLT, as asyncWriteImpl above) and writes at once when nothing of that connection is
+// waiting to be written; behind a write that is waiting for the socket (EAGAIN), it is queued and
+// follows it, in order, once epoll reports the socket writable. See deliver() for the writes it
+// drops.
+void Transport::handleWriteQueue(bool /*flush: always*/) { gw::http::drain(*this); }
 
 }  // namespace Pistache::Tcp

@@ -4,6 +4,7 @@
 
 #include <rapidjson/document.h>
 
+#include "core/deferral.h"
 #include "core/thread_name.h"
 
 namespace gw {
@@ -118,8 +119,12 @@ void Writer::finish_loop() {
     if (finishing_.empty()) return;  // stopping, nothing left
     todo.swap(finishing_);
     lock.unlock();
-    for (auto& f : todo) {
-      for (auto& job : f.jobs) job->finish(f.committed);
+    {
+      // What the answers put off (each HTTP thread's wake-up) happens once, after the last one.
+      DeferralScope scope;
+      for (auto& f : todo) {
+        for (auto& job : f.jobs) job->finish(f.committed);
+      }
     }
     todo.clear();  // the jobs are destroyed here too, off the writer and commit threads
     lock.lock();

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/deferral.h"
+
 namespace gw::http {
 namespace {
 
@@ -191,6 +193,31 @@ TEST_CASE("a write queued behind one that waits for the socket follows it, then 
   CHECK(got.bytes.ends_with("and the rest"));
   CHECK(got.ended);
   ::close(client.fd);
+}
+
+// The writer's finish thread answers a batch inside a DeferralScope: the HTTP thread is woken
+// once, at the scope's end, instead of once per answer.
+TEST_CASE("writes queued inside a deferral scope go out when it ends, in order") {
+  BareServer server;
+  BareServer::Client one = server.connect_and_ask();
+  BareServer::Client two = server.connect_and_ask();
+  std::thread([&] {
+    DeferralScope batch;
+    queue_write(one.peer, write_of("one, "), false);
+    queue_write(two.peer, write_of("two"), false);
+    queue_write(one.peer, write_of("one again"), true);
+    // Not woken yet: neither client has anything to read.
+    pollfd ready[2] = {{one.fd, POLLIN, 0}, {two.fd, POLLIN, 0}};
+    CHECK(::poll(ready, 2, 300) == 0);
+  }).join();
+  const Read got_one = read_from(one.fd, 100);
+  CHECK(got_one.bytes == "one, one again");
+  CHECK(got_one.ended);
+  const Read got_two = read_from(two.fd, 3);
+  CHECK(got_two.bytes == "two");
+  CHECK_FALSE(got_two.ended);
+  ::close(one.fd);
+  ::close(two.fd);
 }
 
 }  // namespace
