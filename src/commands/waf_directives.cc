@@ -33,6 +33,7 @@
 
 #include "commands/fields.h"
 #include "commands/waf_scan.h"
+#include "core/expose.h"
 #include "core/text.h"
 
 // libmodsecurity's flex lexer (C++ linkage, exported from libmodsecurity.so.3): where it writes
@@ -47,36 +48,22 @@ constexpr size_t kMaxDirectivesBytes = 65536;
 constexpr std::string_view kReference = "waf_custom_directives";
 
 // The audit reads what the engine keeps private: a rule's action lists, the removals
-// SecRuleRemoveById recorded and the audit log's engine switch. Naming a private member in an
-// explicit instantiation is exempt from access checks ([temp.spec.general]), so each is reached
-// through a member pointer handed out by such an instantiation (GW_PRIVATE).
-template <typename Tag, typename Tag::type Member>
-struct Expose {
-  friend typename Tag::type member(Tag) { return Member; }
-};
-#define GW_PRIVATE(TagName, Class, Type, field) \
-  struct TagName {                              \
-    using type = Type modsecurity::Class::*;    \
-    friend type member(TagName);                \
-  };                                            \
-  template struct Expose<TagName, &modsecurity::Class::field>
-GW_PRIVATE(RuntimeList, RuleWithActions, modsecurity::MatchActions, m_actionsRuntimePos);
-GW_PRIVATE(TransformationList, RuleWithActions, modsecurity::Transformations, m_transformations);
-GW_PRIVATE(SetVarList, RuleWithActions, modsecurity::SetVars, m_actionsSetVar);
-GW_PRIVATE(TagList, RuleWithActions, modsecurity::Tags, m_actionsTag);
-using RangeList = std::list<std::pair<int, int>>;
-GW_PRIVATE(RemovedRanges, RulesExceptions, RangeList, m_ranges);
-GW_PRIVATE(RemovedIds, RulesExceptions, std::list<int>, m_numbers);
-GW_PRIVATE(AuditStatus, audit_log::AuditLog, modsecurity::audit_log::AuditLog::AuditLogStatus,
-           m_status);
-#undef GW_PRIVATE
+// SecRuleRemoveById recorded and the audit log's engine switch, each through a member pointer
+// (GW_EXPOSE, core/expose.h).
+GW_EXPOSE(RuntimeList, &modsecurity::RuleWithActions::m_actionsRuntimePos);
+GW_EXPOSE(TransformationList, &modsecurity::RuleWithActions::m_transformations);
+GW_EXPOSE(SetVarList, &modsecurity::RuleWithActions::m_actionsSetVar);
+GW_EXPOSE(TagList, &modsecurity::RuleWithActions::m_actionsTag);
+GW_EXPOSE(RemovedRanges, &modsecurity::RulesExceptions::m_ranges);
+GW_EXPOSE(RemovedIds, &modsecurity::RulesExceptions::m_numbers);
+GW_EXPOSE(AuditStatus, &modsecurity::audit_log::AuditLog::m_status);
 
 // Whether SecRuleRemoveById recorded an id or range outside 1..99999 (the scan allows only
 // those, so any such removal is one the scan did not see).
 bool removes_outside_local_range(modsecurity::RulesExceptions& ex) {
   auto local = [](int id) { return id >= 1 && id <= waf::kMaxLocalId; };
-  const auto& ids = ex.*member(RemovedIds{});
-  const auto& ranges = ex.*member(RemovedRanges{});
+  const auto& ids = ex.*member_of(RemovedIds{});
+  const auto& ranges = ex.*member_of(RemovedRanges{});
   return !std::all_of(ids.begin(), ids.end(), local) ||
          !std::all_of(ranges.begin(), ranges.end(),
                       [&](const auto& r) { return local(r.first) && local(r.second); });
@@ -123,7 +110,7 @@ bool settings_untouched(modsecurity::RulesSet& rs) {
   bool logs =
       !rs.m_debugLog->isLogFileSet() && rs.m_auditLog->m_path1.empty() &&
       rs.m_auditLog->m_path2.empty() && rs.m_auditLog->m_storage_dir.empty() &&
-      rs.m_auditLog->*member(AuditStatus{}) == modsecurity::audit_log::AuditLog::NotSetLogStatus;
+      rs.m_auditLog->*member_of(AuditStatus{}) == modsecurity::audit_log::AuditLog::NotSetLogStatus;
   bool defaults = std::all_of(std::begin(rs.m_defaultActions), std::end(rs.m_defaultActions),
                               [](const auto& v) { return v.empty(); });
   const auto& ex = rs.m_exceptions;
@@ -195,7 +182,7 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
     if (s->find_first_of("\"'\r\n") != std::string::npos) return std::string(kAmbiguous);
   }
   const int line = r.getLineNumber();
-  for (modsecurity::actions::Action* a : r.*member(RuntimeList{})) {
+  for (modsecurity::actions::Action* a : r.*member_of(RuntimeList{})) {
     std::string_view name = a->m_name ? std::string_view(*a->m_name) : std::string_view();
     if (!waf::allowed_runtime_action(name))
       return waf::refused("action " + std::string(name), line);
@@ -204,17 +191,17 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
     }
   }
   counts->line = line;
-  counts->runtime = (r.*member(RuntimeList{})).size();
-  counts->transformations = (r.*member(TransformationList{})).size();
-  counts->setvars = (r.*member(SetVarList{})).size();
-  counts->tags = (r.*member(TagList{})).size();
+  counts->runtime = (r.*member_of(RuntimeList{})).size();
+  counts->transformations = (r.*member_of(TransformationList{})).size();
+  counts->setvars = (r.*member_of(SetVarList{})).size();
+  counts->tags = (r.*member_of(TagList{})).size();
   return std::nullopt;
 }
 
 // Adds the names of a rule link's skipAfter actions to `out` (the engine skips to the next marker
 // of that name in the rule's phase, or past every later rule if there is none).
 void skip_targets(modsecurity::RuleWithActions& r, std::set<std::string>* out) {
-  for (modsecurity::actions::Action* a : r.*member(RuntimeList{})) {
+  for (modsecurity::actions::Action* a : r.*member_of(RuntimeList{})) {
     if (a->m_name && ascii_iequals(*a->m_name, "skipAfter")) out->insert(a->m_parser_payload);
   }
 }

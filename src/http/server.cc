@@ -20,8 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/expose.h"
 #include "core/text.h"
-#include "http/expose.h"
 #include "http/head_check.h"
 #include "http/problem.h"
 #include "http/transport.h"
@@ -53,22 +53,16 @@ class RawContentType final : public P::Http::Header::Header {
   std::string value_;
 };
 
-// Some of Pistache's private members are reached through Expose (expose.h); each tag below names
-// one.
+// Some of Pistache's private members are reached through GW_EXPOSE (core/expose.h); each tag
+// below names one.
 //
 // Pistache's header Registry refuses a second registration of a name and offers no way to remove
 // one, so its map is swapped through this, once, before any connection is served.
-struct RegistryMapTag {
-  friend auto member_of(RegistryMapTag);
-};
-template struct Expose<RegistryMapTag, &P::Http::Header::Registry::registry>;
+GW_EXPOSE(RegistryMapTag, &P::Http::Header::Registry::registry);
 
 // A Tcp::Handler's transport, which Pistache sets only on the handler it was given; see
 // PistacheParser.
-struct HandlerTransportTag {
-  friend auto member_of(HandlerTransportTag);
-};
-template struct Expose<HandlerTransportTag, &P::Tcp::Handler::transport_>;
+GW_EXPOSE(HandlerTransportTag, &P::Tcp::Handler::transport_);
 
 // The largest body a request may declare (--max-request-bytes of the server being started).
 std::atomic<uint64_t> max_declared_body{0};

@@ -17,53 +17,26 @@
 #include <vector>
 
 #include "core/deferral.h"
-#include "http/expose.h"
+#include "core/expose.h"
 
 namespace gw::http {
 
 namespace {
 
-// The bytes and the resume offset of a write queued on a connection (Transport's BufferHolder, a
+// The bytes, size and resume offset of a write queued on a connection (Transport's BufferHolder, a
 // private type), which its only accessors copy (raw()) or copy from an offset on (detach()).
-struct BufferBytesTag {
-  friend auto member_of(BufferBytesTag);
-};
-template struct Expose<BufferBytesTag, &Pistache::Tcp::Transport::BufferHolder::_raw>;
-struct BufferOffsetTag {
-  friend auto member_of(BufferOffsetTag);
-};
-template struct Expose<BufferOffsetTag, &Pistache::Tcp::Transport::BufferHolder::offset_>;
-struct BufferSizeTag {
-  friend auto member_of(BufferSizeTag);
-};
-template struct Expose<BufferSizeTag, &Pistache::Tcp::Transport::BufferHolder::size_>;
+GW_EXPOSE(BufferBytesTag, &Pistache::Tcp::Transport::BufferHolder::_raw);
+GW_EXPOSE(BufferOffsetTag, &Pistache::Tcp::Transport::BufferHolder::offset_);
+GW_EXPOSE(BufferSizeTag, &Pistache::Tcp::Transport::BufferHolder::size_);
 
 // The transport's queue of writes from other threads, its write queues per connection and its
 // connections; and the transport a connection belongs to.
-struct WritesQueueTag {
-  friend auto member_of(WritesQueueTag);
-};
-template struct Expose<WritesQueueTag, &Pistache::Tcp::Transport::writesQueue>;
-struct ToWriteTag {
-  friend auto member_of(ToWriteTag);
-};
-template struct Expose<ToWriteTag, &Pistache::Tcp::Transport::toWrite>;
-struct ToWriteLockTag {
-  friend auto member_of(ToWriteLockTag);
-};
-template struct Expose<ToWriteLockTag, &Pistache::Tcp::Transport::toWriteLock>;
-struct PeersTag {
-  friend auto member_of(PeersTag);
-};
-template struct Expose<PeersTag, &Pistache::Tcp::Transport::peers>;
-struct AsyncWriteImplTag {
-  friend auto member_of(AsyncWriteImplTag);
-};
-template struct Expose<AsyncWriteImplTag, &Pistache::Tcp::Transport::asyncWriteImpl>;
-struct PeerTransportTag {
-  friend auto member_of(PeerTransportTag);
-};
-template struct Expose<PeerTransportTag, &Pistache::Tcp::Peer::transport_>;
+GW_EXPOSE(WritesQueueTag, &Pistache::Tcp::Transport::writesQueue);
+GW_EXPOSE(ToWriteTag, &Pistache::Tcp::Transport::toWrite);
+GW_EXPOSE(ToWriteLockTag, &Pistache::Tcp::Transport::toWriteLock);
+GW_EXPOSE(PeersTag, &Pistache::Tcp::Transport::peers);
+GW_EXPOSE(AsyncWriteImplTag, &Pistache::Tcp::Transport::asyncWriteImpl);
+GW_EXPOSE(PeerTransportTag, &Pistache::Tcp::Peer::transport_);
 
 // Transport's write entry (a private type), named through the queue that holds them.
 template <typename T>
@@ -71,10 +44,7 @@ T entry_of(Pistache::PollableQueue<T> Pistache::Tcp::Transport::*);
 using WriteEntry = decltype(entry_of(member_of(WritesQueueTag{})));
 using WriteQueue = Pistache::PollableQueue<WriteEntry>;
 using BufferHolder = decltype(WriteEntry::buffer);
-struct EventFdTag {
-  friend auto member_of(EventFdTag);
-};
-template struct Expose<EventFdTag, &WriteQueue::event_fd>;
+GW_EXPOSE(EventFdTag, &WriteQueue::event_fd);
 
 // Marks in a queued write's flags (Pistache passes them on to send(2) as they are; these are
 // taken off before it is called): kIdentified, the bytes start with the Peer::getID() of the
@@ -132,10 +102,10 @@ void drain(Pistache::Tcp::Transport& transport) {
   WriteQueue& queue = transport.*member_of(WritesQueueTag{});
   // The wake-ups are taken before the writes: one queued after this read wakes the thread again.
   // (Pistache read the eventfd twice per write taken.)
+  // EAGAIN when none is pending (Transport::flush drains without one).
   uint64_t wakes = 0;
-  if (::read(queue.*member_of(EventFdTag{}), &wakes, sizeof wakes) < 0) {
-    // EAGAIN: no wake-up pending (Transport::flush drains without one).
-  }
+  [[maybe_unused]] const ssize_t taken =
+      ::read(queue.*member_of(EventFdTag{}), &wakes, sizeof wakes);
   for (;;) {
     // The queue's own pop, not PollableQueue's, which reads the eventfd again.
     std::unique_ptr<WriteQueue::Entry> entry(queue.Pistache::Queue<WriteEntry>::pop());

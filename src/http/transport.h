@@ -25,9 +25,9 @@ std::string start_write(size_t payload_bytes);
 // on that thread; this one is dropped unless the connection registered under the number is still
 // `peer` when the HTTP thread takes it. With `shut_after`, the connection's write side is shut
 // once the bytes are written (the client reads the end of the stream). Callable from any thread;
-// inside a DeferralScope (core/deferral.h), the HTTP thread is woken at the scope's end, once
-// for every write queued on it. Throws std::bad_alloc or Pistache's errors if the write cannot
-// be queued.
+// inside a DeferralScope (core/deferral.h), the HTTP thread is woken once, at the scope's end,
+// for all the writes queued on it meanwhile. Throws std::bad_alloc or Pistache's errors if the
+// write cannot be queued.
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
                  bool shut_after);
 
