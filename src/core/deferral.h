@@ -1,9 +1,9 @@
 // Work a thread puts off to the end of what it is doing at the moment.
 //
 // The writer's finish thread answers a whole batch of requests at once, each answer queued for an
-// HTTP thread that is woken by a write to an eventfd. Woken once per answer, an HTTP thread turned
-// its event loop once per answer too; inside a DeferralScope the wake-ups wait for the end of the
-// batch and each HTTP thread is woken once.
+// HTTP thread that is woken by a write to an eventfd: one system call per answer, each of which
+// may wake a thread waiting in epoll_wait. Inside a DeferralScope the wake-ups wait for the end
+// of the batch and each HTTP thread is woken once.
 #pragma once
 
 namespace gw {

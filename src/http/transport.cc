@@ -101,7 +101,7 @@ void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
 void drain(Pistache::Tcp::Transport& transport) {
   WriteQueue& queue = transport.*member_of(WritesQueueTag{});
   // The wake-ups are taken before the writes: one queued after this read wakes the thread again.
-  // (Pistache read the eventfd twice per write taken.)
+  // (Pistache read it again for every write taken, until a read found it empty.)
   // EAGAIN when none is pending (Transport::flush drains without one).
   uint64_t wakes = 0;
   [[maybe_unused]] const ssize_t taken =
@@ -195,9 +195,9 @@ void Transport::asyncWriteImpl(Fd fd) {
       Async::Deferred<ssize_t> done = std::move(entry.deferred);
       queue.pop_front();
       // Drained: the connection is watched for reading only already. This call comes either from
-      // handleWriteQueue below, for a queue that was empty (EPOLLOUT is armed only while a queue
-      // holds an entry), or from Pistache's write-ready event, which re-arms for reading before
-      // it calls here.
+      // deliver() (handleWriteQueue), for a queue that was empty (EPOLLOUT is armed only while a
+      // queue holds an entry), or from Pistache's write-ready event, which re-arms for reading
+      // before it calls here.
       if (queue.empty()) toWrite.erase(it);
       lock.unlock();
       done.resolve(static_cast<ssize_t>(written));
