@@ -27,6 +27,7 @@ enum class Code {
   kIdempotencyKeyReused,
   kBadRequest,
   kHeadersTooLarge,
+  kNotImplemented,
   kInternal,
   kUnavailable,
 };

@@ -280,16 +280,28 @@ struct Api::Context {
     log_hidden_detail(e, request.method, request.path);
     reply(problem(e, reads ? kCannotRead : kCannotWrite));
   }
-  // Query parameters other than `allowed` (and filters accepted by `filter_ok`) are refused.
+  // Query parameters other than `allowed` (and filters accepted by `filter_ok`) are refused, and
+  // so is one given twice (`?status=a&status=b`): which one counts would be a guess. Each
+  // parameter is compared with those before it, which stops at the first repeat, and only known
+  // names get that far: a few of them.
   bool check_query(std::initializer_list<std::string_view> allowed,
                    const std::function<bool(std::string_view)>& filter_ok = nullptr) {
-    for (const auto& [name, value] : request.query) {
+    const auto& query = request.query;
+    for (size_t i = 0; i < query.size(); ++i) {
+      const std::string& name = query[i].first;
       bool ok = false;
       for (auto a : allowed) ok = ok || name == a;
       if (!ok && filter_ok) ok = filter_ok(name);
       if (!ok) {
         fail(make_error(Code::kInvalidQuery, "unknown query parameter \"" + name + "\""));
         return false;
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (query[j].first == name) {
+          fail(make_error(Code::kInvalidQuery,
+                          "query parameter \"" + name + "\" is given more than once"));
+          return false;
+        }
       }
     }
     return true;

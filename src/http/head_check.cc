@@ -1,6 +1,8 @@
 #include "http/head_check.h"
 
+#include <algorithm>
 #include <array>
+#include <charconv>
 #include <string>
 
 #include "core/text.h"
@@ -42,7 +44,7 @@ bool all_of_class(std::string_view s, uint8_t cls) {
   return true;
 }
 
-// The methods Pistache 0.0.5 knows; it answers any other with a plain-text 400.
+// The methods of RFC 9110 and PATCH (RFC 5789); any other is refused.
 bool known_method(std::string_view m) {
   for (std::string_view known :
        {"GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "TRACE", "CONNECT"}) {
@@ -53,6 +55,17 @@ bool known_method(std::string_view m) {
 
 Error bad(std::string detail) { return make_error(Code::kBadRequest, std::move(detail)); }
 
+// Marks `close` and `keep-alive` among a Connection line's comma-separated options.
+void read_connection_options(std::string_view options, Head* out) {
+  while (!options.empty()) {
+    const size_t comma = options.find(',');
+    const std::string_view option = trim_blanks(options.substr(0, comma));
+    if (ascii_iequals(option, "close")) out->close = true;
+    if (ascii_iequals(option, "keep-alive")) out->keep_alive = true;
+    options = comma == std::string_view::npos ? std::string_view() : options.substr(comma + 1);
+  }
+}
+
 }  // namespace
 
 size_t head_end(std::string_view bytes, size_t from) {
@@ -62,7 +75,8 @@ size_t head_end(std::string_view bytes, size_t from) {
   return at == std::string_view::npos ? at : at + 4;
 }
 
-std::optional<Error> check_head(std::string_view head) {
+Result<Head> parse_head(std::string_view head) {
+  Head out;
   const size_t line_end = head.find("\r\n");
   if (line_end == std::string_view::npos) return bad("the request has no request line");
   const std::string_view line = head.substr(0, line_end);
@@ -71,21 +85,31 @@ std::optional<Error> check_head(std::string_view head) {
   if (sp2 == std::string_view::npos) {
     return bad("the request line must be: method, space, target, space, HTTP version");
   }
-  const std::string_view method = line.substr(0, sp1);
-  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  out.method = line.substr(0, sp1);
+  out.target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   const std::string_view version = line.substr(sp2 + 1);
-  if (method.empty() || !all_of_class(method, kToken)) {
+  if (out.method.empty() || !all_of_class(out.method, kToken)) {
     return bad("the request line must be: method, space, target, space, HTTP version");
   }
-  if (!known_method(method)) return bad("the request method is not one this server knows");
-  if (target.empty() || !all_of_class(target, kTarget)) {
+  if (!known_method(out.method)) return bad("the request method is not one this server knows");
+  if (out.target.empty() || !all_of_class(out.target, kTarget)) {
     return bad("the request target must be visible ASCII characters");
   }
-  const bool http11 = version == "HTTP/1.1";
-  if (!http11 && version != "HTTP/1.0") return bad("the HTTP version must be HTTP/1.1 or HTTP/1.0");
+  out.http11 = version == "HTTP/1.1";
+  if (!out.http11 && version != "HTTP/1.0") {
+    return bad("the HTTP version must be HTTP/1.1 or HTTP/1.0");
+  }
 
   int hosts = 0;
   std::optional<std::string_view> content_length;
+  bool transfer_encoding = false;
+  // A header gatewayd takes once: a second line of it is refused.
+  auto once = [](std::optional<std::string_view>& slot, std::string_view value,
+                 std::string_view name) -> std::optional<Error> {
+    if (slot) return bad("the " + std::string(name) + " header is given more than once");
+    slot = value;
+    return std::nullopt;
+  };
   size_t at = line_end + 2;
   while (true) {
     const size_t end = head.find("\r\n", at);
@@ -106,6 +130,7 @@ std::optional<Error> check_head(std::string_view head) {
     if (!all_of_class(value, kValue)) {
       return bad("a header value holds a control character (CR, LF, NUL or another)");
     }
+    std::optional<Error> twice;
     if (ascii_iequals(name, "Host")) {
       if (++hosts > 1) return bad("the Host header is given more than once");
       if (!all_of_class(value, kHostChar)) return bad("the Host header is not a valid host");
@@ -114,10 +139,48 @@ std::optional<Error> check_head(std::string_view head) {
         return bad("Content-Length is given more than once, with different values");
       }
       content_length = value;
+    } else if (ascii_iequals(name, "Authorization")) {
+      twice = once(out.authorization, value, "Authorization");
+    } else if (ascii_iequals(name, "X-Tenant-ID")) {
+      twice = once(out.tenant, value, "X-Tenant-ID");
+    } else if (ascii_iequals(name, "Content-Type")) {
+      twice = once(out.content_type, value, "Content-Type");
+    } else if (ascii_iequals(name, "Idempotency-Key")) {
+      twice = once(out.idempotency_key, value, "Idempotency-Key");
+    } else if (ascii_iequals(name, "If-Match")) {
+      if (out.if_match) {
+        out.if_match->append(", ").append(value);
+      } else {
+        out.if_match.emplace(value);
+      }
+    } else if (ascii_iequals(name, "Connection")) {
+      read_connection_options(value, &out);
+    } else if (ascii_iequals(name, "Transfer-Encoding")) {
+      transfer_encoding = true;
     }
+    if (twice) return std::move(*twice);
   }
-  if (http11 && hosts == 0) return bad("an HTTP/1.1 request must have a Host header");
-  return std::nullopt;
+  if (out.http11 && hosts == 0) return bad("an HTTP/1.1 request must have a Host header");
+  if (transfer_encoding) {
+    // Checked last: a head with another problem is a 400 as any other.
+    return make_error(Code::kNotImplemented,
+                      "Transfer-Encoding is not supported: send the body with a Content-Length");
+  }
+  if (content_length) {
+    const std::string_view v = *content_length;
+    const bool digits = !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (!digits) return bad("Content-Length must be a decimal number of bytes");
+    std::from_chars(v.data(), v.data() + v.size(), out.content_length);
+  }
+  return out;
+}
+
+std::optional<Error> check_head(std::string_view head) {
+  auto r = parse_head(head);
+  if (r.ok()) return std::nullopt;
+  return std::move(r.error());
 }
 
 }  // namespace gw::http

@@ -33,6 +33,8 @@ int status_of(Code code) {
     case Code::kRateLimited: return 429;
     case Code::kHeadersTooLarge:
       return 431;
+    case Code::kNotImplemented:
+      return 501;
     case Code::kInternal: return 500;
     case Code::kUnavailable: return 503;
   }
@@ -65,6 +67,8 @@ const char* title_of(Code code) {
       return "Bad request";
     case Code::kHeadersTooLarge:
       return "Request headers too large";
+    case Code::kNotImplemented:
+      return "Not implemented";
     case Code::kInternal: return "Internal error";
     case Code::kUnavailable: return "Service unavailable";
   }

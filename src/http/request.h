@@ -15,7 +15,7 @@ namespace gw::http {
 struct Request {
   std::string method;  // "GET", "POST", ...
   std::string path;    // without the query string, percent-decoded except "%2F"
-  // Decoded. From Pistache, in its hash map's order (not the URL's), one value per name.
+  // Decoded, in the URL's order; a name may come more than once (the Api refuses that).
   std::vector<std::pair<std::string, std::string>> query;
   std::optional<std::string> authorization;
   std::optional<std::string> tenant;

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -20,7 +19,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/expose.h"
 #include "core/text.h"
 #include "http/head_check.h"
 #include "http/problem.h"
@@ -32,107 +30,12 @@ namespace P = Pistache;
 
 struct Server::State {
   std::shared_ptr<Api> api;
+  size_t max_request_bytes = 0;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> in_flight{0};
 };
 
 namespace {
-
-// Pistache parses Content-Type eagerly and answers a plain-text 415 for values it cannot parse
-// (e.g. "application/jsonp"). Registered in its place, this header keeps the raw value so the Api
-// decides, with a problem+json reply.
-class RawContentType final : public P::Http::Header::Header {
- public:
-  NAME("Content-Type")
-  void parse(const std::string& data) override { value_ = data; }
-  void parseRaw(const char* str, size_t len) override { value_.assign(str, len); }
-  void write(std::ostream& os) const override { os << value_; }
-  const std::string& value() const { return value_; }
-
- private:
-  std::string value_;
-};
-
-// Some of Pistache's private members are reached through GW_EXPOSE (core/expose.h); each tag
-// below names one.
-//
-// Pistache's header Registry refuses a second registration of a name and offers no way to remove
-// one, so its map is swapped through this, once, before any connection is served.
-GW_EXPOSE(RegistryMapTag, &P::Http::Header::Registry::registry);
-
-// A Tcp::Handler's transport, which Pistache sets only on the handler it was given; see
-// PistacheParser.
-GW_EXPOSE(HandlerTransportTag, &P::Tcp::Handler::transport_);
-
-// The largest body a request may declare (--max-request-bytes of the server being started).
-std::atomic<uint64_t> max_declared_body{0};
-
-// Pistache reserved a body as large as a request's Content-Length before a byte of it came (a
-// declared 10 TB took 10 TB of address space, so a few connections could take all of it), and
-// read the value with std::stoull, which takes "5abc" as 5 and answered "-5" or "x" with a
-// plain-text 500 naming the exception. This parser takes digits alone. A declaration over the
-// limit, or one that is no number, reads no body: onRequest answers it (413 or 400, with
-// Connection: close, before anything else is checked) from what this header kept.
-class CheckedContentLength final : public P::Http::Header::ContentLength {
- public:
-  enum class Verdict { kFine, kTooLarge, kInvalid };
-  void parse(const std::string& data) override {
-    std::string_view v = data;
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-    const bool digits = !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), [](char c) {
-      return c >= '0' && c <= '9';
-    });
-    uint64_t n = 0;
-    if (digits) std::from_chars(v.data(), v.data() + v.size(), n);
-    verdict_ = !digits                                                 ? Verdict::kInvalid
-               : n > max_declared_body.load(std::memory_order_relaxed) ? Verdict::kTooLarge
-                                                                       : Verdict::kFine;
-    ContentLength::parse(verdict_ == Verdict::kFine ? std::string(v) : std::string("0"));
-  }
-  Verdict verdict() const { return verdict_; }
-
- private:
-  Verdict verdict_ = Verdict::kFine;
-};
-
-// Pistache's decoder of chunked request bodies spun for good on a chunk whose closing CRLF came
-// split across two reads (one HTTP thread at 100% CPU, its connections unanswered, from about 100
-// bytes and no token), and a chunked body could run to 16 MiB past --max-request-bytes before
-// it was refused. Registered in Pistache's place, this header never reads as chunked, so Pistache
-// never decodes such a body: it answers every request with a Transfer-Encoding as it answered
-// those with a coding other than chunked, with its plain-text 501 (RFC 9112 6.3 lets a server
-// require Content-Length).
-class RefusedTransferEncoding final : public P::Http::Header::TransferEncoding {
- public:
-  void parse(const std::string&) override {}
-  void parseRaw(const char*, size_t) override {}
-};
-
-void use_checked_headers() {
-  auto& registry = P::Http::Header::Registry::instance();
-  auto& map = registry.*member_of(RegistryMapTag{});
-  map.erase("Content-Type");
-  registry.registerHeader<RawContentType>();
-  map.erase("Content-Length");
-  registry.registerHeader<CheckedContentLength>();
-  map.erase("Transfer-Encoding");
-  registry.registerHeader<RefusedTransferEncoding>();
-}
-
-// The answer to a request whose Content-Length CheckedContentLength refused, if it did.
-std::optional<Reply> refused_length(const P::Http::Request& req) {
-  auto header = req.headers().tryGet<P::Http::Header::ContentLength>();
-  const auto* checked = dynamic_cast<const CheckedContentLength*>(header.get());
-  if (checked == nullptr || checked->verdict() == CheckedContentLength::Verdict::kFine) return {};
-  if (checked->verdict() == CheckedContentLength::Verdict::kTooLarge) {
-    return body_too_large(max_declared_body.load(std::memory_order_relaxed));
-  }
-  Reply r =
-      problem(make_error(Code::kBadRequest, "Content-Length must be a decimal number of bytes"));
-  r.close = true;  // the body, if one follows, is never read
-  return r;
-}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -144,8 +47,8 @@ int hex_value(char c) {
 enum class Part { kPath, kQuery };
 
 // The path of a request target. A server must take the absolute form too (RFC 9112 3.2.2), which
-// clients send to proxies: "http://host:port/v1/webhook" is "/v1/webhook". Pistache hands it over
-// as it came (the query already split off); an absolute form with no path is "/".
+// clients send to proxies: "http://host:port/v1/webhook" is "/v1/webhook" (`target` without its
+// query); an absolute form with no path is "/".
 std::string_view origin_path(std::string_view target) {
   for (std::string_view scheme : {"http://", "https://"}) {
     if (target.size() >= scheme.size() && ascii_iequals(target.substr(0, scheme.size()), scheme)) {
@@ -156,7 +59,7 @@ std::string_view origin_path(std::string_view target) {
   return target;
 }
 
-// Percent-decoding (Pistache decodes neither the path nor query parameters). In a query, '+' is a
+// Percent-decoding of the path and of query parameters. In a query, '+' is a
 // space. In a path, "%2F" stays as it is: an escaped slash is part of a segment, and decoding it
 // would make "/v1/webhook/ID%2Fhistory" the history's path. Invalid escapes stay as they are.
 std::string percent_decode(std::string_view in, Part part) {
@@ -179,62 +82,24 @@ std::string percent_decode(std::string_view in, Part part) {
   return out;
 }
 
-// The request headers the Api reads. Pistache keeps the headers it registers typed (of ours,
-// Authorization, and Content-Type as a RawContentType) and all others raw, in maps whose every
-// lookup lower-cases the name into a new string; so the typed ones are looked up once each and
-// the raw ones are picked out in one pass. Pistache drops the blanks before a value but keeps
-// those after it, which are not part of it either (RFC 9110 5.5). Of a repeated header, Pistache
-// keeps only the first.
-void read_headers(const P::Http::Header::Collection& headers, Request* out) {
-  auto value = [](std::string_view v) { return std::string(trim_blanks(v)); };
-  if (auto auth = std::dynamic_pointer_cast<const P::Http::Header::Authorization>(
-          headers.tryGet(P::Http::Header::Authorization::Name))) {
-    out->authorization = value(auth->value());
-  }
-  if (auto type = std::dynamic_pointer_cast<const RawContentType>(
-          headers.tryGet(RawContentType::Name))) {
-    out->content_type = value(type->value());
-  }
-  for (const auto& [name, raw] : headers.rawList()) {
-    if (ascii_iequals(name, "X-Tenant-ID")) {
-      out->tenant = value(raw.value());
-    } else if (ascii_iequals(name, "If-Match")) {
-      out->if_match = value(raw.value());
-    } else if (ascii_iequals(name, "Idempotency-Key")) {
-      out->idempotency_key = value(raw.value());
+// A query's parameters, in the URL's order: `&` separates them and the first `=` splits a name
+// from its value (no `=`: an empty value). An empty one (`?&a=1`, `a=1&&b=2`, a trailing `&`,
+// `=`) names nothing and is skipped.
+void read_query(std::string_view query, Request* out) {
+  while (true) {
+    const size_t amp = query.find('&');
+    const std::string_view param = query.substr(0, amp);
+    const size_t eq = param.find('=');
+    const std::string_view name = param.substr(0, eq);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : param.substr(eq + 1);
+    if (!name.empty() || !value.empty()) {
+      out->query.emplace_back(percent_decode(name, Part::kQuery),
+                              percent_decode(value, Part::kQuery));
     }
+    if (amp == std::string_view::npos) return;
+    query.remove_prefix(amp + 1);
   }
-}
-
-// Connection is a list of options (RFC 9110 7.6.1): `close` among them closes the connection
-// (RFC 9112 9.6); Pistache's typed header reads only the first. HTTP/1.0 closes unless asked
-// for keep-alive.
-bool wants_close(const P::Http::Request& req) {
-  bool keep_alive = false;
-  for (const auto& [name, raw] : req.headers().rawList()) {
-    if (!ascii_iequals(name, "Connection")) continue;
-    const std::string value = raw.value();  // a copy, not a reference
-    std::string_view options = value;
-    while (!options.empty()) {
-      const size_t comma = options.find(',');
-      const std::string_view option = trim_blanks(options.substr(0, comma));
-      if (ascii_iequals(option, "close")) return true;
-      if (ascii_iequals(option, "keep-alive")) keep_alive = true;
-      options = comma == std::string_view::npos ? std::string_view() : options.substr(comma + 1);
-    }
-  }
-  return req.version() != P::Http::Version::Http11 && !keep_alive;
-}
-
-// Pistache counts a request's head and body, as it buffers them before handing the request over,
-// against a limit of its own, past which it answers a plain-text 413. A head it is given is at
-// most kMaxHeadBytes and the read it ended in (Handler::onInput), and a body at most the
-// Content-Length that CheckedContentLength let through; so its limit sits above both, with room
-// for the reads of up to 4 KiB it buffers whole, and is never reached. It bounds what one
-// connection may make gatewayd hold (it was 16 MiB over --max-request-bytes before heads were
-// bounded).
-size_t pistache_request_limit(size_t max_request_bytes) {
-  return max_request_bytes + kMaxHeadBytes + (64 << 10);
 }
 
 // The name of the mark a connection gets once nothing more is to be read from it: a reply on it
@@ -252,82 +117,47 @@ void mark_closing(const std::shared_ptr<P::Tcp::Peer>& peer) {
   peer->putData(kClosingMark, *marker);
 }
 
-// Pistache's own parsing of requests (Http::Handler::onInput, private there), for the Handler in
-// front of it: a second Http::Handler, on the front one's transport, that hands each request it
-// parses back to the front one.
-class PistacheParser final : public P::Http::Handler {
- public:
-  HTTP_PROTOTYPE(PistacheParser)
-
-  explicit PistacheParser(P::Http::Handler* front) : front_(front) {}
-
-  void parse(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer,
-             P::Tcp::Transport* transport, size_t max_response_bytes) {
-    this->*member_of(HandlerTransportTag{}) = transport;
-    setMaxResponseSize(max_response_bytes);
-    static_cast<P::Tcp::Handler&>(*this).onInput(data, len, peer);
-  }
-
-  void onRequest(const P::Http::Request& req, P::Http::ResponseWriter response) override {
-    front_->onRequest(req, std::move(response));
-  }
-
- private:
-  P::Http::Handler* front_;
-};
-
 class Handler final : public P::Http::Handler {
  public:
   HTTP_PROTOTYPE(Handler)
 
-  explicit Handler(std::shared_ptr<Server::State> state)
-      : state_(std::move(state)), parser_(this) {}
-  // A clone, one per HTTP thread, has a parser and held heads of its own.
-  Handler(const Handler& other) : P::Http::Handler(other), state_(other.state_), parser_(this) {}
+  explicit Handler(std::shared_ptr<Server::State> state) : state_(std::move(state)) {}
+  // A clone, one per HTTP thread, holds requests of its own connections.
+  Handler(const Handler& other) : P::Http::Handler(other), state_(other.state_) {}
 
-  // Every read of a connection comes here first. Pistache parses a head again from its start
-  // each time more of it comes (a header of megabytes sent in pieces kept a thread busy for
-  // minutes) and lets through heads that a server must refuse (head_check.h). So a head is held
-  // here until it has all come, up to kMaxHeadBytes (431 past that), checked (400), and only
-  // then given to Pistache's parser, in one piece; a body goes straight on.
+  // Pistache hands requests its parser read to onRequest; its parser is never given a byte.
+  void onRequest(const P::Http::Request&, P::Http::ResponseWriter) override {}
+
+  // Every read of a connection comes here. A request that came whole in one read (the usual
+  // case) is served from the read's bytes; one that has not all come is held until it has: its
+  // head up to kMaxHeadBytes (431 past that), then checked (head_check.h), then its body up to
+  // the Content-Length the head gave, which is at most --max-request-bytes (413 past that).
   void onInput(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer) override {
     if (marked_closing(*peer)) return;
-    const std::shared_ptr<P::Http::RequestParser> pistache = getParser(peer);
-    if (pistache->step()->id() == P::Http::Private::BodyStep::Id) {
-      parse(data, len, peer, *pistache);
-      return;
-    }
     auto held = held_.empty() ? held_.end() : held_.find(peer.get());
     if (held != held_.end() &&
         (held->second.peer.owner_before(peer) || peer.owner_before(held->second.peer))) {
       held_.erase(held);  // left by a connection gone before this one, at the same address
       held = held_.end();
     }
-    std::string_view bytes(data, len);
-    size_t searched = 0;
-    if (held != held_.end()) {
-      searched = held->second.head.size();
-      held->second.head.append(data, len);
-      bytes = held->second.head;
-    }
-    const size_t end = head_end(bytes, searched);
-    if (end == std::string_view::npos && bytes.size() <= kMaxHeadBytes) {
-      if (held == held_.end()) hold(peer, bytes);
+    if (held == held_.end()) {
+      std::string_view bytes(data, len);
+      // Empty lines before a request line are not part of it (RFC 9112 2.2): some clients send
+      // a CRLF after a body.
+      while (bytes.starts_with("\r\n")) bytes.remove_prefix(2);
+      if (bytes.empty()) return;
+      if (auto wait = take(peer, bytes, 0, 0)) hold(peer, bytes, *wait);
       return;
     }
-    std::optional<Error> refused;
-    if (end == std::string_view::npos || end > kMaxHeadBytes) {
-      refused = make_error(Code::kHeadersTooLarge, "the request line and headers exceed " +
-                                                       std::to_string(kMaxHeadBytes) + " bytes");
-    } else {
-      refused = check_head(bytes.substr(0, end));
+    Held& h = held->second;
+    const size_t searched = h.bytes.size();
+    h.bytes.append(data, len);
+    if (h.wait.head_end != 0 && h.bytes.size() < h.wait.head_end + h.wait.body_bytes) return;
+    if (auto wait = take(peer, h.bytes, searched, h.wait.head_end)) {
+      h.wait = *wait;
+      return;
     }
-    if (refused) {
-      refuse(peer, bytes, *refused);
-    } else {
-      parse(bytes.data(), bytes.size(), peer, *pistache);
-    }
-    if (held != held_.end()) held_.erase(held);
+    held_.erase(held);
   }
 
   void onDisconnection(const std::shared_ptr<P::Tcp::Peer>& peer) override {
@@ -335,22 +165,92 @@ class Handler final : public P::Http::Handler {
     P::Tcp::Handler::onDisconnection(peer);
   }
 
-  void onRequest(const P::Http::Request& req, P::Http::ResponseWriter response) override {
-    handed_over_ = true;
-    // A connection whose reply said `Connection: close` takes no further request (RFC 9112 9.6):
-    // any sent on it after that one is neither applied nor answered. Pistache hands a
-    // connection's requests over one after another on one thread, which is the only one that
-    // reads or sets the mark.
-    const std::shared_ptr<P::Tcp::Peer> peer = response.getPeer();
-    if (peer == nullptr || marked_closing(*peer)) return;
+ private:
+  // What a held request waits for: its head's end, or once the head has come and was checked,
+  // the body's bytes after it.
+  struct Wait {
+    size_t head_end = 0;  // 0: the head has not all come
+    uint64_t body_bytes = 0;
+  };
+
+  // A request that has not all come yet, of one connection.
+  struct Held {
+    std::weak_ptr<P::Tcp::Peer> peer;
+    std::string bytes;
+    Wait wait;
+  };
+
+  // Reads a connection's request from `bytes`, all that has come of it (`searched` of them were
+  // searched for the head's end before; `head_end`, if not 0, is where the head, read and
+  // checked before, ends). Serves or refuses the request once it has all come; otherwise
+  // returns what it waits for. Bytes after a whole request are a pipelined request: it is not
+  // read, and the reply to this one closes the connection.
+  std::optional<Wait> take(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes,
+                           size_t searched, size_t head_end_at) {
+    size_t end = head_end_at;
+    if (end == 0) {
+      end = head_end(bytes, searched);
+      if (end == std::string_view::npos && bytes.size() <= kMaxHeadBytes) return Wait{};
+      if (end == std::string_view::npos || end > kMaxHeadBytes) {
+        refuse(peer, bytes,
+               problem(make_error(Code::kHeadersTooLarge, "the request line and headers exceed " +
+                                                              std::to_string(kMaxHeadBytes) +
+                                                              " bytes")));
+        return std::nullopt;
+      }
+    }
+    auto head = parse_head(bytes.substr(0, end));
+    if (!head.ok()) {
+      refuse(peer, bytes, problem(head.error()));
+      return std::nullopt;
+    }
+    const uint64_t body_bytes = head.value().content_length;
+    if (body_bytes > state_->max_request_bytes) {
+      refuse(peer, bytes, body_too_large(state_->max_request_bytes));
+      return std::nullopt;
+    }
+    if (bytes.size() - end < body_bytes) return Wait{end, body_bytes};
+    // An empty line after it is not a request (see onInput).
+    const bool pipelined =
+        bytes.substr(end + body_bytes).find_first_not_of("\r\n") != std::string_view::npos;
+    serve(peer, head.value(), bytes.substr(end, body_bytes), pipelined);
+    // Pistache keeps a parser for each connection (Http::Handler::onConnection) that is never
+    // given a byte, but whose clock its transport still reads once a second: it ends a connection
+    // (408) once 60 s have passed since the parser was made or last reset, which it was after
+    // each request it read. Reset here, that is 60 s from the last request served: an idle
+    // connection, or one whose next request has not all come by then.
+    getParser(peer)->reset();
+    return std::nullopt;
+  }
+
+  void hold(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes, Wait wait) {
+    // Pistache tells of each connection that ends (onDisconnection); should it miss one, its
+    // held request is dropped here, once as many are held as twice the count after the last
+    // such sweep.
+    if (held_.size() >= sweep_at_) {
+      std::erase_if(held_, [](const auto& entry) { return entry.second.peer.expired(); });
+      sweep_at_ = std::max<size_t>(64, 2 * held_.size());
+    }
+    held_.emplace(peer.get(), Held{peer, std::string(bytes), wait});
+  }
+
+  void serve(const std::shared_ptr<P::Tcp::Peer>& peer, const Head& head, std::string_view body,
+             bool pipelined) {
+    // HTTP/1.0 closes unless asked for keep-alive.
+    const bool close = head.close || (!head.http11 && !head.keep_alive) || pipelined;
     // One allocation holds what the reply needs; exactly one reply goes out, even if the Api
     // answered and then something threw.
-    auto exchange = std::make_shared<Exchange>(peer, req.version(), wants_close(req), state_);
+    auto exchange = std::make_shared<Exchange>(
+        peer, head.http11 ? P::Http::Version::Http11 : P::Http::Version::Http10,
+        head.method == "HEAD", close, state_);
+    // A connection whose reply said `Connection: close` takes no further request (RFC 9112 9.6):
+    // any sent on it after that one is neither applied nor answered. Only the connection's own
+    // HTTP thread reads or sets the mark.
     struct MarkIfClosing {
       const std::shared_ptr<P::Tcp::Peer>& peer;
       const Exchange& exchange;
-      // Replies that close are given before onRequest returns (the early answers below and
-      // the Api's 413), or the request asked for the close itself.
+      // Replies that close are given before serve returns (the early answer below and the
+      // Api's 413), or the request asked for the close itself.
       ~MarkIfClosing() {
         if (exchange.closing.load(std::memory_order_acquire)) mark_closing(peer);
       }
@@ -360,65 +260,46 @@ class Handler final : public P::Http::Handler {
     // both could read the old values (the store still in a write buffer), so that shutdown saw
     // nothing in flight while this request went on to the writer unseen.
     state_->in_flight.fetch_add(1, std::memory_order_seq_cst);
-    if (state_->draining.load(std::memory_order_seq_cst)) {
-      Reply r = problem(make_error(Code::kUnavailable, "shutting down"), kShuttingDown);
-      r.close = true;
-      answer_early(req, *exchange, std::move(r));
-      return;
-    }
-    if (auto refused = refused_length(req)) {
-      answer_early(req, *exchange, std::move(*refused));
-      return;
-    }
     try {
       Request request;
-      request.method = P::Http::methodString(req.method());
-      request.path = percent_decode(origin_path(req.resource()), Part::kPath);
-      for (auto it = req.query().parameters_begin(); it != req.query().parameters_end(); ++it) {
-        // An empty segment (`?&a=1`, `a=1&&b=2`, a trailing `&`) names nothing: skipped.
-        if (it->first.empty() && it->second.empty()) continue;
-        request.query.emplace_back(percent_decode(it->first, Part::kQuery),
-                                   percent_decode(it->second, Part::kQuery));
+      request.method = head.method;
+      const size_t query = head.target.find('?');
+      request.path = percent_decode(origin_path(head.target.substr(0, query)), Part::kPath);
+      if (query != std::string_view::npos) read_query(head.target.substr(query + 1), &request);
+      if (state_->draining.load(std::memory_order_seq_cst)) {
+        Reply r = problem(make_error(Code::kUnavailable, "shutting down"), kShuttingDown);
+        r.close = true;
+        answer_early(request, *exchange, std::move(r));
+        return;
       }
-      read_headers(req.headers(), &request);
-      request.body = req.body();
+      auto copy = [](const std::optional<std::string_view>& v) {
+        return v ? std::optional<std::string>(*v) : std::nullopt;
+      };
+      request.authorization = copy(head.authorization);
+      request.tenant = copy(head.tenant);
+      request.content_type = copy(head.content_type);
+      request.idempotency_key = copy(head.idempotency_key);
+      request.if_match = head.if_match;
+      request.body = body;
       state_->api->handle(std::move(request),
                           [exchange](Reply reply) { answer(*exchange, std::move(reply)); });
     } catch (const std::exception&) {
-      // Nothing from inside escapes to the client; Pistache would send the exception text.
+      // Nothing from inside escapes to the client.
       answer(*exchange, problem(make_error(Code::kInternal, "unexpected exception")));
     }
   }
 
- private:
-  // A head that has not all come yet, of one connection.
-  struct Held {
-    std::weak_ptr<P::Tcp::Peer> peer;
-    std::string head;
-  };
-
-  void hold(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes) {
-    // Pistache tells of each connection that ends (onDisconnection); should it miss one, its
-    // held head is dropped here, once as many heads are held as twice the count after the last
-    // such sweep.
-    if (held_.size() >= sweep_at_) {
-      std::erase_if(held_, [](const auto& entry) { return entry.second.peer.expired(); });
-      sweep_at_ = std::max<size_t>(64, 2 * held_.size());
-    }
-    held_.emplace(peer.get(), Held{peer, std::string(bytes)});
-  }
-
-  // Gives bytes to Pistache's parser, which hands a request it completes to onRequest.
-  void parse(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer,
-             P::Http::RequestParser& pistache) {
-    handed_over_ = false;
-    parser_.parse(data, len, peer, transport(), getMaxResponseSize());
-    // Pistache answered with an error of its own (a Transfer-Encoding, a header value it could
-    // not parse, a request over its size limit) and dropped what it had read: where that request
-    // ends is not known, so nothing more is read from the connection, and once Pistache's answer
-    // is written (writes go out in the order they were queued), its write side is shut.
-    if (!handed_over_ && pistache.step()->id() == P::Http::Private::RequestLineStep::Id) {
-      mark_closing(peer);
+  // Answers a request refused before it was read whole (its head, or the body it declares),
+  // and ends the connection: what follows the head (a body, or the rest of a head too long)
+  // is never read.
+  void refuse(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view head, Reply reply) {
+    mark_closing(peer);
+    try {
+      count_refused(head, reply.status);
+      // Sent as every other answer is; the write side is shut once it is written.
+      send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true);
+    } catch (const std::exception&) {
+      // Out of memory: the connection is marked, nothing more is read from it.
       shut_when_written(peer);
     }
   }
@@ -435,23 +316,22 @@ class Handler final : public P::Http::Handler {
     }
   }
 
-  // Answers a head refused before Pistache saw it, and ends the connection: what follows the
-  // head (a body, or the rest of a head too long) is never read.
-  void refuse(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view head,
-              const Error& error) {
-    mark_closing(peer);
-    try {
-      Reply reply = problem(error);
-      count_refused(head, reply.status);
-      // Sent as every other answer is; the write side is shut once it is written.
-      send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true);
-    } catch (const std::exception&) {
-      // Out of memory: the connection is marked, nothing more is read from it.
-      shut_when_written(peer);
-    }
-  }
+  struct Exchange {
+    Exchange(std::weak_ptr<P::Tcp::Peer> p, P::Http::Version v, bool h, bool c,
+             std::shared_ptr<Server::State> s)
+        : peer(std::move(p)), version(v), head_request(h), closing(c), state(std::move(s)) {}
+    const std::weak_ptr<P::Tcp::Peer> peer;
+    const P::Http::Version version;  // the request's, which the status line repeats
+    // A HEAD request: its answer has the head an answer to GET would have, and no body
+    // (RFC 9110 9.3.2); the client reads none.
+    const bool head_request;
+    // The request asked for the connection to close, or its reply does.
+    std::atomic<bool> closing;
+    std::atomic<bool> answered{false};
+    const std::shared_ptr<Server::State> state;
+  };
 
-  // Counts a refused head in the metrics under the route its request line names, if any.
+  // Counts a refused request in the metrics under the route its request line names, if any.
   void count_refused(std::string_view head, int status) {
     try {
       const std::string_view line = head.substr(0, std::min(head.find("\r\n"), size_t{8192}));
@@ -467,23 +347,10 @@ class Handler final : public P::Http::Handler {
     }
   }
 
-  struct Exchange {
-    Exchange(std::weak_ptr<P::Tcp::Peer> p, P::Http::Version v, bool c,
-             std::shared_ptr<Server::State> s)
-        : peer(std::move(p)), version(v), closing(c), state(std::move(s)) {}
-    const std::weak_ptr<P::Tcp::Peer> peer;
-    const P::Http::Version version;  // the request's, which the status line repeats
-    // The request asked for the connection to close, or its reply does.
-    std::atomic<bool> closing;
-    std::atomic<bool> answered{false};
-    const std::shared_ptr<Server::State> state;
-  };
-
   // An answer given here, before the Api: counted in the metrics as the Api counts its own.
-  void answer_early(const P::Http::Request& req, Exchange& exchange, Reply reply) {
+  void answer_early(const Request& request, Exchange& exchange, Reply reply) {
     try {
-      const std::string path = percent_decode(origin_path(req.resource()), Part::kPath);
-      state_->api->count_early_answer(P::Http::methodString(req.method()), path, reply.status);
+      state_->api->count_early_answer(request.method, request.path, reply.status);
     } catch (const std::exception&) {
       // Out of memory while counting: the answer still goes out.
     }
@@ -494,15 +361,17 @@ class Handler final : public P::Http::Handler {
     if (exchange.answered.exchange(true)) return;
     if (reply.close) exchange.closing.store(true, std::memory_order_release);
     send(exchange.peer, exchange.version, std::move(reply),
-         exchange.closing.load(std::memory_order_acquire));
+         exchange.closing.load(std::memory_order_acquire), !exchange.head_request);
     exchange.state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
 
   // An answer's bytes, as Pistache's ResponseWriter::send lays them out (status line in the
   // request's version, the headers, Content-Length, the body), built in one string (a write,
   // transport.h): Pistache formats them through an ostream into a buffer of its own, from a
-  // header map of one heap object per header, and copies the body in.
-  static std::string wire(P::Http::Version version, const Reply& reply, bool close) {
+  // header map of one heap object per header, and copies the body in. Without `with_body`, the
+  // body is left out (its Content-Length stays).
+  static std::string wire(P::Http::Version version, const Reply& reply, bool close,
+                          bool with_body) {
     const std::string_view connection = close ? "close" : "keep-alive";
     const char* reason = P::Http::codeString(static_cast<P::Http::Code>(reply.status));
     const std::string length = std::to_string(reply.body.size());
@@ -510,7 +379,7 @@ class Handler final : public P::Http::Handler {
     // blank line: what is not counted below, so that the string is allocated once.
     constexpr size_t kFixed = 13 + 2 + (12 + 4) + (10 + 4) + (14 + 4) + 2;
     size_t size = kFixed + std::strlen(reason) + reply.content_type.size() + length.size() +
-                  connection.size() + reply.body.size();
+                  connection.size() + (with_body ? reply.body.size() : 0);
     for (const auto& [name, value] : reply.headers) size += name.size() + value.size() + 4;
     std::string out = start_write(size);
     out += version == P::Http::Version::Http10 ? "HTTP/1.0 " : "HTTP/1.1 ";
@@ -529,7 +398,7 @@ class Handler final : public P::Http::Handler {
     header("Connection", connection);
     header("Content-Length", length);
     out += "\r\n";
-    out += reply.body;
+    if (with_body) out += reply.body;
     return out;
   }
 
@@ -537,21 +406,19 @@ class Handler final : public P::Http::Handler {
   // once such a reply is written, the write side is shut, so the client reads the end of the
   // stream and closes, and Pistache then closes its side.
   static void send(const std::weak_ptr<P::Tcp::Peer>& to, P::Http::Version version, Reply reply,
-                   bool close) {
+                   bool close, bool with_body = true) {
     try {
       const std::shared_ptr<P::Tcp::Peer> peer = to.lock();
       if (!peer) return;  // the client went away
-      queue_write(peer, wire(version, reply, close), /*shut_after=*/close);
+      queue_write(peer, wire(version, reply, close, with_body), /*shut_after=*/close);
     } catch (const std::exception&) {
       // The connection broke while answering; nothing more can be done for this client.
     }
   }
 
   std::shared_ptr<Server::State> state_;
-  PistacheParser parser_;
   std::unordered_map<const P::Tcp::Peer*, Held> held_;
   size_t sweep_at_ = 64;
-  bool handed_over_ = false;  // parse() handed a request over
 };
 
 }  // namespace
@@ -559,22 +426,17 @@ class Handler final : public P::Http::Handler {
 Server::Server(ServerConfig config, std::shared_ptr<Api> api)
     : config_(std::move(config)), state_(std::make_shared<State>()) {
   state_->api = std::move(api);
+  state_->max_request_bytes = config_.max_request_bytes;
 }
 
 Server::~Server() = default;
 
 Result<uint16_t> Server::start() {
   try {
-    max_declared_body.store(config_.max_request_bytes, std::memory_order_relaxed);
-    static std::once_flag checked_headers;
-    std::call_once(checked_headers, use_checked_headers);
     P::Address addr(config_.host, P::Port(config_.port));
     endpoint_ = std::make_unique<P::Http::Endpoint>(addr);
-    auto opts = P::Http::Endpoint::options()
-                    .threads(config_.threads)
-                    .flags(P::Tcp::Options::ReuseAddr)
-                    .maxRequestSize(pistache_request_limit(config_.max_request_bytes))
-                    .maxResponseSize(max_response_bytes(config_.max_request_bytes));
+    auto opts =
+        P::Http::Endpoint::options().threads(config_.threads).flags(P::Tcp::Options::ReuseAddr);
     endpoint_->init(opts);
     endpoint_->setHandler(P::Http::make_handler<Handler>(state_));
     endpoint_->serveThreaded();

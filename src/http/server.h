@@ -1,6 +1,7 @@
-// The Pistache adapter: accepts HTTP connections and hands each request to the Api. Works around
-// Pistache 0.0.5's traps (see PITFALLS.md): keep-alive for HTTP/1.1, custom response headers,
-// its request size limit, and exceptions escaping handlers.
+// The HTTP server: Pistache 0.0.5 accepts connections and reads and writes their bytes; gatewayd
+// reads each request itself (http/head_check.h), hands it to the Api and writes the answer
+// (http/transport.h). Keep-alive for HTTP/1.1, request size limits, and no exception reaches the
+// client.
 // Not copyable; start() once, then shutdown() from the thread that started it.
 #pragma once
 
@@ -38,9 +39,8 @@ class Server {
   void shutdown(int drain_ms);
   // After shutdown(), once no more answers can come (the writer stopped): waits up to `limit`
   // for the listener's threads to end, and frees them. False if one had not ended by then (busy
-  // for good on one connection: Pistache's parser has loops a client can make long): it goes on
-  // running and may still call the Api, so the caller must then end the process with _Exit,
-  // destroying nothing.
+  // for good on one connection): it goes on running and may still call the Api, so the caller
+  // must then end the process with _Exit, destroying nothing.
   bool join(std::chrono::milliseconds limit);
 
   struct State;

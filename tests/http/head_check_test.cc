@@ -75,5 +75,86 @@ TEST_CASE("heads a server must refuse are 400 bad_request, each with what is wro
   }
 }
 
+TEST_CASE("parse_head reads the request line and the headers gatewayd uses") {
+  const std::string h = head("PUT /v1/webhook/whk_1?a=1&b HTTP/1.1",
+                             "Host: x\r\nauthorization:  Bearer t0k \r\nX-TENANT-ID:\tteam_a\t\r\n"
+                             "Content-Type: application/json\r\nIdempotency-Key: k1\r\n"
+                             "If-Match: \"1\"\r\nX-Other: y\r\nif-match: \"2\", \"3\"\r\n"
+                             "Connection: keep-alive\r\nContent-Length: 17\r\n");
+  auto r = parse_head(h);
+  REQUIRE(r.ok());
+  const Head& got = r.value();
+  CHECK(got.method == "PUT");
+  CHECK(got.target == "/v1/webhook/whk_1?a=1&b");
+  CHECK(got.http11);
+  CHECK(got.authorization == "Bearer t0k");
+  CHECK(got.tenant == "team_a");
+  CHECK(got.content_type == "application/json");
+  CHECK(got.idempotency_key == "k1");
+  // A list: its lines joined, in order.
+  CHECK(got.if_match == R"("1", "2", "3")");
+  CHECK(got.content_length == 17);
+  CHECK_FALSE(got.close);
+  CHECK(got.keep_alive);
+
+  auto bare = parse_head(head("GET /healthz HTTP/1.0", "Connection: x, CLOSE , y\r\n"));
+  REQUIRE(bare.ok());
+  CHECK_FALSE(bare.value().http11);
+  CHECK(bare.value().close);
+  CHECK_FALSE(bare.value().keep_alive);
+  CHECK_FALSE(bare.value().authorization.has_value());
+  CHECK_FALSE(bare.value().if_match.has_value());
+  CHECK(bare.value().content_length == 0);
+
+  // Connection is a list too: an option on any of its lines counts.
+  auto two =
+      parse_head(head("GET / HTTP/1.1", "Host: x\r\nConnection: a\r\nConnection: close\r\n"));
+  REQUIRE(two.ok());
+  CHECK(two.value().close);
+  // The largest Content-Length of 19 digits.
+  auto big =
+      parse_head(head("POST / HTTP/1.1", "Host: x\r\nContent-Length: 9999999999999999999\r\n"));
+  REQUIRE(big.ok());
+  CHECK(big.value().content_length == 9999999999999999999ULL);
+}
+
+TEST_CASE(
+    "parse_head refuses a header gatewayd takes once given twice, and any Transfer-Encoding") {
+  struct Row {
+    std::string fields;
+    Code code;
+    std::string detail_part;
+  };
+  for (const Row& row : {
+           Row{"Authorization: Bearer a\r\nauthorization: Bearer b\r\n", Code::kBadRequest,
+               "the Authorization header is given more than once"},
+           Row{"X-Tenant-ID: a\r\nX-Tenant-ID: a\r\n", Code::kBadRequest,
+               "the X-Tenant-ID header is given more than once"},
+           Row{"Content-Type: application/json\r\nContent-Type: text/plain\r\n", Code::kBadRequest,
+               "the Content-Type header is given more than once"},
+           Row{"Idempotency-Key: a\r\nIdempotency-Key: b\r\n", Code::kBadRequest,
+               "the Idempotency-Key header is given more than once"},
+           Row{"Content-Length: 5abc\r\n", Code::kBadRequest, "decimal number of bytes"},
+           Row{"Content-Length: -5\r\n", Code::kBadRequest, "decimal number of bytes"},
+           Row{"Content-Length:\r\n", Code::kBadRequest, "decimal number of bytes"},
+           Row{"Content-Length: 99999999999999999999\r\n", Code::kBadRequest,
+               "decimal number of bytes"},
+           Row{"Transfer-Encoding: chunked\r\n", Code::kNotImplemented,
+               "Transfer-Encoding is not supported"},
+           Row{"Transfer-Encoding: gzip\r\nContent-Length: 5\r\n", Code::kNotImplemented,
+               "Transfer-Encoding is not supported"},
+       }) {
+    CAPTURE(row.fields);
+    auto r = parse_head(head("POST /v1/webhook HTTP/1.1", "Host: x\r\n" + row.fields));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == row.code);
+    CHECK(r.error().detail.find(row.detail_part) != std::string::npos);
+  }
+  // A head with another problem is that problem's 400, also with a Transfer-Encoding.
+  auto both = parse_head(head("POST / HTTP/1.1", "Transfer-Encoding: chunked\r\n"));
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.error().code == Code::kBadRequest);
+}
+
 }  // namespace
 }  // namespace gw::http

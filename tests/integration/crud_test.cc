@@ -171,6 +171,12 @@ TEST_CASE("If-Match: the current ETag or * succeeds, a stale one is 412 and chan
     Response listed =
         api.put(path, edited, {{"If-Match", "\"bogus\", " + any.header("ETag").value_or("")}});
     CHECK(listed.status == 200);
+    // If-Match is a list: its lines are read as one (before: only the first line counted).
+    const std::string now = listed.header("ETag").value_or("");
+    Response lines = api.put(path, body, {{"If-Match", "\"bogus\""}, {"If-Match", now}});
+    CHECK(lines.status == 200);
+    check_problem(api.put(path, body, {{"If-Match", now}, {"If-Match", "*"}}), 412,
+                  "precondition_failed");
   }
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <vector>
 
 #include "core/text.h"
 #include "integration/fixture.h"
@@ -367,6 +368,10 @@ TEST_CASE("a chunked body is refused; one split inside a CRLF leaves every HTTP 
         "\n" + std::to_string(body.size() - 5) + "\r\n" + body.substr(5) + "\r\n0\r\n\r\n";
     const std::string reply = exchange_on(fd, rest);
     CHECK(reply.starts_with("HTTP/1.1 501 "));
+    // Said as every other error (before: Pistache's plain-text 501).
+    CHECK(reply.find("Content-Type: application/problem+json") != std::string::npos);
+    CHECK(reply.find(R"("code":"not_implemented")") != std::string::npos);
+    CHECK(reply.find("Connection: close") != std::string::npos);
     // Where such a body ends is not known, so the connection ends there (before: it stayed
     // open, and what came next was read as a new request).
     char byte = 0;
@@ -466,6 +471,20 @@ TEST_CASE("a head a server must refuse is 400 and ends the connection; its body 
            Row{"an unknown version", "GET /v1/webhook HTTP/1.2\r\nHost: x\r\n" + auth + "\r\n"},
            Row{"a control byte in the target",
                "GET /v1/webhook\x01 HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n"},
+           // A proxy in front may have read the other line of these (before: the first counted).
+           Row{"two X-Tenant-IDs", post + "Host: x\r\n" + typed +
+                                       "X-Tenant-ID: " + std::string(kTeamB) +
+                                       "\r\nContent-Length: " + length + "\r\n\r\n"},
+           Row{"two Authorizations", post + "Host: x\r\n" + typed +
+                                         "Authorization: Bearer nope\r\nContent-Length: " + length +
+                                         "\r\n\r\n"},
+           Row{"two Content-Types", post + "Host: x\r\n" + typed +
+                                        "Content-Type: text/plain\r\nContent-Length: " + length +
+                                        "\r\n\r\n"},
+           Row{"two Idempotency-Keys", post + "Host: x\r\n" + typed +
+                                           "Idempotency-Key: a\r\nIdempotency-Key: b\r\n"
+                                           "Content-Length: " +
+                                           length + "\r\n\r\n"},
        }) {
     CAPTURE(row.name);
     const int fd = connect_with_timeout(server);
@@ -487,6 +506,121 @@ TEST_CASE("a head a server must refuse is 400 and ends the connection; its body 
             .starts_with("HTTP/1.1 201 "));
   ::close(fd);
   CHECK(total(api, kWebhook) == 1);
+}
+
+// gatewayd reads requests itself: a head and a body may come in any number of reads.
+TEST_CASE("a request that comes in pieces is served once it has all come") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::string body = kWebhook.body(kTeamA, 1);
+  const std::string request =
+      "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server.token(kTeamA) +
+      "\r\nX-Tenant-ID: " + std::string(kTeamA) +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  const size_t head_bytes = request.size() - body.size();
+  // Where the request is cut: inside the request line, inside the empty line that ends the head,
+  // right after the head, inside the body; each piece is its own read.
+  const std::vector<std::vector<size_t>> cuts = {
+      {5},
+      {head_bytes - 3},
+      {head_bytes},
+      {head_bytes + 7},
+      {3, 40, head_bytes - 1, head_bytes + 1, request.size() - 1},
+  };
+  for (const auto& at : cuts) {
+    CAPTURE(at.size());
+    CAPTURE(at.front());
+    const int fd = connect_with_timeout(server);
+    size_t from = 0;
+    for (size_t cut : at) {
+      REQUIRE(::send(fd, request.data() + from, cut - from, MSG_NOSIGNAL) ==
+              static_cast<ssize_t>(cut - from));
+      from = cut;
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    const std::string reply = exchange_on(fd, request.substr(from));
+    CHECK(reply.starts_with("HTTP/1.1 201 "));
+    CHECK(reply.find("Connection: keep-alive") != std::string::npos);
+    // The connection goes on: the next request on it is served.
+    CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
+    ::close(fd);
+  }
+  CHECK(total(api, kWebhook) == static_cast<int64_t>(cuts.size()));
+  // Empty lines around a request are not a request (RFC 9112 2.2): the connection goes on.
+  const int fd = connect_with_timeout(server);
+  const std::string reply = exchange_on(fd, "\r\n" + request + "\r\n");
+  CHECK(reply.starts_with("HTTP/1.1 201 "));
+  CHECK(reply.find("Connection: keep-alive") != std::string::npos);
+  CHECK(exchange_on(fd, "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .starts_with("HTTP/1.1 200 "));
+  ::close(fd);
+  CHECK(total(api, kWebhook) == static_cast<int64_t>(cuts.size()) + 1);
+}
+
+// Pistache ran the first request of a read and dropped the bytes after it, and read whatever came
+// next as the start of a new request (a body that came in a read of its own could run as a
+// request). gatewayd answers the first and ends the connection: the client sends the rest again.
+TEST_CASE("a pipelined request is not run: the one before it is answered and the connection ends") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::string body = kWebhook.body(kTeamA, 1);
+  const std::string create =
+      "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server.token(kTeamA) +
+      "\r\nX-Tenant-ID: " + std::string(kTeamA) +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  const std::string health = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  struct Row {
+    std::string name;
+    std::string sent;    // in one write
+    std::string status;  // the answer's status line's start
+  };
+  for (const Row& row : {
+           Row{"a GET, then a create", health + create, "HTTP/1.1 200 "},
+           Row{"a create, then a GET", create + health, "HTTP/1.1 201 "},
+           Row{"a create, then a byte", create + "G", "HTTP/1.1 201 "},
+       }) {
+    CAPTURE(row.name);
+    const int fd = connect_with_timeout(server);
+    const std::string reply = exchange_on(fd, row.sent);
+    CHECK(reply.starts_with(row.status));
+    CHECK(reply.find("Connection: close") != std::string::npos);
+    char byte = 0;
+    CHECK(::recv(fd, &byte, 1, 0) == 0);  // the end of the stream, and no second answer
+    ::close(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(total(api, kWebhook) == 2);  // the two creates that came first
+}
+
+// The answer to HEAD carried the body of the same answer to GET, which a client reads as the start
+// of the next answer on the connection.
+TEST_CASE("HEAD is answered without a body; the next request on the connection reads its own") {
+  Server server;
+  const int fd = connect_with_timeout(server);
+  timeval short_wait{0, 300'000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &short_wait, sizeof short_wait);
+  const std::string head = "HEAD /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                           server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) +
+                           "\r\n\r\n";
+  REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(head.size()));
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+    got.append(buf, static_cast<size_t>(n));
+  CAPTURE(got);
+  CHECK(got.starts_with("HTTP/1.1 405 "));
+  CHECK(got.find("Allow: GET, POST") != std::string::npos);
+  // The head a GET's answer would have, Content-Length included, and nothing after it.
+  const size_t end = got.find("\r\n\r\n");
+  REQUIRE(end != std::string::npos);
+  CHECK(got.size() == end + 4);
+  CHECK(got.find("Content-Length: 0\r\n") == std::string::npos);
+  const std::string next = exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(next.starts_with("HTTP/1.1 200 "));
+  CHECK(next.ends_with(R"({"status":"ok"})"));
+  ::close(fd);
 }
 
 // Sends GETs as team `api` until one is 429 or `limit` requests were sent; returns the statuses.

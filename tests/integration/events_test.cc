@@ -109,8 +109,9 @@ TEST_CASE("events: sequence order, hash chain, next_after and limit") {
   CHECK(length(field(json(last), "data")) == 0);
   CHECK(last.body.find("\"next_after\":9223372036854775807") != std::string::npos);
 
-  for (const std::string q : {"?limit=0", "?limit=1001", "?after=-1", "?after=x", "?limit=abc",
-                              "?after=9223372036854775808", "?after=18446744073709551615"}) {
+  for (const std::string q :
+       {"?limit=0", "?limit=1001", "?after=-1", "?after=x", "?limit=abc",
+        "?after=9223372036854775808", "?after=18446744073709551615", "?limit=5&limit=5"}) {
     CAPTURE(q);
     check_problem(api.get(std::string("/v1/events") + q), 400, "invalid_query");
   }

@@ -100,10 +100,11 @@ TEST_CASE("list items are the same records GET returns") {
 TEST_CASE("bad page, per_page and unknown query parameters are 400 invalid_query") {
   Server server;
   Api api(server, kTeamA);
-  const std::string bad[] = {"?page=0",      "?page=-1",        "?page=abc",     "?page=1.5",
-                       "?page=",       "?per_page=0",     "?per_page=101", "?per_page=x",
-                       "?per_page=-5", "?page=1e2",       "?foo=bar",      "?page=1&bogus=1",
-                       "?page=%201"};
+  const std::string bad[] = {"?page=0",       "?page=-1",       "?page=abc",
+                             "?page=1.5",     "?page=",         "?per_page=0",
+                             "?per_page=101", "?per_page=x",    "?per_page=-5",
+                             "?page=1e2",     "?foo=bar",       "?page=1&bogus=1",
+                             "?page=%201",    "?page=1&page=1", "?per_page=5&page=2&per_page=9"};
   for (const Kind* kind : kKinds) {
     CAPTURE(kind->name);
     for (const std::string& q : bad) {
@@ -118,6 +119,10 @@ TEST_CASE("bad page, per_page and unknown query parameters are 400 invalid_query
     check_problem(api.get(std::string("/v1/gateway_security_profile") + q), 400, "invalid_query");
   }
   check_problem(api.get("/v1/webhook?hostname=a.example.com"), 400, "invalid_query");
+  // A filter given twice: which one counts would be a guess (before: the first one did).
+  Response twice = api.get("/v1/webhook?status=active&workload_id=w&status=inactive");
+  check_problem(twice, 400, "invalid_query");
+  CHECK(str(json(twice), "detail") == R"(query parameter "status" is given more than once)");
   // The unknown name is quoted in the message, an empty one too.
   for (const auto& [q, named] : {std::pair{"?foo=bar", R"(unknown query parameter \"foo\")"},
                                  std::pair{"?=5", R"(unknown query parameter \"\")"}}) {
