@@ -155,6 +155,8 @@ Result<Head> parse_head(std::string_view head) {
       }
     } else if (ascii_iequals(name, "Connection")) {
       read_connection_options(value, &out);
+    } else if (ascii_iequals(name, "Expect")) {
+      out.expect_continue = out.expect_continue || ascii_iequals(value, "100-continue");
     } else if (ascii_iequals(name, "Transfer-Encoding")) {
       transfer_encoding = true;
     }

@@ -45,6 +45,8 @@ struct Head {
   // `close` or `keep-alive` among the options of the Connection lines (RFC 9110 7.6.1).
   bool close = false;
   bool keep_alive = false;
+  // `Expect: 100-continue`: the client waits for a 100 (Continue) before it sends the body.
+  bool expect_continue = false;
 };
 
 // The head (as head_end delimits it) read, or the problem with it if it is not one gatewayd

@@ -155,6 +155,7 @@ class Handler final : public P::Http::Handler {
     if (h.wait.head_end != 0 && h.bytes.size() < h.wait.head_end + h.wait.body_bytes) return;
     if (auto wait = take(peer, h.bytes, searched, h.wait.head_end)) {
       h.wait = *wait;
+      h.bytes.reserve(wait->head_end + wait->body_bytes);  // what is still to come, at once
       return;
     }
     held_.erase(held);
@@ -209,7 +210,16 @@ class Handler final : public P::Http::Handler {
       refuse(peer, bytes, body_too_large(state_->max_request_bytes));
       return std::nullopt;
     }
-    if (bytes.size() - end < body_bytes) return Wait{end, body_bytes};
+    if (bytes.size() - end < body_bytes) {
+      // Once, when the head has just come: a client that asked waits for this before it sends
+      // the body (RFC 9110 10.1.1; curl waits a second, then sends it anyway).
+      if (head_end_at == 0 && head.value().expect_continue && head.value().http11) {
+        std::string write = start_write(25);
+        write += "HTTP/1.1 100 Continue\r\n\r\n";
+        queue_write(peer, std::move(write), /*shut_after=*/false);
+      }
+      return Wait{end, body_bytes};
+    }
     // An empty line after it is not a request (see onInput).
     const bool pipelined =
         bytes.substr(end + body_bytes).find_first_not_of("\r\n") != std::string_view::npos;
@@ -231,7 +241,10 @@ class Handler final : public P::Http::Handler {
       std::erase_if(held_, [](const auto& entry) { return entry.second.peer.expired(); });
       sweep_at_ = std::max<size_t>(64, 2 * held_.size());
     }
-    held_.emplace(peer.get(), Held{peer, std::string(bytes), wait});
+    std::string copy;
+    copy.reserve(std::max<size_t>(bytes.size(), wait.head_end + wait.body_bytes));
+    copy.append(bytes);
+    held_.emplace(peer.get(), Held{peer, std::move(copy), wait});
   }
 
   void serve(const std::shared_ptr<P::Tcp::Peer>& peer, const Head& head, std::string_view body,

@@ -96,6 +96,10 @@ TEST_CASE("parse_head reads the request line and the headers gatewayd uses") {
   CHECK(got.content_length == 17);
   CHECK_FALSE(got.close);
   CHECK(got.keep_alive);
+  CHECK_FALSE(got.expect_continue);
+  auto expecting = parse_head(head("POST / HTTP/1.1", "Host: x\r\nExpect: 100-Continue\r\n"));
+  REQUIRE(expecting.ok());
+  CHECK(expecting.value().expect_continue);
 
   auto bare = parse_head(head("GET /healthz HTTP/1.0", "Connection: x, CLOSE , y\r\n"));
   REQUIRE(bare.ok());

@@ -558,6 +558,31 @@ TEST_CASE("a request that comes in pieces is served once it has all come") {
   CHECK(total(api, kWebhook) == static_cast<int64_t>(cuts.size()) + 1);
 }
 
+// Pistache never answered `Expect: 100-continue`: curl, which sends it for larger bodies, waited a
+// second before it sent the body anyway.
+TEST_CASE("Expect: 100-continue gets a 100 (Continue) once the head has come") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::string body = kWebhook.body(kTeamA, 1);
+  const std::string head =
+      "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server.token(kTeamA) +
+      "\r\nX-Tenant-ID: " + std::string(kTeamA) +
+      "\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n";
+  const int fd = connect_with_timeout(server);
+  REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(head.size()));
+  const std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";
+  std::string got(interim.size(), '\0');
+  CHECK(::recv(fd, got.data(), got.size(), MSG_WAITALL) == static_cast<ssize_t>(got.size()));
+  CHECK(got == interim);
+  const std::string reply = exchange_on(fd, body);
+  CHECK(reply.starts_with("HTTP/1.1 201 "));
+  // A request whose body came with its head gets no 100: its answer is the first thing read.
+  CHECK(exchange_on(fd, head + body).starts_with("HTTP/1.1 201 "));
+  ::close(fd);
+  CHECK(total(api, kWebhook) == 2);
+}
+
 // Pistache ran the first request of a read and dropped the bytes after it, and read whatever came
 // next as the start of a new request (a body that came in a read of its own could run as a
 // request). gatewayd answers the first and ends the connection: the client sends the rest again.
