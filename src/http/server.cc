@@ -103,8 +103,8 @@ void read_query(std::string_view query, Request* out) {
 }
 
 // The name of the mark a connection gets once nothing more is to be read from it: a reply on it
-// closed it (Handler::onRequest), or its request was refused before it was parsed whole
-// (Handler::onInput). Only the connection's own HTTP thread reads or sets it.
+// closed it (Handler::serve), or its request was refused before it was read whole
+// (Handler::refuse). Only the connection's own HTTP thread reads or sets it.
 constexpr const char* kClosingMark = "gw.closing";
 
 bool marked_closing(const P::Tcp::Peer& peer) { return peer.tryGetData(kClosingMark) != nullptr; }
@@ -134,6 +134,24 @@ class Handler final : public P::Http::Handler {
   // the Content-Length the head gave, which is at most --max-request-bytes (413 past that).
   void onInput(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer) override {
     if (marked_closing(*peer)) return;
+    try {
+      read(data, len, peer);
+    } catch (const std::exception&) {
+      // Out of memory while holding a request: it is dropped, and nothing more is read from the
+      // connection, whose write side is shut once what is queued on it is written.
+      held_.erase(peer.get());
+      mark_closing(peer);
+      shut_when_written(peer);
+    }
+  }
+
+  void onDisconnection(const std::shared_ptr<P::Tcp::Peer>& peer) override {
+    held_.erase(peer.get());
+    P::Tcp::Handler::onDisconnection(peer);
+  }
+
+ private:
+  void read(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer) {
     auto held = held_.empty() ? held_.end() : held_.find(peer.get());
     if (held != held_.end() &&
         (held->second.peer.owner_before(peer) || peer.owner_before(held->second.peer))) {
@@ -161,12 +179,6 @@ class Handler final : public P::Http::Handler {
     held_.erase(held);
   }
 
-  void onDisconnection(const std::shared_ptr<P::Tcp::Peer>& peer) override {
-    held_.erase(peer.get());
-    P::Tcp::Handler::onDisconnection(peer);
-  }
-
- private:
   // What a held request waits for: its head's end, or once the head has come and was checked,
   // the body's bytes after it.
   struct Wait {
