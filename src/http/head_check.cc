@@ -179,10 +179,4 @@ Result<Head> parse_head(std::string_view head) {
   return out;
 }
 
-std::optional<Error> check_head(std::string_view head) {
-  auto r = parse_head(head);
-  if (r.ok()) return std::nullopt;
-  return std::move(r.error());
-}
-
 }  // namespace gw::http

@@ -60,7 +60,4 @@ struct Head {
 // bodies come with a Content-Length (RFC 9112 6.3 lets a server require one).
 Result<Head> parse_head(std::string_view head);
 
-// parse_head's problem with `head`, if any.
-std::optional<Error> check_head(std::string_view head);
-
 }  // namespace gw::http

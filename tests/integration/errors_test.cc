@@ -241,6 +241,14 @@ std::string raw_exchange(const Server& server, const std::string& request) {
   return got;
 }
 
+// The bytes of a create of `body` as team A, with `more_headers` (each line ending in CRLF).
+std::string raw_create(const Server& server, const std::string& body,
+                       const std::string& more_headers = "") {
+  return "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server.token(kTeamA) +
+         "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\nContent-Type: application/json\r\n" +
+         more_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
 // Pistache reserved as much memory as a request's Content-Length declared before any of the body
 // came (a declared 10 TB took 10 TB of address space), and answered a Content-Length that is no
 // number with a plain-text 500 naming a C++ exception ("stoull").
@@ -513,11 +521,7 @@ TEST_CASE("a request that comes in pieces is served once it has all come") {
   Server server;
   Api api(server, kTeamA);
   const std::string body = kWebhook.body(kTeamA, 1);
-  const std::string request =
-      "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server.token(kTeamA) +
-      "\r\nX-Tenant-ID: " + std::string(kTeamA) +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\n\r\n" + body;
+  const std::string request = raw_create(server, body);
   const size_t head_bytes = request.size() - body.size();
   // Where the request is cut: inside the request line, inside the empty line that ends the head,
   // right after the head, inside the body; each piece is its own read.
@@ -564,11 +568,8 @@ TEST_CASE("Expect: 100-continue gets a 100 (Continue) once the head has come") {
   Server server;
   Api api(server, kTeamA);
   const std::string body = kWebhook.body(kTeamA, 1);
-  const std::string head =
-      "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server.token(kTeamA) +
-      "\r\nX-Tenant-ID: " + std::string(kTeamA) +
-      "\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: " +
-      std::to_string(body.size()) + "\r\n\r\n";
+  const std::string request = raw_create(server, body, "Expect: 100-continue\r\n");
+  const std::string head = request.substr(0, request.size() - body.size());
   const int fd = connect_with_timeout(server);
   REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(head.size()));
   const std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -590,11 +591,7 @@ TEST_CASE("a pipelined request is not run: the one before it is answered and the
   Server server;
   Api api(server, kTeamA);
   const std::string body = kWebhook.body(kTeamA, 1);
-  const std::string create =
-      "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server.token(kTeamA) +
-      "\r\nX-Tenant-ID: " + std::string(kTeamA) +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\n\r\n" + body;
+  const std::string create = raw_create(server, body);
   const std::string health = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
   struct Row {
     std::string name;
