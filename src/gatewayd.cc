@@ -24,6 +24,7 @@
 #include "projections/read_model.h"
 #include "sandbox/waf_check.h"
 #include "service/service.h"
+#include "store/quiet_compaction.h"
 #include "store/store.h"
 #include "store/writer.h"
 #include "verify/ares_resolver.h"
@@ -242,6 +243,10 @@ int main(int argc, char** argv) {
                                   gw::written_only_by_commands);
   if (!writer.ok()) return fail("cannot start the writer: " + writer.error().detail);
 
+  gw::Writer* w = writer.value().get();
+  gw::QuietCompaction quiet_compaction(*store.value(), [w] { return w->batches(); }, {});
+  quiet_compaction.start();
+
   gw::Service service(*writer.value(), clock, *ids, verification_domain);
   gw::ResolverConfig resolver_config;
   resolver_config.servers = flags.get("dns-servers");
@@ -254,11 +259,11 @@ int main(int argc, char** argv) {
   gw::http::TokenStore tokens(tokens_file);
   gw::http::RateLimiter limiter(static_cast<uint32_t>(*rate));
   gw::http::Metrics metrics;
-  gw::Writer* w = writer.value().get();
   metrics.set_sources([&service] { return service.events_appended(); },
                       [w] { return w->last_seq(); }, [w] { return w->batches(); });
   metrics.add_section([&verifier] { return verifier.render_metrics(); });
   if (read_cache) metrics.add_section([&read_cache] { return read_cache->render_metrics(); });
+  metrics.add_section([&quiet_compaction] { return quiet_compaction.render_metrics(); });
   std::unique_ptr<gw::mirror::Publisher> mirror;
   if (!flags.get("kafka-brokers").empty()) {
     gw::mirror::KafkaConfig kafka{flags.get("kafka-brokers"), flags.get("kafka-topic")};
@@ -292,6 +297,7 @@ int main(int argc, char** argv) {
   verifier.stop();
   if (mirror) mirror->stop();
   resolver.value().reset();  // cancels lookups in flight; their requests stay open
+  quiet_compaction.stop();
   writer.value()->stop();
   const bool http_stopped = server.join(std::chrono::seconds(3));
   if (!http_stopped) {

@@ -93,6 +93,15 @@ class Store {
   Result<bool> put_meta(std::string_view key, std::string_view value);
   // Drops and recreates the projections column family (offline rebuild only).
   Result<bool> reset_projections();
+  // The number of table files in L0 of `which`.
+  int level0_files(Cf which) const;
+  // Compacts every L0 table file of `which` into L1, with the L1 files they overlap, on the
+  // calling thread; RocksDB's own compactions and writes go on beside it. false if there was
+  // nothing to do or a compaction of RocksDB's holds one of the files (try again later);
+  // kUnavailable with RocksDB's message if it failed or stop_manual_compactions() ended it.
+  Result<bool> compact_level0(Cf which);
+  // Ends a compact_level0 in progress and makes every later one fail (before closing).
+  void stop_manual_compactions();
 
   // For Tx::seal, which adds a counter's change as a merged delta: true when this delta should
   // rather be folded, written as the counter's sum, because `key` has kMaxCounterDeltas - 1

@@ -1,0 +1,78 @@
+#include "store/quiet_compaction.h"
+
+#include <cstdio>
+
+#include "core/thread_name.h"
+
+namespace gw {
+
+QuietCompaction::QuietCompaction(Store& store, std::function<uint64_t()> writes, Options options)
+    : store_(store), writes_(std::move(writes)), options_(options) {}
+
+QuietCompaction::~QuietCompaction() { stop(); }
+
+void QuietCompaction::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void QuietCompaction::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) {
+    store_.stop_manual_compactions();
+    thread_.join();
+  }
+}
+
+std::string QuietCompaction::render_metrics() const {
+  std::string out;
+  out +=
+      "# HELP gatewayd_quiet_compactions_total Compactions of the projections' L0 files into L1 "
+      "done while writes paused.\n";
+  out += "# TYPE gatewayd_quiet_compactions_total counter\n";
+  out += "gatewayd_quiet_compactions_total " + std::to_string(compactions()) + "\n";
+  out += "# HELP gatewayd_quiet_compaction_failures_total Such compactions that failed.\n";
+  out += "# TYPE gatewayd_quiet_compaction_failures_total counter\n";
+  out += "gatewayd_quiet_compaction_failures_total " + std::to_string(failures()) + "\n";
+  return out;
+}
+
+void QuietCompaction::run() {
+  name_this_thread("gw-quiet");
+  using Clock = std::chrono::steady_clock;
+  uint64_t seen = writes_();
+  Clock::time_point since = Clock::now();  // when `seen` was last seen to change
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, options_.poll, [this] { return stopping_; })) {
+    const uint64_t now_writes = writes_();
+    const Clock::time_point now = Clock::now();
+    if (now_writes != seen) {
+      seen = now_writes;
+      since = now;
+      continue;
+    }
+    if (now - since < options_.quiet) continue;
+    if (store_.level0_files(Cf::kProjections) < options_.min_files) continue;
+    lock.unlock();
+    auto done = store_.compact_level0(Cf::kProjections);
+    lock.lock();
+    if (!done.ok()) {
+      if (stopping_) break;
+      // Told once; the metric counts every failure.
+      if (failures_.fetch_add(1, std::memory_order_relaxed) == 0) {
+        std::fprintf(stderr, "gatewayd: cannot compact the projections' L0 files: %s\n",
+                     done.error().detail.c_str());
+      }
+    } else if (done.value()) {
+      compactions_.fetch_add(1, std::memory_order_relaxed);
+    }
+    // Tried again only after another pause (a failure is not retried in a loop).
+    since = Clock::now();
+  }
+}
+
+}  // namespace gw

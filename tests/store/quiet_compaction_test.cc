@@ -1,0 +1,112 @@
+// The projections' L0 files are compacted into L1 once writes pause, on a real RocksDB.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "store/quiet_compaction.h"
+#include "store/store.h"
+#include "store/store_test_util.h"
+
+namespace gw {
+namespace {
+
+using std::chrono::milliseconds;
+
+// `files` flushes of the projections, each with 100 keys of its own and one key all of them
+// write (so every L0 file spans the same key range, as gatewayd's do). Returns the shared key's
+// last value.
+std::string write_level0(Store& store, int files) {
+  static int round = 0;
+  for (int f = 0; f < files; ++f, ++round) {
+    rocksdb::WriteBatch batch;
+    for (int i = 0; i < 100; ++i) {
+      batch.Put(store.cf(Cf::kProjections), "r" + std::to_string(round) + "-" + std::to_string(i),
+                "v" + std::to_string(round));
+    }
+    batch.Put(store.cf(Cf::kProjections), "shared", "v" + std::to_string(round));
+    REQUIRE(store.db()->Write(rocksdb::WriteOptions(), &batch).ok());
+    REQUIRE(store.db()->Flush(rocksdb::FlushOptions(), store.cf(Cf::kProjections)).ok());
+  }
+  return "v" + std::to_string(round - 1);
+}
+
+// Polls `done` for up to 10 s.
+template <typename F>
+bool eventually(F done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return done();
+}
+
+QuietCompaction::Options quick() {
+  QuietCompaction::Options o;
+  o.quiet = milliseconds(100);
+  o.min_files = 4;
+  o.poll = milliseconds(10);
+  return o;
+}
+
+TEST_CASE("compact_level0 moves every L0 file of the projections into L1 and keeps every key") {
+  testing::ScratchDir dir;
+  auto store = std::move(Store::open(dir.path()).value());
+  CHECK(store->compact_level0(Cf::kProjections).value() == false);  // nothing there
+  write_level0(*store, 5);
+  REQUIRE(store->level0_files(Cf::kProjections) == 5);
+  const auto before = testing::projections_as_read(*store);
+  CHECK(store->compact_level0(Cf::kProjections).value() == true);
+  CHECK(store->level0_files(Cf::kProjections) == 0);
+  CHECK(testing::projections_as_read(*store) == before);
+  CHECK(before.size() == 501);
+}
+
+TEST_CASE("L0 files are compacted once writes pause, not while they go on") {
+  testing::ScratchDir dir;
+  auto store = std::move(Store::open(dir.path()).value());
+  std::atomic<uint64_t> batches{0};
+  QuietCompaction quiet(
+      *store, [&] { return batches.load(); }, quick());
+  quiet.start();
+
+  SUBCASE("below the minimum, nothing is compacted") {
+    write_level0(*store, 3);
+    std::this_thread::sleep_for(milliseconds(500));  // five times the pause it waits for
+    CHECK(quiet.compactions() == 0);
+    CHECK(store->level0_files(Cf::kProjections) == 3);
+  }
+
+  SUBCASE("while batches are written, nothing is compacted; after they stop, L0 is") {
+    const std::string last = write_level0(*store, 5);
+    for (int i = 0; i < 50; ++i) {  // a batch every 10 ms for 500 ms
+      batches.fetch_add(1);
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    CHECK(quiet.compactions() == 0);
+    CHECK(store->level0_files(Cf::kProjections) == 5);
+    CHECK(eventually([&] { return quiet.compactions() == 1; }));
+    CHECK(store->level0_files(Cf::kProjections) == 0);
+    CHECK(store->get(Cf::kProjections, "shared").value() == std::optional<std::string>(last));
+  }
+
+  SUBCASE("it compacts again after the next burst") {
+    write_level0(*store, 4);
+    REQUIRE(eventually([&] { return quiet.compactions() == 1; }));
+    const std::string last = write_level0(*store, 4);
+    const auto before = testing::projections_as_read(*store);
+    batches.fetch_add(1);
+    CHECK(eventually([&] { return quiet.compactions() == 2; }));
+    CHECK(store->level0_files(Cf::kProjections) == 0);
+    // Compacted with the L1 file the first one made, which holds the older values.
+    CHECK(testing::projections_as_read(*store) == before);
+    CHECK(store->get(Cf::kProjections, "shared").value() == std::optional<std::string>(last));
+    CHECK(quiet.failures() == 0);
+    CHECK(quiet.render_metrics().find("gatewayd_quiet_compactions_total 2\n") != std::string::npos);
+  }
+  quiet.stop();
+}
+
+}  // namespace
+}  // namespace gw
