@@ -135,15 +135,7 @@ struct Fixture {
   }
 };
 
-// Polls `condition` for up to 5 s.
-template <typename F>
-bool eventually(F condition) {
-  for (int i = 0; i < 5000; ++i) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  return condition();
-}
+using testing::eventually;
 
 TEST_CASE("the checkpoint advances only over an unbroken run of confirmed deliveries") {
   Fixture f;

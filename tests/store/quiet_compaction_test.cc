@@ -13,6 +13,7 @@ namespace gw {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::eventually;
 
 // `files` flushes of the projections, each with 100 keys of its own and one key all of them
 // write (so every L0 file spans the same key range, as gatewayd's do). Returns the shared key's
@@ -30,16 +31,6 @@ std::string write_level0(Store& store, int files) {
     REQUIRE(store.db()->Flush(rocksdb::FlushOptions(), store.cf(Cf::kProjections)).ok());
   }
   return "v" + std::to_string(round - 1);
-}
-
-// Polls `done` for up to 10 s.
-template <typename F>
-bool eventually(F done) {
-  for (int i = 0; i < 1000; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return done();
 }
 
 QuietCompaction::Options quick() {

@@ -3,9 +3,11 @@
 
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "store/store.h"
 
@@ -37,6 +39,17 @@ inline std::map<std::string, std::string> projections_as_read(const Store& store
     if (!is_spent_counter(key, value)) out.emplace(key, value);
   }
   return out;
+}
+
+// Polls `condition` every millisecond until it holds or `timeout` passes; its last answer.
+template <typename F>
+bool eventually(F condition, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return condition();
 }
 
 }  // namespace gw::testing
