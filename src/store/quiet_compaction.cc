@@ -18,14 +18,10 @@ void QuietCompaction::start() {
 void QuietCompaction::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
   cv_.notify_one();
-  if (thread_.joinable()) {
-    store_.stop_manual_compactions();
-    thread_.join();
-  }
+  if (thread_.joinable()) thread_.join();
 }
 
 std::string QuietCompaction::render_metrics() const {
@@ -61,7 +57,6 @@ void QuietCompaction::run() {
     auto done = store_.compact_level0(Cf::kProjections);
     lock.lock();
     if (!done.ok()) {
-      if (stopping_) break;
       // Told once; the metric counts every failure.
       if (failures_.fetch_add(1, std::memory_order_relaxed) == 0) {
         std::fprintf(stderr, "gatewayd: cannot compact the projections' L0 files: %s\n",

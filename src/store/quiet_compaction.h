@@ -41,7 +41,10 @@ class QuietCompaction {
   QuietCompaction& operator=(const QuietCompaction&) = delete;
 
   void start();
-  // Ends a compaction in progress (Store::stop_manual_compactions) and joins the thread.
+  // Joins the thread, after the compaction in progress if there is one: RocksDB 7.8 does not
+  // cancel it (DisableManualCompaction waited for it too). On a data dir of 1M records, SIGTERM
+  // 2.5 s after start, in the middle of one (14 L0 files, 4.6 to 4.9 s), made gatewayd exit 4.0
+  // to 4.8 s later.
   void stop();
 
   // Compactions done, and those that failed (RocksDB's error; it tries again after a pause).

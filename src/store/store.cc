@@ -341,8 +341,6 @@ Result<bool> Store::compact_level0(Cf which) {
   return true;
 }
 
-void Store::stop_manual_compactions() { db_->DisableManualCompaction(); }
-
 Result<bool> Store::put_meta(std::string_view key, std::string_view value) {
   auto s = db_->Put(rocksdb::WriteOptions(), default_cf_, rocksdb::Slice(key.data(), key.size()),
                     rocksdb::Slice(value.data(), value.size()));

@@ -98,10 +98,8 @@ class Store {
   // Compacts every L0 table file of `which` into L1, with the L1 files they overlap, on the
   // calling thread; RocksDB's own compactions and writes go on beside it. false if there was
   // nothing to do or a compaction of RocksDB's holds one of the files (try again later);
-  // kUnavailable with RocksDB's message if it failed or stop_manual_compactions() ended it.
+  // kUnavailable with RocksDB's message if it failed. Not cancellable: it runs to its end.
   Result<bool> compact_level0(Cf which);
-  // Ends a compact_level0 in progress and makes every later one fail (before closing).
-  void stop_manual_compactions();
 
   // For Tx::seal, which adds a counter's change as a merged delta: true when this delta should
   // rather be folded, written as the counter's sum, because `key` has kMaxCounterDeltas - 1
