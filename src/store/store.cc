@@ -22,19 +22,32 @@ namespace gw {
 
 namespace {
 
-// Where the memtable starts looking when it inserts a projections key. The list (l), tenant event
-// (t) and open request (q) keys of projections/keys.h end in an 8-byte sequence number and are
-// written in increasing order under the rest of the key, so each insert lands right after the
-// previous one with the same prefix: with a hint per prefix it costs a few comparisons instead of
-// a search from the top of the skiplist. Only a speed-up: a key out of order is still inserted
-// correctly. Other keys (records, histories, counters) get no hint.
-class SequenceTailHint final : public rocksdb::SliceTransform {
+// Where the memtable starts looking when it inserts a projections key. RocksDB's skiplist can
+// start an insert from a splice (the nodes around an earlier insert) kept under a prefix of the
+// key: it walks up from there only as far as the new key lies away (O(log D) for D entries in
+// between) and down again, instead of searching from the top, a cache miss per level on a large
+// memtable. Without a hint it keeps one splice but uses it only when the key lands right next to
+// the previous insert, and otherwise searches from the top.
+// - The list (l), tenant event (t) and open request (q) keys of projections/keys.h end in an
+//   8-byte sequence number and are written in increasing order under the rest of the key: each
+//   gets the splice of that rest, where it lands right after the previous one.
+// - Every other key (records, histories, filter entries, counters) shares one splice, the empty
+//   prefix's: a batch is written in key order (Tx::build_batch), so each of them starts from the
+//   one before it in the batch. In A/B runs of PUT at 64 connections (three pairs, 6 s, on copies
+//   of one 10k-record data dir) this took the commit thread's CPU per PUT from 28.4 to 31.8 us
+//   down to 21.6 to 24.2, and PUT/s from 15.0k to 16.7k up to 17.8k to 20.2k.
+// Only a speed-up: a key is inserted correctly from any splice.
+class InsertHint final : public rocksdb::SliceTransform {
  public:
-  const char* Name() const override { return "gw.SequenceTailHint"; }
+  const char* Name() const override { return "gw.InsertHint"; }
   rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
-    return rocksdb::Slice(key.data(), key.size() - 8);
+    if (ends_in_sequence(key)) return rocksdb::Slice(key.data(), key.size() - 8);
+    return rocksdb::Slice(key.data(), 0);
   }
-  bool InDomain(const rocksdb::Slice& key) const override {
+  bool InDomain(const rocksdb::Slice& /*key*/) const override { return true; }
+
+ private:
+  static bool ends_in_sequence(const rocksdb::Slice& key) {
     if (key.size() <= 8) return false;
     const char c = key[0];
     return c == 'l' || c == 't' || c == 'q';
@@ -86,7 +99,7 @@ rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::C
   // cache and was read from disk and checksummed again on every point read.
   t.cache_index_and_filter_blocks = false;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
-  o.memtable_insert_with_hint_prefix_extractor = std::make_shared<SequenceTailHint>();
+  o.memtable_insert_with_hint_prefix_extractor = std::make_shared<InsertHint>();
   // Every flush holds keys of every kind (records, index entries, counters), so each L0 file
   // spans the whole key range and an L0 compaction rewrites all of L1. Starting it at 16 files
   // rewrites L1 once per 16 flushes instead of RocksDB's 4. At 8, in 30 s of creates at 256

@@ -316,9 +316,9 @@ Result<rocksdb::WriteBatch*> Tx::seal() {
   for (const auto& [where, value] : at_seal_) {
     stage(static_cast<Cf>(where.first), Op::kPut, where.second, value);
   }
-  // In key order, each memtable insert starts from where the previous one ended (the skiplist
-  // keeps that position) instead of searching from the top: on a large memtable that search, a
-  // cache miss per level, was most of a batch's write.
+  // In key order, each memtable insert of a projections key starts from where the previous one
+  // ended (the column family's insert hint, store/store.cc) instead of searching from the top:
+  // on a large memtable that search, a cache miss per level, was most of a batch's write.
   auto built = build_batch();
   if (!built.ok()) return std::move(built.error());
   return &wb_;
