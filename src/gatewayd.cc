@@ -297,7 +297,6 @@ int main(int argc, char** argv) {
   verifier.stop();
   if (mirror) mirror->stop();
   resolver.value().reset();  // cancels lookups in flight; their requests stay open
-  quiet_compaction.stop();
   writer.value()->stop();
   const bool http_stopped = server.join(std::chrono::seconds(3));
   if (!http_stopped) {
@@ -310,6 +309,9 @@ int main(int argc, char** argv) {
   if (auto flushed = store.value()->flush(); !flushed.ok()) {
     std::fprintf(stderr, "gatewayd: cannot flush the store: %s\n", flushed.error().detail.c_str());
   }
+  // A compaction of L0 in progress (seconds on a large store) ends now instead of being waited for.
+  store.value()->stop_background_work();
+  quiet_compaction.stop();
   if (!http_stopped) {
     // The busy thread still runs in Pistache, on objects that returning would destroy.
     std::fflush(nullptr);

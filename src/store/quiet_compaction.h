@@ -41,10 +41,9 @@ class QuietCompaction {
   QuietCompaction& operator=(const QuietCompaction&) = delete;
 
   void start();
-  // Joins the thread, after the compaction in progress if there is one: RocksDB 7.8 does not
-  // cancel it (DisableManualCompaction waited for it too). On a data dir of 1M records, SIGTERM
-  // 2.5 s after start, in the middle of one (14 L0 files, 4.6 to 4.9 s), made gatewayd exit 4.0
-  // to 4.8 s later.
+  // Joins the thread, after the compaction in progress if there is one; Store::
+  // stop_background_work() before it ends that compaction early (RocksDB's
+  // DisableManualCompaction does not: it waits for it).
   void stop();
 
   // Compactions done, and those that failed (RocksDB's error; it tries again after a pause).

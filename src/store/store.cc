@@ -3,6 +3,7 @@
 #include "store/info_log.h"
 
 #include <rocksdb/compaction_filter.h>
+#include <rocksdb/convenience.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/merge_operator.h>
 #include <rocksdb/perf_level.h>
@@ -350,9 +351,12 @@ Result<bool> Store::compact_level0(Cf which) {
   options.output_file_size_limit = 64 << 20;
   auto s = db_->CompactFiles(options, cf(which), files, 1);
   if (s.IsAborted() || s.IsInvalidArgument()) return false;  // files taken by RocksDB meanwhile
+  if (s.IsShutdownInProgress()) return false;                // stop_background_work()
   if (!s.ok()) return unavailable(s);
   return true;
 }
+
+void Store::stop_background_work() { rocksdb::CancelAllBackgroundWork(db_.get(), false); }
 
 Result<bool> Store::put_meta(std::string_view key, std::string_view value) {
   auto s = db_->Put(rocksdb::WriteOptions(), default_cf_, rocksdb::Slice(key.data(), key.size()),
