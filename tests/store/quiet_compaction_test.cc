@@ -3,8 +3,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -102,46 +100,20 @@ TEST_CASE("L0 files are compacted once writes pause, not while they go on") {
   quiet.stop();
 }
 
-// Wraps the real Env; once armed, the next table file to be made waits in NewWritableFile until
-// release(): a compaction is then in progress, at its first output file.
+// Wraps the real Env; while `table_files` is shut, a table file to be made waits in
+// NewWritableFile: a compaction is then in progress, at its first output file.
 class HoldingEnv final : public rocksdb::EnvWrapper {
  public:
   HoldingEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
   const char* Name() const override { return "HoldingEnv"; }
-
-  void arm() {
-    std::lock_guard<std::mutex> lock(mu_);
-    armed_ = true;
-  }
-  void await_holding() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return holding_; });
-  }
-  void release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
+  testing::Gate table_files;
 
   rocksdb::Status NewWritableFile(const std::string& name,
                                   std::unique_ptr<rocksdb::WritableFile>* result,
                                   const rocksdb::EnvOptions& options) override {
-    if (name.ends_with(".sst")) {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (armed_) {
-        armed_ = false;
-        holding_ = true;
-        cv_.notify_all();
-        cv_.wait(lock, [this] { return released_; });
-      }
-    }
+    if (name.ends_with(".sst")) table_files.pass();
     return target()->NewWritableFile(name, result, options);
   }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool armed_ = false, holding_ = false, released_ = false;
 };
 
 TEST_CASE("a compaction of L0 in progress ends at stop_background_work and changes nothing") {
@@ -153,12 +125,12 @@ TEST_CASE("a compaction of L0 in progress ends at stop_background_work and chang
   const auto before = testing::projections_as_read(*store);
   REQUIRE(before.size() == 501);
 
-  env.arm();
+  env.table_files.shut();
   std::optional<Result<bool>> done;
   std::thread compacting([&] { done = store->compact_level0(Cf::kProjections); });
-  env.await_holding();  // the compaction has read its inputs' first key and makes its output
+  env.table_files.await_waiting();  // the compaction has read its inputs' first key
   store->stop_background_work();
-  env.release();
+  env.table_files.open();
   compacting.join();
   REQUIRE(done.has_value());
   REQUIRE(done->ok());            // not a failure: QuietCompaction counts none

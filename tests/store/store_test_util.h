@@ -4,8 +4,10 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -51,5 +53,40 @@ bool eventually(F condition, std::chrono::milliseconds timeout = std::chrono::se
   }
   return condition();
 }
+
+// A point in one of RocksDB's file calls (a test Env's) where threads wait while the gate is
+// shut: the test shuts it, waits until a thread waits there, and opens it again.
+class Gate {
+ public:
+  void shut() {
+    std::lock_guard<std::mutex> lock(mu_);
+    shut_ = true;
+  }
+  // Blocks until a thread waits in pass().
+  void await_waiting() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return waiting_ > 0; });
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    shut_ = false;
+    cv_.notify_all();
+  }
+  // At the point: returns at once while the gate is open, else once it is opened.
+  void pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!shut_) return;
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !shut_; });
+    --waiting_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool shut_ = false;  // GUARDED_BY(mu_)
+  int waiting_ = 0;    // GUARDED_BY(mu_)
+};
 
 }  // namespace gw::testing

@@ -182,20 +182,10 @@ class FailingEnv final : public rocksdb::EnvWrapper {
   const char* Name() const override { return "FailingEnv"; }
   std::atomic<bool> fail{false};
 
-  void hold() {
-    std::lock_guard<std::mutex> lock(mu_);
-    hold_ = true;
-  }
+  void hold() { log_syncs_.shut(); }
   // Blocks until a log sync is waiting.
-  void await_held_sync() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return held_ > 0; });
-  }
-  void release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    hold_ = false;
-    cv_.notify_all();
-  }
+  void await_held_sync() { log_syncs_.await_waiting(); }
+  void release() { log_syncs_.open(); }
 
   rocksdb::Status NewWritableFile(const std::string& name,
                                   std::unique_ptr<rocksdb::WritableFile>* result,
@@ -207,15 +197,6 @@ class FailingEnv final : public rocksdb::EnvWrapper {
   }
 
  private:
-  void wait_if_held() {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!hold_) return;
-    ++held_;
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return !hold_; });
-    --held_;
-  }
-
   class File final : public rocksdb::WritableFileWrapper {
    public:
     File(std::unique_ptr<rocksdb::WritableFile> target, FailingEnv& env, bool log)
@@ -226,7 +207,7 @@ class FailingEnv final : public rocksdb::EnvWrapper {
       return rocksdb::WritableFileWrapper::Append(data);
     }
     rocksdb::Status Sync() override {
-      if (log_) env_.wait_if_held();
+      if (log_) env_.log_syncs_.pass();
       if (env_.fail) return rocksdb::Status::IOError("injected: fsync failed");
       return rocksdb::WritableFileWrapper::Sync();
     }
@@ -238,10 +219,7 @@ class FailingEnv final : public rocksdb::EnvWrapper {
     bool log_;
   };
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool hold_ = false;  // GUARDED_BY(mu_)
-  int held_ = 0;       // GUARDED_BY(mu_)
+  testing::Gate log_syncs_;
 };
 
 // Reads a key through its Tx, then appends an event and writes its own key. `executed` is
