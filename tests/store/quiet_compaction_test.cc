@@ -128,7 +128,7 @@ TEST_CASE("a compaction of L0 in progress ends at stop_background_work and chang
   env.table_files.shut();
   std::optional<Result<bool>> done;
   std::thread compacting([&] { done = store->compact_level0(Cf::kProjections); });
-  env.table_files.await_waiting();  // the compaction has read its inputs' first key
+  env.table_files.await_waiting();  // the compaction is making its first output file
   store->stop_background_work();
   env.table_files.open();
   compacting.join();
