@@ -174,18 +174,14 @@ namespace gw {
 namespace {
 
 // Wraps the real Env; while `fail` is set, appends and syncs of files it created fail like a full
-// or broken disk. While `hold` is set, a sync of the write-ahead log waits (a slow disk) until
-// release(), and fails then if `fail` was set meanwhile.
+// or broken disk. While `log_syncs` is shut, a sync of the write-ahead log waits (a slow disk)
+// until it is opened, and fails then if `fail` was set meanwhile.
 class FailingEnv final : public rocksdb::EnvWrapper {
  public:
   FailingEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
   const char* Name() const override { return "FailingEnv"; }
   std::atomic<bool> fail{false};
-
-  void hold() { log_syncs_.shut(); }
-  // Blocks until a log sync is waiting.
-  void await_held_sync() { log_syncs_.await_waiting(); }
-  void release() { log_syncs_.open(); }
+  testing::Gate log_syncs;
 
   rocksdb::Status NewWritableFile(const std::string& name,
                                   std::unique_ptr<rocksdb::WritableFile>* result,
@@ -207,7 +203,7 @@ class FailingEnv final : public rocksdb::EnvWrapper {
       return rocksdb::WritableFileWrapper::Append(data);
     }
     rocksdb::Status Sync() override {
-      if (log_) env_.log_syncs_.pass();
+      if (log_) env_.log_syncs.pass();
       if (env_.fail) return rocksdb::Status::IOError("injected: fsync failed");
       return rocksdb::WritableFileWrapper::Sync();
     }
@@ -218,8 +214,6 @@ class FailingEnv final : public rocksdb::EnvWrapper {
     FailingEnv& env_;
     bool log_;
   };
-
-  testing::Gate log_syncs_;
 };
 
 // Reads a key through its Tx, then appends an event and writes its own key. `executed` is
@@ -268,11 +262,11 @@ struct PipelineRun {
   ReadingJob* b = nullptr;
 
   void stage_b_behind_held_a() {
-    env.hold();
+    env.log_syncs.shut();
     std::promise<bool> pa;
     a_done = pa.get_future();
     writer->submit(std::make_unique<ReadingJob>("a", "none", a_executed, std::move(pa), finished));
-    env.await_held_sync();  // A is being written
+    env.log_syncs.await_waiting();  // A is being written
     std::promise<bool> pb;
     b_done = pb.get_future();
     auto job = std::make_unique<ReadingJob>("b", std::string("r\0a", 3), b_executed, std::move(pb),
@@ -290,7 +284,7 @@ TEST_CASE("a batch staged while the one before it is being written reads that ba
   auto stored = run.store->get(Cf::kProjections, std::string("r\0a", 3));
   REQUIRE(stored.ok());
   CHECK_FALSE(stored.value().has_value());  // A is not in the database yet: B read A's batch
-  run.env.release();
+  run.env.log_syncs.open();
   CHECK(run.a_done.get());
   CHECK(run.b_done.get());
   CHECK(run.finished == std::vector<std::string>{"a", "b"});
@@ -305,7 +299,7 @@ TEST_CASE("more jobs than one batch holds, queued behind a slow write, all get w
   PipelineRun run;  // its real store and writer on the FailingEnv; the jobs here are its own
   auto& env = run.env;
   auto& writer = run.writer;
-  env.hold();
+  env.log_syncs.shut();
   std::vector<std::future<bool>> done;
   auto submit = [&](const std::string& id) {
     std::promise<bool> p;
@@ -313,11 +307,11 @@ TEST_CASE("more jobs than one batch holds, queued behind a slow write, all get w
     writer->submit(std::make_unique<AppendJob>(id, false, std::move(p)));
   };
   submit("held");
-  env.await_held_sync();
+  env.log_syncs.await_waiting();
   // A batch takes at most 1024 jobs: the writer stages a full one behind the held write and
   // queues the rest, which must be staged once the full batch is taken, with no new submission.
   for (int i = 0; i < 2500; ++i) submit("job" + std::to_string(i));
-  env.release();
+  env.log_syncs.open();
   for (auto& f : done) {
     REQUIRE(f.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
     CHECK(f.get());
@@ -334,7 +328,7 @@ TEST_CASE("when a batch fails to be written, the batch staged on it fails too") 
   PipelineRun run;
   run.stage_b_behind_held_a();
   run.env.fail = true;
-  run.env.release();
+  run.env.log_syncs.open();
   CHECK_FALSE(run.a_done.get());
   CHECK_FALSE(run.b_done.get());  // B was decided on A's writes, which never happened
   CHECK(run.finished == std::vector<std::string>{"a", "b"});
