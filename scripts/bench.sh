@@ -19,6 +19,16 @@
 #     parses every event with RapidJSON (scripts/bench/scan.cc), RUNS times each, interleaved;
 #     and a restart that must list the same number of records.
 #
+# wrk's p99 is corrected for coordinated omission (wrk 4's stats_correct): a response that took
+# longer than the run's mean interval per connection (duration / responses per connection, about
+# 3 ms for a write at 64 connections) also records the latencies that requests sent on schedule
+# during that wait would have had. So one stall of D ms of the write pipeline, which all 64
+# connections wait out, adds about 64 * D / 3 samples between 0 and D ms: a single 100 ms stall
+# in a 10 s run of 200k writes puts about 1% of the samples above 10 ms. For each POST and PUT
+# run the script therefore also counts gatewayd's synced batch writes that took over 10 ms and
+# over 50 ms (the histogram gatewayd_store_batch_write_seconds of /metrics), printed beside the
+# run's figures and under the table.
+#
 # Every figure is the median of RUNS. Prints a markdown table on stdout and saves it, with every
 # raw wrk output and the server logs, under build-bench/results/<timestamp>/.
 #
@@ -217,6 +227,16 @@ check_keepalive() {
   fi
 }
 
+# "BATCHES WITHIN_10MS WITHIN_50MS": gatewayd's synced batch writes so far, all and those that
+# took at most 10 and 50 ms (cumulative buckets of gatewayd_store_batch_write_seconds).
+batch_writes() {
+  curl -sS --max-time 30 "$GW_URL/metrics" | awk '
+    $1 == "gatewayd_store_batch_write_seconds_count" { n = $2 }
+    $1 == "gatewayd_store_batch_write_seconds_bucket{le=\"0.01\"}" { a = $2 }
+    $1 == "gatewayd_store_batch_write_seconds_bucket{le=\"0.05\"}" { b = $2 }
+    END { printf "%d %d %d\n", n, a, b }'
+}
+
 # The CPU time process $1 has used, in clock ticks (utime + stime of /proc/PID/stat).
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
@@ -244,7 +264,7 @@ settle() {
 
 export BENCH_LUA_DIR="$ROOT/scripts/bench" BENCH_THREADS=$WRK_THREADS BENCH_TENANT=$TENANT
 
-declare -A RPS=() P50=() P99=() ERR=()
+declare -A RPS=() P50=() P99=() ERR=() SLOW=()
 
 # The value of field $2 of a `BENCH k=v ...` line $1.
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
@@ -259,10 +279,12 @@ errors_of() {
 # run_wrk KEY CONNS RUN URL SCRIPT [NAME=VALUE ...]: one measured wrk run; its figures are kept
 # under KEY:CONNS.
 run_wrk() {
-  local key=$1 conns=$2 run=$3 url=$4 script=$5 out line errors
+  local key=$1 conns=$2 run=$3 url=$4 script=$5 out line errors writes=() slow=""
   shift 5
   out="$RESULTS/wrk/$key-c$conns-r$run.txt"
   settle
+  # gatewayd's writes: its slow batch writes during the run (see the top of this file).
+  if [[ "$key" == create || "$key" == update ]]; then read -r -a writes <<<"$(batch_writes)"; fi
   if ! env "$@" BENCH_SALT="$key-$conns-$run-$STAMP" wrk -t"$WRK_THREADS" -c"$conns" \
     -d"${DURATION}s" --latency -s "scripts/bench/$script" "$url" >"$out" 2>&1; then
     fail "wrk $key c$conns run $run failed: $(tail -n 3 "$out")"
@@ -274,13 +296,21 @@ run_wrk() {
     return 0
   fi
   errors=$(errors_of "$line")
+  if ((${#writes[@]} == 3)); then
+    local after=()
+    read -r -a after <<<"$(batch_writes)"
+    local batches=$((after[0] - writes[0]))
+    local over10=$((batches - (after[1] - writes[1]))) over50=$((batches - (after[2] - writes[2])))
+    SLOW[$key:$conns]+=" $over10/$over50"
+    slow="  batch writes $batches, over 10 ms $over10, over 50 ms $over50"
+  fi
   RPS[$key:$conns]+=" $(field "$line" rps)"
   P50[$key:$conns]+=" $(field "$line" p50_us)"
   P99[$key:$conns]+=" $(field "$line" p99_us)"
   ERR[$key:$conns]=$((${ERR[$key:$conns]:-0} + errors))
-  log "$(printf '%-13s c%-3s run %s: %9.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %s' "$key" \
+  log "$(printf '%-13s c%-3s run %s: %9.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %s%s' "$key" \
     "$conns" "$run" "$(field "$line" rps)" "$(ms "$(field "$line" p50_us)")" \
-    "$(ms "$(field "$line" p99_us)")" "$errors")"
+    "$(ms "$(field "$line" p99_us)")" "$errors" "$slow")"
   if ((errors > 0)); then
     fail "$key c$conns run $run: $errors errors ($line)"
   fi
@@ -528,6 +558,13 @@ COMMAND+=" scripts/bench.sh"
   for conns in "${CONN_LIST[@]}"; do
     http_row "ceiling GET (600 B)" ceiling_get "$conns" "" ""
     http_row "ceiling POST (echo)" ceiling_post "$conns" "" ""
+  done
+  echo
+  echo "Synced batch writes of gatewayd over 10 ms / over 50 ms in each run, in run order (every"
+  echo "client waits such a write out; wrk's p99 counts each stall about 64 * D / 3 times at 64"
+  echo "connections, see the top of scripts/bench.sh):"
+  for conns in "${CONN_LIST[@]}"; do
+    echo "POST at $conns connections:${SLOW[create:$conns]:- n/a}; PUT:${SLOW[update:$conns]:- n/a}."
   done
   echo
   if [[ "$SKIP_1M" == 1 ]]; then

@@ -261,6 +261,7 @@ int main(int argc, char** argv) {
   gw::http::Metrics metrics;
   metrics.set_sources([&service] { return service.events_appended(); },
                       [w] { return w->last_seq(); }, [w] { return w->batches(); });
+  metrics.add_section([w] { return w->render_metrics(); });
   metrics.add_section([&verifier] { return verifier.render_metrics(); });
   if (read_cache) metrics.add_section([&read_cache] { return read_cache->render_metrics(); });
   metrics.add_section([&quiet_compaction] { return quiet_compaction.render_metrics(); });

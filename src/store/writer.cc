@@ -1,6 +1,7 @@
 #include "store/writer.h"
 
 #include <cstdio>
+#include <sstream>
 
 #include <rapidjson/document.h>
 
@@ -98,6 +99,15 @@ uint64_t Writer::wait_beyond(uint64_t seq, std::chrono::milliseconds timeout) {
     return stopped_ || published_seq_.load(std::memory_order_acquire) > seq;
   });
   return published_seq_.load(std::memory_order_acquire);
+}
+
+std::string Writer::render_metrics() const {
+  std::ostringstream out;
+  out << "# HELP gatewayd_store_batch_write_seconds Duration of each synced batch write "
+         "(write-ahead log append and fsync, memtable inserts).\n"
+      << "# TYPE gatewayd_store_batch_write_seconds histogram\n";
+  write_seconds_.render(out, "gatewayd_store_batch_write_seconds", "");
+  return out.str();
 }
 
 void Writer::queue_finish(std::vector<std::unique_ptr<Job>>& jobs, bool committed) {
@@ -245,7 +255,10 @@ void Writer::commit(Batch& batch) {
       wo.sync = true;
       const auto& watched = batch.tx->watched();
       if (watcher_ != nullptr && !watched.empty()) watcher_->before_write(watched);
+      const auto started = std::chrono::steady_clock::now();
       auto s = store_.db()->Write(wo, sealed.value());
+      write_seconds_.observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
       if (watcher_ != nullptr && !watched.empty()) watcher_->after_write(watched);
       committed = s.ok();
       if (!committed) failure = "cannot write a batch: " + s.ToString();

@@ -28,6 +28,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/histogram.h"
 #include "store/store.h"
 #include "store/tx.h"
 
@@ -81,6 +82,12 @@ class Writer {
   // restart, which recovers the log's true tail, can continue the sequence and the hash chain.
   bool writable() const { return writable_.load(std::memory_order_acquire); }
   uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
+  // How long each synced batch write took (RocksDB's Write: the write-ahead log's append and
+  // fsync, the memtable inserts, and any stall RocksDB imposes), written or failed. Every job of a
+  // batch waits this long at least, so a slow disk shows here first.
+  const LatencyHistogram& write_latency() const { return write_seconds_; }
+  // Prometheus text of write_latency(): gatewayd_store_batch_write_seconds.
+  std::string render_metrics() const;
   // Blocks until an event beyond `seq` is committed, the writer stops, or `timeout` passes.
   // Returns last_seq().
   uint64_t wait_beyond(uint64_t seq, std::chrono::milliseconds timeout);
@@ -138,6 +145,7 @@ class Writer {
   std::atomic<uint64_t> published_seq_;
   std::atomic<bool> writable_{true};
   std::atomic<uint64_t> batches_{0};
+  LatencyHistogram write_seconds_;
   std::mutex commit_mu_;
   std::condition_variable commit_cv_;  // notified after each batch's write and on stop
   uint64_t written_ = 0;               // GUARDED_BY(commit_mu_); the last batch written (or failed)

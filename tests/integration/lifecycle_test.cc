@@ -41,6 +41,16 @@ TEST_CASE("/healthz and /readyz answer 200 without auth; /metrics is Prometheus 
   CHECK(m.body.find("le=\"+Inf\"") != std::string::npos);
   CHECK(m.body.find("201") != std::string::npos);
   CHECK(m.body.find("404") != std::string::npos);
+  // Every synced batch write is timed: the create's write at least.
+  auto value = [&m](const std::string& name) -> double {
+    const size_t at = m.body.find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::stod(m.body.substr(at + name.size() + 2));
+  };
+  CHECK(m.body.find("# TYPE gatewayd_store_batch_write_seconds histogram") != std::string::npos);
+  const double writes = value("gatewayd_store_batch_write_seconds_count");
+  CHECK(writes >= 1);
+  CHECK(writes == value("gatewayd_store_batches_total"));
+  CHECK(value("gatewayd_store_batch_write_seconds_sum") > 0);
 }
 
 TEST_CASE("gatewayd raises its open-file limit: many idle connections do not stop it answering") {

@@ -9,6 +9,7 @@
 #include <future>
 #include <latch>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "core/hex.h"
@@ -373,6 +374,51 @@ TEST_CASE("a failed write answers every job of the batch as not committed and st
   auto writer = Writer::start(*store.value(), *ids);
   REQUIRE(writer.ok());
   CHECK(writer.value()->writable());
+}
+
+}  // namespace
+}  // namespace gw
+
+namespace gw {
+namespace {
+
+// The value of the sample `name` (a whole line's first field) in Prometheus text, or -1.
+double sample(const std::string& text, const std::string& name) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+TEST_CASE("each synced batch write is timed: a write held in its log sync counts as slow") {
+  PipelineRun run;  // its store on the FailingEnv; the jobs here are this test's own
+  auto append = [&](const std::string& id) {
+    std::promise<bool> p;
+    auto f = p.get_future();
+    run.writer->submit(std::make_unique<AppendJob>(id, false, std::move(p)));
+    return f;
+  };
+  run.env.log_syncs.shut();
+  auto held = append("held");
+  run.env.log_syncs.await_waiting();  // the batch's write is in its sync, as on a stalled disk
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  run.env.log_syncs.open();
+  CHECK(held.get());
+  CHECK(append("quick").get());
+  CHECK(run.writer->batches() == 2);
+  CHECK(run.writer->write_latency().count() == 2);
+  const std::string text = run.writer->render_metrics();
+  INFO(text);
+  CHECK(text.find("# TYPE gatewayd_store_batch_write_seconds histogram\n") != std::string::npos);
+  const std::string name = "gatewayd_store_batch_write_seconds";
+  CHECK(sample(text, name + "_count") == 2);
+  CHECK(sample(text, name + "_bucket{le=\"+Inf\"}") == 2);
+  // The held write took at least 80 ms, so at most the quick one is within 50 ms.
+  CHECK(sample(text, name + "_bucket{le=\"0.05\"}") <= 1);
+  CHECK(sample(text, name + "_sum") >= 0.08);
+  run.writer->stop();
 }
 
 }  // namespace
