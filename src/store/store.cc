@@ -107,7 +107,7 @@ rocksdb::ColumnFamilyOptions projection_options(const std::shared_ptr<rocksdb::C
   // connections the compaction threads' CPU went from 4.5 to 2.2 s and creates/s rose by about
   // 8%. At 16, a create/update sequence like the benchmark's phase A did 5% more creates and 7%
   // more updates than at 8, with GET of one record the same; the full benchmark run after it
-  // had more creates but fewer updates (README, "Performance"). Point reads check more L0
+  // had more creates but fewer updates (scripts/bench/NOTES.md). Point reads check more L0
   // files, each behind its Bloom filter. Writes are slowed and stopped further on than RocksDB's
   // 20 and 36 files, so that the trigger keeps its margin. Once writes pause, QuietCompaction
   // (store/quiet_compaction.h) compacts L0 into L1, so that reads between bursts of writes do
