@@ -20,9 +20,10 @@
 #     and a restart that must list the same number of records.
 #
 # wrk's p99 is corrected for coordinated omission (wrk 4's stats_correct): a response that took
-# longer than the run's mean interval per connection (duration / responses per connection, about
-# 3 ms for a write at 64 connections) also records the latencies that requests sent on schedule
-# during that wait would have had. So one stall of D ms of the write pipeline, which all 64
+# at least twice the run's interval e per connection (duration / responses per connection, about
+# 3 ms for a write at 64 connections) also records its latency minus e, minus 2e and so on, the
+# latencies that requests sent on schedule during that wait would have had (the Lua scripts'
+# done() gets the corrected figures too). So one stall of D ms of the write pipeline, which all 64
 # connections wait out, adds about 64 * D / 3 samples between 0 and D ms: a single 100 ms stall
 # in a 10 s run of 200k writes puts about 1% of the samples above 10 ms. For each POST and PUT
 # run the script therefore also counts gatewayd's synced batch writes that took over 10 ms and
