@@ -15,6 +15,7 @@
 #include "support/gatewayd.h"
 #include "support/http_client.h"
 #include "support/json.h"
+#include "support/prometheus.h"
 #include "support/temp_dir.h"
 
 namespace gw::itest {
@@ -166,8 +167,7 @@ std::string read_response(int fd);
 // GET /metrics (CHECKs 200) and returns the Prometheus text.
 std::string metrics(const Server& server);
 
-// The value of the sample whose name and labels are exactly `series` in Prometheus text; nullopt
-// when absent.
-std::optional<double> sample(const std::string& text, std::string_view series);
+// sample(text, series): the value of one sample of Prometheus text (support/prometheus.h).
+using testing::sample;
 
 }  // namespace gw::itest

@@ -9,11 +9,11 @@
 #include <future>
 #include <latch>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "core/hex.h"
 #include "store/store_test_util.h"
+#include "support/prometheus.h"
 #include "store/writer.h"
 
 namespace gw {
@@ -382,16 +382,6 @@ TEST_CASE("a failed write answers every job of the batch as not committed and st
 namespace gw {
 namespace {
 
-// The value of the sample `name` (a whole line's first field) in Prometheus text, or -1.
-double sample(const std::string& text, const std::string& name) {
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
-  }
-  return -1;
-}
-
 TEST_CASE("each synced batch write is timed: a write held in its log sync counts as slow") {
   PipelineRun run;  // its store on the FailingEnv; the jobs here are this test's own
   auto append = [&](const std::string& id) {
@@ -413,11 +403,12 @@ TEST_CASE("each synced batch write is timed: a write held in its log sync counts
   INFO(text);
   CHECK(text.find("# TYPE gatewayd_store_batch_write_seconds histogram\n") != std::string::npos);
   const std::string name = "gatewayd_store_batch_write_seconds";
+  using testing::sample;
   CHECK(sample(text, name + "_count") == 2);
   CHECK(sample(text, name + "_bucket{le=\"+Inf\"}") == 2);
   // The held write took at least 80 ms, so at most the quick one is within 50 ms.
-  CHECK(sample(text, name + "_bucket{le=\"0.05\"}") <= 1);
-  CHECK(sample(text, name + "_sum") >= 0.08);
+  CHECK(sample(text, name + "_bucket{le=\"0.05\"}").value_or(2) <= 1);
+  CHECK(sample(text, name + "_sum").value_or(0) >= 0.08);
   run.writer->stop();
 }
 
