@@ -229,7 +229,9 @@ check_keepalive() {
 }
 
 # "BATCHES WITHIN_10MS WITHIN_50MS": gatewayd's synced batch writes so far, all and those that
-# took at most 10 and 50 ms (cumulative buckets of gatewayd_store_batch_write_seconds).
+# took at most 10 and 50 ms (cumulative buckets of gatewayd_store_batch_write_seconds). Read from
+# one scrape, not three calls of metric(): a batch finishing between scrapes would make the
+# counts disagree (a negative count of slow writes).
 batch_writes() {
   curl -sS --max-time 30 "$GW_URL/metrics" | awk '
     $1 == "gatewayd_store_batch_write_seconds_count" { n = $2 }
