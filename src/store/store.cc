@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include "store/crc32c.h"
 #include "store/info_log.h"
 
 #include <rocksdb/compaction_filter.h>
@@ -248,6 +249,9 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   options.keep_log_file_num = kInfoLogsKept;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
+  rocksdb::Log(rocksdb::InfoLogLevel::INFO_LEVEL, options.info_log,
+               "gatewayd: write-ahead log checksums (CRC-32C) computed by %s",
+               crc32c_implementation());
   auto s = rocksdb::DB::Open(options, dir, column_families(), &handles, &raw);
   if (!s.ok()) return unavailable(s);
   auto store = adopt(dir, raw, handles);
