@@ -199,7 +199,7 @@ Result<Decision> create_domain(const DomainSpec& s, const Actor& actor, const Fr
   d.meta.id = fresh.id;
   d.meta.created_at = d.meta.updated_at = fresh.now;
   Record r = std::move(d);
-  return Decision{{Change{event_type(Kind::kDomain, "created"), r, 0, true}}, r};
+  return Decision{{Change{event_type(Kind::kDomain, "created"), r, 0, true}}, std::move(r)};
 }
 
 Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now,
@@ -289,7 +289,7 @@ Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh
   m.id = fresh.id;
   m.created_at = m.updated_at = fresh.now;
   m.deleted_at = 0;
-  return Decision{{Change{event_type(kind_of(r), "created"), r, 0, true}}, r};
+  return Decision{{Change{event_type(kind_of(r), "created"), r, 0, true}}, std::move(r)};
 }
 
 Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spec,
@@ -325,7 +325,7 @@ Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spe
   Meta& m = meta_of(r);
   m = old_meta;
   m.updated_at = now;
-  return Decision{{Change{event_type(kind, "updated"), r}}, r};
+  return Decision{{Change{event_type(kind, "updated"), r}}, std::move(r)};
 }
 
 Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& actor, int64_t now,
@@ -349,7 +349,7 @@ Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookup
   if (auto e = check_if_match(if_match, loaded.value().version)) return std::move(*e);
   Record r = std::move(loaded.value().record);
   if (std::get<Domain>(r).status == "verified") return Decision{{}, r};
-  return Decision{{Change{event_type(Kind::kDomain, "verification_requested"), r}}, r};
+  return Decision{{Change{event_type(Kind::kDomain, "verification_requested"), r}}, std::move(r)};
 }
 
 Result<Decision> decide_verification_outcome(const std::string& domain_id, uint64_t request_seq,

@@ -140,11 +140,11 @@ Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id,
 
 }  // namespace
 
-Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, const Decision& decision,
+Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, Decision& decision,
                                 const Actor& actor, int64_t now) {
   const std::string& subject = meta_of(decision.result).id;
   Recorded subject_written;
-  for (const auto& change : decision.changes) {
+  for (auto& change : decision.changes) {
     const Meta& m = meta_of(change.record);
     // Usually what the decision itself loaded, kept by `lookups`; a new record has nothing stored.
     std::optional<Stored> current;
@@ -172,13 +172,13 @@ Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, const Decision& deci
     uint64_t seq = tx.append(draft);
     track_requests(tx, change.type, seq, change.caused_by, m.id);
     project(tx, seq, before, change.record, draft.data_json, version, create_seq);
-    // A changed record goes back to the cache (keep_written); a new one does not, so that creates
-    // do not push out the records being updated.
-    if (before) {
-      lookups.wrote(m.id, Stored{change.record, version, create_seq}, draft.data_json.size());
-    }
     // The reply is the subject's record, not that of a domain a change cascaded to.
-    if (m.id == subject) subject_written = Recorded{std::move(draft.data_json), version};
+    const bool is_subject = m.id == subject;
+    // A changed record goes back to the cache (keep_written); a new one does not, so that creates
+    // do not push out the records being updated. Moved there: `change` is not read again.
+    const size_t json_bytes = draft.data_json.size();
+    if (before) lookups.wrote(Stored{std::move(change.record), version, create_seq}, json_bytes);
+    if (is_subject) subject_written = Recorded{std::move(draft.data_json), version};
   }
   return subject_written;
 }
@@ -276,8 +276,10 @@ std::optional<Stored> TxLookups::take(const std::string& id) {
   return current;
 }
 
-void TxLookups::wrote(const std::string& id, Stored stored, size_t json_bytes) {
-  if (cache_ != nullptr) written_.push_back(Written{id, std::move(stored), json_bytes});
+void TxLookups::wrote(Stored stored, size_t json_bytes) {
+  if (cache_ == nullptr) return;
+  std::string id = meta_of(stored.record).id;
+  written_.push_back(Written{std::move(id), std::move(stored), json_bytes});
 }
 
 void TxLookups::keep_written() {

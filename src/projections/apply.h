@@ -26,9 +26,10 @@ struct Recorded {
 class TxLookups;
 // Appends one event per change of `decision` and applies each to the read model. Returns the
 // record of the decision's subject (decision.result) as written. `lookups` is what the decision
-// read through: the records it loaded are not read again.
+// read through: the records it loaded are not read again. A change to a stored record has its
+// record moved into `lookups` (for its cache); the caller reads only the changes' types after.
 // On failure (an I/O error reading current state) the caller must discard the Tx's writes.
-Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, const Decision& decision,
+Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, Decision& decision,
                                 const Actor& actor, int64_t now);
 
 // Applies an event already in the log (its stored JSON) to the read model: used to catch up and to
@@ -83,9 +84,9 @@ class TxLookups final : public Lookups {
   // Before record `id` is changed: what is stored of it (what load() read, moved out, or read
   // now), dropped here and in the cache.
   std::optional<Stored> take(const std::string& id);
-  // After record `id` was changed (record_changes): its new state, put in the cache by
+  // After a record was changed (record_changes): its new state, put in the cache by
   // keep_written() once the job's writes are sure to be kept.
-  void wrote(const std::string& id, Stored stored, size_t json_bytes);
+  void wrote(Stored stored, size_t json_bytes);
   void keep_written();
   // An I/O error met by any lookup; decisions taken after one must be discarded.
   const std::optional<Error>& failure() const { return failure_; }

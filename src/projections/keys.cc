@@ -7,7 +7,10 @@ namespace gw::keys {
 namespace {
 
 std::string join(std::initializer_list<std::string_view> parts) {
+  size_t size = parts.size() - 1;  // the separators
+  for (auto p : parts) size += p.size();
   std::string out;
+  out.reserve(size);  // keys are built on every write and read: one allocation each
   bool first = true;
   for (auto p : parts) {
     if (!first) out.push_back('\0');

@@ -17,8 +17,7 @@ bool cpu_has_sse42() {
 
 // Eight bytes per instruction; the tail a byte at a time. With the pre- and post-inversion
 // RocksDB's Extend applies, so a checksum may be continued across calls.
-__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t crc, const char* data,
-                                                        size_t n) {
+__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t crc, const char* data, size_t n) {
   const auto* p = reinterpret_cast<const unsigned char*>(data);
   uint64_t c = crc ^ 0xffffffffu;
   for (; n >= 8; p += 8, n -= 8) {

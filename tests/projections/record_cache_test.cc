@@ -156,8 +156,8 @@ TEST_CASE("TxLookups caches what it reads and what kept jobs change, never a rej
       TxLookups lookups(*tx, &f.cache);
       auto current = lookups.load(id);
       REQUIRE(current.has_value());
-      REQUIRE(record_changes(*tx, lookups, change_of(*current, "inactive", "w-kept"), actor, 2)
-                  .ok());
+      Decision d = change_of(*current, "inactive", "w-kept");
+      REQUIRE(record_changes(*tx, lookups, d, actor, 2).ok());
       lookups.keep_written();
       f.commit(*tx);
     }

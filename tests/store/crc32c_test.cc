@@ -24,8 +24,7 @@ TEST_CASE("crc32c: the replacement gives librocksdb's checksums") {
 
   // The check value of CRC-32C (RFC 3720's polynomial), and its continuation across calls.
   CHECK(rocksdb::crc32c::Extend(0, "123456789", 9) == 0xE3069283u);
-  CHECK(rocksdb::crc32c::Extend(rocksdb::crc32c::Extend(0, "1234", 4), "56789", 5) ==
-        0xE3069283u);
+  CHECK(rocksdb::crc32c::Extend(rocksdb::crc32c::Extend(0, "1234", 4), "56789", 5) == 0xE3069283u);
   CHECK(rocksdb::crc32c::Extend(0, "", 0) == library(0, "", 0));
 
   std::mt19937 rng(42);
@@ -62,8 +61,9 @@ TEST_CASE("crc32c: a log written and replayed with the replacement reads back") 
     sync.sync = true;
     for (int i = 0; i < 100; ++i) {
       rocksdb::WriteBatch batch;
-      REQUIRE(batch.Put(store.value()->cf(Cf::kEvents), "k" + std::to_string(i),
-                        std::string(1000 + i, static_cast<char>('a' + i % 26)))
+      REQUIRE(batch
+                  .Put(store.value()->cf(Cf::kEvents), "k" + std::to_string(i),
+                       std::string(1000 + i, static_cast<char>('a' + i % 26)))
                   .ok());
       REQUIRE(store.value()->db()->Write(sync, &batch).ok());
     }
@@ -80,8 +80,8 @@ TEST_CASE("crc32c: a log written and replayed with the replacement reads back") 
     std::string value;
     REQUIRE(store.value()
                 ->db()
-                ->Get(rocksdb::ReadOptions(), store.value()->cf(Cf::kEvents), "k" + std::to_string(i),
-                      &value)
+                ->Get(rocksdb::ReadOptions(), store.value()->cf(Cf::kEvents),
+                      "k" + std::to_string(i), &value)
                 .ok());
     CHECK(value == std::string(1000 + i, static_cast<char>('a' + i % 26)));
   }
