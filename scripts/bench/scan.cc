@@ -4,8 +4,10 @@
 // value with RapidJSON (Document::Parse), on one thread, checking each is a JSON object. Nothing
 // else: no projections, no hashing, no writes.
 //
-//   g++ -O2 -std=c++20 scripts/bench/scan.cc -o build-bench/scan
+//   g++ -O2 -std=c++20 -Isrc scripts/bench/scan.cc src/store/crc32c.cc -o build-bench/scan
 //       $(pkg-config --cflags --libs rocksdb)          (one line; scripts/bench.sh does this)
+// src/store/crc32c.cc gives it gatewayd's CRC-32C for the write-ahead log (the CPU's instruction
+// instead of Debian's table-driven one), as gatewayctl rebuild has it.
 //   build-bench/scan --data-dir DIR
 //     prints: scan: events=N bytes=B seconds=S open_seconds=O events_per_s=R (S includes O: the
 //     open replays the write-ahead log, as it does for gatewayctl rebuild)
