@@ -8,7 +8,8 @@
 // 40 KB or so of log record), on the one thread every write waits for.
 //
 // store/crc32c.cc defines `rocksdb::crc32c::Extend`, so that in every program linking it (the
-// dynamic linker binds librocksdb's PLT calls to the executable's definition first) RocksDB's
+// dynamic linker binds librocksdb's PLT calls to the executable's definition first; CMake makes
+// every program linking gw_store take it, with `--undefined` of the symbol) RocksDB's
 // checksums are computed with SSE4.2, on a CPU that has it, and by librocksdb's own function
 // otherwise. The checksum is the same either way (tests/store/crc32c_test.cc compares the two):
 // logs written before and after read back alike. Table files are not affected: their blocks use

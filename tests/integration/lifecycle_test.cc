@@ -49,6 +49,17 @@ TEST_CASE("/healthz and /readyz answer 200 without auth; /metrics is Prometheus 
   CHECK(sample(m.body, "gatewayd_store_batch_write_seconds_sum").value_or(-1) > 0);
 }
 
+TEST_CASE("gatewayd checksums its write-ahead log with its own CRC-32C, and LOG says so") {
+  Server server;
+  Api api(server, kTeamA);
+  create(api, kWebhook, 1);
+  std::ostringstream text;
+  text << std::ifstream(server.data_dir() + "/LOG", std::ios::binary).rdbuf();
+  const std::string expected = std::string("checksums (CRC-32C) computed by ") +
+                               (__builtin_cpu_supports("sse4.2") ? "sse4.2" : "rocksdb");
+  CHECK(text.str().find(expected) != std::string::npos);
+}
+
 TEST_CASE("gatewayd raises its open-file limit: many idle connections do not stop it answering") {
   rlimit inherited{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &inherited) == 0);

@@ -13,8 +13,8 @@
 
 #include "core/hex.h"
 #include "store/store_test_util.h"
-#include "support/prometheus.h"
 #include "store/writer.h"
+#include "support/prometheus.h"
 
 namespace gw {
 namespace {
@@ -375,12 +375,6 @@ TEST_CASE("a failed write answers every job of the batch as not committed and st
   REQUIRE(writer.ok());
   CHECK(writer.value()->writable());
 }
-
-}  // namespace
-}  // namespace gw
-
-namespace gw {
-namespace {
 
 TEST_CASE("each synced batch write is timed: a write held in its log sync counts as slow") {
   PipelineRun run;  // its store on the FailingEnv; the jobs here are this test's own
