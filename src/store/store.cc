@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -335,9 +336,12 @@ Result<bool> Store::flush() {
 }
 
 int Store::level0_files(Cf which) const {
-  rocksdb::ColumnFamilyMetaData meta;
-  db_->GetColumnFamilyMetaData(cf(which), &meta);
-  return meta.levels.empty() ? 0 : static_cast<int>(meta.levels[0].files.size());
+  // A property RocksDB keeps (a decimal string), where GetColumnFamilyMetaData would copy every
+  // file's metadata.
+  std::string files;
+  const std::string property = rocksdb::DB::Properties::kNumFilesAtLevelPrefix + "0";
+  if (!db_->GetProperty(cf(which), property, &files)) return 0;
+  return std::atoi(files.c_str());
 }
 
 Result<bool> Store::compact_level0(Cf which) {

@@ -47,6 +47,9 @@ TEST_CASE("/healthz and /readyz answer 200 without auth; /metrics is Prometheus 
   CHECK(writes >= 1);
   CHECK(writes == sample(m.body, "gatewayd_store_batches_total").value_or(-2));
   CHECK(sample(m.body, "gatewayd_store_batch_write_seconds_sum").value_or(-1) > 0);
+  // Compactions of the projections' L0 once writes pause: none in a store this small.
+  CHECK(sample(m.body, "gatewayd_quiet_compactions_total").value_or(-1) == 0);
+  CHECK(sample(m.body, "gatewayd_quiet_compaction_failures_total").value_or(-1) == 0);
 }
 
 TEST_CASE("gatewayd checksums its write-ahead log with its own CRC-32C, and LOG says so") {
