@@ -348,7 +348,7 @@ Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookup
   if (!loaded.ok()) return std::move(loaded.error());
   if (auto e = check_if_match(if_match, loaded.value().version)) return std::move(*e);
   Record r = std::move(loaded.value().record);
-  if (std::get<Domain>(r).status == "verified") return Decision{{}, r};
+  if (std::get<Domain>(r).status == "verified") return Decision{{}, std::move(r)};
   return Decision{{Change{event_type(Kind::kDomain, "verification_requested"), r}}, std::move(r)};
 }
 

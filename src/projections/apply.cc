@@ -277,14 +277,16 @@ std::optional<Stored> TxLookups::take(const std::string& id) {
 }
 
 void TxLookups::wrote(Stored stored, size_t json_bytes) {
-  if (cache_ == nullptr) return;
-  std::string id = meta_of(stored.record).id;
-  written_.push_back(Written{std::move(id), std::move(stored), json_bytes});
+  if (cache_ != nullptr) written_.push_back(Written{std::move(stored), json_bytes});
 }
 
 void TxLookups::keep_written() {
   // In order: a record changed twice by one decision ends as its last change left it.
-  for (auto& w : written_) cache_->put(w.id, std::move(w.stored), w.json_bytes);
+  for (auto& w : written_) {
+    // A copy: put() takes the record by value, which moves it before the key is read.
+    const std::string id = meta_of(w.stored.record).id;
+    cache_->put(id, std::move(w.stored), w.json_bytes);
+  }
   written_.clear();
 }
 

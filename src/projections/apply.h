@@ -98,8 +98,7 @@ class TxLookups final : public Lookups {
   // What load() returns, kept in loaded_ (read once).
   std::optional<Stored>& loaded(const std::string& id);
   struct Written {
-    std::string id;
-    Stored stored;
+    Stored stored;  // its record's id is the cache's key
     size_t json_bytes;
   };
   Tx& tx_;

@@ -8,8 +8,6 @@
 namespace gw {
 namespace {
 
-constexpr char kExtendSymbol[] = "_ZN7rocksdb6crc32c6ExtendEjPKcm";
-
 bool cpu_has_sse42() {
   static const bool has = __builtin_cpu_supports("sse4.2");
   return has;
@@ -33,13 +31,13 @@ __attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t crc, const char
 }  // namespace
 
 Crc32cExtend rocksdb_crc32c_extend() {
-  static const auto library = reinterpret_cast<Crc32cExtend>(dlsym(RTLD_NEXT, kExtendSymbol));
+  static const auto library = reinterpret_cast<Crc32cExtend>(dlsym(RTLD_NEXT, kCrc32cExtendSymbol));
   return library;
 }
 
 const char* crc32c_implementation() {
   // Bound to this program's definition, which is not librocksdb's (the one past it).
-  const void* bound = dlsym(RTLD_DEFAULT, kExtendSymbol);
+  const void* bound = dlsym(RTLD_DEFAULT, kCrc32cExtendSymbol);
   const void* library = reinterpret_cast<const void*>(rocksdb_crc32c_extend());
   if (bound == nullptr || bound == library) return "rocksdb (not replaced)";
   return cpu_has_sse42() ? "sse4.2" : "rocksdb";

@@ -26,6 +26,9 @@ uint32_t Extend(uint32_t crc, const char* data, size_t n);
 
 namespace gw {
 
+// The mangled name of rocksdb::crc32c::Extend, for dlsym (CMakeLists.txt spells it out too).
+inline constexpr char kCrc32cExtendSymbol[] = "_ZN7rocksdb6crc32c6ExtendEjPKcm";
+
 // Which function computes RocksDB's CRC-32C in this process: "sse4.2" (this file's, with the CPU's
 // instruction), "rocksdb" (librocksdb's own, the CPU lacks SSE4.2), or "rocksdb (not replaced)" if
 // the dynamic linker did not bind `rocksdb::crc32c::Extend` to this program's definition. Store

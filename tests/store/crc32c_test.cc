@@ -47,7 +47,7 @@ TEST_CASE("crc32c: the replacement gives librocksdb's checksums") {
 }
 
 TEST_CASE("crc32c: librocksdb's calls are bound to the replacement") {
-  void* bound = dlsym(RTLD_DEFAULT, "_ZN7rocksdb6crc32c6ExtendEjPKcm");
+  void* bound = dlsym(RTLD_DEFAULT, kCrc32cExtendSymbol);
   CHECK(bound == reinterpret_cast<void*>(&rocksdb::crc32c::Extend));
   CHECK(bound != reinterpret_cast<void*>(rocksdb_crc32c_extend()));
   const std::string expected = __builtin_cpu_supports("sse4.2") ? "sse4.2" : "rocksdb";
