@@ -104,11 +104,10 @@ std::string broker_list_problem(const std::string& list) {
   return "";
 }
 
-// Every connection takes a file descriptor. At the soft limit Pistache's listener retries the
-// failing accept (EMFILE) at once, again and again: a core busy and no request answered until
-// connections close (about 300 idle connections under `ulimit -n 256`). So the soft limit is
-// raised to the hard one, as far as the process may raise it itself (the WAF sandbox, started
-// before, keeps the limit it had).
+// Every connection takes a file descriptor, and at the limit new connections wait in the listen
+// backlog until others close (http/server.cc; about 300 idle connections under `ulimit -n 256`
+// are enough). So the soft limit is raised to the hard one, as far as the process may raise it
+// itself (the WAF sandbox, started before, keeps the limit it had).
 void raise_open_file_limit() {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;

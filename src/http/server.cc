@@ -1,20 +1,28 @@
 #include "http/server.h"
 
+#include <dlfcn.h>
 #include <pistache/endpoint.h>
+#include <pistache/errors.h>
 #include <pistache/http.h>
+#include <pistache/listener.h>
 #include <pistache/peer.h>
 #include <pistache/transport.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <future>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -504,4 +512,75 @@ bool Server::join(std::chrono::milliseconds limit) {
   return done.wait_for(limit) == std::future_status::ready;
 }
 
+// The listener thread's accept (the definition of Pistache's below).
+namespace {
+
+// How long the listener waits before it tries to accept again after accepting failed for want of
+// a descriptor (or of memory): at most this long a connection waits in the backlog once another
+// one has closed.
+constexpr std::chrono::milliseconds kAcceptPause{50};
+
+// Set once accepting a connection fails for want of a descriptor (or of memory), cleared by the
+// next accept that succeeds: each such spell is told on stderr once, at its start and at its end.
+std::atomic<bool> out_of_descriptors{false};
+
+// Pistache's own Listener::acceptConnection, found past this program's definition below.
+using AcceptConnection = int (*)(const P::Tcp::Listener*, sockaddr_storage&);
+constexpr char kAcceptConnectionSymbol[] =
+    "_ZNK8Pistache3Tcp8Listener16acceptConnectionER16sockaddr_storage";
+
+int accept_connection(const P::Tcp::Listener& listener, sockaddr_storage& peer_addr) {
+  static const auto pistache =
+      reinterpret_cast<AcceptConnection>(::dlsym(RTLD_NEXT, kAcceptConnectionSymbol));
+  if (pistache == nullptr) throw std::logic_error("Pistache's Listener::acceptConnection is gone");
+  try {
+    const int fd = pistache(&listener, peer_addr);
+    if (out_of_descriptors.exchange(false, std::memory_order_relaxed)) {
+      std::fprintf(stderr, "gatewayd: accepting connections again\n");
+    }
+    return fd;
+  } catch (const P::Tcp::SocketError&) {
+    // accept4's error, which Pistache read to make the exception (no call on the exception
+    // itself: at the open-file limit, UndefinedBehaviorSanitizer's check of its dynamic type
+    // cannot open the pipe it checks memory with, and fails the call).
+    const int error = errno;
+    if (error != EMFILE && error != ENFILE && error != ENOBUFS && error != ENOMEM) throw;
+    if (!out_of_descriptors.exchange(true, std::memory_order_relaxed)) {
+      rlimit limit{};
+      const std::string cap = error == EMFILE && ::getrlimit(RLIMIT_NOFILE, &limit) == 0
+                                  ? " (this process may have " + std::to_string(limit.rlim_cur) +
+                                        " open files)"
+                                  : "";
+      std::fprintf(stderr,
+                   "gatewayd: cannot accept connections: %s%s; new connections wait until others "
+                   "close\n",
+                   std::system_category().message(error).c_str(), cap.c_str());
+    }
+    std::this_thread::sleep_for(kAcceptPause);
+    throw;  // Pistache's own exception, which its listener catches and goes on
+  }
+}
+
+}  // namespace
+
 }  // namespace gw::http
+
+// Pistache 0.0.5's listener thread polls the listening socket level-triggered and accepts one
+// connection per turn. When accept4 fails for want of a descriptor (the process's open-file
+// limit, EMFILE, or the system's, ENFILE), the socket stays readable, and the next turn tried
+// again at once, for as long as the limit held: a core busy (2.0 s of CPU in 2 s, limit 64, 100
+// connections). This definition takes the place of Pistache's (called from libpistache through the
+// PLT, as in transport.cc) and calls it (gw::http::accept_connection): after such a failure it
+// waits kAcceptPause before Pistache's exception goes on to the listener's loop, so the
+// connections wait in the listen backlog until others close, and stderr says so once. Pistache's
+// own accept and exceptions are kept: a descriptor accepted in this program's code and read in
+// transport.cc was a race to ThreadSanitizer, which skips libpistache's calls (scripts/tsan.supp)
+// and so does not see how Pistache hands the connection over; and Pistache's exception types made
+// here failed UndefinedBehaviorSanitizer's check of their dynamic type at the open-file limit.
+namespace Pistache::Tcp {
+
+int Listener::acceptConnection(struct sockaddr_storage& peer_addr) const {
+  return gw::http::accept_connection(*this, peer_addr);
+}
+
+}  // namespace Pistache::Tcp

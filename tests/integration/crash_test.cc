@@ -138,7 +138,7 @@ TEST_CASE("a failed disk write stops writes, fails the health checks, and a rest
     acked.emplace_back(str(json(r), "webhook_id"), r.body);
   }
   REQUIRE(server.stop().success());
-  server.restart(256 * 1024);  // a new write-ahead log, full after about 256 KB
+  server.restart({.max_file_bytes = 256 * 1024});  // a new write-ahead log, full after about 256 KB
   CHECK(unauthenticated(server, "/healthz").status == 200);
 
   Response failed;
@@ -195,7 +195,7 @@ TEST_CASE("a disk too full for RocksDB's info log neither stops gatewayd nor its
   Response first = api.post("/v1/webhook", webhook_body(kTeamA, "before"));
   REQUIRE(first.status == 201);
   REQUIRE(server.stop().success());
-  server.restart(4096);
+  server.restart({.max_file_bytes = 4096});
   INFO("server output: ", server.output());
   CHECK(api.get(item_path(kWebhook, str(json(first), "webhook_id"))).status == 200);
   Response failed;

@@ -98,8 +98,9 @@ std::string Server::new_token(std::string_view team, std::string_view name) cons
 
 testing::ExitStatus Server::stop(int sig) { return proc_.stop(sig); }
 testing::ExitStatus Server::kill() { return proc_.kill(); }
-void Server::restart(uint64_t max_file_bytes) {
-  proc_.limit_file_size(max_file_bytes);
+void Server::restart(ServerLimits limits) {
+  proc_.limit_file_size(limits.max_file_bytes);
+  proc_.limit_open_files(limits.max_open_files);
   start();
 }
 

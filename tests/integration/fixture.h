@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,14 @@ using testing::str;
 inline constexpr std::string_view kTeamA = "team_a";
 inline constexpr std::string_view kTeamB = "team_b";
 
+// What a restarted Server may use (Server::restart); 0: no limit of the test's own.
+struct ServerLimits {
+  // No file the server writes can grow past this size (testing::Gatewayd::limit_file_size).
+  uint64_t max_file_bytes = 0;
+  // The server may have at most this many open files (testing::Gatewayd::limit_open_files).
+  uint64_t max_open_files = 0;
+};
+
 // A gatewayd on 127.0.0.1:0 with a fresh data dir and one token per team (team_a and team_b,
 // named "<team>-token"), created with gatewayctl before start. The verifier gets a DNS server on a
 // closed loopback port (GATEWAY_DNS_SERVERS=127.0.0.1:1, unless `env` sets that variable; a
@@ -54,9 +63,8 @@ class Server {
 
   testing::ExitStatus stop(int sig = SIGTERM);  // signal (SIGTERM) and wait for the exit
   testing::ExitStatus kill();  // SIGKILL
-  // Starts again on the same data dir with the same arguments; with `max_file_bytes` > 0 no file
-  // the server writes can grow past that size (testing::Gatewayd::limit_file_size).
-  void restart(uint64_t max_file_bytes = 0);
+  // Starts again on the same data dir with the same arguments, under `limits`.
+  void restart(ServerLimits limits = {});
   std::string output() const { return proc_.output(); }
   // What the server prints reaches output() through a pipe some time after it printed it: a
   // line printed before a response may not be there yet when the response is.

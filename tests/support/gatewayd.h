@@ -34,6 +34,9 @@ class Gatewayd {
   // From the next start() on, the server's files cannot grow past `bytes` (0: no limit); writes
   // beyond fail with EFBIG, like writes to a full disk (ChildEnv::max_file_bytes).
   void limit_file_size(uint64_t bytes) { max_file_bytes_ = bytes; }
+  // From the next start() on, the server may have at most `files` open files (0: as this process;
+  // ChildEnv::max_open_files), a limit it cannot raise.
+  void limit_open_files(uint64_t files) { max_open_files_ = files; }
 
   // Sends `sig` (SIGTERM by default), then waits (SIGKILL past the timeout, reported as timed_out).
   ExitStatus stop(int sig = SIGTERM, std::chrono::milliseconds timeout = std::chrono::seconds(15));
@@ -56,6 +59,7 @@ class Gatewayd {
   std::string base_url_;
   int port_ = 0;
   uint64_t max_file_bytes_ = 0;
+  uint64_t max_open_files_ = 0;
 };
 
 // Runs `ctl token create --tokens-file tokens_file --tenant tenant --name name` and returns the

@@ -83,6 +83,11 @@ pid_t spawn_raw(std::vector<std::string> argv, const ChildEnv& env, int out_fd, 
       limit.rlim_cur = limit.rlim_max = env.max_file_bytes;
       if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(124);
     }
+    if (env.max_open_files > 0) {
+      struct rlimit limit {};
+      limit.rlim_cur = limit.rlim_max = env.max_open_files;
+      if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(124);
+    }
     execve(c_argv[0], c_argv.data(), c_env.data());
     _exit(127);
   }

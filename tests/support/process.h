@@ -31,10 +31,12 @@ struct ExitStatus {
 // `drop_prefixes`, plus `add` ("NAME=value", replacing a variable of the same name).
 // `max_file_bytes` > 0 sets the child's RLIMIT_FSIZE and ignores SIGXFSZ in it, so that a write
 // past that size fails with EFBIG, as on a full disk, instead of killing the child.
+// `max_open_files` > 0 sets the child's RLIMIT_NOFILE, soft and hard: it cannot raise it.
 struct ChildEnv {
   std::vector<std::string> drop_prefixes;
   std::vector<std::string> add;
   uint64_t max_file_bytes = 0;
+  uint64_t max_open_files = 0;
 };
 
 class ChildProcess {
