@@ -293,6 +293,9 @@ class Handler final : public P::Http::Handler {
         if (exchange.closing.load(std::memory_order_acquire)) mark_closing(peer);
       }
     } mark_if_closing{peer, *exchange};
+    // Whatever happens below, one answer is queued: a client that has ended its side of the
+    // connection meanwhile still gets it (transport.h).
+    expect_answer(*peer);
     // Sequentially consistent, with shutdown()'s store of `draining` and load of `in_flight`:
     // each side writes one flag and then reads the other's, and with release and acquire alone
     // both could read the old values (the store still in a write buffer), so that shutdown saw
@@ -333,6 +336,7 @@ class Handler final : public P::Http::Handler {
   void refuse(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view head, Reply reply) {
     mark_closing(peer);
     try {
+      expect_answer(*peer);
       count_refused(head, reply.status);
       // Sent as every other answer is; the write side is shut once it is written.
       send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true);
@@ -448,7 +452,8 @@ class Handler final : public P::Http::Handler {
     try {
       const std::shared_ptr<P::Tcp::Peer> peer = to.lock();
       if (!peer) return;  // the client went away
-      queue_write(peer, wire(version, reply, close, with_body), /*shut_after=*/close);
+      queue_write(peer, wire(version, reply, close, with_body), /*shut_after=*/close,
+                  /*answer=*/true);
     } catch (const std::exception&) {
       // The connection broke while answering; nothing more can be done for this client.
     }

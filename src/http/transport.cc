@@ -8,6 +8,7 @@
 
 #include <cassert>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -48,10 +49,31 @@ GW_EXPOSE(EventFdTag, &WriteQueue::event_fd);
 
 // Marks in a queued write's flags (Pistache passes them on to send(2) as they are; these are
 // taken off before it is called): kIdentified, the bytes start with the Peer::getID() of the
-// connection they are for; kShutAfter, the write side is shut once they are written.
+// connection they are for; kShutAfter, the write side is shut once they are written; kAnswer,
+// they answer a request expect_answer() was told of.
+constexpr int kAnswer = 1 << 28;
 constexpr int kIdentified = 1 << 29;
 constexpr int kShutAfter = 1 << 30;
-constexpr int kOurFlags = kIdentified | kShutAfter;
+constexpr int kOurFlags = kAnswer | kIdentified | kShutAfter;
+
+// The answers this HTTP thread's connections wait for (expect_answer), by descriptor number, and
+// whether the client has ended its sending side meanwhile. An entry is the connection's whose
+// Peer::getID() it holds: a number is given again to a later connection, whose first
+// expect_answer() starts the entry afresh, and an entry left by an ended connection is never
+// taken for another's.
+struct Expected {
+  size_t id = SIZE_MAX;  // no connection's
+  uint32_t answers = 0;
+  bool read_ended = false;
+};
+thread_local std::vector<Expected> expected;
+
+// The entry of the connection `id` on descriptor `fd`, or nullptr if it has none.
+Expected* expected_of(int fd, size_t id) {
+  if (fd < 0 || static_cast<size_t>(fd) >= expected.size()) return nullptr;
+  Expected& e = expected[static_cast<size_t>(fd)];
+  return e.id == id ? &e : nullptr;
+}
 
 // A write entry for the connection on descriptor `fd` holding `bytes` (moved in, not copied as
 // Pistache's constructor would). Its promise is dropped: nothing waits for a write gatewayd queues.
@@ -78,11 +100,17 @@ WriteEntry make_entry(Pistache::Fd fd, std::string bytes, int flags) {
 void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
   auto& peers = transport.*member_of(PeersTag{});
   const Pistache::Fd fd = write.peerFd;
+  size_t id = SIZE_MAX;
+  if ((write.flags & kIdentified) != 0) {
+    std::memcpy(&id, (write.buffer.*member_of(BufferBytesTag{})).data().data(), sizeof id);
+    // Taken, whether it is written or dropped: the connection waits for it no more.
+    if (Expected* e = (write.flags & kAnswer) != 0 ? expected_of(fd, id) : nullptr) {
+      if (e->answers > 0) --e->answers;
+    }
+  }
   const auto peer = peers.find(fd);
   if (peer == peers.end()) return;
   if ((write.flags & kIdentified) != 0) {
-    size_t id = 0;
-    std::memcpy(&id, (write.buffer.*member_of(BufferBytesTag{})).data().data(), sizeof id);
     if (peer->second->getID() != id) return;
     write.buffer.*member_of(BufferOffsetTag{}) = static_cast<off_t>(sizeof id);
   }
@@ -116,6 +144,44 @@ void drain(Pistache::Tcp::Transport& transport) {
   }
 }
 
+// On a transport's own thread, as its connection on descriptor `fd` reads the end of its client's
+// stream: whether the connection is to stay until an answer expected on it (expect_answer), or
+// bytes already queued on it (`writing`), are written; it then ends in end_if_answered().
+bool stay_for_answers(const Pistache::Tcp::Peer& peer, bool writing) {
+  const int fd = peer.fd();
+  Expected* e = expected_of(fd, peer.getID());
+  if ((e == nullptr || e->answers == 0) && !writing) return false;
+  if (e == nullptr) {
+    if (fd < 0) return false;
+    if (static_cast<size_t>(fd) >= expected.size()) expected.resize(static_cast<size_t>(fd) + 1);
+    e = &expected[static_cast<size_t>(fd)];
+    *e = Expected{peer.getID(), 0, false};
+  }
+  e->read_ended = true;
+  return true;
+}
+
+// On a transport's own thread, as it ends the connection `peer`: its entry goes.
+void forget_answers(const Pistache::Tcp::Peer& peer) {
+  if (Expected* e = expected_of(peer.fd(), peer.getID())) *e = Expected{};
+}
+
+// On a transport's own thread, once nothing is left to write on descriptor `fd` (all written, or
+// the connection broke): a connection that stayed for its answers (stay_for_answers) and has none
+// left to wait for is shut both ways. That wakes its HTTP thread, whose next read of it finds the
+// end and ends it there (Transport::handleIncoming), where Pistache ends connections: this may run
+// while the transport drains its queue of writes (deliver), which goes on to other connections.
+void end_if_answered(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  if (fd < 0 || static_cast<size_t>(fd) >= expected.size()) return;
+  if (!expected[static_cast<size_t>(fd)].read_ended) return;
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return;
+  const Expected* e = expected_of(fd, peer->second->getID());
+  if (e == nullptr || e->answers > 0) return;
+  ::shutdown(fd, SHUT_RDWR);
+}
+
 // Wakes a transport's thread to drain what was queued on it.
 void wake(void* transport) noexcept {
   WriteQueue& queue =
@@ -136,15 +202,24 @@ std::string start_write(size_t payload_bytes) {
   return write;
 }
 
+void expect_answer(const Pistache::Tcp::Peer& peer) {
+  const int fd = peer.fd();
+  if (fd < 0) return;
+  if (static_cast<size_t>(fd) >= expected.size()) expected.resize(static_cast<size_t>(fd) + 1);
+  Expected& e = expected[static_cast<size_t>(fd)];
+  if (e.id != peer.getID()) e = Expected{peer.getID(), 0, false};
+  ++e.answers;
+}
+
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
-                 bool shut_after) {
+                 bool shut_after, bool answer) {
   assert(write.size() >= kWriteIdentityBytes);  // begun by start_write
   const size_t id = peer->getID();
   std::memcpy(write.data(), &id, sizeof id);
   Pistache::Tcp::Transport* transport = (*peer).*member_of(PeerTransportTag{});
   if (transport == nullptr) throw std::runtime_error("the connection has no transport");
-  WriteEntry entry =
-      make_entry(peer->fd(), std::move(write), kIdentified | (shut_after ? kShutAfter : 0));
+  WriteEntry entry = make_entry(peer->fd(), std::move(write),
+                                kIdentified | (shut_after ? kShutAfter : 0) | (answer ? kAnswer : 0));
   (transport->*member_of(WritesQueueTag{})).Pistache::Queue<WriteEntry>::push(std::move(entry));
   // Inside a batch of answers (the writer's finish thread), once per transport at its end.
   run_at_scope_end(&wake, transport);
@@ -173,7 +248,11 @@ void Transport::asyncWriteImpl(Fd fd) {
   std::unique_lock<std::mutex> lock(toWriteLock);
   for (;;) {
     auto it = toWrite.find(fd);
-    if (it == toWrite.end() || it->second.empty()) return;
+    if (it == toWrite.end() || it->second.empty()) {
+      lock.unlock();
+      gw::http::end_if_answered(*this, fd);
+      return;
+    }
     std::deque<WriteEntry>& queue = it->second;
     WriteEntry& entry = queue.front();
     const size_t size = entry.buffer.size();
@@ -233,6 +312,7 @@ void Transport::asyncWriteImpl(Fd fd) {
       errno = error;
       d.reject(Pistache::Error::system("Could not write data"));
     }
+    gw::http::end_if_answered(*this, fd);
     return;
   }
 }
@@ -247,5 +327,41 @@ void Transport::asyncWriteImpl(Fd fd) {
 // follows it, in order, once epoll reports the socket writable. See deliver() for the writes it
 // drops.
 void Transport::handleWriteQueue(bool /*flush: always*/) { gw::http::drain(*this); }
+
+// Pistache 0.0.5 reads a connection until its socket has nothing more (EAGAIN) and hands each
+// read to the handler; once a read finds the end of the client's stream, it ends the connection at
+// once. A client may shut its sending side right after its request (a half-close) and still wait
+// for the answer, which was then lost (the request itself ran: a POST was applied). This
+// definition takes the place of Pistache's (called from libpistache through the PLT, as
+// asyncWriteImpl above): it reads as Pistache did, but at the end of the stream a connection with
+// an answer still expected on it, or bytes still to write, stays until they are written
+// (gw::http::stay_for_answers, end_if_answered), and ends then. A read interrupted by a signal
+// is tried again (Pistache ended the connection). gatewayd serves no TLS, so there is no SSL_read
+// path.
+void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
+  char buffer[Const::MaxBuffer];
+  const Fd fd = peer->fd();
+  for (;;) {
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n > 0) {
+      handler_->onInput(buffer, static_cast<size_t>(n), peer);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n == 0) {
+      bool writing = false;
+      {
+        std::lock_guard<std::mutex> guard(toWriteLock);
+        const auto queued = toWrite.find(fd);
+        writing = queued != toWrite.end() && !queued->second.empty();
+      }
+      if (gw::http::stay_for_answers(*peer, writing)) return;
+    }
+    gw::http::forget_answers(*peer);
+    handlePeerDisconnection(peer);
+    return;
+  }
+}
 
 }  // namespace Pistache::Tcp

@@ -24,11 +24,19 @@ std::string start_write(size_t payload_bytes);
 // write queued as a connection ended could have gone to the next connection given that number
 // on that thread; this one is dropped unless the connection registered under the number is still
 // `peer` when the HTTP thread takes it. With `shut_after`, the connection's write side is shut
-// once the bytes are written (the client reads the end of the stream). Callable from any thread;
-// inside a DeferralScope (core/deferral.h), the HTTP thread is woken once, at the scope's end,
-// for all the writes queued on it meanwhile. Throws std::bad_alloc or Pistache's errors if the
-// write cannot be queued.
+// once the bytes are written (the client reads the end of the stream). With `answer`, the write
+// is the answer to a request expect_answer() was told of. Callable from any thread; inside a
+// DeferralScope (core/deferral.h), the HTTP thread is woken once, at the scope's end, for all the
+// writes queued on it meanwhile. Throws std::bad_alloc or Pistache's errors if the write cannot be
+// queued.
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
-                 bool shut_after);
+                 bool shut_after, bool answer = false);
+
+// On `peer`'s HTTP thread, as a request on it is taken: an answer to it will be queued
+// (queue_write with `answer`). A client may shut its sending side right after its request (a
+// half-close) and still read the answer; Pistache ended such a connection as soon as it read the
+// end, and the answer was lost. A connection whose client has ended its side now stays until
+// every answer expected on it is written (or cannot be), and ends then.
+void expect_answer(const Pistache::Tcp::Peer& peer);
 
 }  // namespace gw::http

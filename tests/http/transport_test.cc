@@ -35,12 +35,16 @@ struct Seen {
   std::vector<std::shared_ptr<P::Tcp::Peer>> peers;
 };
 
+// With `expect_answers`, each request is also told to the transport as one an answer will follow
+// (expect_answer, on the connection's HTTP thread, as gatewayd's handler does).
 class Recorder final : public P::Http::Handler {
  public:
   HTTP_PROTOTYPE(Recorder)
-  explicit Recorder(std::shared_ptr<Seen> seen) : seen_(std::move(seen)) {}
+  Recorder(std::shared_ptr<Seen> seen, bool expect_answers)
+      : seen_(std::move(seen)), expect_answers_(expect_answers) {}
 
   void onRequest(const P::Http::Request& /*request*/, P::Http::ResponseWriter response) override {
+    if (expect_answers_) expect_answer(*response.getPeer());
     std::lock_guard<std::mutex> lock(seen_->mutex);
     seen_->peers.push_back(response.getPeer());
     seen_->changed.notify_all();
@@ -48,6 +52,7 @@ class Recorder final : public P::Http::Handler {
 
  private:
   std::shared_ptr<Seen> seen_;
+  bool expect_answers_;
 };
 
 // A Pistache endpoint on a loopback port with one HTTP thread, so that every connection is on
@@ -55,21 +60,23 @@ class Recorder final : public P::Http::Handler {
 // by its number).
 class BareServer {
  public:
-  BareServer() : endpoint_(P::Address(P::Ipv4::loopback(), P::Port(0))) {
+  explicit BareServer(bool expect_answers = false)
+      : endpoint_(P::Address(P::Ipv4::loopback(), P::Port(0))) {
     endpoint_.init(P::Http::Endpoint::options().threads(1));
-    endpoint_.setHandler(std::make_shared<Recorder>(seen_));
+    endpoint_.setHandler(std::make_shared<Recorder>(seen_, expect_answers));
     endpoint_.serveThreaded();
   }
   ~BareServer() { endpoint_.shutdown(); }
   BareServer(const BareServer&) = delete;
   BareServer& operator=(const BareServer&) = delete;
 
-  // A client connection that has sent one request, and the server's side of it.
+  // A client connection that has sent one request, and the server's side of it. With `half_close`
+  // the client shuts its sending side right after the request.
   struct Client {
     int fd = -1;
     std::shared_ptr<P::Tcp::Peer> peer;
   };
-  Client connect_and_ask() {
+  Client connect_and_ask(bool half_close = false) {
     const size_t before = seen_count();
     Client client;
     client.fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -82,6 +89,7 @@ class BareServer {
     const std::string request = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
     REQUIRE(::send(client.fd, request.data(), request.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(request.size()));
+    if (half_close) REQUIRE(::shutdown(client.fd, SHUT_WR) == 0);
     std::unique_lock<std::mutex> lock(seen_->mutex);
     REQUIRE(seen_->changed.wait_for(lock, std::chrono::seconds(5),
                                     [&] { return seen_->peers.size() > before; }));
@@ -218,6 +226,60 @@ TEST_CASE("writes queued inside a deferral scope go out when it ends, in order")
   CHECK_FALSE(got_two.ended);
   ::close(one.fd);
   ::close(two.fd);
+}
+
+// A client may shut its sending side right after its request and wait for the answer (a
+// half-close). Pistache ended the connection as soon as it read that end, and the answer, queued
+// later from another thread as gatewayd's are, went nowhere.
+TEST_CASE("a client that ends its side after a request still gets the answer, then the end") {
+  BareServer server(/*expect_answers=*/true);
+  BareServer::Client client = server.connect_and_ask(/*half_close=*/true);
+  const int number = client.peer->fd();
+  std::this_thread::sleep_for(milliseconds(100));  // the end of the client's stream is read
+  std::thread([&] {
+    queue_write(client.peer, write_of("the answer"), false, /*answer=*/true);
+  }).join();
+  client.peer.reset();
+  const Read got = read_from(client.fd, 100);
+  CHECK(got.bytes == "the answer");
+  CHECK(got.ended);
+  // The server's side is closed once the answer is out.
+  CHECK(closed_soon(number));
+  ::close(client.fd);
+}
+
+// Bytes queued before the end of the client's stream was read (an interim answer, say) keep the
+// connection until they are written too, and one expected answer keeps it after them.
+TEST_CASE("a half-closed connection stays for what is queued and for the answer expected") {
+  BareServer server(/*expect_answers=*/true);
+  BareServer::Client client = server.connect_and_ask(/*half_close=*/true);
+  const int number = client.peer->fd();
+  std::this_thread::sleep_for(milliseconds(100));
+  queue_write(client.peer, write_of("interim, "), false);
+  std::this_thread::sleep_for(milliseconds(100));
+  // Still open: the answer is expected yet.
+  CHECK(::fcntl(number, F_GETFD) != -1);
+  queue_write(client.peer, write_of("final"), false, /*answer=*/true);
+  client.peer.reset();
+  const Read got = read_from(client.fd, 100);
+  CHECK(got.bytes == "interim, final");
+  CHECK(got.ended);
+  CHECK(closed_soon(number));
+  ::close(client.fd);
+}
+
+// With nothing expected on it, a connection ends as soon as the end of its client's stream is read,
+// as before.
+TEST_CASE("a half-closed connection with no answer expected ends at once") {
+  BareServer server;
+  BareServer::Client client = server.connect_and_ask(/*half_close=*/true);
+  const int number = client.peer->fd();
+  client.peer.reset();
+  CHECK(closed_soon(number));
+  const Read got = read_from(client.fd, 100);
+  CHECK(got.bytes.empty());
+  CHECK(got.ended);
+  ::close(client.fd);
 }
 
 }  // namespace

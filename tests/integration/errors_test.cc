@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -247,6 +249,71 @@ std::string raw_create(const Server& server, const std::string& body,
   return "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server.token(kTeamA) +
          "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\nContent-Type: application/json\r\n" +
          more_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// The sockets process `pid` has open (its listener, its connections, its own socket pairs).
+size_t open_sockets(pid_t pid) {
+  size_t count = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    std::error_code ignored;  // a descriptor closed meanwhile
+    if (std::filesystem::read_symlink(entry.path(), ignored).string().starts_with("socket:")) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+// A client may shut its sending side right after its request and wait for the answer (a
+// half-close, as `nc -N` does). Pistache ended such a connection as soon as it read that end: the
+// request still ran (a create was applied), and its answer was lost.
+TEST_CASE("a client that shuts its sending side after its request gets the answer, then the end") {
+  Server server;
+  Api api(server, kTeamA);
+  REQUIRE(api.get("/v1/webhook").status == 200);  // its connection stays open
+  const size_t sockets_before = open_sockets(server.pid());
+  // Sends `request` on a new connection and shuts the sending side at once; returns what the
+  // server sent until it ended the stream ("(no end)" appended if it did not within 5 s).
+  auto half_closed = [&](const std::string& request) {
+    const int fd = connect_with_timeout(server);
+    REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(request.size()));
+    REQUIRE(::shutdown(fd, SHUT_WR) == 0);
+    std::string got;
+    char buffer[65536];
+    for (;;) {
+      const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+      if (n == 0) break;
+      if (n < 0) {
+        got += "(no end)";
+        break;
+      }
+      got.append(buffer, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return got;
+  };
+  const std::string created = half_closed(raw_create(server, webhook_body(kTeamA, "wl-half")));
+  INFO("create: ", created);
+  REQUIRE(created.starts_with("HTTP/1.1 201 "));
+  const size_t at = created.find("\"webhook_id\":\"");
+  REQUIRE(at != std::string::npos);
+  const size_t from = at + std::string_view("\"webhook_id\":\"").size();
+  const std::string id = created.substr(from, created.find('"', from) - from);
+  CHECK(api.get("/v1/webhook/" + id).status == 200);
+  CHECK(half_closed("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  // Refused, as every request without a token is; answered all the same.
+  CHECK(half_closed("GET /v1/webhook HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 401 "));
+  // Refused before it was read whole (a head too large for its 64 KiB).
+  CHECK(half_closed("GET /healthz HTTP/1.1\r\nX-Big: " + std::string(70000, 'a') + "\r\n\r\n")
+            .starts_with("HTTP/1.1 431 "));
+  // A request that has not all come is not answered: the connection just ends.
+  CHECK(half_closed("GET /healthz HTTP/1.1\r\nHost: x\r\n") == "");
+  // gatewayd closed its side of each of them.
+  for (int i = 0; i < 500 && open_sockets(server.pid()) > sockets_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(open_sockets(server.pid()) == sockets_before);
 }
 
 // Pistache reserved as much memory as a request's Content-Length declared before any of the body
