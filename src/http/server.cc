@@ -466,6 +466,63 @@ class Handler final : public P::Http::Handler {
 
 }  // namespace
 
+// The listener thread's accept (the definition of Pistache's below).
+namespace {
+
+// How long the listener waits before it tries to accept again after accepting failed for want of
+// a descriptor (or of memory): at most this long a connection waits in the backlog once another
+// one has closed.
+constexpr std::chrono::milliseconds kAcceptPause{50};
+
+// Set once accepting a connection fails for want of a descriptor (or of memory), cleared by the
+// next accept that succeeds: each such spell is told on stderr once, at its start and at its end.
+std::atomic<bool> out_of_descriptors{false};
+
+// Pistache's own Listener::acceptConnection, found past this program's definition below.
+using AcceptConnection = int (*)(const P::Tcp::Listener*, sockaddr_storage&);
+constexpr char kAcceptConnectionSymbol[] =
+    "_ZNK8Pistache3Tcp8Listener16acceptConnectionER16sockaddr_storage";
+
+// nullptr if this program was linked against a libpistache without it (Server::start refuses).
+AcceptConnection pistache_accept() {
+  static const auto found =
+      reinterpret_cast<AcceptConnection>(::dlsym(RTLD_NEXT, kAcceptConnectionSymbol));
+  return found;
+}
+
+int accept_connection(const P::Tcp::Listener& listener, sockaddr_storage& peer_addr) {
+  const AcceptConnection pistache = pistache_accept();
+  if (pistache == nullptr) throw std::logic_error("Pistache's Listener::acceptConnection is gone");
+  try {
+    const int fd = pistache(&listener, peer_addr);
+    if (out_of_descriptors.exchange(false, std::memory_order_relaxed)) {
+      std::fprintf(stderr, "gatewayd: accepting connections again\n");
+    }
+    return fd;
+  } catch (const P::Tcp::SocketError&) {
+    // accept4's error, which Pistache read to make the exception (no call on the exception
+    // itself: at the open-file limit, UndefinedBehaviorSanitizer's check of its dynamic type
+    // cannot open the pipe it checks memory with, and fails the call).
+    const int error = errno;
+    if (error != EMFILE && error != ENFILE && error != ENOBUFS && error != ENOMEM) throw;
+    if (!out_of_descriptors.exchange(true, std::memory_order_relaxed)) {
+      rlimit limit{};
+      const std::string cap = error == EMFILE && ::getrlimit(RLIMIT_NOFILE, &limit) == 0
+                                  ? " (this process may have " + std::to_string(limit.rlim_cur) +
+                                        " open files)"
+                                  : "";
+      std::fprintf(stderr,
+                   "gatewayd: cannot accept connections: %s%s; new connections wait until others "
+                   "close\n",
+                   std::system_category().message(error).c_str(), cap.c_str());
+    }
+    std::this_thread::sleep_for(kAcceptPause);
+    throw;  // Pistache's own exception, which its listener catches and goes on
+  }
+}
+
+}  // namespace
+
 Server::Server(ServerConfig config, std::shared_ptr<Api> api)
     : config_(std::move(config)), state_(std::make_shared<State>()) {
   state_->api = std::move(api);
@@ -475,6 +532,11 @@ Server::Server(ServerConfig config, std::shared_ptr<Api> api)
 Server::~Server() = default;
 
 Result<uint16_t> Server::start() {
+  if (pistache_accept() == nullptr) {
+    return make_error(Code::kInternal, std::string("libpistache has no ") +
+                                           kAcceptConnectionSymbol +
+                                           " (gatewayd is built for Pistache 0.0.5)");
+  }
   try {
     P::Address addr(config_.host, P::Port(config_.port));
     endpoint_ = std::make_unique<P::Http::Endpoint>(addr);
@@ -516,57 +578,6 @@ bool Server::join(std::chrono::milliseconds limit) {
   }).detach();
   return done.wait_for(limit) == std::future_status::ready;
 }
-
-// The listener thread's accept (the definition of Pistache's below).
-namespace {
-
-// How long the listener waits before it tries to accept again after accepting failed for want of
-// a descriptor (or of memory): at most this long a connection waits in the backlog once another
-// one has closed.
-constexpr std::chrono::milliseconds kAcceptPause{50};
-
-// Set once accepting a connection fails for want of a descriptor (or of memory), cleared by the
-// next accept that succeeds: each such spell is told on stderr once, at its start and at its end.
-std::atomic<bool> out_of_descriptors{false};
-
-// Pistache's own Listener::acceptConnection, found past this program's definition below.
-using AcceptConnection = int (*)(const P::Tcp::Listener*, sockaddr_storage&);
-constexpr char kAcceptConnectionSymbol[] =
-    "_ZNK8Pistache3Tcp8Listener16acceptConnectionER16sockaddr_storage";
-
-int accept_connection(const P::Tcp::Listener& listener, sockaddr_storage& peer_addr) {
-  static const auto pistache =
-      reinterpret_cast<AcceptConnection>(::dlsym(RTLD_NEXT, kAcceptConnectionSymbol));
-  if (pistache == nullptr) throw std::logic_error("Pistache's Listener::acceptConnection is gone");
-  try {
-    const int fd = pistache(&listener, peer_addr);
-    if (out_of_descriptors.exchange(false, std::memory_order_relaxed)) {
-      std::fprintf(stderr, "gatewayd: accepting connections again\n");
-    }
-    return fd;
-  } catch (const P::Tcp::SocketError&) {
-    // accept4's error, which Pistache read to make the exception (no call on the exception
-    // itself: at the open-file limit, UndefinedBehaviorSanitizer's check of its dynamic type
-    // cannot open the pipe it checks memory with, and fails the call).
-    const int error = errno;
-    if (error != EMFILE && error != ENFILE && error != ENOBUFS && error != ENOMEM) throw;
-    if (!out_of_descriptors.exchange(true, std::memory_order_relaxed)) {
-      rlimit limit{};
-      const std::string cap = error == EMFILE && ::getrlimit(RLIMIT_NOFILE, &limit) == 0
-                                  ? " (this process may have " + std::to_string(limit.rlim_cur) +
-                                        " open files)"
-                                  : "";
-      std::fprintf(stderr,
-                   "gatewayd: cannot accept connections: %s%s; new connections wait until others "
-                   "close\n",
-                   std::system_category().message(error).c_str(), cap.c_str());
-    }
-    std::this_thread::sleep_for(kAcceptPause);
-    throw;  // Pistache's own exception, which its listener catches and goes on
-  }
-}
-
-}  // namespace
 
 }  // namespace gw::http
 
