@@ -507,10 +507,10 @@ int accept_connection(const P::Tcp::Listener& listener, sockaddr_storage& peer_a
     if (error != EMFILE && error != ENFILE && error != ENOBUFS && error != ENOMEM) throw;
     if (!out_of_descriptors.exchange(true, std::memory_order_relaxed)) {
       rlimit limit{};
-      const std::string cap = error == EMFILE && ::getrlimit(RLIMIT_NOFILE, &limit) == 0
-                                  ? " (this process may have " + std::to_string(limit.rlim_cur) +
-                                        " open files)"
-                                  : "";
+      const std::string cap =
+          error == EMFILE && ::getrlimit(RLIMIT_NOFILE, &limit) == 0
+              ? " (this process may have " + std::to_string(limit.rlim_cur) + " open files)"
+              : "";
       std::fprintf(stderr,
                    "gatewayd: cannot accept connections: %s%s; new connections wait until others "
                    "close\n",

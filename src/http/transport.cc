@@ -218,8 +218,9 @@ void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string w
   std::memcpy(write.data(), &id, sizeof id);
   Pistache::Tcp::Transport* transport = (*peer).*member_of(PeerTransportTag{});
   if (transport == nullptr) throw std::runtime_error("the connection has no transport");
-  WriteEntry entry = make_entry(peer->fd(), std::move(write),
-                                kIdentified | (shut_after ? kShutAfter : 0) | (answer ? kAnswer : 0));
+  WriteEntry entry =
+      make_entry(peer->fd(), std::move(write),
+                 kIdentified | (shut_after ? kShutAfter : 0) | (answer ? kAnswer : 0));
   (transport->*member_of(WritesQueueTag{})).Pistache::Queue<WriteEntry>::push(std::move(entry));
   // Inside a batch of answers (the writer's finish thread), once per transport at its end.
   run_at_scope_end(&wake, transport);
