@@ -478,7 +478,9 @@ constexpr std::chrono::milliseconds kAcceptPause{50};
 // next accept that succeeds: each such spell is told on stderr once, at its start and at its end.
 std::atomic<bool> out_of_descriptors{false};
 
-// Pistache's own Listener::acceptConnection, found past this program's definition below.
+// Pistache's own Listener::acceptConnection, found past this program's definition below; called
+// as a function whose first argument is the listener, which is how the Itanium C++ ABI passes
+// `this` to a member function.
 using AcceptConnection = int (*)(const P::Tcp::Listener*, sockaddr_storage&);
 constexpr char kAcceptConnectionSymbol[] =
     "_ZNK8Pistache3Tcp8Listener16acceptConnectionER16sockaddr_storage";
