@@ -75,6 +75,15 @@ Expected* expected_of(int fd, size_t id) {
   return e.id == id ? &e : nullptr;
 }
 
+// The entry of the connection `peer`, made (in place of another connection's) if it has none.
+Expected& entry_of(const Pistache::Tcp::Peer& peer) {
+  const auto fd = static_cast<size_t>(peer.fd());  // a connection's descriptor is never negative
+  if (fd >= expected.size()) expected.resize(fd + 1);
+  Expected& e = expected[fd];
+  if (e.id != peer.getID()) e = Expected{peer.getID(), 0, false};
+  return e;
+}
+
 // A write entry for the connection on descriptor `fd` holding `bytes` (moved in, not copied as
 // Pistache's constructor would). Its promise is dropped: nothing waits for a write gatewayd queues.
 WriteEntry make_entry(Pistache::Fd fd, std::string bytes, int flags) {
@@ -100,19 +109,18 @@ WriteEntry make_entry(Pistache::Fd fd, std::string bytes, int flags) {
 void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
   auto& peers = transport.*member_of(PeersTag{});
   const Pistache::Fd fd = write.peerFd;
-  size_t id = SIZE_MAX;
-  if ((write.flags & kIdentified) != 0) {
-    std::memcpy(&id, (write.buffer.*member_of(BufferBytesTag{})).data().data(), sizeof id);
-    // Taken, whether it is written or dropped: the connection waits for it no more.
-    if (Expected* e = (write.flags & kAnswer) != 0 ? expected_of(fd, id) : nullptr) {
-      if (e->answers > 0) --e->answers;
-    }
-  }
   const auto peer = peers.find(fd);
   if (peer == peers.end()) return;
   if ((write.flags & kIdentified) != 0) {
+    size_t id = 0;
+    std::memcpy(&id, (write.buffer.*member_of(BufferBytesTag{})).data().data(), sizeof id);
     if (peer->second->getID() != id) return;
     write.buffer.*member_of(BufferOffsetTag{}) = static_cast<off_t>(sizeof id);
+    // Taken: the connection waits for this answer no more. (One dropped above was for a
+    // connection that has ended, whose entry no other connection takes.)
+    if (Expected* e = (write.flags & kAnswer) != 0 ? expected_of(fd, id) : nullptr) {
+      if (e->answers > 0) --e->answers;
+    }
   }
   bool first = false;
   {
@@ -148,22 +156,10 @@ void drain(Pistache::Tcp::Transport& transport) {
 // stream: whether the connection is to stay until an answer expected on it (expect_answer), or
 // bytes already queued on it (`writing`), are written; it then ends in end_if_answered().
 bool stay_for_answers(const Pistache::Tcp::Peer& peer, bool writing) {
-  const int fd = peer.fd();
-  Expected* e = expected_of(fd, peer.getID());
+  const Expected* e = expected_of(peer.fd(), peer.getID());
   if ((e == nullptr || e->answers == 0) && !writing) return false;
-  if (e == nullptr) {
-    if (fd < 0) return false;
-    if (static_cast<size_t>(fd) >= expected.size()) expected.resize(static_cast<size_t>(fd) + 1);
-    e = &expected[static_cast<size_t>(fd)];
-    *e = Expected{peer.getID(), 0, false};
-  }
-  e->read_ended = true;
+  entry_of(peer).read_ended = true;
   return true;
-}
-
-// On a transport's own thread, as it ends the connection `peer`: its entry goes.
-void forget_answers(const Pistache::Tcp::Peer& peer) {
-  if (Expected* e = expected_of(peer.fd(), peer.getID())) *e = Expected{};
 }
 
 // On a transport's own thread, once nothing is left to write on descriptor `fd` (all written, or
@@ -202,14 +198,7 @@ std::string start_write(size_t payload_bytes) {
   return write;
 }
 
-void expect_answer(const Pistache::Tcp::Peer& peer) {
-  const int fd = peer.fd();
-  if (fd < 0) return;
-  if (static_cast<size_t>(fd) >= expected.size()) expected.resize(static_cast<size_t>(fd) + 1);
-  Expected& e = expected[static_cast<size_t>(fd)];
-  if (e.id != peer.getID()) e = Expected{peer.getID(), 0, false};
-  ++e.answers;
-}
+void expect_answer(const Pistache::Tcp::Peer& peer) { ++entry_of(peer).answers; }
 
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
                  bool shut_after, bool answer) {
@@ -359,7 +348,6 @@ void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
       }
       if (gw::http::stay_for_answers(*peer, writing)) return;
     }
-    gw::http::forget_answers(*peer);
     handlePeerDisconnection(peer);
     return;
   }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -253,19 +252,14 @@ std::string raw_create(const Server& server, const std::string& body,
 
 // The sockets process `pid` has open (its listener, its connections, its own socket pairs).
 size_t open_sockets(pid_t pid) {
-  size_t count = 0;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
-    std::error_code ignored;  // a descriptor closed meanwhile
-    if (std::filesystem::read_symlink(entry.path(), ignored).string().starts_with("socket:")) {
-      ++count;
-    }
-  }
-  return count;
+  const std::vector<std::string> open = testing::open_descriptors(pid);
+  return static_cast<size_t>(std::count_if(open.begin(), open.end(), [](const std::string& target) {
+    return target.starts_with("socket:");
+  }));
 }
 
 // A client may shut its sending side right after its request and wait for the answer (a
-// half-close, as `nc -N` does). Pistache ended such a connection as soon as it read that end: the
+// half-close: shutdown(SHUT_WR)). Pistache ended such a connection as soon as it read that end: the
 // request still ran (a create was applied), and its answer was lost.
 TEST_CASE("a client that shuts its sending side after its request gets the answer, then the end") {
   Server server;

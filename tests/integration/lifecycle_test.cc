@@ -103,17 +103,11 @@ TEST_CASE("gatewayd raises its open-file limit: many idle connections do not sto
 
 // The CPU time process `pid` has used so far (user and system, all its threads), in seconds.
 double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  std::getline(in, stat);
-  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
-  std::string field;
-  uint64_t utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state; 14 and 15 the times
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const std::vector<std::string> stat = testing::proc_stat(pid);
+  REQUIRE(stat.size() > 12);
+  // Fields 14 and 15 (utime, stime) of /proc/PID/stat, in clock ticks; [0] is field 3.
+  const uint64_t ticks = std::stoull(stat[11]) + std::stoull(stat[12]);
+  return static_cast<double>(ticks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 // Where gatewayd cannot raise its limit (hard limit 96, about 30 taken by its own files), the
@@ -138,11 +132,7 @@ TEST_CASE("at its open-file limit gatewayd lets new connections wait, without sp
     REQUIRE(idle.back() >= 0);
   }
   // The limit is reached once all 96 descriptors are taken.
-  const std::filesystem::path fds = "/proc/" + std::to_string(server.pid()) + "/fd";
-  auto open_files = [&] {
-    const auto listing = std::filesystem::directory_iterator(fds);
-    return std::distance(std::filesystem::begin(listing), std::filesystem::end(listing));
-  };
+  auto open_files = [&] { return testing::open_descriptors(server.pid()).size(); };
   for (int i = 0; i < 500 && open_files() < 96; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -258,11 +258,8 @@ std::vector<pid_t> children_of(pid_t pid) {
 
 // The one-letter state of process `pid` in /proc ('Z' for a zombie), or 0 when it is gone.
 char process_state(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  std::getline(in, stat);  // one line
-  size_t paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() ? 0 : stat[paren + 2];
+  const std::vector<std::string> stat = testing::proc_stat(pid);
+  return stat.empty() || stat[0].empty() ? 0 : stat[0][0];
 }
 
 // A killed zygote used to stay gone: every later profile write with directives to check was 503

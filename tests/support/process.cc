@@ -14,6 +14,8 @@
 #include <csignal>
 #include <fstream>
 #include <cstring>
+#include <filesystem>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -232,12 +234,8 @@ void ChildProcess::freeze(std::chrono::milliseconds timeout) {
   send_signal(SIGSTOP);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    // The state letter follows the ")" that closes the command name in /proc/PID/stat.
-    std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    size_t paren = stat.rfind(')');
-    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T') return;
+    const std::vector<std::string> stat = proc_stat(pid_);
+    if (!stat.empty() && stat[0] == "T") return;
     if (std::chrono::steady_clock::now() >= deadline) {
       throw std::runtime_error("freeze: the process did not stop on SIGSTOP");
     }
@@ -304,6 +302,29 @@ CommandResult run_command(const std::vector<std::string>& argv, const ChildEnv& 
   }
   result.status = wait_child(pid, open_fds > 0 ? Clock::now() : deadline);
   return result;
+}
+
+std::vector<std::string> proc_stat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);  // one line; the command name, in parentheses, may hold anything
+  const size_t paren = stat.rfind(')');
+  std::vector<std::string> fields;
+  if (paren == std::string::npos) return fields;
+  std::istringstream rest(stat.substr(paren + 1));
+  for (std::string field; rest >> field;) fields.push_back(field);
+  return fields;
+}
+
+std::vector<std::string> open_descriptors(pid_t pid) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  std::filesystem::directory_iterator fds("/proc/" + std::to_string(pid) + "/fd", ec);
+  for (; !ec && fds != std::filesystem::directory_iterator(); fds.increment(ec)) {
+    std::error_code gone;  // a descriptor closed meanwhile
+    out.push_back(std::filesystem::read_symlink(fds->path(), gone).string());
+  }
+  return out;
 }
 
 }  // namespace gw::testing

@@ -100,4 +100,12 @@ CommandResult run_command(const std::vector<std::string>& argv, const ChildEnv& 
 // `s` without leading and trailing ASCII whitespace.
 std::string trim(std::string_view s);
 
+// The fields of /proc/PID/stat after the command name, from the state (field 3, at [0]) on; empty
+// when the process is gone.
+std::vector<std::string> proc_stat(pid_t pid);
+
+// What each open descriptor of process `pid` refers to (the targets of /proc/PID/fd, such as
+// "socket:[123]" or a path); empty when the process is gone.
+std::vector<std::string> open_descriptors(pid_t pid);
+
 }  // namespace gw::testing
