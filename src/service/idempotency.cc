@@ -1,5 +1,6 @@
 #include "service/idempotency.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -70,8 +71,10 @@ Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& an
                          PruneCursor& cursor) {
   // Prune first, so a key that expired and is used again keeps its new entry.
   const std::string prefix = expiry_prefix();
-  const std::string cutoff =
-      prefix + encode_u64(static_cast<uint64_t>(now - kIdempotencyWindowSeconds));
+  // Entries made before now - 24 h have expired. Within a day of 1970 (a clock that lost its
+  // setting) none has: the difference would wrap to a huge time and prune every entry.
+  const int64_t expired_before = std::max<int64_t>(0, now - kIdempotencyWindowSeconds);
+  const std::string cutoff = prefix + encode_u64(static_cast<uint64_t>(expired_before));
   std::vector<std::string> expired;
   std::optional<std::string> first_live;  // where the scan met an entry that has not expired
   auto scanned = tx.scan(

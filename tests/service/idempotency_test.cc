@@ -120,6 +120,22 @@ TEST_CASE("new answers prune expired ones, but not a key that was used again sin
   CHECK(found->version == 2);
 }
 
+TEST_CASE("a clock within a day of 1970 prunes no answer that has not expired") {
+  // A machine whose clock lost its setting starts in 1970. Its answers expire 24 hours after
+  // they were made, as anywhere else; none has expired before the first day is over.
+  Fixture f;
+  f.keep_one("early", 100);
+  f.keep_one("second", 200);
+  CHECK(f.meta_keys() == 4);
+  auto found = f.find(key_of("team_a", "early"), 300);
+  REQUIRE(found.has_value());
+  CHECK(found->time == 100);
+  // Once a day has passed the first one expires, and the next keyed write prunes it.
+  f.keep_one("third", 100 + kIdempotencyWindowSeconds + 1);
+  CHECK_FALSE(f.find(key_of("team_a", "early"), 100 + kIdempotencyWindowSeconds + 1).has_value());
+  CHECK(f.meta_keys() == 4);  // second and third, an answer and an expiry entry each
+}
+
 TEST_CASE("pruning goes on where it stopped, without stepping over what it pruned before") {
   Fixture f;
   constexpr int kOld = 2000;
