@@ -219,6 +219,7 @@ int rebuild(int argc, char** argv) {
   auto report = gw::admin::rebuild(flags.get("data-dir"));
   if (!report.ok()) return fail("rebuild: " + report.error().detail);
   const auto& r = report.value();
+  if (!r.recovery_note.empty()) std::cerr << "gatewayctl: " << r.recovery_note << "\n";
   const double rate = r.seconds > 0 ? static_cast<double>(r.events) / r.seconds : 0;
   std::cout << std::fixed << std::setprecision(3) << "rebuild: " << r.events
             << " events replayed in " << r.seconds << " s (" << std::setprecision(0) << rate

@@ -230,6 +230,10 @@ int main(int argc, char** argv) {
   raise_open_file_limit();
   auto store = gw::Store::open(data_dir);
   if (!store.ok()) return fail("cannot open " + data_dir + ": " + store.error().detail);
+  if (!store.value()->recovery_note().empty()) {
+    std::fprintf(stderr, "gatewayd: %s: %s\n", data_dir.c_str(),
+                 store.value()->recovery_note().c_str());
+  }
   gw::SystemClock clock;
   auto ids = gw::make_system_id_generator(clock);
   auto caught_up = gw::catch_up_projections(*store.value(), *ids);

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "store/wal_tail.h"
+
 namespace gw::admin {
 
 std::optional<Error> unusable_data_dir(const std::string& data_dir) {
@@ -25,15 +27,26 @@ Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& da
   std::unique_ptr<ReadOnlyStore> out(new ReadOnlyStore());
   out->scratch_dir_ = scratch;
   out->removed_on_interrupt_ = std::make_unique<RemovedOnInterrupt>(scratch);
-  if (!Store::locked_by_another_process(data_dir)) {
+  const bool in_use = Store::locked_by_another_process(data_dir);
+  // A log whose last write a crash tore is dropped by the first open for writing (Store::open);
+  // until then RocksDB refuses to read it here, and the message says what will open it.
+  auto cannot_read = [&](const std::string& why) {
+    std::string hint;
+    if (!in_use && why.find("Corruption") != std::string::npos &&
+        examine_wal_tail(data_dir).kind == WalTail::Kind::kTorn) {
+      hint =
+          " (the write-ahead log ends in a write that a crash tore, never acknowledged: "
+          "gatewayd drops it when it starts, as gatewayctl rebuild does)";
+    }
+    return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + why + hint);
+  };
+  if (!in_use) {
     if (auto missing = Store::check_table_files(data_dir, scratch)) {
-      return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + missing->detail);
+      return cannot_read(missing->detail);
     }
   }
   auto store = Store::open_secondary(data_dir, scratch);
-  if (!store.ok()) {
-    return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + store.error().detail);
-  }
+  if (!store.ok()) return cannot_read(store.error().detail);
   out->store_ = std::move(store.value());
   return out;
 }

@@ -30,6 +30,7 @@ Result<RebuildReport> rebuild(const std::string& data_dir) {
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.events = fold.events();
   report.records = count_records(fold);
+  report.recovery_note = store.value()->recovery_note();
   return report;
 }
 

@@ -17,7 +17,8 @@ namespace gw::admin {
 struct RebuildReport {
   uint64_t events = 0;  // events replayed
   RecordCounts records;
-  double seconds = 0;  // dropping, replaying and writing the projections
+  double seconds = 0;         // dropping, replaying and writing the projections
+  std::string recovery_note;  // Store::recovery_note() of the open
 };
 
 // kUnavailable when the data dir cannot be opened for writing (the message says so when gatewayd,

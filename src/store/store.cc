@@ -2,6 +2,7 @@
 
 #include "store/crc32c.h"
 #include "store/info_log.h"
+#include "store/wal_tail.h"
 
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/convenience.h>
@@ -226,7 +227,8 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   // short, never acknowledged (a 201 waits for the sync), so it is dropped. Anywhere else it is
   // damage to acknowledged events: RocksDB's default (point-in-time recovery) replays up to it and
   // silently drops everything after it, and the log would then reuse their sequence numbers for
-  // new events. So the open fails instead, with RocksDB's "Corruption: ..." (restore a backup).
+  // new events. So the open fails instead, with RocksDB's "Corruption: ..." (restore a backup),
+  // unless the damage is the log's last write, torn by the crash (below).
   options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   if (env != nullptr) options.env = env;
   auto seals = std::make_shared<MemtableSeals>();
@@ -254,9 +256,49 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
                "gatewayd: write-ahead log checksums (CRC-32C) computed by %s",
                crc32c_implementation());
   auto s = rocksdb::DB::Open(options, dir, column_families(), &handles, &raw);
+  std::string note;
+  if (s.IsCorruption()) {
+    // RocksDB drops a last record cut short, not one of full length with parts that never reached
+    // the disk (store/wal_tail.h). If that is all the damage, the log is replayed up to it.
+    const WalTail tail = examine_wal_tail(dir);
+    if (tail.kind == WalTail::Kind::kTorn) {
+      rocksdb::DBOptions up_to_damage = options;
+      up_to_damage.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+      // First a replay that writes nothing: an open for writing flushes what it replayed and
+      // deletes the logs. If the replay stops before the last complete batch, something before
+      // the torn write would be dropped too, so the open fails as RocksDB's did.
+      std::vector<rocksdb::ColumnFamilyHandle*> probe_handles;
+      rocksdb::DB* probe = nullptr;
+      auto replayed = rocksdb::DB::OpenForReadOnly(up_to_damage, dir, column_families(),
+                                                   &probe_handles, &probe);
+      const bool reaches =
+          replayed.ok() && probe->GetLatestSequenceNumber() >= tail.last_complete_seq;
+      if (replayed.ok()) {
+        for (auto* h : probe_handles) probe->DestroyColumnFamilyHandle(h);
+        delete probe;
+      }
+      if (!reaches) {
+        return make_error(Code::kUnavailable,
+                          s.ToString() + " (a replay up to the damage in " + tail.file +
+                              " does not reach the last complete batch before it)");
+      }
+      handles.clear();
+      auto again = rocksdb::DB::Open(up_to_damage, dir, column_families(), &handles, &raw);
+      if (again.ok()) {
+        s = again;
+        note = "the write-ahead log ended in a write that a crash tore (" + tail.detail + " in " +
+               tail.file + ", " + std::to_string(tail.bytes) + " bytes from byte " +
+               std::to_string(tail.offset) +
+               "): it was never synced, so never acknowledged, and it was dropped";
+        rocksdb::Log(rocksdb::InfoLogLevel::WARN_LEVEL, options.info_log, "gatewayd: %s",
+                     note.c_str());
+      }
+    }
+  }
   if (!s.ok()) return unavailable(s);
   auto store = adopt(dir, raw, handles);
   store->seals_ = std::move(seals);
+  store->recovery_note_ = std::move(note);
   return store;
 }
 

@@ -37,7 +37,8 @@ class MemtableSeals;  // store.cc: counts the projections' sealed memtables
 class Store {
  public:
   // Opens (creating if missing) the database in `dir`. kUnavailable with RocksDB's message if it
-  // cannot (locked by another process, corrupt, unwritable).
+  // cannot (locked by another process, corrupt, unwritable). A write-ahead log whose last write a
+  // crash tore (store/wal_tail.h) is replayed up to that write, and recovery_note() says so.
   // `env` replaces RocksDB's default Env (tests inject faults through it); it must outlive the
   // Store.
   // A dir holding kUnfinishedBackup is refused (kUnavailable): a backup was stopped half way.
@@ -126,6 +127,10 @@ class Store {
   bool fold_counter_now(std::string_view key);
 
   const std::string& dir() const { return dir_; }
+  // What open() dropped to open the database: empty, or a sentence saying that the write-ahead
+  // log ended in a write a crash tore, never acknowledged (store/wal_tail.h), and where. The
+  // program that opened the store says it on stderr.
+  const std::string& recovery_note() const { return recovery_note_; }
 
  private:
   static Result<std::unique_ptr<Store>> open_unchecked(const std::string& dir, rocksdb::Env* env);
@@ -138,6 +143,7 @@ class Store {
   rocksdb::ColumnFamilyHandle* events_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* projections_cf_ = nullptr;
   std::shared_ptr<MemtableSeals> seals_;
+  std::string recovery_note_;
   std::mutex tally_mu_;
   uint64_t tally_seals_ = 0;                            // GUARDED_BY(tally_mu_)
   std::unordered_map<uint64_t, uint32_t> tally_;  // key hash -> deltas; GUARDED_BY(tally_mu_)
