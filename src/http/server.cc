@@ -166,16 +166,43 @@ class Handler final : public P::Http::Handler {
       held_.erase(held);  // left by a connection gone before this one, at the same address
       held = held_.end();
     }
+    if (len == 0) {
+      // The answer that bytes were held behind is taken (wait_for_answer): they are read now, as
+      // if they had just come.
+      if (held == held_.end() || !held->second.wait.after_answer) return;
+      const std::string bytes = std::move(held->second.bytes);
+      held_.erase(held);
+      if (!bytes.empty()) read(bytes.data(), bytes.size(), peer);
+      return;
+    }
     if (held == held_.end()) {
       std::string_view bytes(data, len);
       // Empty lines before a request line are not part of it (RFC 9112 2.2): some clients send
       // a CRLF after a body.
       while (bytes.starts_with("\r\n")) bytes.remove_prefix(2);
       if (bytes.empty()) return;
+      if (answer_pending(*peer)) {
+        // Sent before the answer to the request before it, in a read of its own: read once that
+        // answer is on its way, so that answers go out in the order of their requests (RFC 9112
+        // 9.3.2). Read at once, a GET was answered before a POST sent ahead of it.
+        hold(peer, bytes, Wait{.after_answer = true});
+        wait_for_answer(*peer);
+        return;
+      }
       if (auto wait = take(peer, bytes, 0, 0)) hold(peer, bytes, *wait);
       return;
     }
     Held& h = held->second;
+    if (h.wait.after_answer) {
+      // At most a request's worth; past that the connection is read no more.
+      if (h.bytes.size() + len > kMaxHeadBytes + state_->max_request_bytes) {
+        held_.erase(held);
+        mark_closing(peer);
+        return;
+      }
+      h.bytes.append(data, len);
+      return;
+    }
     const size_t searched = h.bytes.size();
     h.bytes.append(data, len);
     if (h.wait.head_end != 0 && h.bytes.size() < h.wait.head_end + h.wait.body_bytes) return;
@@ -192,6 +219,7 @@ class Handler final : public P::Http::Handler {
   struct Wait {
     size_t head_end = 0;  // 0: the head has not all come
     uint64_t body_bytes = 0;
+    bool after_answer = false;  // nothing is read before the answer pending on the connection
   };
 
   // A request that has not all come yet, of one connection.
@@ -339,7 +367,8 @@ class Handler final : public P::Http::Handler {
       expect_answer(*peer);
       count_refused(head, reply.status);
       // Sent as every other answer is; the write side is shut once it is written.
-      send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true);
+      send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true, /*with_body=*/true,
+           /*read_whole=*/false);
     } catch (const std::exception&) {
       // Out of memory: the connection is marked, nothing more is read from it.
       shut_when_written(peer);
@@ -446,14 +475,16 @@ class Handler final : public P::Http::Handler {
 
   // From any thread. Pistache keeps the connection after a reply that says `Connection: close`;
   // once such a reply is written, the write side is shut, so the client reads the end of the
-  // stream and closes, and Pistache then closes its side.
+  // stream and closes, and Pistache then closes its side. The answer to a request read whole
+  // (`read_whole`) then ends the connection at once if the client sent nothing more; a refusal
+  // waits for the client's end, since the rest of what it refused (a body) may still come.
   static void send(const std::weak_ptr<P::Tcp::Peer>& to, P::Http::Version version, Reply reply,
-                   bool close, bool with_body = true) {
+                   bool close, bool with_body = true, bool read_whole = true) {
     try {
       const std::shared_ptr<P::Tcp::Peer> peer = to.lock();
       if (!peer) return;  // the client went away
       queue_write(peer, wire(version, reply, close, with_body), /*shut_after=*/close,
-                  /*answer=*/true);
+                  /*answer=*/true, /*end_after=*/read_whole);
     } catch (const std::exception&) {
       // The connection broke while answering; nothing more can be done for this client.
     }

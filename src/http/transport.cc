@@ -3,6 +3,7 @@
 #include <pistache/peer.h>
 #include <pistache/stream.h>
 #include <pistache/transport.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ GW_EXPOSE(ToWriteLockTag, &Pistache::Tcp::Transport::toWriteLock);
 GW_EXPOSE(PeersTag, &Pistache::Tcp::Transport::peers);
 GW_EXPOSE(AsyncWriteImplTag, &Pistache::Tcp::Transport::asyncWriteImpl);
 GW_EXPOSE(PeerTransportTag, &Pistache::Tcp::Peer::transport_);
+GW_EXPOSE(HandlerTag, &Pistache::Tcp::Transport::handler_);
 
 // Transport's write entry (a private type), named through the queue that holds them.
 template <typename T>
@@ -49,12 +51,14 @@ GW_EXPOSE(EventFdTag, &WriteQueue::event_fd);
 
 // Marks in a queued write's flags (Pistache passes them on to send(2) as they are; these are
 // taken off before it is called): kIdentified, the bytes start with the Peer::getID() of the
-// connection they are for; kShutAfter, the write side is shut once they are written; kAnswer,
-// they answer a request expect_answer() was told of.
+// connection they are for; kShutAfter, the write side is shut once they are written; kEndAfter,
+// then the connection ends if nothing it was sent is unread; kAnswer, they answer a request
+// expect_answer() was told of.
+constexpr int kEndAfter = 1 << 27;
 constexpr int kAnswer = 1 << 28;
 constexpr int kIdentified = 1 << 29;
 constexpr int kShutAfter = 1 << 30;
-constexpr int kOurFlags = kAnswer | kIdentified | kShutAfter;
+constexpr int kOurFlags = kEndAfter | kAnswer | kIdentified | kShutAfter;
 
 // The answers this HTTP thread's connections wait for (expect_answer), by descriptor number, and
 // whether the client has ended its sending side meanwhile. An entry is the connection's whose
@@ -65,6 +69,7 @@ struct Expected {
   size_t id = SIZE_MAX;  // no connection's
   uint32_t answers = 0;
   bool read_ended = false;
+  bool input_waits = false;  // the handler holds bytes until the answers are taken
 };
 thread_local std::vector<Expected> expected;
 
@@ -80,7 +85,7 @@ Expected& entry_of(const Pistache::Tcp::Peer& peer) {
   const auto fd = static_cast<size_t>(peer.fd());  // a connection's descriptor is never negative
   if (fd >= expected.size()) expected.resize(fd + 1);
   Expected& e = expected[fd];
-  if (e.id != peer.getID()) e = Expected{peer.getID(), 0, false};
+  if (e.id != peer.getID()) e = Expected{peer.getID(), 0, false, false};
   return e;
 }
 
@@ -111,6 +116,7 @@ void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
   const Pistache::Fd fd = write.peerFd;
   const auto peer = peers.find(fd);
   if (peer == peers.end()) return;
+  bool resume = false;
   if ((write.flags & kIdentified) != 0) {
     size_t id = 0;
     std::memcpy(&id, (write.buffer.*member_of(BufferBytesTag{})).data().data(), sizeof id);
@@ -120,6 +126,7 @@ void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
     // connection that has ended, whose entry no other connection takes.)
     if (Expected* e = (write.flags & kAnswer) != 0 ? expected_of(fd, id) : nullptr) {
       if (e->answers > 0) --e->answers;
+      resume = e->answers == 0 && std::exchange(e->input_waits, false);
     }
   }
   bool first = false;
@@ -129,7 +136,12 @@ void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
     first = queue.empty();
     queue.push_back(std::move(write));
   }
+  // A copy: the write below may end the connection, and the handler's read what it removes.
+  const std::shared_ptr<Pistache::Tcp::Peer> connection = resume ? peer->second : nullptr;
   if (first) (transport.*member_of(AsyncWriteImplTag{}))(fd);
+  // The handler goes on with the bytes it held behind this answer, now queued before whatever it
+  // answers them with (which goes through the queue drain() is taking writes from).
+  if (connection) (transport.*member_of(HandlerTag{}))->onInput(nullptr, 0, connection);
 }
 
 // On the transport's own thread: delivers every write other threads have queued on it, in the
@@ -178,6 +190,16 @@ void end_if_answered(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
   ::shutdown(fd, SHUT_RDWR);
 }
 
+// On a transport's own thread: whether the connection on descriptor `fd` stays only for its
+// answers, its client's sending side having ended (stay_for_answers).
+bool read_ended(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return false;
+  const Expected* e = expected_of(fd, peer->second->getID());
+  return e != nullptr && e->read_ended;
+}
+
 // Wakes a transport's thread to drain what was queued on it.
 void wake(void* transport) noexcept {
   WriteQueue& queue =
@@ -200,8 +222,15 @@ std::string start_write(size_t payload_bytes) {
 
 void expect_answer(const Pistache::Tcp::Peer& peer) { ++entry_of(peer).answers; }
 
+bool answer_pending(const Pistache::Tcp::Peer& peer) {
+  const Expected* e = expected_of(peer.fd(), peer.getID());
+  return e != nullptr && e->answers > 0;
+}
+
+void wait_for_answer(const Pistache::Tcp::Peer& peer) { entry_of(peer).input_waits = true; }
+
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
-                 bool shut_after, bool answer) {
+                 bool shut_after, bool answer, bool end_after) {
   assert(write.size() >= kWriteIdentityBytes);  // begun by start_write
   const size_t id = peer->getID();
   std::memcpy(write.data(), &id, sizeof id);
@@ -209,7 +238,8 @@ void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string w
   if (transport == nullptr) throw std::runtime_error("the connection has no transport");
   WriteEntry entry =
       make_entry(peer->fd(), std::move(write),
-                 kIdentified | (shut_after ? kShutAfter : 0) | (answer ? kAnswer : 0));
+                 kIdentified | (shut_after ? kShutAfter : 0) | (answer ? kAnswer : 0) |
+                     (shut_after && end_after ? kEndAfter : 0));
   (transport->*member_of(WritesQueueTag{})).Pistache::Queue<WriteEntry>::push(std::move(entry));
   // Inside a batch of answers (the writer's finish thread), once per transport at its end.
   run_at_scope_end(&wake, transport);
@@ -261,6 +291,14 @@ void Transport::asyncWriteImpl(Fd fd) {
     if (written >= size) {
       if (entry.buffer.isFile()) ::close(entry.buffer.fd());
       if ((entry.flags & gw::http::kShutAfter) != 0) ::shutdown(fd, SHUT_WR);
+      if ((entry.flags & gw::http::kEndAfter) != 0) {
+        // Shut for reading too, unless the client sent something not read yet (closed with
+        // bytes unread, the connection would be reset, which could take the answer with it):
+        // the next read finds the end and the connection ends there (handleIncoming), instead
+        // of waiting for a client that keeps its side open until Pistache's 300 s idle limit.
+        int unread = 0;
+        if (::ioctl(fd, FIONREAD, &unread) == 0 && unread == 0) ::shutdown(fd, SHUT_RD);
+      }
       Async::Deferred<ssize_t> done = std::move(entry.deferred);
       queue.pop_front();
       // Drained: the connection is watched for reading only already. This call comes either from
@@ -276,7 +314,13 @@ void Transport::asyncWriteImpl(Fd fd) {
     const int error = errno;
     if (error == EAGAIN || error == EWOULDBLOCK) {
       entry.buffer.*member_of(BufferOffsetTag{}) = static_cast<off_t>(written);
-      reactor()->modifyFd(key(), fd, Polling::NotifyOn::Read | Polling::NotifyOn::Write,
+      // A connection whose client has ended its side is readable for good (the end of the
+      // stream), and Pistache takes an event that is both readable and writable as a read: it is
+      // watched for writing only, or the rest of the answer would never be written.
+      reactor()->modifyFd(key(), fd,
+                          gw::http::read_ended(*this, fd)
+                              ? Polling::NotifyOn::Write
+                              : Polling::NotifyOn::Read | Polling::NotifyOn::Write,
                           Polling::Mode::Edge);
       return;
     }
@@ -331,6 +375,21 @@ void Transport::handleWriteQueue(bool /*flush: always*/) { gw::http::drain(*this
 void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
   char buffer[Const::MaxBuffer];
   const Fd fd = peer->fd();
+  auto writing = [this, fd] {
+    std::lock_guard<std::mutex> guard(toWriteLock);
+    const auto queued = toWrite.find(fd);
+    return queued != toWrite.end() && !queued->second.empty();
+  };
+  // Pistache takes an event that is both readable and writable as a read only. A connection with
+  // an answer waiting for the socket (EAGAIN) is watched for writing again, which reports it at
+  // once if the socket takes more: the write-ready event this read may have taken is not lost.
+  auto keep_writing = [this, fd](Polling::NotifyOn interest) {
+    try {
+      reactor()->modifyFd(key(), fd, interest, Polling::Mode::Edge);
+    } catch (const std::exception&) {
+      // The descriptor left the poller already; the connection's end is handled there.
+    }
+  };
   for (;;) {
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
     if (n > 0) {
@@ -338,15 +397,17 @@ void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (writing()) keep_writing(Polling::NotifyOn::Read | Polling::NotifyOn::Write);
+      return;
+    }
     if (n == 0) {
-      bool writing = false;
-      {
-        std::lock_guard<std::mutex> guard(toWriteLock);
-        const auto queued = toWrite.find(fd);
-        writing = queued != toWrite.end() && !queued->second.empty();
+      const bool queued = writing();
+      if (gw::http::stay_for_answers(*peer, queued)) {
+        // The end of the stream stays readable: watched for writing only from now on.
+        if (queued) keep_writing(Polling::NotifyOn::Write);
+        return;
       }
-      if (gw::http::stay_for_answers(*peer, writing)) return;
     }
     handlePeerDisconnection(peer);
     return;

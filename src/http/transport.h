@@ -24,13 +24,15 @@ std::string start_write(size_t payload_bytes);
 // write queued as a connection ended could have gone to the next connection given that number
 // on that thread; this one is dropped unless the connection registered under the number is still
 // `peer` when the HTTP thread takes it. With `shut_after`, the connection's write side is shut
-// once the bytes are written (the client reads the end of the stream). With `answer`, the write
-// is the answer to a request expect_answer() was told of. Callable from any thread; inside a
+// once the bytes are written (the client reads the end of the stream); with `end_after` as well,
+// the connection then ends at once if nothing its client sent is unread (the client need not close
+// its side first). With `answer`, the write is the answer to a request expect_answer() was told
+// of. Callable from any thread; inside a
 // DeferralScope (core/deferral.h), the HTTP thread is woken once, at the scope's end, for all the
 // writes queued on it meanwhile. Throws std::bad_alloc or Pistache's errors if the write cannot be
 // queued.
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
-                 bool shut_after, bool answer = false);
+                 bool shut_after, bool answer = false, bool end_after = false);
 
 // On `peer`'s HTTP thread, as a request on it is taken: an answer to it will be queued
 // (queue_write with `answer`). A client may shut its sending side right after its request (a
@@ -38,5 +40,15 @@ void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string w
 // end, and the answer was lost. A connection whose client has ended its side now stays until
 // every answer expected on it is written (or cannot be), and ends then.
 void expect_answer(const Pistache::Tcp::Peer& peer);
+
+// On `peer`'s HTTP thread: whether an answer expect_answer() was told of has not been taken by
+// that thread yet. Answers go out in the order their requests came (RFC 9112 9.3.2), so bytes
+// that come meanwhile are held (wait_for_answer), not read.
+bool answer_pending(const Pistache::Tcp::Peer& peer);
+
+// On `peer`'s HTTP thread: once the pending answer is taken (queued to be written, after
+// everything before it), the thread's handler is given the connection again as a read of no
+// bytes (Tcp::Handler::onInput with length 0), so that it goes on with what it held.
+void wait_for_answer(const Pistache::Tcp::Peer& peer);
 
 }  // namespace gw::http

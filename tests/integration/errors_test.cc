@@ -1,4 +1,6 @@
 // Error statuses of the edge: 400 invalid_json, 404 unknown paths, 405 with Allow, 413, 415, 429.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -308,6 +310,82 @@ TEST_CASE("a client that shuts its sending side after its request gets the answe
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(open_sockets(server.pid()) == sockets_before);
+}
+
+// The rest of an answer the socket did not take at once waited for the socket to be writable; at a
+// half-closed connection every event was also readable (the end of the stream), which Pistache
+// took as a read, so the rest was never written: the client got 4 to 5.6 MB of a 7 MB list page,
+// and the connection hung in CLOSE-WAIT for about 300 s.
+TEST_CASE("a half-closed client gets the whole of an answer larger than the socket takes") {
+  Server server;
+  Api api(server, kTeamA);
+  // A list page of about 7 MB, more than the sockets take at once (they took 4 to 5.6 MB of it).
+  for (int n = 0; n < 8; ++n) {
+    const std::string body =
+        testing::json_with(profile_body(kTeamA, "big" + std::to_string(n) + ".example.com"),
+                           "waf_overrides", "{\"k\": \"" + std::string(900000, 'x') + "\"}");
+    REQUIRE(api.post("/v1/gateway_security_profile", body).status == 201);
+  }
+  const int fd = connect_to(server);
+  REQUIRE(fd >= 0);
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const std::string request =
+      "GET /v1/gateway_security_profile?per_page=100 HTTP/1.1\r\nHost: "
+      "x\r\nAuthorization: Bearer " +
+      server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\n\r\n";
+  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+  REQUIRE(::shutdown(fd, SHUT_WR) == 0);
+  // Read nothing for a while: the server fills the socket and waits for room.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string got;
+  char buffer[65536];
+  bool ended = false;
+  for (;;) {
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) {
+      ended = n == 0;
+      break;
+    }
+    got.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  const size_t head_end = got.find("\r\n\r\n");
+  REQUIRE(head_end != std::string::npos);
+  const std::string head = got.substr(0, head_end);
+  INFO(head);
+  CHECK(head.starts_with("HTTP/1.1 200 "));
+  const size_t at = head.find("Content-Length: ");
+  REQUIRE(at != std::string::npos);
+  const size_t length = std::stoul(head.substr(at + 16));
+  CHECK(length > 7000000);
+  CHECK(got.size() - head_end - 4 == length);
+  CHECK(ended);  // then the end of the stream, not a timeout
+}
+
+// After an answer that closed the connection (`Connection: close`), gatewayd shut its write side
+// and waited for the client to close its own: a client that never did held a descriptor of
+// gatewayd's for Pistache's idle limit of 300 s (an idle keep-alive connection is ended after 60
+// s).
+TEST_CASE("an answer that closes the connection ends it without waiting for the client's end") {
+  Server server;
+  Api api(server, kTeamA);
+  REQUIRE(api.get("/v1/webhook").status == 200);  // its connection stays open
+  const size_t sockets_before = open_sockets(server.pid());
+  const int fd = connect_with_timeout(server);
+  const std::string reply =
+      exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  CHECK(reply.starts_with("HTTP/1.1 200 "));
+  CHECK(reply.find("Connection: close") != std::string::npos);
+  // The client keeps its side open; gatewayd's descriptor goes all the same.
+  for (int i = 0; i < 500 && open_sockets(server.pid()) > sockets_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(open_sockets(server.pid()) == sockets_before);
+  char byte = 0;
+  CHECK(::recv(fd, &byte, 1, 0) == 0);  // the end of the stream
+  ::close(fd);
 }
 
 // Pistache reserved as much memory as a request's Content-Length declared before any of the body
@@ -675,6 +753,83 @@ TEST_CASE("a pipelined request is not run: the one before it is answered and the
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   CHECK(total(api, kWebhook) == 2);  // the two creates that came first
+}
+
+// A request sent before the answer to the one before it, in a read of its own, was read and run at
+// once: a GET was answered before the create sent ahead of it (the client took the 200 for the
+// create's answer), and with `Connection: close` on the GET the create's 201 was never sent. It
+// is now read once that answer is on its way, and answered after it.
+TEST_CASE("a request sent before the answer to the one before it is answered after that one") {
+  Server server;
+  Api api(server, kTeamA);
+  // A profile with custom WAF rules: its check (a worker process) and its durable write keep the
+  // answer pending while the next request comes.
+  const std::string profile = testing::json_with(
+      testing::json_with(profile_body(kTeamA, "order.example.com"), "waf_template", R"("custom")"),
+      "waf_custom_directives", R"("SecRule ARGS \"@contains attack\" \"id:1001,phase:2,deny\"")");
+  const std::string create =
+      "POST /v1/gateway_security_profile HTTP/1.1\r\nHost: x\r\n"
+      "Authorization: Bearer " +
+      server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(profile.size()) +
+      "\r\n\r\n" + profile;
+  struct Row {
+    std::string name;
+    std::string next;         // sent 1 ms after the create, in a write of its own
+    std::string next_status;  // its answer's status line's start
+    bool closes;
+  };
+  int n = 0;
+  for (const Row& row : {
+           Row{"a GET", "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200 ", false},
+           Row{"a GET that closes", "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+               "HTTP/1.1 200 ", true},
+           Row{"a head that is refused", "GET /healthz HTTP/1.1\r\nBad Name: x\r\n\r\n",
+               "HTTP/1.1 400 ", true},
+       }) {
+    CAPTURE(row.name);
+    const std::string sent =
+        testing::json_with(profile, "hostname", "\"order" + std::to_string(n++) + ".example.com\"");
+    const std::string this_create = create.substr(0, create.find("Content-Length: ")) +
+                                    "Content-Length: " + std::to_string(sent.size()) + "\r\n\r\n" +
+                                    sent;
+    const int fd = connect_with_timeout(server);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    REQUIRE(::send(fd, this_create.data(), this_create.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(this_create.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(::send(fd, row.next.data(), row.next.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(row.next.size()));
+    // Both answers, which may come in one read: split by their Content-Length.
+    std::string got;
+    std::vector<std::string> answers;
+    char buffer[65536];
+    while (answers.size() < 2) {
+      const size_t head_end = got.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        const size_t at = got.substr(0, head_end).find("Content-Length: ");
+        const size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
+        if (got.size() >= head_end + 4 + length) {
+          answers.push_back(got.substr(0, head_end + 4 + length));
+          got.erase(0, head_end + 4 + length);
+          continue;
+        }
+      }
+      const ssize_t r = ::recv(fd, buffer, sizeof buffer, 0);
+      if (r <= 0) break;
+      got.append(buffer, static_cast<size_t>(r));
+    }
+    answers.resize(2);
+    const std::string& first = answers[0];
+    const std::string& second = answers[1];
+    INFO("first: ", first.substr(0, 200), "\nsecond: ", second.substr(0, 300));
+    CHECK(first.starts_with("HTTP/1.1 201 "));
+    CHECK(second.starts_with(row.next_status));
+    CHECK((second.find("Connection: close") != std::string::npos) == row.closes);
+    ::close(fd);
+  }
+  CHECK(total(api, kProfile) == 3);
 }
 
 // The answer to HEAD carried the body of the same answer to GET, which a client reads as the start
