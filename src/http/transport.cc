@@ -136,12 +136,15 @@ void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
     first = queue.empty();
     queue.push_back(std::move(write));
   }
-  // A copy: the write below may end the connection, and the handler's read what it removes.
-  const std::shared_ptr<Pistache::Tcp::Peer> connection = resume ? peer->second : nullptr;
-  if (first) (transport.*member_of(AsyncWriteImplTag{}))(fd);
   // The handler goes on with the bytes it held behind this answer, now queued before whatever it
-  // answers them with (which goes through the queue drain() is taking writes from).
-  if (connection) (transport.*member_of(HandlerTag{}))->onInput(nullptr, 0, connection);
+  // answers them with (which goes through the queue drain() is taking writes from). Before the
+  // write: once it is out, a half-closed connection with no answer expected would be ended
+  // (end_if_answered), and the answer to a request read now would be lost.
+  if (resume) {
+    const std::shared_ptr<Pistache::Tcp::Peer> connection = peer->second;
+    (transport.*member_of(HandlerTag{}))->onInput(nullptr, 0, connection);
+  }
+  if (first) (transport.*member_of(AsyncWriteImplTag{}))(fd);
 }
 
 // On the transport's own thread: delivers every write other threads have queued on it, in the

@@ -1,12 +1,16 @@
 // Error statuses of the edge: 400 invalid_json, 404 unknown paths, 405 with Allow, 413, 415, 429.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -755,27 +759,104 @@ TEST_CASE("a pipelined request is not run: the one before it is answered and the
   CHECK(total(api, kWebhook) == 2);  // the two creates that came first
 }
 
-// A request sent before the answer to the one before it, in a read of its own, was read and run at
-// once: a GET was answered before the create sent ahead of it (the client took the 200 for the
-// create's answer), and with `Connection: close` on the GET the create's 201 was never sent. It
-// is now read once that answer is on its way, and answered after it.
+// Whether gatewayd (on `server_port`) has read everything the client's connection `fd` sent: the
+// client's kernel has no byte of it left unacknowledged (TIOCOUTQ), and the server's socket has
+// none left unread (its receive queue in /proc/net/tcp).
+bool server_read_all(int fd, uint16_t server_port) {
+  int unsent = 0;
+  if (::ioctl(fd, TIOCOUTQ, &unsent) != 0 || unsent != 0) return false;
+  sockaddr_in client{};
+  socklen_t size = sizeof client;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&client), &size) != 0) return false;
+  char wanted[32];
+  std::snprintf(wanted, sizeof wanted, ":%04X %08X:%04X", server_port, 0x0100007Fu,
+                ntohs(client.sin_port));
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  while (std::getline(tcp, line)) {
+    if (line.find(wanted) == std::string::npos) continue;
+    // "sl local rem st tx_queue:rx_queue ..."
+    std::istringstream fields(line);
+    std::string sl, local, remote, state, queues;
+    fields >> sl >> local >> remote >> state >> queues;
+    return queues.substr(queues.find(':') + 1) == "00000000";
+  }
+  return false;
+}
+
+// A request that came in a read of its own while the answer to the one before it was pending was
+// read and run at once: a GET was answered before the create sent ahead of it (the client took the
+// 200 for the create's answer), and with `Connection: close` on the GET the create's 201 was never
+// sent. It is now read once that answer is on its way, and answered after it.
 TEST_CASE("a request sent before the answer to the one before it is answered after that one") {
   Server server;
   Api api(server, kTeamA);
-  // A profile with custom WAF rules: its check (a worker process) and its durable write keep the
-  // answer pending while the next request comes.
-  const std::string profile = testing::json_with(
-      testing::json_with(profile_body(kTeamA, "order.example.com"), "waf_template", R"("custom")"),
-      "waf_custom_directives", R"("SecRule ARGS \"@contains attack\" \"id:1001,phase:2,deny\"")");
-  const std::string create =
-      "POST /v1/gateway_security_profile HTTP/1.1\r\nHost: x\r\n"
-      "Authorization: Bearer " +
-      server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(profile.size()) +
-      "\r\n\r\n" + profile;
+  const uint16_t port =
+      static_cast<uint16_t>(std::stoi(server.url().substr(server.url().rfind(':') + 1)));
+  // A profile with 1,300 custom WAF rules: their check (about 25 ms, in a worker process, while
+  // the HTTP thread waits for it) and the durable write keep its answer pending while the next
+  // request comes, once gatewayd has read the whole create.
+  std::string rules;
+  for (int id = 1; id <= 1300; ++id) {
+    rules +=
+        "SecRule ARGS \\\"@contains a\\\" \\\"id:" + std::to_string(id) + ",phase:2,pass\\\"\\n";
+  }
+  auto create = [&](const std::string& hostname) {
+    const std::string body = testing::json_with(
+        testing::json_with(profile_body(kTeamA, hostname), "waf_template", R"("custom")"),
+        "waf_custom_directives", "\"" + rules + "\"");
+    return "POST /v1/gateway_security_profile HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+           server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) +
+           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
+  };
+  // Sends `first`, then `next` once gatewayd has read all of `first`; shuts the sending side
+  // after it if `half_close`. Returns every byte that came back until the end of the stream or
+  // `count` answers, split into answers by their Content-Length.
+  auto exchange = [&](const std::string& first, const std::string& next, size_t count,
+                      bool half_close) {
+    const int fd = connect_with_timeout(server);
+    REQUIRE(::send(fd, first.data(), first.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(first.size()));
+    bool read_all = false;
+    for (int i = 0; i < 5000 && !(read_all = server_read_all(fd, port)); ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    REQUIRE(read_all);
+    REQUIRE(::send(fd, next.data(), next.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(next.size()));
+    if (half_close) REQUIRE(::shutdown(fd, SHUT_WR) == 0);
+    std::string got;
+    std::vector<std::string> answers;
+    char buffer[65536];
+    bool ended = false;
+    while (answers.size() < count) {
+      const size_t head_end = got.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        const size_t at = got.substr(0, head_end).find("Content-Length: ");
+        const size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
+        if (got.size() >= head_end + 4 + length) {
+          answers.push_back(got.substr(0, head_end + 4 + length));
+          got.erase(0, head_end + 4 + length);
+          continue;
+        }
+      }
+      const ssize_t r = ::recv(fd, buffer, sizeof buffer, 0);
+      if (r <= 0) {
+        ended = r == 0;
+        break;
+      }
+      got.append(buffer, static_cast<size_t>(r));
+    }
+    if (half_close && !ended) ended = ::recv(fd, buffer, sizeof buffer, 0) == 0;
+    ::close(fd);
+    answers.resize(count);
+    if (half_close) answers.push_back(ended ? "(end)" : "(no end)");
+    return answers;
+  };
   struct Row {
     std::string name;
-    std::string next;         // sent 1 ms after the create, in a write of its own
+    std::string next;         // sent once gatewayd has read the create, in a write of its own
     std::string next_status;  // its answer's status line's start
     bool closes;
   };
@@ -788,48 +869,27 @@ TEST_CASE("a request sent before the answer to the one before it is answered aft
                "HTTP/1.1 400 ", true},
        }) {
     CAPTURE(row.name);
-    const std::string sent =
-        testing::json_with(profile, "hostname", "\"order" + std::to_string(n++) + ".example.com\"");
-    const std::string this_create = create.substr(0, create.find("Content-Length: ")) +
-                                    "Content-Length: " + std::to_string(sent.size()) + "\r\n\r\n" +
-                                    sent;
-    const int fd = connect_with_timeout(server);
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    REQUIRE(::send(fd, this_create.data(), this_create.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(this_create.size()));
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    REQUIRE(::send(fd, row.next.data(), row.next.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(row.next.size()));
-    // Both answers, which may come in one read: split by their Content-Length.
-    std::string got;
-    std::vector<std::string> answers;
-    char buffer[65536];
-    while (answers.size() < 2) {
-      const size_t head_end = got.find("\r\n\r\n");
-      if (head_end != std::string::npos) {
-        const size_t at = got.substr(0, head_end).find("Content-Length: ");
-        const size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
-        if (got.size() >= head_end + 4 + length) {
-          answers.push_back(got.substr(0, head_end + 4 + length));
-          got.erase(0, head_end + 4 + length);
-          continue;
-        }
-      }
-      const ssize_t r = ::recv(fd, buffer, sizeof buffer, 0);
-      if (r <= 0) break;
-      got.append(buffer, static_cast<size_t>(r));
-    }
-    answers.resize(2);
-    const std::string& first = answers[0];
-    const std::string& second = answers[1];
-    INFO("first: ", first.substr(0, 200), "\nsecond: ", second.substr(0, 300));
-    CHECK(first.starts_with("HTTP/1.1 201 "));
-    CHECK(second.starts_with(row.next_status));
-    CHECK((second.find("Connection: close") != std::string::npos) == row.closes);
-    ::close(fd);
+    const auto answers =
+        exchange(create("order" + std::to_string(n++) + ".example.com"), row.next, 2, false);
+    INFO("first: ", answers[0].substr(0, 200), "\nsecond: ", answers[1].substr(0, 300));
+    CHECK(answers[0].starts_with("HTTP/1.1 201 "));
+    CHECK(answers[0].find("Connection: keep-alive") != std::string::npos);
+    CHECK(answers[1].starts_with(row.next_status));
+    CHECK((answers[1].find("Connection: close") != std::string::npos) == row.closes);
   }
   CHECK(total(api, kProfile) == 3);
+
+  // The same, and then the client shuts its sending side: the request held behind the pending
+  // answer is still run and answered, and then the connection ends. (Before the held request was
+  // read, the first answer's write ended the connection: a create was applied and its 201 lost.)
+  const auto answers = exchange(create("order-half.example.com"),
+                                raw_create(server, webhook_body(kTeamA, "held-behind")), 2, true);
+  INFO("first: ", answers[0].substr(0, 200), "\nsecond: ", answers[1].substr(0, 300));
+  CHECK(answers[0].starts_with("HTTP/1.1 201 "));
+  CHECK(answers[1].starts_with("HTTP/1.1 201 "));
+  CHECK(answers[1].find("\"webhook_id\"") != std::string::npos);
+  CHECK(answers[2] == "(end)");
+  CHECK(total(api, kWebhook) == 1);
 }
 
 // The answer to HEAD carried the body of the same answer to GET, which a client reads as the start
