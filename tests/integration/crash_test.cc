@@ -210,6 +210,27 @@ TEST_CASE("a disk too full for RocksDB's info log neither stops gatewayd nor its
   CHECK(server.output().find("Assertion") == std::string::npos);
 }
 
+// The largest write-ahead log in the data dir `dir`: after a crash, the one holding the writes.
+std::string largest_log(const std::string& dir) {
+  std::string wal;
+  uintmax_t size = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".log" && entry.file_size() > size) {
+      wal = entry.path().string();
+      size = entry.file_size();
+    }
+  }
+  return wal;
+}
+
+// Writes `bytes` over the file `path` at `offset`.
+void overwrite(const std::string& path, uintmax_t offset, std::string_view bytes) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(f.good());
+}
+
 // RocksDB's point-in-time recovery replayed the log up to a damaged record and dropped every
 // acknowledged event after it without a word: gatewayd started with 15 of 50 creates, and the
 // next create reused sequence number 16.
@@ -223,20 +244,10 @@ TEST_CASE("a write-ahead log damaged before its end stops gatewayd from starting
   server.kill();
   // The events are in the write-ahead log only (a crash; a clean stop would have flushed them to
   // table files): damage its middle.
-  std::string wal;
-  uintmax_t size = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(server.data_dir())) {
-    if (entry.path().extension() == ".log" && entry.file_size() > size) {
-      wal = entry.path().string();
-      size = entry.file_size();
-    }
-  }
+  const std::string wal = largest_log(server.data_dir());
+  const uintmax_t size = std::filesystem::file_size(wal);
   REQUIRE(size > 20000);
-  {
-    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(size / 2));
-    f.write("\xff\xff\xff\xff", 4);
-  }
+  overwrite(wal, size / 2, "\xff\xff\xff\xff");
   testing::CommandResult run =
       testing::run_command({GATEWAYD_PATH, "--listen", "127.0.0.1:0", "--data-dir",
                             server.data_dir(), "--tokens-file", server.tokens_file()},
@@ -264,20 +275,10 @@ TEST_CASE("a write-ahead log whose last write a crash tore starts without that w
   }
   server.kill();
   // The last create's batch ends the log; a few of its bytes never reached the disk.
-  std::string wal;
-  uintmax_t size = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(server.data_dir())) {
-    if (entry.path().extension() == ".log" && entry.file_size() > size) {
-      wal = entry.path().string();
-      size = entry.file_size();
-    }
-  }
+  const std::string wal = largest_log(server.data_dir());
+  const uintmax_t size = std::filesystem::file_size(wal);
   REQUIRE(size > 10000);
-  {
-    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(size - 100));
-    f.write("\0\0\0\0\0\0\0\0", 8);
-  }
+  overwrite(wal, size - 100, std::string(8, '\0'));
   // The read-only commands cannot read it until gatewayd has dropped the torn write, and say so.
   auto before = testing::run_command({GATEWAYCTL_PATH, "check", "--data-dir", server.data_dir()},
                                      {}, std::chrono::seconds(60));
