@@ -27,10 +27,9 @@ std::string start_write(size_t payload_bytes);
 // once the bytes are written (the client reads the end of the stream); with `end_after` as well,
 // the connection then ends at once if nothing its client sent is unread (the client need not close
 // its side first). With `answer`, the write is the answer to a request expect_answer() was told
-// of. Callable from any thread; inside a
-// DeferralScope (core/deferral.h), the HTTP thread is woken once, at the scope's end, for all the
-// writes queued on it meanwhile. Throws std::bad_alloc or Pistache's errors if the write cannot be
-// queued.
+// of. Callable from any thread; inside a DeferralScope (core/deferral.h), the HTTP thread is woken
+// once, at the scope's end, for all the writes queued on it meanwhile. Throws std::bad_alloc or
+// Pistache's errors if the write cannot be queued.
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
                  bool shut_after, bool answer = false, bool end_after = false);
 

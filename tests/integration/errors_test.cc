@@ -323,6 +323,8 @@ TEST_CASE("a client that shuts its sending side after its request gets the answe
 TEST_CASE("a half-closed client gets the whole of an answer larger than the socket takes") {
   Server server;
   Api api(server, kTeamA);
+  REQUIRE(api.get("/v1/webhook").status == 200);  // its connection stays open
+  const size_t sockets_before = open_sockets(server.pid());
   // A list page of about 7 MB, more than the sockets take at once (they took 4 to 5.6 MB of it).
   for (int n = 0; n < 8; ++n) {
     const std::string body =
@@ -366,6 +368,11 @@ TEST_CASE("a half-closed client gets the whole of an answer larger than the sock
   CHECK(length > 7000000);
   CHECK(got.size() - head_end - 4 == length);
   CHECK(ended);  // then the end of the stream, not a timeout
+  // And gatewayd closed its side.
+  for (int i = 0; i < 500 && open_sockets(server.pid()) > sockets_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(open_sockets(server.pid()) == sockets_before);
 }
 
 // After an answer that closed the connection (`Connection: close`), gatewayd shut its write side
