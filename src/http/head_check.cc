@@ -75,6 +75,14 @@ size_t head_end(std::string_view bytes, size_t from) {
   return at == std::string_view::npos ? at : at + 4;
 }
 
+bool bare_line_feed(std::string_view bytes, size_t from) {
+  for (size_t at = bytes.find('\n', from); at != std::string_view::npos;
+       at = bytes.find('\n', at + 1)) {
+    if (at == 0 || bytes[at - 1] != '\r') return true;
+  }
+  return false;
+}
+
 Result<Head> parse_head(std::string_view head) {
   Head out;
   const size_t line_end = head.find("\r\n");

@@ -28,6 +28,12 @@ constexpr size_t kMaxHeadBytes = 64 << 10;
 // there, so a head that comes in pieces is searched once).
 size_t head_end(std::string_view bytes, size_t from = 0);
 
+// Whether the head bytes from `from` on hold a line ending in a bare LF (a LF not after a CR).
+// Such a head never ends as head_end() looks for its end (RFC 9112 2.2 lets a server take a bare
+// LF as the end of a line or refuse it; gatewayd refuses it), so it is refused as soon as one
+// comes, rather than held until the connection's 60 s run out.
+bool bare_line_feed(std::string_view bytes, size_t from = 0);
+
 // What gatewayd reads of a head. The views point into the head given to parse_head.
 struct Head {
   std::string_view method;

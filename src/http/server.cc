@@ -239,6 +239,12 @@ class Handler final : public P::Http::Handler {
     size_t end = head_end_at;
     if (end == 0) {
       end = head_end(bytes, searched);
+      if (end == std::string_view::npos && bare_line_feed(bytes, searched)) {
+        refuse(peer, bytes,
+               problem(make_error(Code::kBadRequest,
+                                  "the lines of a request head must end in CRLF, not a bare LF")));
+        return std::nullopt;
+      }
       if (end == std::string_view::npos && bytes.size() <= kMaxHeadBytes) return Wait{};
       if (end == std::string_view::npos || end > kMaxHeadBytes) {
         refuse(peer, bytes,

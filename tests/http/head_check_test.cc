@@ -23,6 +23,17 @@ TEST_CASE("head_end finds the empty line, also when the head came in pieces") {
   CHECK(head_end("\r\n\r") == std::string_view::npos);
 }
 
+TEST_CASE("bare_line_feed finds a line ending in LF alone, also when the head came in pieces") {
+  CHECK_FALSE(bare_line_feed("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  CHECK(bare_line_feed("GET / HTTP/1.1\nHost: x\n\n"));
+  CHECK(bare_line_feed("GET / HTTP/1.1\r\nHost: x\n"));
+  CHECK(bare_line_feed("\nGET / HTTP/1.1\r\n"));
+  // The CR came in the piece before: searched from the LF on, it is still seen.
+  const std::string h = "GET / HTTP/1.1\r\nHost: x\r\n";
+  CHECK_FALSE(bare_line_feed(h, h.size() - 1));
+  CHECK_FALSE(bare_line_feed("GET / HTTP/1.1\r"));
+}
+
 TEST_CASE("heads a server takes") {
   for (const std::string& h : {
            head("GET /v1/webhook?page=2 HTTP/1.1", "Host: localhost:8080\r\n"),

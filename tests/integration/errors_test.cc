@@ -617,6 +617,10 @@ TEST_CASE("a head a server must refuse is 400 and ends the connection; its body 
                    "\r\n\r\n"},
            Row{"a bare LF",
                post + "Host: x\r\n" + typed + "X-A: b\nContent-Length: " + length + "\r\n\r\n"},
+           // No CRLF at all: before, no head end was ever found, and the client waited for the
+           // connection's 60 s timer.
+           Row{"only bare LFs",
+               "POST /v1/webhook HTTP/1.1\nHost: x\nContent-Length: " + length + "\n\n"},
            Row{"a NUL in a value", "GET /v1/webhook HTTP/1.1\r\nHost: x\r\n" + auth + "X-A: a" +
                                        std::string(1, '\0') + "b\r\n\r\n"},
            Row{"no Host", "GET /v1/webhook HTTP/1.1\r\n" + auth + "\r\n"},
