@@ -88,7 +88,9 @@ bool record_at(const Mapped& log, size_t pos, std::initializer_list<uint8_t> typ
   const uint8_t type = h[6];
   if (std::find(types.begin(), types.end(), type) == types.end()) return false;
   const size_t length = size_t{h[4]} | size_t{h[5]} << 8;
-  if (length == 0 || kHeaderSize + length > left || log.size() - pos - kHeaderSize < length) {
+  // RocksDB starts a batch with an empty first fragment where a block has just a header's room.
+  if ((length == 0 && type != kFirst) || kHeaderSize + length > left ||
+      log.size() - pos - kHeaderSize < length) {
     return false;
   }
   if (type == kFull && length < kBatchHeader) return false;

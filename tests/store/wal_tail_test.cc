@@ -217,6 +217,31 @@ TEST_CASE("a torn last write is not dropped if the replay would stop before a ba
   CHECK(std::filesystem::file_size(c.log) == size);
 }
 
+TEST_CASE("a later batch that starts with an empty first fragment is seen after the damage") {
+  // Where a block has only a header's room left, RocksDB starts a batch with an empty first
+  // fragment there and goes on in the next block. A batch laid out so, after a damaged one, is a
+  // later batch: the damage is not the log's tail.
+  Crashed c;
+  for (int i = 0; i < 3; ++i) c.write(i, 500);
+  c.crash();
+  const uint64_t end = std::filesystem::file_size(c.log);
+  // A complete batch filling the block up to its last 7 bytes, then damaged.
+  std::string filler;
+  const uint64_t next = c.seqs.back() + 1;
+  for (int i = 0; i < 8; ++i) filler.push_back(static_cast<char>(next >> (8 * i)));
+  filler += std::string("\x01\x00\x00\x00", 4);
+  filler.resize(32768 - 7 - end - 7, 'f');
+  append_record(c.log, 1, filler);
+  REQUIRE(std::filesystem::file_size(c.log) == 32768 - 7);
+  append_record(c.log, 2, "");  // the next batch: an empty first fragment ...
+  REQUIRE(std::filesystem::file_size(c.log) == 32768);
+  append_record(c.log, 4, std::string(100, 'l'));  // ... and its last, in the next block
+  overwrite(c.log, end + 7 + 100, 4, '\xff');      // damage inside the filler batch
+  const WalTail tail = examine_wal_tail(c.dir.path());
+  CHECK(tail.kind == WalTail::Kind::kDamaged);
+  CHECK(tail.detail.find("and a later batch after it") != std::string::npos);
+}
+
 TEST_CASE("logs that a crash left whole, or cut short, need nothing of this") {
   for (bool cut : {false, true}) {
     CAPTURE(cut);
