@@ -264,6 +264,14 @@ size_t open_sockets(pid_t pid) {
   }));
 }
 
+// The sockets the server has open once they are down to `count`, or after 5 s.
+size_t sockets_once_down_to(const Server& server, size_t count) {
+  for (int i = 0; i < 500 && open_sockets(server.pid()) > count; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return open_sockets(server.pid());
+}
+
 // A client may shut its sending side right after its request and wait for the answer (a
 // half-close: shutdown(SHUT_WR)). Pistache ended such a connection as soon as it read that end: the
 // request still ran (a create was applied), and its answer was lost.
@@ -310,10 +318,7 @@ TEST_CASE("a client that shuts its sending side after its request gets the answe
   // A request that has not all come is not answered: the connection just ends.
   CHECK(half_closed("GET /healthz HTTP/1.1\r\nHost: x\r\n") == "");
   // gatewayd closed its side of each of them.
-  for (int i = 0; i < 500 && open_sockets(server.pid()) > sockets_before; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  CHECK(open_sockets(server.pid()) == sockets_before);
+  CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
 }
 
 // The rest of an answer the socket did not take at once waited for the socket to be writable; at a
@@ -369,16 +374,12 @@ TEST_CASE("a half-closed client gets the whole of an answer larger than the sock
   CHECK(got.size() - head_end - 4 == length);
   CHECK(ended);  // then the end of the stream, not a timeout
   // And gatewayd closed its side.
-  for (int i = 0; i < 500 && open_sockets(server.pid()) > sockets_before; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  CHECK(open_sockets(server.pid()) == sockets_before);
+  CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
 }
 
 // After an answer that closed the connection (`Connection: close`), gatewayd shut its write side
 // and waited for the client to close its own: a client that never did held a descriptor of
-// gatewayd's for Pistache's idle limit of 300 s (an idle keep-alive connection is ended after 60
-// s).
+// gatewayd's for Pistache's idle limit of 300 s (where an idle keep-alive connection ends at 60 s).
 TEST_CASE("an answer that closes the connection ends it without waiting for the client's end") {
   Server server;
   Api api(server, kTeamA);
@@ -390,10 +391,7 @@ TEST_CASE("an answer that closes the connection ends it without waiting for the 
   CHECK(reply.starts_with("HTTP/1.1 200 "));
   CHECK(reply.find("Connection: close") != std::string::npos);
   // The client keeps its side open; gatewayd's descriptor goes all the same.
-  for (int i = 0; i < 500 && open_sockets(server.pid()) > sockets_before; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  CHECK(open_sockets(server.pid()) == sockets_before);
+  CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
   char byte = 0;
   CHECK(::recv(fd, &byte, 1, 0) == 0);  // the end of the stream
   ::close(fd);
