@@ -203,8 +203,20 @@ class Handler final : public P::Http::Handler {
       h.bytes.append(data, len);
       return;
     }
-    const size_t searched = h.bytes.size();
+    size_t searched = h.bytes.size();
     h.bytes.append(data, len);
+    if (h.wait.head_end == 0 && h.bytes.starts_with("\r\n")) {
+      // An empty line before the request line whose CR and LF came in two reads: skipped, as one
+      // that comes whole is.
+      size_t empty = 0;
+      while (h.bytes.compare(empty, 2, "\r\n") == 0) empty += 2;
+      h.bytes.erase(0, empty);
+      searched = 0;
+      if (h.bytes.empty()) {
+        held_.erase(held);
+        return;
+      }
+    }
     if (h.wait.head_end != 0 && h.bytes.size() < h.wait.head_end + h.wait.body_bytes) return;
     if (auto wait = take(peer, h.bytes, searched, h.wait.head_end)) {
       h.wait = *wait;

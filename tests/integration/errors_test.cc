@@ -669,6 +669,23 @@ TEST_CASE("a head a server must refuse is 400 and ends the connection; its body 
 }
 
 // gatewayd reads requests itself: a head and a body may come in any number of reads.
+// RFC 9112 2.2: empty lines before a request line are skipped. One whose CR came at the end of a
+// read and its LF at the start of the next was taken for the start of the request: 400.
+TEST_CASE("an empty line before a request, split between two reads, is skipped") {
+  Server server;
+  const int fd = connect_with_timeout(server);
+  REQUIRE(::send(fd, "\r", 1, MSG_NOSIGNAL) == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // read on its own
+  CHECK(exchange_on(fd, "\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .starts_with("HTTP/1.1 200 "));
+  REQUIRE(::send(fd, "\r", 1, MSG_NOSIGNAL) == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(::send(fd, "\n", 1, MSG_NOSIGNAL) == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  ::close(fd);
+}
+
 TEST_CASE("a request that comes in pieces is served once it has all come") {
   Server server;
   Api api(server, kTeamA);
