@@ -75,6 +75,12 @@ size_t head_end(std::string_view bytes, size_t from) {
   return at == std::string_view::npos ? at : at + 4;
 }
 
+size_t empty_lines(std::string_view bytes) {
+  size_t at = 0;
+  while (bytes.substr(at, 2) == "\r\n") at += 2;
+  return at;
+}
+
 bool bare_line_feed(std::string_view bytes, size_t from) {
   for (size_t at = bytes.find('\n', from); at != std::string_view::npos;
        at = bytes.find('\n', at + 1)) {

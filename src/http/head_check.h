@@ -28,6 +28,10 @@ constexpr size_t kMaxHeadBytes = 64 << 10;
 // there, so a head that comes in pieces is searched once).
 size_t head_end(std::string_view bytes, size_t from = 0);
 
+// The bytes of the empty lines (CRLF) that start `bytes`: before a request line they are not part
+// of the request (RFC 9112 2.2; some clients send a CRLF after a body).
+size_t empty_lines(std::string_view bytes);
+
 // Whether the head bytes from `from` on hold a line ending in a bare LF (a LF not after a CR).
 // Such a head never ends as head_end() looks for its end (RFC 9112 2.2 lets a server take a bare
 // LF as the end of a line or refuse it; gatewayd refuses it), so it is refused as soon as one

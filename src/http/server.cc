@@ -177,9 +177,7 @@ class Handler final : public P::Http::Handler {
     }
     if (held == held_.end()) {
       std::string_view bytes(data, len);
-      // Empty lines before a request line are not part of it (RFC 9112 2.2): some clients send
-      // a CRLF after a body.
-      while (bytes.starts_with("\r\n")) bytes.remove_prefix(2);
+      bytes.remove_prefix(empty_lines(bytes));
       if (bytes.empty()) return;
       if (answer_pending(*peer)) {
         // Sent before the answer to the request before it, in a read of its own: read once that
@@ -205,11 +203,9 @@ class Handler final : public P::Http::Handler {
     }
     size_t searched = h.bytes.size();
     h.bytes.append(data, len);
-    if (h.wait.head_end == 0 && h.bytes.starts_with("\r\n")) {
+    if (const size_t empty = h.wait.head_end == 0 ? empty_lines(h.bytes) : 0; empty > 0) {
       // An empty line before the request line whose CR and LF came in two reads: skipped, as one
       // that comes whole is.
-      size_t empty = 0;
-      while (h.bytes.compare(empty, 2, "\r\n") == 0) empty += 2;
       h.bytes.erase(0, empty);
       searched = 0;
       if (h.bytes.empty()) {

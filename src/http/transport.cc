@@ -178,30 +178,27 @@ bool stay_for_answers(const Pistache::Tcp::Peer& peer, bool writing) {
   return true;
 }
 
+// On a transport's own thread: the entry of the connection on descriptor `fd` if it stays only
+// for its answers, its client's sending side having ended (stay_for_answers); else nullptr. The
+// connection is looked up only for such an entry: this runs after every answer written.
+const Expected* read_ended(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  if (fd < 0 || static_cast<size_t>(fd) >= expected.size()) return nullptr;
+  if (!expected[static_cast<size_t>(fd)].read_ended) return nullptr;
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return nullptr;
+  const Expected* e = expected_of(fd, peer->second->getID());
+  return e != nullptr && e->read_ended ? e : nullptr;
+}
+
 // On a transport's own thread, once nothing is left to write on descriptor `fd` (all written, or
 // the connection broke): a connection that stayed for its answers (stay_for_answers) and has none
 // left to wait for is shut both ways. That wakes its HTTP thread, whose next read of it finds the
 // end and ends it there (Transport::handleIncoming), where Pistache ends connections: this may run
 // while the transport drains its queue of writes (deliver), which goes on to other connections.
 void end_if_answered(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
-  if (fd < 0 || static_cast<size_t>(fd) >= expected.size()) return;
-  if (!expected[static_cast<size_t>(fd)].read_ended) return;
-  auto& peers = transport.*member_of(PeersTag{});
-  const auto peer = peers.find(fd);
-  if (peer == peers.end()) return;
-  const Expected* e = expected_of(fd, peer->second->getID());
-  if (e == nullptr || e->answers > 0) return;
-  ::shutdown(fd, SHUT_RDWR);
-}
-
-// On a transport's own thread: whether the connection on descriptor `fd` stays only for its
-// answers, its client's sending side having ended (stay_for_answers).
-bool read_ended(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
-  auto& peers = transport.*member_of(PeersTag{});
-  const auto peer = peers.find(fd);
-  if (peer == peers.end()) return false;
-  const Expected* e = expected_of(fd, peer->second->getID());
-  return e != nullptr && e->read_ended;
+  const Expected* e = read_ended(transport, fd);
+  if (e != nullptr && e->answers == 0) ::shutdown(fd, SHUT_RDWR);
 }
 
 // Wakes a transport's thread to drain what was queued on it.
@@ -322,7 +319,7 @@ void Transport::asyncWriteImpl(Fd fd) {
       // stream), and Pistache takes an event that is both readable and writable as a read: it is
       // watched for writing only, or the rest of the answer would never be written.
       reactor()->modifyFd(key(), fd,
-                          gw::http::read_ended(*this, fd)
+                          gw::http::read_ended(*this, fd) != nullptr
                               ? Polling::NotifyOn::Write
                               : Polling::NotifyOn::Read | Polling::NotifyOn::Write,
                           Polling::Mode::Edge);
@@ -379,21 +376,6 @@ void Transport::handleWriteQueue(bool /*flush: always*/) { gw::http::drain(*this
 void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
   char buffer[Const::MaxBuffer];
   const Fd fd = peer->fd();
-  auto writing = [this, fd] {
-    std::lock_guard<std::mutex> guard(toWriteLock);
-    const auto queued = toWrite.find(fd);
-    return queued != toWrite.end() && !queued->second.empty();
-  };
-  // Pistache takes an event that is both readable and writable as a read only. A connection with
-  // an answer waiting for the socket (EAGAIN) is watched for writing again, which reports it at
-  // once if the socket takes more: the write-ready event this read may have taken is not lost.
-  auto keep_writing = [this, fd](Polling::NotifyOn interest) {
-    try {
-      reactor()->modifyFd(key(), fd, interest, Polling::Mode::Edge);
-    } catch (const std::exception&) {
-      // The descriptor left the poller already; the connection's end is handled there.
-    }
-  };
   for (;;) {
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
     if (n > 0) {
@@ -401,15 +383,26 @@ void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (writing()) keep_writing(Polling::NotifyOn::Read | Polling::NotifyOn::Write);
-      return;
-    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n == 0) {
-      const bool queued = writing();
-      if (gw::http::stay_for_answers(*peer, queued)) {
-        // The end of the stream stays readable: watched for writing only from now on.
-        if (queued) keep_writing(Polling::NotifyOn::Write);
+      bool writing = false;
+      {
+        std::lock_guard<std::mutex> guard(toWriteLock);
+        const auto queued = toWrite.find(fd);
+        writing = queued != toWrite.end() && !queued->second.empty();
+      }
+      if (gw::http::stay_for_answers(*peer, writing)) {
+        // The end of the stream stays readable, and Pistache takes an event that is both
+        // readable and writable as a read: a connection with an answer waiting for the socket
+        // is watched for writing only from now on (asyncWriteImpl too), or the rest of it would
+        // never be written. Watched anew, it is reported at once if the socket takes more.
+        if (writing) {
+          try {
+            reactor()->modifyFd(key(), fd, Polling::NotifyOn::Write, Polling::Mode::Edge);
+          } catch (const std::exception&) {
+            // The descriptor left the poller already; the connection's end is handled there.
+          }
+        }
         return;
       }
     }

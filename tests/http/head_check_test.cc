@@ -23,6 +23,13 @@ TEST_CASE("head_end finds the empty line, also when the head came in pieces") {
   CHECK(head_end("\r\n\r") == std::string_view::npos);
 }
 
+TEST_CASE("empty_lines counts the CRLFs that start the bytes") {
+  CHECK(empty_lines("GET / HTTP/1.1\r\n") == 0);
+  CHECK(empty_lines("\r\n\r\nGET") == 4);
+  CHECK(empty_lines("\r\n\r") == 2);
+  CHECK(empty_lines("") == 0);
+}
+
 TEST_CASE("bare_line_feed finds a line ending in LF alone, also when the head came in pieces") {
   CHECK_FALSE(bare_line_feed("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
   CHECK(bare_line_feed("GET / HTTP/1.1\nHost: x\n\n"));

@@ -264,6 +264,13 @@ size_t open_sockets(pid_t pid) {
   }));
 }
 
+// The sockets the server has open with one idle keep-alive connection of `api`'s, opened here:
+// what the count goes back to once a test's own connections have ended.
+size_t sockets_at_rest(const Server& server, Api& api) {
+  REQUIRE(api.get("/v1/webhook").status == 200);  // its connection stays open
+  return open_sockets(server.pid());
+}
+
 // The sockets the server has open once they are down to `count`, or after 5 s.
 size_t sockets_once_down_to(const Server& server, size_t count) {
   for (int i = 0; i < 500 && open_sockets(server.pid()) > count; ++i) {
@@ -278,8 +285,7 @@ size_t sockets_once_down_to(const Server& server, size_t count) {
 TEST_CASE("a client that shuts its sending side after its request gets the answer, then the end") {
   Server server;
   Api api(server, kTeamA);
-  REQUIRE(api.get("/v1/webhook").status == 200);  // its connection stays open
-  const size_t sockets_before = open_sockets(server.pid());
+  const size_t sockets_before = sockets_at_rest(server, api);
   // Sends `request` on a new connection and shuts the sending side at once; returns what the
   // server sent until it ended the stream ("(no end)" appended if it did not within 5 s).
   auto half_closed = [&](const std::string& request) {
@@ -328,8 +334,7 @@ TEST_CASE("a client that shuts its sending side after its request gets the answe
 TEST_CASE("a half-closed client gets the whole of an answer larger than the socket takes") {
   Server server;
   Api api(server, kTeamA);
-  REQUIRE(api.get("/v1/webhook").status == 200);  // its connection stays open
-  const size_t sockets_before = open_sockets(server.pid());
+  const size_t sockets_before = sockets_at_rest(server, api);
   // A list page of about 7 MB, more than the sockets take at once (they took 4 to 5.6 MB of it).
   for (int n = 0; n < 8; ++n) {
     const std::string body =
@@ -383,8 +388,7 @@ TEST_CASE("a half-closed client gets the whole of an answer larger than the sock
 TEST_CASE("an answer that closes the connection ends it without waiting for the client's end") {
   Server server;
   Api api(server, kTeamA);
-  REQUIRE(api.get("/v1/webhook").status == 200);  // its connection stays open
-  const size_t sockets_before = open_sockets(server.pid());
+  const size_t sockets_before = sockets_at_rest(server, api);
   const int fd = connect_with_timeout(server);
   const std::string reply =
       exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
