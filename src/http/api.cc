@@ -9,8 +9,8 @@
 
 #include "commands/fields.h"
 #include "core/flags.h"
+#include "core/json_numbers.h"
 #include "core/text.h"
-#include "http/json_numbers.h"
 #include "http/openapi.h"
 #include "http/problem.h"
 
@@ -128,16 +128,14 @@ std::optional<Error> parse_json_body(const Request& request, rapidjson::Document
   if (!request.content_type || !is_json_media_type(*request.content_type)) {
     return make_error(Code::kUnsupportedMediaType, "the body must be sent as application/json");
   }
-  // Full precision: numbers kept in waf_overrides must read back as the nearest double. That path
-  // of RapidJSON 1.1.0 crashes on some numbers, rewritten first (http/json_numbers.h).
-  const std::optional<std::string> rewritten = rewrite_risky_numbers(request.body);
-  const std::string& text = rewritten ? *rewritten : request.body;
+  // Full precision: numbers kept in waf_overrides read back as the nearest double
+  // (core/json_numbers.h).
   // Bytes under 0x80 are valid UTF-8 each; only a body with others needs the parser's check.
-  constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag;
-  if (is_ascii(text)) {
-    doc.Parse<kFlags>(text.data(), text.size());
+  if (is_ascii(request.body)) {
+    parse_exact<rapidjson::kParseIterativeFlag>(doc, request.body);
   } else {
-    doc.Parse<kFlags | rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
+    parse_exact<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(
+        doc, request.body);
   }
   if (doc.HasParseError()) {
     return make_error(Code::kInvalidJson,

@@ -4,6 +4,7 @@
 
 #include <rapidjson/document.h>
 
+#include "core/json_numbers.h"
 #include "projections/keys.h"
 
 namespace gw {
@@ -129,7 +130,7 @@ Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id,
   }
   if (json_bytes != nullptr) *json_bytes = json.size();
   rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
+  parse_exact(doc, json);
   if (doc.HasParseError())
     return make_error(Code::kInternal, "stored record " + id + " is not JSON");
   auto record = record_from_json(*kind, doc, kSchemaVersion);
@@ -189,7 +190,7 @@ Result<LoggedEvent> parse_logged_event(std::string_view event_json) {
   char buffer[16 << 10];
   rapidjson::MemoryPoolAllocator<> pool(buffer, sizeof buffer);
   rapidjson::Document doc(&pool);
-  doc.Parse(event_json.data(), event_json.size());
+  parse_exact(doc, event_json);
   if (doc.HasParseError() || !doc.IsObject())
     return make_error(Code::kInternal, "event is not JSON");
   auto member = [&doc](const char* name) -> const rapidjson::Value* {

@@ -5,9 +5,9 @@
 
 #include <rapidjson/document.h>
 
-#include "http/json_numbers.h"
+#include "core/json_numbers.h"
 
-namespace gw::http {
+namespace gw {
 namespace {
 
 TEST_CASE("numbers with a zero integer part and leading fraction zeros are rewritten") {
@@ -30,6 +30,10 @@ TEST_CASE("numbers with a zero integer part and leading fraction zeros are rewri
            Row{"[0e100]", "[0.0]"},
            Row{"[-0.000e-30]", "[-0.0]"},
            Row{R"({"a":0.0e50,"b":"0.001","c":[1,0.01]})", R"({"a":0.0,"b":"0.001","c":[1,1e-2]})"},
+           // A string ends at the first quote not escaped: after an even run of backslashes.
+           Row{R"({"s":"\\","n":0.01})", R"({"s":"\\","n":1e-2})"},
+           Row{R"(["x\"0.01\\\"0.01",0.01])", R"(["x\"0.01\\\"0.01",1e-2])"},
+           Row{R"(["\\\\",0.01,"0.01"])", R"(["\\\\",1e-2,"0.01"])"},
        }) {
     CAPTURE(row.in);
     auto out = rewrite_risky_numbers(row.in);
@@ -43,7 +47,7 @@ TEST_CASE("other numbers, strings and text that is no number are left alone") {
        {"[0]", "[-0]", "[0.5]", "[0.5e-30]", "[10.01]", "[1e-299]", "[100000000000000000000000]",
         "[12345678901234567890]", "[1.2345678901234567e300]",
         R"({"x":"0.00000000000000000000001","y":"\"0.001\""})", "[00.01]", "[0.]", "[0.0e]", "[-]",
-        "[0.01.2]", "[1.0e+-3]"}) {
+        R"(["unterminated 0.001)", R"(["\"0.001)", "[0.01.2]", "[1.0e+-3]"}) {
     CAPTURE(in);
     CHECK_FALSE(rewrite_risky_numbers(in).has_value());
   }
@@ -65,4 +69,4 @@ TEST_CASE("a rewritten number parses to the value the original names") {
 }
 
 }  // namespace
-}  // namespace gw::http
+}  // namespace gw

@@ -1,9 +1,10 @@
-#include "http/json_numbers.h"
+#include "core/json_numbers.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
-namespace gw::http {
+namespace gw {
 namespace {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -96,6 +97,24 @@ std::string rewritten(std::string_view number) {
   return out;
 }
 
+// The position after the string whose text starts at `from` (after its opening quote): after the
+// first quote not escaped by a backslash, or json.size(). Found with memchr, as a stored event is
+// mostly strings (every record read back from the store is scanned).
+size_t string_end(std::string_view json, size_t from) {
+  const char* const begin = json.data();
+  const char* const end = begin + json.size();
+  for (const char* p = begin + from; p < end;) {
+    const auto* quote = static_cast<const char*>(std::memchr(p, '"', static_cast<size_t>(end - p)));
+    if (quote == nullptr) break;
+    // Escaped if an odd number of backslashes stands right before it, inside the string.
+    const char* b = quote;
+    while (b > begin + from && b[-1] == '\\') --b;
+    if ((quote - b) % 2 == 0) return static_cast<size_t>(quote - begin) + 1;
+    p = quote + 1;
+  }
+  return json.size() + 1;
+}
+
 }  // namespace
 
 std::optional<std::string> rewrite_risky_numbers(std::string_view json) {
@@ -104,10 +123,7 @@ std::optional<std::string> rewrite_risky_numbers(std::string_view json) {
   for (size_t i = 0; i < json.size();) {
     const char c = json[i];
     if (c == '"') {
-      for (++i; i < json.size() && json[i] != '"'; ++i) {
-        if (json[i] == '\\') ++i;
-      }
-      ++i;
+      i = string_end(json, i + 1);
       continue;
     }
     if (c != '-' && !is_digit(c)) {
@@ -132,4 +148,4 @@ std::optional<std::string> rewrite_risky_numbers(std::string_view json) {
   return out;
 }
 
-}  // namespace gw::http
+}  // namespace gw
