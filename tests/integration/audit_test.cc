@@ -143,6 +143,11 @@ TEST_CASE("Idempotency-Key: a repeat gets the first answer and appends nothing")
     // Byte for byte: the same JSON with other whitespace is another request.
     check_problem(api.post("/v1/gateway_security_profile", body + " ", key), 422,
                   "idempotency_key_reused");
+    // The kept key is checked before the stateful rules (README, check order): another team's
+    // `team_id` with it is the key's 422, not the body's 403.
+    check_problem(
+        api.post("/v1/gateway_security_profile", profile_body(kTeamB, "idem.example.com"), key),
+        422, "idempotency_key_reused");
     CHECK(last_seq(api) == before);
   }
   SUBCASE("keys belong to one tenant") {
