@@ -126,11 +126,17 @@ int main(int argc, char** argv) {
   // The stop signals are blocked from the start, in every thread started later too; main waits
   // for them once it serves. One that comes while gatewayd starts waits until it serves (it
   // killed the process in the first milliseconds before). The sandbox's processes set their own.
+  // SIGINT or SIGHUP ignored when gatewayd started stays ignored: `nohup gatewayd &` ignores
+  // SIGHUP, and a shell ignores SIGINT for a job it starts in the background; waited for, either
+  // stopped gatewayd all the same (a hangup of the terminal it was started from).
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
+  for (int sig : {SIGINT, SIGHUP}) {
+    struct sigaction inherited {};
+    if (sigaction(sig, nullptr, &inherited) == 0 && inherited.sa_handler == SIG_IGN) continue;
+    sigaddset(&signals, sig);
+  }
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -288,9 +294,12 @@ int main(int argc, char** argv) {
   auto api = std::make_shared<gw::http::Api>(api_config, service, reads, tokens, limiter, metrics,
                                              [w] { return w->writable(); });
   gw::http::Server server(server_config, api);
-  verifier.start();
   auto port = server.start();
   if (!port.ok()) return fail(port.error().detail);
+  // Only once gatewayd serves: a start that fails (the port in use) must append nothing, and the
+  // verifier answers the requests left open (in the log) as soon as it runs. Started before the
+  // listener, it appended their outcomes, looked up with the failed start's --dns-servers.
+  verifier.start();
   std::printf("listening on http://%s:%u\n", server_config.host.c_str(), port.value());
   std::fflush(stdout);
 

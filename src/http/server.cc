@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/expose.h"
 #include "core/text.h"
 #include "http/head_check.h"
 #include "http/problem.h"
@@ -523,6 +524,10 @@ constexpr std::chrono::milliseconds kAcceptPause{50};
 // next accept that succeeds: each such spell is told on stderr once, at its start and at its end.
 std::atomic<bool> out_of_descriptors{false};
 
+// The endpoint's listener and its listening socket, which Server::shutdown shuts.
+GW_EXPOSE(EndpointListenerTag, &P::Http::Endpoint::listener);
+GW_EXPOSE(ListenFdTag, &P::Tcp::Listener::listen_fd);
+
 // Pistache's own Listener::acceptConnection, found past this program's definition below; called
 // as a function whose first argument is the listener, which is how the Itanium C++ ABI passes
 // `this` to a member function.
@@ -551,6 +556,17 @@ int accept_connection(const P::Tcp::Listener& listener, sockaddr_storage& peer_a
     // itself: at the open-file limit, UndefinedBehaviorSanitizer's check of its dynamic type
     // cannot open the pipe it checks memory with, and fails the call).
     const int error = errno;
+    int listening = 1;
+    socklen_t size = sizeof listening;
+    if (::getsockopt(listener.*member_of(ListenFdTag{}), SOL_SOCKET, SO_ACCEPTCONN, &listening,
+                     &size) == 0 &&
+        listening == 0) {
+      // The listening socket was shut (Server::shutdown): it stays readable (the end of the
+      // stream), at every turn of the listener's loop until that stops, and accept fails on it.
+      // A pause, so that the loop does not spin meanwhile.
+      std::this_thread::sleep_for(kAcceptPause);
+      throw;
+    }
     if (error != EMFILE && error != ENFILE && error != ENOBUFS && error != ENOMEM) throw;
     if (!out_of_descriptors.exchange(true, std::memory_order_relaxed)) {
       rlimit limit{};
@@ -603,6 +619,15 @@ Result<uint16_t> Server::start() {
 
 void Server::shutdown(int drain_ms) {
   state_->draining.store(true, std::memory_order_seq_cst);  // see Handler::onRequest
+  // No new connection is taken while the requests in flight are answered: the listening socket
+  // is shut, so a client's connect is refused at once (the port is free for another gatewayd),
+  // and a connection not yet accepted is reset. Left open, it was accepted for the whole drain,
+  // and each client that kept connecting had its last request, sent whole, cut by a reset as the
+  // listener closed.
+  if (endpoint_) {
+    const int listen_fd = (*endpoint_.*member_of(EndpointListenerTag{})).*member_of(ListenFdTag{});
+    if (listen_fd >= 0) ::shutdown(listen_fd, SHUT_RDWR);
+  }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
   while (state_->in_flight.load(std::memory_order_seq_cst) > 0 &&
          std::chrono::steady_clock::now() < deadline) {

@@ -2,11 +2,15 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -243,6 +247,29 @@ int connect_to(const Server& server, int receive_buffer) {
     return -1;
   }
   return fd;
+}
+
+bool server_read_all(const Server& server, int fd) {
+  int unsent = 0;
+  if (::ioctl(fd, TIOCOUTQ, &unsent) != 0 || unsent != 0) return false;
+  sockaddr_in client{};
+  socklen_t size = sizeof client;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&client), &size) != 0) return false;
+  const int server_port = std::stoi(server.url().substr(server.url().rfind(':') + 1));
+  char wanted[32];
+  std::snprintf(wanted, sizeof wanted, ":%04X %08X:%04X", server_port, 0x0100007Fu,
+                ntohs(client.sin_port));
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  while (std::getline(tcp, line)) {
+    if (line.find(wanted) == std::string::npos) continue;
+    // "sl local rem st tx_queue:rx_queue ..."
+    std::istringstream fields(line);
+    std::string sl, local, remote, state, queues;
+    fields >> sl >> local >> remote >> state >> queues;
+    return queues.substr(queues.find(':') + 1) == "00000000";
+  }
+  return false;
 }
 
 std::string read_response(int fd) {

@@ -168,6 +168,11 @@ std::vector<std::string> all_events(Api& api);
 // minutes.
 int connect_to(const Server& server, int receive_buffer = 0);
 
+// Whether gatewayd has read everything that the client's connection `fd` to `server` sent: the
+// client's kernel has no byte of it left unacknowledged (TIOCOUTQ), and the server's socket has
+// none left unread (its receive queue in /proc/net/tcp). IPv4 loopback only.
+bool server_read_all(const Server& server, int fd);
+
 // Reads one response from connection `fd`: its head and as many body bytes as its Content-Length
 // says ("" if none came; what came if the connection ends or a read times out first).
 std::string read_response(int fd);

@@ -1,4 +1,7 @@
 // Process lifecycle: health and metrics, keep-alive, clean shutdown, restart on the same data.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -205,6 +208,130 @@ TEST_CASE("SIGTERM, SIGINT and SIGHUP stop the server with exit status 0") {
     Response after = api.get("/v1/domain");
     CHECK(after.status == 0);
   }
+}
+
+// `nohup gatewayd &` starts gatewayd with SIGHUP ignored, and a shell starts a job in the
+// background with SIGINT ignored; gatewayd waited for both all the same, so a hangup of the
+// terminal it was started from stopped it. Of the three signals sent at once, the lowest pending
+// one is taken first, so SIGHUP would be the one named.
+TEST_CASE("SIGHUP or SIGINT ignored when gatewayd started stays ignored; SIGTERM stops it") {
+  testing::TempDir dir;
+  testing::Gatewayd proc;
+  proc.ignore_signals({SIGHUP, SIGINT});
+  proc.start(GATEWAYD_PATH, dir.path(), {"--dns-servers", "127.0.0.1:1"});
+  REQUIRE(::kill(proc.pid(), SIGHUP) == 0);
+  REQUIRE(::kill(proc.pid(), SIGINT) == 0);
+  testing::ExitStatus s = proc.stop(SIGTERM);
+  INFO(proc.output());
+  CHECK(s.describe() == "exit 0");
+  CHECK(proc.output().find("gatewayd: signal 15, draining") != std::string::npos);
+}
+
+// gatewayd started its verifier before its listener: a start that failed (the port in use) still
+// answered the verification requests left open in the log, looking them up with the failed
+// start's --dns-servers, and appended their outcomes.
+TEST_CASE("a start that fails on a busy port appends nothing to the log") {
+  // A DNS server that never answers: the verification stays open while the server runs.
+  const int dns = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const int busy = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(dns >= 0);
+  REQUIRE(busy >= 0);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  auto port_of = [](int fd) {
+    sockaddr_in bound{};
+    socklen_t size = sizeof bound;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &size) == 0);
+    return std::to_string(ntohs(bound.sin_port));
+  };
+  REQUIRE(::bind(dns, reinterpret_cast<sockaddr*>(&any), sizeof any) == 0);
+  REQUIRE(::bind(busy, reinterpret_cast<sockaddr*>(&any), sizeof any) == 0);
+  REQUIRE(::listen(busy, 1) == 0);
+
+  Server server({"--dns-servers", "127.0.0.1:" + port_of(dns), "--dns-timeout-ms", "60000"});
+  Api api(server, kTeamA);
+  const std::string id = create(api, kDomain, 1);
+  REQUIRE(verify(api, id).status == 200);  // durable: the request is open in the log
+  server.kill();
+
+  auto events = [&] {
+    auto r = testing::run_command({GATEWAYCTL_PATH, "events", "--data-dir", server.data_dir()});
+    REQUIRE(r.status.success());
+    return r.out;
+  };
+  const std::string before = events();
+  REQUIRE(before.find("\"domain.verification_requested\"") != std::string::npos);
+  auto failed =
+      testing::run_command({GATEWAYD_PATH, "--listen", "127.0.0.1:" + port_of(busy), "--data-dir",
+                            server.data_dir(), "--dns-servers", "127.0.0.1:1"},
+                           testing::ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(20));
+  INFO(failed.err);
+  CHECK(failed.status.exited);
+  CHECK(failed.status.code == 1);
+  CHECK(failed.err.find("Address already in use") != std::string::npos);
+  // Time for an outcome to be appended, had the failed start's verifier run (its lookup at a
+  // closed port fails at once).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(events() == before);
+  ::close(dns);
+  ::close(busy);
+}
+
+// gatewayd took new connections while it drained: each client that kept connecting had its last
+// request, sent whole, cut by a reset as the listener closed at the end. It now stops accepting at
+// once, as CONTRACT.md asks (stop accepting, finish in-flight requests): a connect is refused
+// while a request taken before the signal is still being answered, and that one gets its 201.
+TEST_CASE("SIGTERM: new connections are refused while a request in flight is answered") {
+  Server server;
+  // The WAF sandbox's zygote (gatewayd's only child), stopped: a profile's directives wait for
+  // it to be checked, so the create stays in flight until it goes on.
+  const std::vector<pid_t> children = testing::children_of(server.pid());
+  REQUIRE(children.size() == 1);
+  const pid_t zygote = children[0];
+  const std::string body = testing::json_with(
+      testing::json_with(profile_body(kTeamA, "drain.example.com"), "waf_template", R"("custom")"),
+      "waf_custom_directives", R"("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"")");
+  const std::string request =
+      "POST /v1/gateway_security_profile HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+      server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  REQUIRE(::kill(zygote, SIGSTOP) == 0);
+  const int fd = connect_to(server);
+  REQUIRE(fd >= 0);
+  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+  bool read_all = false;
+  for (int i = 0; i < 5000 && !(read_all = server_read_all(server, fd)); ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  REQUIRE(read_all);
+  // Read in the same turn as the create is taken into flight, right after: a margin.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+  REQUIRE(::kill(server.pid(), SIGTERM) == 0);
+  REQUIRE(server.wait_for_line("gatewayd: signal 15, draining").has_value());
+  bool refused = false;
+  for (int i = 0; i < 500 && !refused; ++i) {
+    const int other = connect_to(server);
+    refused = other < 0;
+    if (other >= 0) ::close(other);
+    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  char byte = 0;
+  const bool answered = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  CHECK(refused);
+  CHECK_FALSE(answered);  // refused while the create was still in flight
+  CHECK(read_response(fd).starts_with("HTTP/1.1 201 "));
+  ::close(fd);
+  testing::ExitStatus s = server.stop();
+  INFO(server.output());
+  CHECK(s.describe() == "exit 0");
+  server.restart();
+  CHECK(num(field(json(Api(server, kTeamA).get("/v1/gateway_security_profile")), "pagination"),
+            "total") == 1);
 }
 
 // Twelve gateway profiles of about 800 KB each, so that a page of them (about 10 MB) is more than

@@ -245,17 +245,6 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
   CHECK_MESSAGE(server.output().find("waf sandbox:") == std::string::npos, server.output());
 }
 
-// The children of process `pid`, forked by any of its threads (each thread lists its own).
-std::vector<pid_t> children_of(pid_t pid) {
-  std::vector<pid_t> out;
-  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
-  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
-    std::ifstream in(task.path() / "children");
-    for (pid_t child; in >> child;) out.push_back(child);
-  }
-  return out;
-}
-
 // The one-letter state of process `pid` in /proc ('Z' for a zombie), or 0 when it is gone.
 char process_state(pid_t pid) {
   const std::vector<std::string> stat = testing::proc_stat(pid);
@@ -273,7 +262,7 @@ TEST_CASE("WAF directives are parsed in gatewayd's sandbox process, which is rep
   const std::string rule = R"("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"")";
   CHECK(custom(1, rule).status == 201);
   // gatewayd's only child is the sandbox's zygote, which starts a worker for every check.
-  std::vector<pid_t> children = children_of(server.pid());
+  std::vector<pid_t> children = testing::children_of(server.pid());
   REQUIRE(children.size() == 1);
   const pid_t first = children[0];
   REQUIRE(::kill(first, SIGKILL) == 0);
@@ -288,7 +277,7 @@ TEST_CASE("WAF directives are parsed in gatewayd's sandbox process, which is rep
                            ") was gone")
             .has_value());
   // The lost zygote is reaped, and its replacement checks as the first one did.
-  children = children_of(server.pid());
+  children = testing::children_of(server.pid());
   REQUIRE(children.size() == 1);
   CHECK(children[0] != first);
   check_problem(custom(3, R"("this is not a directive")"), 422, "validation_failed");

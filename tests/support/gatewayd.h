@@ -37,6 +37,8 @@ class Gatewayd {
   // From the next start() on, the server may have at most `files` open files (0: as this process;
   // ChildEnv::max_open_files), a limit it cannot raise.
   void limit_open_files(uint64_t files) { max_open_files_ = files; }
+  // From the next start() on, the server starts with `signals` ignored (ChildEnv::ignored_signals).
+  void ignore_signals(std::vector<int> signals) { ignored_signals_ = std::move(signals); }
 
   // Sends `sig` (SIGTERM by default), then waits (SIGKILL past the timeout, reported as timed_out).
   ExitStatus stop(int sig = SIGTERM, std::chrono::milliseconds timeout = std::chrono::seconds(15));
@@ -60,6 +62,7 @@ class Gatewayd {
   int port_ = 0;
   uint64_t max_file_bytes_ = 0;
   uint64_t max_open_files_ = 0;
+  std::vector<int> ignored_signals_;
 };
 
 // Runs `ctl token create --tokens-file tokens_file --tenant tenant --name name` and returns the

@@ -77,6 +77,9 @@ pid_t spawn_raw(std::vector<std::string> argv, const ChildEnv& env, int out_fd, 
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaction(sig, &dfl, nullptr);
+    struct sigaction ignored {};
+    ignored.sa_handler = SIG_IGN;
+    for (int sig : env.ignored_signals) sigaction(sig, &ignored, nullptr);
     if (env.max_file_bytes > 0) {
       struct sigaction ignore {};
       ignore.sa_handler = SIG_IGN;
@@ -323,6 +326,17 @@ std::vector<std::string> open_descriptors(pid_t pid) {
   for (; !ec && fds != std::filesystem::directory_iterator(); fds.increment(ec)) {
     std::error_code gone;  // a descriptor closed meanwhile
     out.push_back(std::filesystem::read_symlink(fds->path(), gone).string());
+  }
+  return out;
+}
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    std::ifstream in(task.path() / "children");
+    for (pid_t child; in >> child;) out.push_back(child);
   }
   return out;
 }

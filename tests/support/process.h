@@ -37,6 +37,9 @@ struct ChildEnv {
   std::vector<std::string> add;
   uint64_t max_file_bytes = 0;
   uint64_t max_open_files = 0;
+  // Signals the child starts with ignored, as `nohup` (SIGHUP) or a shell's background job
+  // (SIGINT) starts a program; the others of SIGTERM, SIGINT and SIGHUP start as by default.
+  std::vector<int> ignored_signals = {};
 };
 
 class ChildProcess {
@@ -103,6 +106,9 @@ std::string trim(std::string_view s);
 // The fields of /proc/PID/stat after the command name, from the state (field 3, at [0]) on; empty
 // when the process is gone.
 std::vector<std::string> proc_stat(pid_t pid);
+
+// The children of process `pid`, forked by any of its threads (each thread lists its own).
+std::vector<pid_t> children_of(pid_t pid);
 
 // What each open descriptor of process `pid` refers to (the targets of /proc/PID/fd, such as
 // "socket:[123]" or a path); empty when the process is gone.
