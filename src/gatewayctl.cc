@@ -148,7 +148,8 @@ int replay(int argc, char** argv) {
   const gw::admin::RemovedOnInterrupt removed_on_interrupt(tmp_path);
   if (!direct) {
     std::filesystem::remove(tmp_path, ec);
-    const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    // Readable by its owner only: it holds every tenant's records.
+    const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return fail("cannot write " + tmp_path + ": " + std::strerror(errno));
     ::close(fd);
   }
@@ -248,6 +249,11 @@ int main(int argc, char** argv) {
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;
+  }
+  if (!command.empty()) {
+    std::string named = command;
+    if (command == "token" && argc >= 3) named += std::string(" ") + argv[2];
+    std::cerr << "gatewayctl: unknown command " << named << "\n";
   }
   return usage();
 }

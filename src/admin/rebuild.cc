@@ -13,11 +13,10 @@ Result<RebuildReport> rebuild(const std::string& data_dir) {
   auto store = Store::open(data_dir);
   if (!store.ok()) {
     const std::string& why = store.error().detail;
-    const bool locked =
-        why.find("lock") != std::string::npos || why.find("LOCK") != std::string::npos;
-    return make_error(Code::kUnavailable,
-                      "cannot open " + data_dir + " for writing" +
-                          (locked ? " (it is in use: stop gatewayd first)" : "") + ": " + why);
+    const bool in_use = why.starts_with(Store::kInUse);
+    return make_error(Code::kUnavailable, "cannot open " + data_dir + " for writing" +
+                                              (in_use ? " (stop gatewayd first)" : "") + ": " +
+                                              why);
   }
   const auto start = std::chrono::steady_clock::now();
   // The log is read to its end before the projections are dropped: a log that cannot be replayed

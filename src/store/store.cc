@@ -138,6 +138,22 @@ constexpr char kProjectionsName[] = "projections";
 
 Error unavailable(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
 
+// Why the LOCK of `dir` could not be taken. Held by another process, fcntl refuses it (RocksDB:
+// "While lock file: ...: Resource temporarily unavailable"); held by this one, RocksDB refuses it
+// itself ("lock hold by current process"). Any other failure (a read-only file system, a LOCK that
+// is no file) is told as it is: it was taken for a data dir in use, and `gatewayctl rebuild` said
+// to stop gatewayd.
+Error lock_refused(const std::string& dir, const rocksdb::Status& s) {
+  const std::string why = s.ToString();
+  if (why.find("While lock file") == std::string::npos &&
+      why.find("lock hold by current process") == std::string::npos) {
+    return unavailable(s);
+  }
+  return make_error(Code::kUnavailable, std::string(Store::kInUse) +
+                                            " (another gatewayd, or gatewayctl " +
+                                            "rebuild, holds " + dir + "/LOCK): " + why);
+}
+
 // The first key after every key that starts with `prefix` ("" if there is none).
 std::string prefix_end(std::string_view prefix) {
   std::string end(prefix);
@@ -243,7 +259,7 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
     rocksdb::Env* lock_env = env != nullptr ? env : rocksdb::Env::Default();
     rocksdb::FileLock* lock = nullptr;
     auto locked = lock_env->LockFile(dir + "/LOCK", &lock);
-    if (!locked.ok()) return unavailable(locked);
+    if (!locked.ok()) return lock_refused(dir, locked);
     lock_env->UnlockFile(lock);
   }
   // The info log grows by about 130 KB an hour under load (statistics every 10 minutes): each

@@ -37,7 +37,8 @@ class MemtableSeals;  // store.cc: counts the projections' sealed memtables
 class Store {
  public:
   // Opens (creating if missing) the database in `dir`. kUnavailable with RocksDB's message if it
-  // cannot (locked by another process, corrupt, unwritable). A write-ahead log whose last write a
+  // cannot (corrupt, unwritable); one held by another open (another process, or this one) starts
+  // with kInUse. A write-ahead log whose last write a
   // crash tore (store/wal_tail.h) is replayed up to that write, and recovery_note() says so.
   // `env` replaces RocksDB's default Env (tests inject faults through it); it must outlive the
   // Store.
@@ -47,6 +48,8 @@ class Store {
   // every start), and RocksDB keeps this many info logs: `LOG` and the newest `LOG.old.*`.
   static constexpr size_t kInfoLogBytes = 8 << 20;
   static constexpr size_t kInfoLogsKept = 10;
+  // How open() begins its error for a data dir another open holds.
+  static constexpr const char* kInUse = "it is in use";
   // The file `gatewayctl backup` keeps in its copy until the copy is complete and durable, so that
   // a copy it could not finish (killed, power cut) is never opened as if it were whole.
   static constexpr const char* kUnfinishedBackup = "BACKUP-UNFINISHED";

@@ -285,10 +285,26 @@ TEST_CASE("rebuild refuses a data dir that is open for writing") {
   auto store = open_store(fx.path());
   auto r = rebuild(fx.path());
   REQUIRE_FALSE(r.ok());
+  INFO(r.error().detail);
   CHECK(r.error().detail.find("stop gatewayd first") != std::string::npos);
   store.reset();
   CHECK(rebuild(fx.path()).ok());
   CHECK_FALSE(rebuild(fx.path() + "/nothing-here").ok());
+}
+
+// Any failure whose text had "lock" in it was told as a data dir in use: on a read-only file
+// system, rebuild said to stop gatewayd, which was not running.
+TEST_CASE("rebuild says a data dir is in use only when another open holds it") {
+  FixtureDir fx;
+  open_store(fx.path()).reset();
+  namespace fs = std::filesystem;
+  fs::remove(fx.path() + "/LOCK");
+  fs::create_directory(fx.path() + "/LOCK");  // cannot be opened as the lock file
+  auto r = rebuild(fx.path());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().detail.find("/LOCK") != std::string::npos);
+  CHECK(r.error().detail.find("in use") == std::string::npos);
+  CHECK(r.error().detail.find("stop gatewayd") == std::string::npos);
 }
 
 // Rebuild dropped the projections before reading the log: a malformed event then left no read

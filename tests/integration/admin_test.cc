@@ -148,6 +148,11 @@ TEST_CASE("events prints the log as NDJSON, the same events /v1/events serves") 
       ctl({"events", "--data-dir", server.data_dir() + "/absent", "--data-dir", server.data_dir()});
   CHECK(twice.status.code == 2);
   CHECK(twice.err.find("gatewayctl: --data-dir is given more than once") != std::string::npos);
+  // A command it does not know is named (only the usage was printed).
+  auto unknown = ctl({"evnets", "--data-dir", server.data_dir()});
+  CHECK(unknown.status.code == 2);
+  CHECK(unknown.err.starts_with("gatewayctl: unknown command evnets\nusage:\n"));
+  CHECK(ctl({"token", "revoke"}).err.starts_with("gatewayctl: unknown command token revoke\n"));
   CHECK(twice.out.empty());
   // Sequence numbers go up to 2^64 - 1, as in /v1/events?after=.
   for (std::string after : {"9223372036854775808", "18446744073709551615"}) {
@@ -310,6 +315,10 @@ TEST_CASE("replay --until-seq gives the records as the API showed them at that p
                   "--out", out});
     INFO(r.err);
     REQUIRE(r.status.success());
+    // Every tenant's records: readable by its owner only (it was 0644 under the usual umask).
+    struct stat file {};
+    REQUIRE(::stat(out.c_str(), &file) == 0);
+    CHECK((file.st_mode & 0777) == 0600);
     std::ifstream in(out);
     std::stringstream text;
     text << in.rdbuf();

@@ -648,7 +648,10 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
   refused(run({"--listen", "127.0.0.1:" + port, "--data-dir", dir.path()}),
           "cannot listen on 127.0.0.1:" + port + ": Address already in use");
 
-  refused(run({"--listen", "127.0.0.1:0", "--data-dir", server.data_dir()}), "/LOCK");
+  refused(run({"--listen", "127.0.0.1:0", "--data-dir", server.data_dir()}),
+          "cannot open " + server.data_dir() +
+              ": it is in use (another gatewayd, or gatewayctl rebuild, holds " +
+              server.data_dir() + "/LOCK): IO error: While lock file");
   CHECK(Api(server, kTeamA).get("/v1/domain").status == 200);
 }
 
