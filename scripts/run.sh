@@ -1,10 +1,34 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds Release into build/, makes a dev token for team_demo and runs
 # gatewayd, by default on 127.0.0.1:8080 with its data in ./data (relative to the repository root).
-# GATEWAY_LISTEN, GATEWAY_DATA_DIR and GATEWAY_TOKENS_FILE change where (not as flags: run.sh
-# gives those three itself); any other GATEWAY_* variable reaches gatewayd as it is, and arguments
-# are passed on to it (scripts/run.sh --rate-limit 100).
+# GATEWAY_LISTEN, GATEWAY_DATA_DIR and GATEWAY_TOKENS_FILE change where, as do the flags
+# --listen, --data-dir and --tokens-file (flags win); any other GATEWAY_* variable reaches gatewayd
+# as it is, and other arguments are passed on to it (scripts/run.sh --rate-limit 100).
 set -euo pipefail
+
+LISTEN="${GATEWAY_LISTEN:-127.0.0.1:8080}"
+DATA_DIR="${GATEWAY_DATA_DIR:-./data}"
+TOKENS="${GATEWAY_TOKENS_FILE:-}"
+# The three flags run.sh gives gatewayd itself are taken from the arguments (given twice,
+# gatewayd would refuse them), in either form, `--listen X` or `--listen=X`.
+PASSED=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --listen|--data-dir|--tokens-file)
+      if [[ $# -lt 2 ]]; then echo "run.sh: $1 needs a value" >&2; exit 2; fi
+      case "$1" in
+        --listen) LISTEN="$2" ;;
+        --data-dir) DATA_DIR="$2" ;;
+        --tokens-file) TOKENS="$2" ;;
+      esac
+      shift 2 ;;
+    --listen=*) LISTEN="${1#*=}"; shift ;;
+    --data-dir=*) DATA_DIR="${1#*=}"; shift ;;
+    --tokens-file=*) TOKENS="${1#*=}"; shift ;;
+    *) PASSED+=("$1"); shift ;;
+  esac
+done
+TOKENS="${TOKENS:-${DATA_DIR}/tokens}"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/deps.sh
@@ -17,10 +41,7 @@ gw_install_deps
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGATEWAY_SANITIZE=OFF -DGATEWAY_WERROR=OFF
 cmake --build build -j"$(nproc)" --target gatewayd gatewayctl kafka_mock
 
-LISTEN="${GATEWAY_LISTEN:-127.0.0.1:8080}"
-DATA_DIR="${GATEWAY_DATA_DIR:-./data}"
-TOKENS="${GATEWAY_TOKENS_FILE:-${DATA_DIR}/tokens}"
-mkdir -p "${DATA_DIR}"
+mkdir -p "${DATA_DIR}" "$(dirname "${TOKENS}")"
 # One dev token at a time: the previous run's is revoked (its line removed; a running gatewayd
 # re-reads the file when it changes). Tokens are stored hashed, so an old one cannot be shown again.
 if [[ -f "${TOKENS}" ]]; then
@@ -30,6 +51,11 @@ TOKEN=$(build/gatewayctl token create --tokens-file "${TOKENS}" --tenant team_de
 
 # An address with port 0 gets its port when gatewayd starts: it prints `listening on ...`.
 URL="http://${LISTEN}"
+PORT_NOTE=""
+if [[ "${LISTEN}" == *:0 ]]; then
+  URL="http://${LISTEN%:0}:PORT"
+  PORT_NOTE="(PORT: the one gatewayd picks, in its 'listening on' line below)"
+fi
 cat <<MSG
 
 Dev token for tenant team_demo (a new one each run, the previous one revoked; its hash is in
@@ -38,7 +64,8 @@ ${TOKENS}):
 
 Try:
   curl -s -H "Authorization: Bearer ${TOKEN}" -H "X-Tenant-ID: team_demo" ${URL}/v1/domain
-
+${PORT_NOTE}
 MSG
 
-exec build/gatewayd --listen "${LISTEN}" --data-dir "${DATA_DIR}" --tokens-file "${TOKENS}" "$@"
+exec build/gatewayd --listen "${LISTEN}" --data-dir "${DATA_DIR}" --tokens-file "${TOKENS}" \
+  ${PASSED[@]+"${PASSED[@]}"}
