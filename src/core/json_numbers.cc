@@ -115,6 +115,36 @@ size_t string_end(std::string_view json, size_t from) {
   return json.size() + 1;
 }
 
+// Where the JSON number (RFC 8259: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?) that starts at
+// json[begin] ends, within json[begin, run_end); `begin` if none starts there.
+size_t number_prefix_end(std::string_view json, size_t begin, size_t run_end) {
+  size_t at = begin;
+  auto digits = [&] {
+    const size_t from = at;
+    while (at < run_end && is_digit(json[at])) ++at;
+    return at - from;
+  };
+  if (at < run_end && json[at] == '-') ++at;
+  if (at < run_end && json[at] == '0') {
+    ++at;
+  } else if (digits() == 0) {
+    return begin;
+  }
+  if (at + 1 < run_end && json[at] == '.' && is_digit(json[at + 1])) {
+    ++at;
+    digits();
+  }
+  if (at < run_end && (json[at] == 'e' || json[at] == 'E')) {
+    size_t exponent = at + 1;
+    if (exponent < run_end && (json[exponent] == '+' || json[exponent] == '-')) ++exponent;
+    if (exponent < run_end && is_digit(json[exponent])) {
+      at = exponent;
+      digits();
+    }
+  }
+  return at;
+}
+
 }  // namespace
 
 std::optional<std::string> rewrite_risky_numbers(std::string_view json) {
@@ -135,12 +165,18 @@ std::optional<std::string> rewrite_risky_numbers(std::string_view json) {
                                  json[end] == 'E' || json[end] == '+' || json[end] == '-')) {
       ++end;
     }
-    std::string replacement = rewritten(json.substr(i, end - i));
-    if (!replacement.empty()) {
+    // The parser reads the number at the front of the run and works out its value before it finds
+    // that what follows (`-`, `+`, `.`, a second number) makes the text invalid: that number is
+    // the one rewritten. (The whole run was; a run that was no single number was left as it was,
+    // and `[0.<400 zeros>1-]` crashed gatewayd as it was refused.)
+    const size_t number_end = number_prefix_end(json, i, end);
+    const std::string_view number = json.substr(i, number_end - i);
+    const std::string replacement = number.empty() ? "" : rewritten(number);
+    if (!replacement.empty() && replacement != number) {
       if (!out) out.emplace();
       out->append(json.substr(copied, i - copied));
       out->append(replacement);
-      copied = end;
+      copied = number_end;
     }
     i = end;
   }

@@ -34,6 +34,14 @@ TEST_CASE("numbers with a zero integer part and leading fraction zeros are rewri
            Row{R"({"s":"\\","n":0.01})", R"({"s":"\\","n":1e-2})"},
            Row{R"(["x\"0.01\\\"0.01",0.01])", R"(["x\"0.01\\\"0.01",1e-2])"},
            Row{R"(["\\\\",0.01,"0.01"])", R"(["\\\\",1e-2,"0.01"])"},
+           // Invalid text after a number: the parser works out the number at the front first.
+           Row{"[0." + std::string(400, '0') + "1-]", "[0.0-]"},
+           Row{"[0e100-]", "[0.0-]"},
+           Row{"[0.00125.5]", "[1.25e-3.5]"},
+           Row{"[0.01.2]", "[1e-2.2]"},
+           Row{"[0.00125e]", "[1.25e-3e]"},
+           Row{"[0.00125e+-1]", "[1.25e-3e+-1]"},
+           Row{"[-0.0e40-06]", "[-0.0-06]"},
        }) {
     CAPTURE(row.in);
     auto out = rewrite_risky_numbers(row.in);
@@ -47,9 +55,25 @@ TEST_CASE("other numbers, strings and text that is no number are left alone") {
        {"[0]", "[-0]", "[0.5]", "[0.5e-30]", "[10.01]", "[1e-299]", "[100000000000000000000000]",
         "[12345678901234567890]", "[1.2345678901234567e300]",
         R"({"x":"0.00000000000000000000001","y":"\"0.001\""})", "[00.01]", "[0.]", "[0.0e]", "[-]",
-        R"(["unterminated 0.001)", R"(["\"0.001)", "[0.01.2]", "[1.0e+-3]"}) {
+        R"(["unterminated 0.001)", R"(["\"0.001)", "[1.0e+-3]"}) {
     CAPTURE(in);
     CHECK_FALSE(rewrite_risky_numbers(in).has_value());
+  }
+}
+
+// Found by fuzzing: a risky number followed by `-`, `+` or `.` was left as it was (the run of
+// number characters was no single number), and the parser read out of bounds (a segmentation
+// fault of gatewayd, from one request body) or passed zero to clz before it refused the text.
+TEST_CASE("invalid text with a risky number at its front is refused, not read out of bounds") {
+  for (const std::string& json :
+       {"[0." + std::string(400, '0') + "1-]", std::string("[0e100-]"), std::string("[0e40-06]"),
+        "[0." + std::string(32, '0') + "--1]",
+        "[0." + std::string(317, '0') + "-" + std::string(44, '0') + "1]",
+        "[9." + std::string(800, '0') + "1+]", "{\"a\":0." + std::string(400, '0') + "1.5}"}) {
+    CAPTURE(json);
+    rapidjson::Document doc;
+    parse_exact(doc, json);
+    CHECK(doc.HasParseError());
   }
 }
 

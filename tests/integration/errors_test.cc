@@ -1091,5 +1091,21 @@ TEST_CASE("numbers with leading fraction zeros or a zero with an exponent keep t
   CHECK(api.get("/healthz").status == 200);
 }
 
+// Found by fuzzing: such a number followed by text that makes the body invalid (`-`, `+`, `.`)
+// was not rewritten, and the parser read out of bounds working out its value before it refused
+// the body: one request of any tenant crashed gatewayd.
+TEST_CASE("an invalid body with such a number at the front of a bad token is a 400") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const std::string& bad : {"0." + std::string(400, '0') + "1-", std::string("0e100-"),
+                                 "9." + std::string(800, '0') + "1+"}) {
+    std::string body = profile_body(kTeamA, "bad.example.com");
+    body.pop_back();
+    body += R"(,"waf_overrides":{"a":)" + bad + "}}";
+    check_problem(api.post("/v1/gateway_security_profile", body), 400, "invalid_json");
+  }
+  CHECK(api.get("/healthz").status == 200);
+}
+
 }  // namespace
 }  // namespace gw::itest
