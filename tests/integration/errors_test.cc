@@ -805,10 +805,7 @@ TEST_CASE("a request sent before the answer to the one before it is answered aft
     const std::string body = testing::json_with(
         testing::json_with(profile_body(kTeamA, hostname), "waf_template", R"("custom")"),
         "waf_custom_directives", "\"" + rules + "\"");
-    return "POST /v1/gateway_security_profile HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
-           server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) +
-           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\n\r\n" + body;
+    return raw_post(server, kTeamA, "/v1/gateway_security_profile", body);
   };
   // Sends `first`, then `next` once gatewayd has read all of `first`; shuts the sending side
   // after it if `half_close`. Returns every byte that came back until the end of the stream or
@@ -816,13 +813,7 @@ TEST_CASE("a request sent before the answer to the one before it is answered aft
   auto exchange = [&](const std::string& first, const std::string& next, size_t count,
                       bool half_close) {
     const int fd = connect_with_timeout(server);
-    REQUIRE(::send(fd, first.data(), first.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(first.size()));
-    bool read_all = false;
-    for (int i = 0; i < 5000 && !(read_all = server_read_all(server, fd)); ++i) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    REQUIRE(read_all);
+    send_until_read(server, fd, first);
     REQUIRE(::send(fd, next.data(), next.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(next.size()));
     if (half_close) REQUIRE(::shutdown(fd, SHUT_WR) == 0);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "core/text.h"
@@ -249,7 +250,8 @@ int connect_to(const Server& server, int receive_buffer) {
   return fd;
 }
 
-bool server_read_all(const Server& server, int fd) {
+// Whether gatewayd has read everything that the client's connection `fd` to `server` sent.
+static bool server_read_all(const Server& server, int fd) {
   int unsent = 0;
   if (::ioctl(fd, TIOCOUTQ, &unsent) != 0 || unsent != 0) return false;
   sockaddr_in client{};
@@ -270,6 +272,24 @@ bool server_read_all(const Server& server, int fd) {
     return queues.substr(queues.find(':') + 1) == "00000000";
   }
   return false;
+}
+
+void send_until_read(const Server& server, int fd, const std::string& bytes) {
+  REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(bytes.size()));
+  bool read_all = false;
+  for (int i = 0; i < 5000 && !(read_all = server_read_all(server, fd)); ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  REQUIRE(read_all);
+}
+
+std::string raw_post(const Server& server, std::string_view team, std::string_view path,
+                     const std::string& body) {
+  return "POST " + std::string(path) + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+         server.token(team) + "\r\nX-Tenant-ID: " + std::string(team) +
+         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
 }
 
 std::string read_response(int fd) {

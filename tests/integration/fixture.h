@@ -168,10 +168,15 @@ std::vector<std::string> all_events(Api& api);
 // minutes.
 int connect_to(const Server& server, int receive_buffer = 0);
 
-// Whether gatewayd has read everything that the client's connection `fd` to `server` sent: the
-// client's kernel has no byte of it left unacknowledged (TIOCOUTQ), and the server's socket has
-// none left unread (its receive queue in /proc/net/tcp). IPv4 loopback only.
-bool server_read_all(const Server& server, int fd);
+// Sends `bytes` on connection `fd` whole, then waits until gatewayd has read all of them: the
+// client's kernel has no byte of them left unacknowledged (TIOCOUTQ), and the server's socket
+// has none left unread (its receive queue in /proc/net/tcp). REQUIREs both. IPv4 loopback only.
+void send_until_read(const Server& server, int fd, const std::string& bytes);
+
+// A POST of `body` (application/json) to `path` as the bytes of an HTTP/1.1 request, with `team`'s
+// token and X-Tenant-ID, for tests that write to a connection themselves.
+std::string raw_post(const Server& server, std::string_view team, std::string_view path,
+                     const std::string& body);
 
 // Reads one response from connection `fd`: its head and as many body bytes as its Content-Length
 // says ("" if none came; what came if the connection ends or a read times out first).

@@ -292,21 +292,10 @@ TEST_CASE("SIGTERM: new connections are refused while a request in flight is ans
   const std::string body = testing::json_with(
       testing::json_with(profile_body(kTeamA, "drain.example.com"), "waf_template", R"("custom")"),
       "waf_custom_directives", R"("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"")");
-  const std::string request =
-      "POST /v1/gateway_security_profile HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
-      server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\n\r\n" + body;
   REQUIRE(::kill(zygote, SIGSTOP) == 0);
   const int fd = connect_to(server);
   REQUIRE(fd >= 0);
-  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size()));
-  bool read_all = false;
-  for (int i = 0; i < 5000 && !(read_all = server_read_all(server, fd)); ++i) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  REQUIRE(read_all);
+  send_until_read(server, fd, raw_post(server, kTeamA, "/v1/gateway_security_profile", body));
   // Read in the same turn as the create is taken into flight, right after: a margin.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
 
