@@ -98,8 +98,8 @@ std::string rewritten(std::string_view number) {
 }
 
 // The position after the string whose text starts at `from` (after its opening quote): after the
-// first quote not escaped by a backslash, or json.size(). Found with memchr, as a stored event is
-// mostly strings (every record read back from the store is scanned).
+// first quote not escaped by a backslash, or json.size() + 1 if there is none. Found with memchr,
+// as a stored event is mostly strings (every record read back from the store is scanned).
 size_t string_end(std::string_view json, size_t from) {
   const char* const begin = json.data();
   const char* const end = begin + json.size();

@@ -22,7 +22,9 @@ namespace gw {
 // 1.25e-3, 12.50000000000000000001 -> 1.250000000000000000001e1; digits past the 780th dropped,
 // as the parser itself does); a zero, or a value under 10^-324, as 0.0 or -0.0; a value that
 // rounds to infinity as 1e309, which the parser refuses as too big. nullopt when no number needs
-// it. Integers, strings and text that is no JSON number are left as they are.
+// it. Integers, strings and text that is no JSON number are left as they are; of a run of number
+// characters that is no single number (invalid JSON, such as `0.0001-`), the number at its front
+// is the one rewritten, as the parser works out that one before it refuses the text.
 std::optional<std::string> rewrite_risky_numbers(std::string_view json);
 
 // Parses `json` into `doc` (RapidJSON's Parse with `kFlags`) at full precision, so that every

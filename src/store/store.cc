@@ -150,8 +150,8 @@ Error lock_refused(const std::string& dir, const rocksdb::Status& s) {
     return unavailable(s);
   }
   return make_error(Code::kUnavailable, std::string(Store::kInUse) +
-                                            " (another gatewayd, or gatewayctl " +
-                                            "rebuild, holds " + dir + "/LOCK): " + why);
+                                            " (another gatewayd, or gatewayctl rebuild, holds " +
+                                            dir + "/LOCK): " + why);
 }
 
 // The first key after every key that starts with `prefix` ("" if there is none).
