@@ -1,43 +1,107 @@
-// RapidJSON 1.1.0 (Debian 12) reads out of bounds in its full-precision number path: it trims a
-// number's leading zeros, trailing zeros and digits past the 780th by moving an unsigned decimal
-// position that can wrap, then indexes its table of cached powers of ten with it. One number in one
-// request of any tenant crashed gatewayd (a segmentation fault): 0.<400 zeros>1, or 9.<800 zeros>1.
-// A zero significand with an exponent (0e100) passed zero to clz there (0e100 read back as
-// -1.997919072202235e146). Request bodies are parsed at full precision (numbers kept in
-// waf_overrides read back as the nearest double), so such numbers are first rewritten into the same
-// value in a form that path reads safely.
+// Parsing JSON with every number read exactly: RapidJSON 1.1.0 (Debian 12) checks the text and
+// builds the document, but works out no number's value. Its own reading of numbers is wrong in
+// ways found here, each from one request of any tenant or one stored value:
+// - its default precision put about one number in eight a unit or two off in the last place (the
+//   stored 0.30000000000000007 read back as 0.3000000000000001);
+// - its full-precision path read out of bounds on some numbers (0.<400 zeros>1, also followed by
+//   text that makes the body invalid: a segmentation fault of gatewayd), passed zero to clz (0e100
+//   read back as -1.997919072202235e146), wrapped a significand of 2^64 - 1 to zero
+//   (184467440737095516155 read back as 16), read uninitialized stack words for numbers of 129
+//   digits and more, dropped digits past the 780th, and rounded values under half the smallest
+//   double up to it.
+// Here RapidJSON hands over each number's text (kParseNumbersAsStringsFlag), as it checked it
+// against JSON's grammar: an integer that fits in 64 bits becomes an integer value, as RapidJSON's
+// own would; any other number becomes the nearest double (glibc's strtod, correctly rounded; under
+// half the smallest double it is zero); one too large for a double is refused as RapidJSON refuses
+// one ("Number too big to be stored in double").
 #pragma once
 
-#include <optional>
-#include <string>
+#include <cstdint>
 #include <string_view>
 
 #include <rapidjson/document.h>
+#include <rapidjson/reader.h>
 
 namespace gw {
 
-// `json` with each number that has a fraction or an exponent and either more than 17 digits, a
-// fraction with leading zeros after "0.", only zeros, or a power of ten under -300 or over 308,
-// written as the same value with one integer digit and no leading or trailing zeros (0.00125 ->
-// 1.25e-3, 12.50000000000000000001 -> 1.250000000000000000001e1; digits past the 780th dropped,
-// as the parser itself does); a zero, or a value under 10^-324, as 0.0 or -0.0; a value that
-// rounds to infinity as 1e309, which the parser refuses as too big. nullopt when no number needs
-// it. Integers, strings and text that is no JSON number are left as they are; of a run of number
-// characters that is no single number (invalid JSON, such as `0.0001-`), the number at its front
-// is the one rewritten, as the parser works out that one before it refuses the text.
-std::optional<std::string> rewrite_risky_numbers(std::string_view json);
+namespace json_detail {
 
-// Parses `json` into `doc` (RapidJSON's Parse with `kFlags`) at full precision, so that every
-// number reads as the nearest double: a number gatewayd stored reads back as the double it wrote,
-// and a record or event read again is written out as it was. Risky numbers are rewritten first
-// (above). RapidJSON's default reading is off by up to a few units in the last place: the stored
-// 0.30000000000000007 read back as 0.3000000000000001, so a replay of the log, an `as_of` read
-// and a delete's event gave another value than the one acknowledged.
-template <unsigned kFlags = rapidjson::kParseDefaultFlags, typename Document>
-void parse_exact(Document& doc, std::string_view json) {
-  const std::optional<std::string> rewritten = rewrite_risky_numbers(json);
-  const std::string_view text = rewritten ? std::string_view(*rewritten) : json;
-  doc.template Parse<kFlags | rapidjson::kParseFullPrecisionFlag>(text.data(), text.size());
+// The value of a JSON number from its text (as RapidJSON checked it).
+struct Number {
+  enum class Kind { kInt64, kUint64, kDouble, kTooBig };
+  Kind kind = Kind::kTooBig;
+  int64_t i = 0;
+  uint64_t u = 0;
+  double d = 0;
+};
+Number read_number(std::string_view text);
+
+// RapidJSON's reader events, passed on to a document, with each number's text read by
+// read_number.
+class ExactNumbers {
+ public:
+  explicit ExactNumbers(rapidjson::Document& doc) : doc_(doc) {}
+  bool Null() { return doc_.Null(); }
+  bool Bool(bool b) { return doc_.Bool(b); }
+  bool Int(int i) { return doc_.Int(i); }
+  bool Uint(unsigned u) { return doc_.Uint(u); }
+  bool Int64(int64_t i) { return doc_.Int64(i); }
+  bool Uint64(uint64_t u) { return doc_.Uint64(u); }
+  bool Double(double d) { return doc_.Double(d); }
+  bool RawNumber(const char* text, rapidjson::SizeType length, bool /*copy*/) {
+    const Number n = read_number(std::string_view(text, length));
+    switch (n.kind) {
+      case Number::Kind::kInt64:
+        return doc_.Int64(n.i);
+      case Number::Kind::kUint64:
+        return doc_.Uint64(n.u);
+      case Number::Kind::kDouble:
+        return doc_.Double(n.d);
+      case Number::Kind::kTooBig:
+        break;
+    }
+    too_big_ = true;
+    return false;
+  }
+  bool String(const char* s, rapidjson::SizeType length, bool copy) {
+    return doc_.String(s, length, copy);
+  }
+  bool StartObject() { return doc_.StartObject(); }
+  bool Key(const char* s, rapidjson::SizeType length, bool copy) {
+    return doc_.Key(s, length, copy);
+  }
+  bool EndObject(rapidjson::SizeType members) { return doc_.EndObject(members); }
+  bool StartArray() { return doc_.StartArray(); }
+  bool EndArray(rapidjson::SizeType elements) { return doc_.EndArray(elements); }
+  bool too_big() const { return too_big_; }
+
+ private:
+  rapidjson::Document& doc_;
+  bool too_big_ = false;
+};
+
+}  // namespace json_detail
+
+// Parses `json` into `doc` (empty, as made), with RapidJSON's parse flags `kFlags`, every number
+// read exactly (above). Returns RapidJSON's result: check it, not doc.HasParseError(), which this
+// parse does not set. On an error `doc` is left as it was.
+template <unsigned kFlags = rapidjson::kParseDefaultFlags>
+rapidjson::ParseResult parse_exact(rapidjson::Document& doc, std::string_view json) {
+  rapidjson::ParseResult result;
+  auto generate = [&](rapidjson::Document& handler) {
+    json_detail::ExactNumbers exact(handler);
+    rapidjson::MemoryStream bytes(json.data(), json.size());
+    rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> in(bytes);
+    // One reader a thread: its stack keeps its memory from one parse to the next.
+    thread_local rapidjson::Reader reader;
+    result = reader.Parse<kFlags | rapidjson::kParseNumbersAsStringsFlag>(in, exact);
+    if (result.IsError() && exact.too_big()) {
+      result.Set(rapidjson::kParseErrorNumberTooBig, result.Offset());
+    }
+    return !result.IsError();
+  };
+  doc.Populate(generate);
+  return result;
 }
 
 }  // namespace gw

@@ -128,18 +128,16 @@ std::optional<Error> parse_json_body(const Request& request, rapidjson::Document
   if (!request.content_type || !is_json_media_type(*request.content_type)) {
     return make_error(Code::kUnsupportedMediaType, "the body must be sent as application/json");
   }
-  // Full precision: numbers kept in waf_overrides read back as the nearest double
+  // Numbers read exactly: one kept in waf_overrides reads back as the nearest double
   // (core/json_numbers.h).
   // Bytes under 0x80 are valid UTF-8 each; only a body with others needs the parser's check.
-  if (is_ascii(request.body)) {
-    parse_exact<rapidjson::kParseIterativeFlag>(doc, request.body);
-  } else {
-    parse_exact<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(
-        doc, request.body);
-  }
-  if (doc.HasParseError()) {
-    return make_error(Code::kInvalidJson,
-                      json_error_detail(doc.GetParseError(), doc.GetErrorOffset()));
+  const rapidjson::ParseResult parsed =
+      is_ascii(request.body)
+          ? parse_exact<rapidjson::kParseIterativeFlag>(doc, request.body)
+          : parse_exact<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(
+                doc, request.body);
+  if (parsed.IsError()) {
+    return make_error(Code::kInvalidJson, json_error_detail(parsed.Code(), parsed.Offset()));
   }
   if (has_unpaired_low_surrogate(request.body)) {
     return make_error(Code::kInvalidJson,

@@ -130,8 +130,7 @@ Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id,
   }
   if (json_bytes != nullptr) *json_bytes = json.size();
   rapidjson::Document doc;
-  parse_exact(doc, json);
-  if (doc.HasParseError())
+  if (parse_exact(doc, json).IsError())
     return make_error(Code::kInternal, "stored record " + id + " is not JSON");
   auto record = record_from_json(*kind, doc, kSchemaVersion);
   if (!record.ok()) return std::move(record.error());
@@ -190,8 +189,7 @@ Result<LoggedEvent> parse_logged_event(std::string_view event_json) {
   char buffer[16 << 10];
   rapidjson::MemoryPoolAllocator<> pool(buffer, sizeof buffer);
   rapidjson::Document doc(&pool);
-  parse_exact(doc, event_json);
-  if (doc.HasParseError() || !doc.IsObject())
+  if (parse_exact(doc, event_json).IsError() || !doc.IsObject())
     return make_error(Code::kInternal, "event is not JSON");
   auto member = [&doc](const char* name) -> const rapidjson::Value* {
     auto it = doc.FindMember(name);
