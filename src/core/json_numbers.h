@@ -13,7 +13,9 @@
 // against JSON's grammar: an integer that fits in 64 bits becomes an integer value, as RapidJSON's
 // own would; any other number becomes the nearest double (glibc's strtod, correctly rounded; under
 // half the smallest double it is zero); one too large for a double is refused as RapidJSON refuses
-// one ("Number too big to be stored in double").
+// one ("Number too big to be stored in double"). RapidJSON's check of the text refuses some
+// others the same way before they are read: an integer part of more than 308 digits, and an
+// exponent over 308 less the fraction's digits (0e324), whatever the value.
 #pragma once
 
 #include <cstdint>
