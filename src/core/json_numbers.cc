@@ -39,7 +39,10 @@ Number read_number(std::string_view text) {
   // RapidJSON ends the text it hands over with a NUL; a copy makes sure of it.
   const std::string terminated(text);
   char* parsed_end = nullptr;
-  const double d = ::strtod_l(terminated.c_str(), &parsed_end, c_locale());
+  const locale_t c = c_locale();
+  const double d = c != static_cast<locale_t>(nullptr)
+                       ? ::strtod_l(terminated.c_str(), &parsed_end, c)
+                       : ::strtod(terminated.c_str(), &parsed_end);  // gatewayd sets no locale
   if (parsed_end != terminated.c_str() + terminated.size() || !std::isfinite(d)) return n;
   // Under the smallest double strtod says ERANGE and gives the nearest value (0 or a subnormal):
   // that value is the one kept.
