@@ -45,6 +45,8 @@ class ExactNumbers {
   explicit ExactNumbers(rapidjson::Document& doc) : doc_(doc) {}
   bool Null() { return doc_.Null(); }
   bool Bool(bool b) { return doc_.Bool(b); }
+  // Int to Double are never called under kParseNumbersAsStringsFlag, but the reader's code for
+  // them is compiled all the same.
   bool Int(int i) { return doc_.Int(i); }
   bool Uint(unsigned u) { return doc_.Uint(u); }
   bool Int64(int64_t i) { return doc_.Int64(i); }

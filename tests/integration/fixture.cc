@@ -232,8 +232,7 @@ std::vector<std::string> all_events(Api& api) {
 }
 
 int connect_to(const Server& server, int receive_buffer) {
-  const std::string& url = server.url();
-  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  const int port = server.port();
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   if (receive_buffer > 0) {
@@ -257,7 +256,7 @@ static bool server_read_all(const Server& server, int fd) {
   sockaddr_in client{};
   socklen_t size = sizeof client;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&client), &size) != 0) return false;
-  const int server_port = std::stoi(server.url().substr(server.url().rfind(':') + 1));
+  const int server_port = server.port();
   char wanted[32];
   std::snprintf(wanted, sizeof wanted, ":%04X %08X:%04X", server_port, 0x0100007Fu,
                 ntohs(client.sin_port));

@@ -55,6 +55,7 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   const std::string& url() const { return proc_.base_url(); }
+  int port() const { return proc_.port(); }        // the port of url()
   std::string token(std::string_view team) const;  // team_a or team_b
   // A new token made with gatewayctl now (the server may be running).
   std::string new_token(std::string_view team, std::string_view name) const;

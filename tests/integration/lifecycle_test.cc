@@ -631,7 +631,7 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
   }
 
   Server server;
-  std::string port = std::to_string(std::stoi(server.url().substr(server.url().rfind(':') + 1)));
+  const std::string port = std::to_string(server.port());
   refused(run({"--listen", "127.0.0.1:" + port, "--data-dir", dir.path()}),
           "cannot listen on 127.0.0.1:" + port + ": Address already in use");
 
