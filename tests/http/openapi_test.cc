@@ -8,9 +8,12 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <rapidjson/document.h>
 
+#include "commands/challenge.h"
+#include "commands/fields.h"
 #include "core/error.h"
 #include "http/api.h"
 #include "http/openapi.h"
@@ -159,6 +162,47 @@ TEST_CASE(
   const size_t longest = max_length->GetUint();
   CHECK(valid_idempotency_key(std::string(longest, 'k')));
   CHECK_FALSE(valid_idempotency_key(std::string(longest + 1, 'k')));
+}
+
+TEST_CASE("the document's hostname pattern and domain hostname bound are the server's") {
+  rapidjson::Document doc = parsed();
+  REQUIRE(doc.IsObject());
+  const rapidjson::Value* components = member(doc, "components");
+  const rapidjson::Value* schemas = components ? member(*components, "schemas") : nullptr;
+  const rapidjson::Value* input = schemas ? member(*schemas, "HostnameInput") : nullptr;
+  const rapidjson::Value* pattern = input ? member(*input, "pattern") : nullptr;
+  REQUIRE(pattern != nullptr);
+  const std::regex allowed(pattern->GetString());
+  // Names of at most 253 bytes (the schema's maxLength bounds the rest), each side of every rule
+  // the pattern states: labels, hyphens, blanks, wildcards, and a last label that is a number.
+  std::vector<std::string> candidates = {"example.com",   "Shop.Example.com.",
+                                         "a.b",           "xn--bcher-kva.example",
+                                         "a-1.b-2",       "9.example.com",
+                                         "example.123",   "1.2.3.4",
+                                         "1.2.3.4.",      "b.0X1F",
+                                         "a.0x",          "d.0x10.example.com",
+                                         "c.0xfg",        "e.0b1",
+                                         "f.1x",          "g.0x1f.",
+                                         "localhost",     "-a.com",
+                                         "a-.com",        "a..com",
+                                         ".a.com",        "a.com..",
+                                         "*.example.com", "ex ample.com",
+                                         "ex_ample.com",  "[::1].com",
+                                         "a.com:80",      "example.com-"};
+  candidates.push_back(std::string(63, 'a') + ".com");
+  candidates.push_back(std::string(64, 'a') + ".com");
+  for (const std::string& candidate : candidates) {
+    CAPTURE(candidate);
+    std::string normalized;
+    CHECK(std::regex_match(candidate, allowed) ==
+          !fields::hostname(candidate, &normalized).has_value());
+  }
+  const rapidjson::Value* domain = member(*schemas, "DomainInput");
+  const rapidjson::Value* properties = domain ? member(*domain, "properties") : nullptr;
+  const rapidjson::Value* name = properties ? member(*properties, "hostname") : nullptr;
+  const rapidjson::Value* max_length = name ? member(*name, "maxLength") : nullptr;
+  REQUIRE(max_length != nullptr);
+  CHECK(max_length->GetUint() == kMaxDomainHostnameBytes + 1);  // with a trailing dot
 }
 
 }  // namespace

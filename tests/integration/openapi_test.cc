@@ -64,6 +64,20 @@ const Kind* kind_of_path(std::string_view path) {
   return nullptr;
 }
 
+// `v`, or what its `$ref` (a local `#/...` pointer) points to.
+const rapidjson::Value& resolve(const rapidjson::Value& doc, const rapidjson::Value& v) {
+  const std::string ref = str(v, "$ref");
+  if (!ref.starts_with("#/")) return v;
+  const rapidjson::Value* at = &doc;
+  size_t start = 2;
+  while (start <= ref.size()) {
+    const size_t slash = std::min(ref.find('/', start), ref.size());
+    at = &field(*at, std::string_view(ref).substr(start, slash - start));
+    start = slash + 1;
+  }
+  return *at;
+}
+
 }  // namespace
 
 TEST_CASE("GET /openapi.json serves the OpenAPI 3.1 document without authentication") {
@@ -137,6 +151,53 @@ TEST_CASE("every documented OpenAPI operation is served with a documented succes
         listed = listed || media_type(c.name.GetString()) == got;
       CHECK_MESSAGE(listed, "Content-Type ", got, " is not documented");
     }
+    // Every header the document marks as always sent is there.
+    const rapidjson::Value& headers = field(documented, "headers");
+    if (headers.IsObject()) {
+      for (const auto& h : headers.GetObject()) {
+        const rapidjson::Value& header = resolve(doc, h.value);
+        if (!field(header, "required").IsTrue()) continue;
+        CHECK_MESSAGE(r.header(h.name.GetString()).has_value(), std::string(h.name.GetString()),
+                      " is documented as required but not sent");
+      }
+    }
+  }
+}
+
+TEST_CASE("a head the server refuses gets a 400 code each operation documents") {
+  Server server;
+  Api api(server, kTeamA);
+  rapidjson::Document doc = json(api.http().request("GET", server.url() + "/openapi.json"));
+  REQUIRE_FALSE(doc.HasParseError());
+  std::string ids[std::size(kKinds)];
+  for (size_t i = 0; i < std::size(kKinds); ++i) ids[i] = create(api, *kKinds[i], 1);
+  for (const Operation& op : operations(doc)) {
+    CAPTURE(op.method);
+    CAPTURE(op.path);
+    std::string path = op.path;
+    if (size_t at = path.find("{id}"); at != std::string::npos) {
+      const Kind* kind = kind_of_path(op.path);
+      REQUIRE(kind != nullptr);
+      path.replace(at, 4, ids[std::find(std::begin(kKinds), std::end(kKinds), kind) - kKinds]);
+    }
+    // A second X-Tenant-ID line: refused with the head, before the path or the token is looked
+    // at, on every path.
+    Response r = api.send(op.method, path, {{"X-Tenant-ID", api.team()}}, std::string("{}"));
+    INFO(r.status, " ", r.body.substr(0, 300), r.error);
+    REQUIRE(r.status == 400);
+    const std::string code = str(json(r), "code");
+    CHECK(code == "bad_request");
+    const rapidjson::Value& documented = resolve(
+        doc, field(field(field(field(field(doc, "paths"), op.path), lower(op.method)), "responses"),
+                   "400"));
+    const rapidjson::Value& codes = field(
+        field(field(field(field(documented, "content"), "application/problem+json"), "schema"),
+              "properties"),
+        "code");
+    bool listed = false;
+    for (const rapidjson::Value* c : items(field(codes, "enum")))
+      listed = listed || c->GetString() == code;
+    CHECK_MESSAGE(listed, code, " is not in the documented 400 codes");
   }
 }
 
