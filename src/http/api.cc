@@ -96,11 +96,15 @@ bool has_unpaired_low_surrogate(std::string_view json) {
 }
 
 // The invalid_json detail of a body RapidJSON refused: what is wrong, and where. A number beyond
-// a double's range (1e400) is JSON by its grammar; it cannot be kept, so it is refused as well.
+// a double's range (1e400) is JSON by its grammar; it cannot be kept, so it is refused as well, and
+// so is one RapidJSON's check of the text refuses whatever its value (0e309: an exponent over 308
+// plus the digits of its fraction).
 std::string json_error_detail(rapidjson::ParseErrorCode code, size_t offset) {
   const std::string at = " (at byte " + std::to_string(offset) + ")";
   if (code == rapidjson::kParseErrorNumberTooBig) {
-    return "the body has a number beyond the range of a double" + at;
+    return "the body has a number beyond the range of a double, or with an exponent over 308 "
+           "plus its fraction's digits" +
+           at;
   }
   // RapidJSON's English messages are sentences: "Invalid encoding in string."
   std::string why = rapidjson::GetParseError_En(code);

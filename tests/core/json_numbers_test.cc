@@ -98,6 +98,20 @@ TEST_CASE("a number too large for a double is refused as RapidJSON refuses one")
   }
 }
 
+// RapidJSON's check of the text refuses a positive exponent over 308 plus the fraction digits it
+// counted, whatever the value; an integer part is refused only past the range of a double.
+TEST_CASE("RapidJSON's check of the text refuses an exponent past 308 whatever the value") {
+  for (const std::string json : {"[0e309]", "[0.0e310]", "[1e309]"}) {
+    CAPTURE(json);
+    rapidjson::Document doc;
+    CHECK(parse_exact(doc, json).Code() == rapidjson::kParseErrorNumberTooBig);
+  }
+  CHECK(one_value("0.00e310").GetDouble() == 0.0);
+  CHECK(one_value("0.1e309").GetDouble() == 1e308);
+  CHECK(one_value("1" + std::string(308, '0')).GetDouble() == 1e308);
+  CHECK(one_value(std::string(309, '1')).GetDouble() == 1.1111111111111112e308);
+}
+
 // Found by fuzzing: RapidJSON works out the value of the number at the front before it refuses
 // what follows. A rewrite of risky numbers, which gatewayd used before, missed these or made them
 // valid ([0e0e100] rewritten to [0.0e100]).
