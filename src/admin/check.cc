@@ -42,7 +42,7 @@ class ChainCheck {
     };
     if (seq != expected_) {
       return make_error(Code::kInternal, "event " + std::to_string(expected_) +
-                                             " is missing (the log goes on with event " +
+                                             ": missing (the log goes on with event " +
                                              std::to_string(seq) + ")");
     }
     const std::string head = "{\"seq\":" + std::to_string(seq) + ",";

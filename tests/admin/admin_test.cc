@@ -190,7 +190,7 @@ TEST_CASE("check names the event after one that was re-hashed, and a missing eve
     REQUIRE(
         store->db()->Delete(rocksdb::WriteOptions(), store->cf(Cf::kEvents), encode_u64(3)).ok());
     store.reset();
-    CHECK(check_failure(fx.path()) == "event 3 is missing (the log goes on with event 4)");
+    CHECK(check_failure(fx.path()) == "event 3: missing (the log goes on with event 4)");
   }
 }
 
