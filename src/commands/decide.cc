@@ -103,19 +103,6 @@ std::optional<Error> check_profile_hostname(const std::string& hostname, const s
   return std::nullopt;
 }
 
-// Server-controlled domain fields may be sent only with the value the server holds.
-void check_echoes(const DomainSpec& s, const Domain& current, FieldErrors& errors) {
-  auto same = [&errors](const char* name, const auto& sent, const auto& held) {
-    if (sent && *sent != held) errors.add(name, "is set by the server and cannot be changed");
-  };
-  same("status", s.status, current.status);
-  same("verification_hostname", s.verification_hostname, current.verification_hostname);
-  same("verification_value", s.verification_value, current.verification_value);
-  same("verification_parent_id", s.verification_parent_id, current.verification_parent_id);
-  same("verification_error", s.verification_error, current.verification_error);
-  same("verified_at", s.verified_at, current.verified_at);
-}
-
 Change domain_change(const char* verb, Domain d, uint64_t caused_by = 0) {
   return Change{event_type(Kind::kDomain, verb), Record{std::move(d)}, caused_by};
 }
@@ -205,8 +192,7 @@ Result<Decision> create_domain(const DomainSpec& s, const Actor& actor, const Fr
 Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now,
                                Lookups& lookups) {
   FieldErrors errors;
-  if (s.domain.hostname != current.hostname) errors.add("hostname", "cannot change after create");
-  check_echoes(s, current, errors);
+  check_domain_update(s, current, errors);
   if (!errors.empty()) return errors.to_error();
   current.redirect_to = s.domain.redirect_to;
   current.workload_id = s.domain.workload_id;

@@ -310,7 +310,8 @@ Result<Spec> parse_profile(const rapidjson::Value& body, const FieldPolicy& poli
   return Spec{std::move(p)};
 }
 
-Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPolicy& policy) {
+Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPolicy& policy,
+                          const StoredDomain& stored) {
   static constexpr std::array<FieldDef, 11> kDefs{{
       {"team_id", Type::kString, true, false},
       {"hostname", Type::kString, true, false},
@@ -365,6 +366,12 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
     if (s.status && *s.status != "pending") r.check("status", std::string(kServerSet));
     if (s.verified_at && *s.verified_at != 0) r.check("verified_at", std::string(kServerSet));
   }
+  // The rules that need the stored record, so that one 422 lists every problem; the writer checks
+  // them again against the record it updates (a body that breaks no other rule is checked there
+  // only, and its record is not read here).
+  if (!errors.empty() && mode == Mode::kUpdate && stored) {
+    if (auto current = stored()) check_domain_update(s, *current, errors);
+  }
   if (!errors.empty()) return errors.to_error();
   return Spec{std::move(s)};
 }
@@ -407,15 +414,32 @@ bool valid_tenant_id(std::string_view tenant) {
 }
 
 Result<Spec> parse_spec(Kind kind, Mode mode, const rapidjson::Value& body,
-                        const FieldPolicy& policy) {
+                        const FieldPolicy& policy, const StoredDomain& stored) {
   if (!body.IsObject())
     return make_error(Code::kInvalidJson, "the request body must be a JSON object");
   switch (kind) {
     case Kind::kProfile: return parse_profile(body, policy);
-    case Kind::kDomain: return parse_domain(body, mode, policy);
+    case Kind::kDomain:
+      return parse_domain(body, mode, policy, stored);
     case Kind::kWebhook: return parse_webhook(body);
   }
   return make_error(Code::kInternal, "unknown kind");
+}
+
+void check_domain_update(const DomainSpec& s, const Domain& current, FieldErrors& errors) {
+  auto check = [&errors](const char* name, bool broken, const char* why) {
+    if (broken && !errors.has(name)) errors.add(name, why);
+  };
+  check("hostname", s.domain.hostname != current.hostname, "cannot change after create");
+  auto same = [&check](const char* name, const auto& sent, const auto& held) {
+    check(name, sent && *sent != held, "is set by the server and cannot be changed");
+  };
+  same("status", s.status, current.status);
+  same("verification_hostname", s.verification_hostname, current.verification_hostname);
+  same("verification_value", s.verification_value, current.verification_value);
+  same("verification_parent_id", s.verification_parent_id, current.verification_parent_id);
+  same("verification_error", s.verification_error, current.verification_error);
+  same("verified_at", s.verified_at, current.verified_at);
 }
 
 }  // namespace gw

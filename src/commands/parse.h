@@ -39,12 +39,23 @@ using Spec = std::variant<Profile, DomainSpec, Webhook>;
 
 enum class Mode { kCreate, kUpdate };
 
+// The stored domain a body updates, for the rules that need it (check_domain_update): nullopt
+// when there is none (unknown, deleted, another team's).
+using StoredDomain = std::function<std::optional<Domain>()>;
+
 // Parses and validates a create/update body of `kind`. `body` is any JSON value; a non-object is
 // kInvalidJson. Field problems are one kValidationFailed error listing all of them. On create,
 // domain server fields may be sent only with a new domain's starting values (pending, empty, 0);
-// on update they are compared with the stored record by decide_update.
+// on update they are compared with the stored record by decide_update, and, for a body that breaks
+// other rules, here too if `stored` is given (it is called then only), so that one 422 lists them
+// all.
 Result<Spec> parse_spec(Kind kind, Mode mode, const rapidjson::Value& body,
-                        const FieldPolicy& policy);
+                        const FieldPolicy& policy, const StoredDomain& stored = nullptr);
+
+// The rules of a domain update that need the stored record `current`: the hostname cannot change,
+// and the server-controlled fields may be sent only with their current value. A field that already
+// has a problem in `errors` is not checked again.
+void check_domain_update(const DomainSpec& s, const Domain& current, FieldErrors& errors);
 
 // What is wrong with `status` as a status of `kind` ("must be one of ..."), or nothing. Profiles
 // have no status: every value is wrong.

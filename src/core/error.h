@@ -2,7 +2,9 @@
 // status in exactly one place (http/problem.cc). Plain value types, safe to copy between threads.
 #pragma once
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -85,6 +87,11 @@ class FieldErrors {
     list_.push_back(FieldError{std::move(field), std::move(message)});
   }
   bool empty() const { return list_.empty(); }
+  // Whether a problem of `field` is listed.
+  bool has(std::string_view field) const {
+    return std::any_of(list_.begin(), list_.end(),
+                       [field](const FieldError& e) { return e.field == field; });
+  }
   const std::vector<FieldError>& list() const { return list_; }
   Error to_error() const {
     std::string detail = "the request body breaks one or more field rules";

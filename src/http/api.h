@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands/parse.h"
@@ -80,7 +81,8 @@ class Api {
   static Done write_reply(const std::shared_ptr<Context>& ctx, Kind kind, int status);
   void history(Context& ctx, Kind kind, const std::string& id);
   void events(Context& ctx);
-  std::optional<Spec> read_spec(Context& ctx, Kind kind, Mode mode);
+  // The body as a Spec, or nullopt once ctx has failed. `id`: the record an update is for.
+  std::optional<Spec> read_spec(Context& ctx, Kind kind, Mode mode, std::string_view id = {});
 
   ApiConfig config_;
   Service& service_;

@@ -316,6 +316,35 @@ TEST_CASE("update: server fields are kept for decide to compare with the stored 
   CHECK(fields_of(parse_spec(Kind::kDomain, Mode::kUpdate, doc, FieldPolicy{})) == "status");
 }
 
+TEST_CASE("update: a body that breaks a rule is checked against the stored domain too") {
+  Domain stored;
+  stored.hostname = "a.com";
+  stored.status = "pending";
+  int reads = 0;
+  const StoredDomain read = [&]() -> std::optional<Domain> {
+    ++reads;
+    return stored;
+  };
+  rapidjson::Document doc;
+  doc.Parse(R"({"team_id":"t","hostname":"b.com","status":"verified","scope":"wide"})");
+  CHECK(fields_of(parse_spec(Kind::kDomain, Mode::kUpdate, doc, FieldPolicy{}, read)) ==
+        "scope,hostname,status");
+  CHECK(reads == 1);
+  // A field with a problem of its own is not checked again.
+  doc.Parse(R"({"team_id":"t","hostname":"b.com","status":"done","scope":"wide"})");
+  CHECK(fields_of(parse_spec(Kind::kDomain, Mode::kUpdate, doc, FieldPolicy{}, read)) ==
+        "scope,status,hostname");
+  // A body without other problems is left to the writer, which reads the record it updates;
+  // so are creates, and an update with no stored domain lists the body's problems alone.
+  doc.Parse(R"({"team_id":"t","hostname":"b.com","status":"verified"})");
+  CHECK(parse_spec(Kind::kDomain, Mode::kUpdate, doc, FieldPolicy{}, read).ok());
+  doc.Parse(R"({"team_id":"t","hostname":"b.com","scope":"wide"})");
+  CHECK(fields_of(parse_spec(Kind::kDomain, Mode::kCreate, doc, FieldPolicy{}, read)) == "scope");
+  CHECK(reads == 2);
+  CHECK(fields_of(parse_spec(Kind::kDomain, Mode::kUpdate, doc, FieldPolicy{},
+                             [] { return std::optional<Domain>(); })) == "scope");
+}
+
 TEST_CASE("a body that is not an object is invalid_json") {
   rapidjson::Document doc;
   doc.Parse("[1,2]");

@@ -185,6 +185,37 @@ TEST_CASE("domain hostname cannot change on PUT") {
   CHECK(str(json(same), "hostname") == "keep.example.com");
 }
 
+// The rules that need the stored domain came in a second 422, once the body passed the others;
+// CONTRACT.md asks for every field problem found in one.
+TEST_CASE("one 422 lists a domain PUT's field problems and those that need the stored domain") {
+  Server server;
+  Api api(server, kTeamA);
+  rapidjson::Document d = create_domain(api, domain_body(kTeamA, "keep.example.com"));
+  const std::string path = kPath + "/" + str(d, "domain_id");
+  const std::string body =
+      json_with(json_with(domain_body(kTeamA, "other.example.com"), "scope", R"("wide")"),
+                "verified_at", "5");
+  Response r = api.put(path, body);
+  check_problem(r, 422, "validation_failed");
+  INFO(r.body);
+  CHECK(error_fields(r) == std::vector<std::string>{"scope", "hostname", "verified_at"});
+  CHECK(str(json(api.get(path)), "hostname") == "keep.example.com");
+  // A field with a problem of its own is listed once.
+  r = api.put(path, json_with(body, "status", R"("done")"));
+  CHECK(error_fields(r) == std::vector<std::string>{"scope", "status", "hostname", "verified_at"});
+  // Another team's domain, or none: only the body's own problems, and nothing about the record.
+  Api other(server, kTeamB);
+  Response theirs = other.put(path, json_with(body, "team_id", testing::json_quote(kTeamB)));
+  check_problem(theirs, 422, "validation_failed");
+  CHECK(error_fields(theirs) == std::vector<std::string>{"scope"});
+  Response none = api.put(kPath + "/dom_01JD7X5T6M6N1V3QK2ZQ8W4RCF", body);
+  CHECK(error_fields(none) == std::vector<std::string>{"scope"});
+  // A body that breaks only those rules is refused by the writer, as before.
+  Response only = api.put(path, domain_body(kTeamA, "other.example.com"));
+  check_problem(only, 422, "validation_failed");
+  CHECK(error_fields(only) == std::vector<std::string>{"hostname"});
+}
+
 TEST_CASE("domain server-controlled fields may be sent only with their current value") {
   Server server;
   Api api(server, kTeamA);
