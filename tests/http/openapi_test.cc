@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <regex>
 #include <set>
 #include <string>
@@ -42,6 +43,17 @@ const rapidjson::Value* member(const rapidjson::Value& v, const std::string& nam
   if (!v.IsObject()) return nullptr;
   auto it = v.FindMember(name.c_str());
   return it == v.MemberEnd() ? nullptr : &it->value;
+}
+
+// The value at `names` under `v`, one member name after another, or nullptr where one is missing.
+const rapidjson::Value* member_at(const rapidjson::Value& v,
+                                  std::initializer_list<std::string> names) {
+  const rapidjson::Value* at = &v;
+  for (const std::string& name : names) {
+    at = member(*at, name);
+    if (at == nullptr) return nullptr;
+  }
+  return at;
 }
 
 // The operation object documented for `method` (any case) on `path`, or nullptr.
@@ -111,12 +123,8 @@ TEST_CASE("every operation of the OpenAPI document is served by the router") {
 TEST_CASE("the OpenAPI problem codes include every error code the server sends") {
   rapidjson::Document doc = parsed();
   REQUIRE(doc.IsObject());
-  const rapidjson::Value* components = member(doc, "components");
-  const rapidjson::Value* schemas = components ? member(*components, "schemas") : nullptr;
-  const rapidjson::Value* problem = schemas ? member(*schemas, "Problem") : nullptr;
-  const rapidjson::Value* properties = problem ? member(*problem, "properties") : nullptr;
-  const rapidjson::Value* code = properties ? member(*properties, "code") : nullptr;
-  const rapidjson::Value* codes = code ? member(*code, "enum") : nullptr;
+  const rapidjson::Value* codes =
+      member_at(doc, {"components", "schemas", "Problem", "properties", "code", "enum"});
   REQUIRE(codes != nullptr);
   REQUIRE(codes->IsArray());
   std::set<std::string> documented;
@@ -167,10 +175,8 @@ TEST_CASE(
 TEST_CASE("the document's hostname pattern and domain hostname bound are the server's") {
   rapidjson::Document doc = parsed();
   REQUIRE(doc.IsObject());
-  const rapidjson::Value* components = member(doc, "components");
-  const rapidjson::Value* schemas = components ? member(*components, "schemas") : nullptr;
-  const rapidjson::Value* input = schemas ? member(*schemas, "HostnameInput") : nullptr;
-  const rapidjson::Value* pattern = input ? member(*input, "pattern") : nullptr;
+  const rapidjson::Value* pattern =
+      member_at(doc, {"components", "schemas", "HostnameInput", "pattern"});
   REQUIRE(pattern != nullptr);
   const std::regex allowed(pattern->GetString());
   // Names of at most 253 bytes (the schema's maxLength bounds the rest), each side of every rule
@@ -197,10 +203,8 @@ TEST_CASE("the document's hostname pattern and domain hostname bound are the ser
     CHECK(std::regex_match(candidate, allowed) ==
           !fields::hostname(candidate, &normalized).has_value());
   }
-  const rapidjson::Value* domain = member(*schemas, "DomainInput");
-  const rapidjson::Value* properties = domain ? member(*domain, "properties") : nullptr;
-  const rapidjson::Value* name = properties ? member(*properties, "hostname") : nullptr;
-  const rapidjson::Value* max_length = name ? member(*name, "maxLength") : nullptr;
+  const rapidjson::Value* max_length = member_at(
+      doc, {"components", "schemas", "DomainInput", "properties", "hostname", "maxLength"});
   REQUIRE(max_length != nullptr);
   CHECK(max_length->GetUint() == kMaxDomainHostnameBytes + 1);  // with a trailing dot
 }
