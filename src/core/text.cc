@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 
 namespace gw {
 
@@ -75,6 +77,20 @@ std::string client_text(std::string_view s, size_t max_bytes) {
     s.remove_prefix(n == 0 ? 1 : n);
   }
   return out;
+}
+
+std::string http_date(int64_t unix_seconds) {
+  static constexpr char kDays[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  static constexpr char kMonths[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                          "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  const auto t = static_cast<time_t>(unix_seconds);
+  struct tm utc {};
+  if (gmtime_r(&t, &utc) == nullptr) return {};
+  char out[40];
+  const int n = std::snprintf(out, sizeof out, "%s, %02d %s %04d %02d:%02d:%02d GMT",
+                              kDays[utc.tm_wday], utc.tm_mday, kMonths[utc.tm_mon],
+                              utc.tm_year + 1900, utc.tm_hour, utc.tm_min, utc.tm_sec);
+  return n > 0 ? std::string(out, static_cast<size_t>(n)) : std::string();
 }
 
 }  // namespace gw

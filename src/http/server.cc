@@ -14,8 +14,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <future>
 #include <optional>
@@ -117,6 +119,21 @@ void read_query(std::string_view query, Request* out) {
 constexpr const char* kClosingMark = "gw.closing";
 
 bool marked_closing(const P::Tcp::Peer& peer) { return peer.tryGetData(kClosingMark) != nullptr; }
+
+// The value of every answer's Date header: an origin server with a clock sends one in each 2xx,
+// 3xx and 4xx answer (RFC 9110 6.6.1), and gatewayd in its 5xx ones too. Formatted once a second
+// on each thread that answers.
+const std::string& date_now() {
+  thread_local int64_t second = -1;
+  thread_local std::string text;
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  if (now.tv_sec != second) {
+    second = now.tv_sec;
+    text = http_date(now.tv_sec);
+  }
+  return text;
+}
 
 void mark_closing(const std::shared_ptr<P::Tcp::Peer>& peer) {
   if (marked_closing(*peer)) return;  // Pistache refuses a second value under one name
@@ -461,11 +478,12 @@ class Handler final : public P::Http::Handler {
     const std::string_view connection = close ? "close" : "keep-alive";
     const char* reason = P::Http::codeString(static_cast<P::Http::Code>(reply.status));
     const std::string length = std::to_string(reply.body.size());
-    // "HTTP/1.1 200 " and CRLF, the names of the three headers below with ": " and CRLF, and the
+    // "HTTP/1.1 200 " and CRLF, the names of the four headers below with ": " and CRLF, and the
     // blank line: what is not counted below, so that the string is allocated once.
-    constexpr size_t kFixed = 13 + 2 + (12 + 4) + (10 + 4) + (14 + 4) + 2;
-    size_t size = kFixed + std::strlen(reason) + reply.content_type.size() + length.size() +
-                  connection.size() + (with_body ? reply.body.size() : 0);
+    constexpr size_t kFixed = 13 + 2 + (4 + 4) + (12 + 4) + (10 + 4) + (14 + 4) + 2;
+    const std::string& date = date_now();
+    size_t size = kFixed + std::strlen(reason) + date.size() + reply.content_type.size() +
+                  length.size() + connection.size() + (with_body ? reply.body.size() : 0);
     for (const auto& [name, value] : reply.headers) size += name.size() + value.size() + 4;
     std::string out = start_write(size);
     out += version == P::Http::Version::Http10 ? "HTTP/1.0 " : "HTTP/1.1 ";
@@ -479,6 +497,7 @@ class Handler final : public P::Http::Handler {
       out += value;
       out += "\r\n";
     };
+    header("Date", date);
     for (const auto& [name, value] : reply.headers) header(name, value);
     header("Content-Type", reply.content_type);
     header("Connection", connection);

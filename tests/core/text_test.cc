@@ -52,4 +52,12 @@ TEST_CASE("client_text replaces what is not UTF-8 and cuts at whole characters")
 }
 
 }  // namespace
+TEST_CASE("http_date writes the IMF-fixdate of RFC 9110") {
+  CHECK(http_date(0) == "Thu, 01 Jan 1970 00:00:00 GMT");
+  CHECK(http_date(784111777) == "Sun, 06 Nov 1994 08:49:37 GMT");  // RFC 9110's own example
+  CHECK(http_date(951782400) == "Tue, 29 Feb 2000 00:00:00 GMT");
+  CHECK(http_date(1795880000) == "Sat, 28 Nov 2026 15:33:20 GMT");
+  CHECK(http_date(4102444799) == "Thu, 31 Dec 2099 23:59:59 GMT");
+}
+
 }  // namespace gw

@@ -544,6 +544,43 @@ TEST_CASE("a chunked body is refused; one split inside a CRLF leaves every HTTP 
   CHECK(total(api, kWebhook) == 0);
 }
 
+// RFC 9110 6.6.1: an origin server with a clock sends Date in every 2xx, 3xx and 4xx answer. None
+// had one.
+TEST_CASE("every answer carries a Date header with the time it was sent") {
+  Server server;
+  Api api(server, kTeamA);
+  auto check_sent_now = [](auto send) {
+    const int64_t before = unix_now();
+    const std::optional<std::string> date = send();
+    const int64_t after = unix_now();
+    REQUIRE(date.has_value());
+    bool now = false;
+    for (int64_t t = before; t <= after; ++t) now = now || *date == http_date(t);
+    CHECK_MESSAGE(now, "Date: ", *date);
+  };
+  for (const std::string path : {"/healthz", "/metrics", "/openapi.json", "/v1/nope"}) {
+    CAPTURE(path);
+    check_sent_now([&] { return api.http().request("GET", server.url() + path).header("Date"); });
+  }
+  check_sent_now([&] { return api.get("/v1/webhook").header("Date"); });
+  check_sent_now(
+      [&] { return api.post("/v1/webhook", webhook_body(kTeamA, "wl-date")).header("Date"); });
+  check_sent_now([&] { return api.post("/v1/webhook", "{}").header("Date"); });  // 422
+  check_sent_now([&] {
+    return api.http().request("GET", server.url() + "/v1/webhook").header("Date");  // 401
+  });
+  // A head refused before it was read whole (400), as gatewayd writes it itself.
+  check_sent_now([&]() -> std::optional<std::string> {
+    const std::string reply =
+        raw_exchange(server, "GET /healthz HTTP/1.1\r\nHost: x\r\nBad\r\n\r\n");
+    CHECK(reply.starts_with("HTTP/1.1 400 "));
+    const size_t at = reply.find("\r\nDate: ");
+    if (at == std::string::npos) return std::nullopt;
+    const size_t start = at + 8;
+    return reply.substr(start, reply.find("\r\n", start) - start);
+  });
+}
+
 // Pistache parsed a request's head again from its start each time more of it came, so a head of
 // megabytes sent in pieces kept an HTTP thread busy for minutes (no token needed), and it took
 // heads of up to 17 MiB.
