@@ -17,6 +17,7 @@ namespace {
 struct Query {
   std::string name;
   Resolver::Callback callback;
+  Resolver::Wanted wanted;  // may be empty: always wanted
 };
 
 // What a lookup of the CNAME of `name` found.
@@ -107,11 +108,11 @@ AresResolver::~AresResolver() {
   if (thread_.joinable()) thread_.join();
 }
 
-void AresResolver::lookup_cname(std::string name, Callback callback) {
+void AresResolver::lookup_cname(std::string name, Callback callback, Wanted wanted) {
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->stopping) {
-      state_->queue.push_back(Query{std::move(name), std::move(callback)});
+      state_->queue.push_back(Query{std::move(name), std::move(callback), std::move(wanted)});
       uint64_t one = 1;
       [[maybe_unused]] auto n = ::write(state_->wake_fd, &one, sizeof(one));
       return;
@@ -142,7 +143,15 @@ void AresResolver::run() {
       }
     }
     if (stopping) break;
+    bool skipped = false;
     for (auto& q : starting) {
+      // A lookup that waited its turn may no longer be wanted (a later request for the same
+      // domain came meanwhile): it takes no slot and sends no query.
+      if (q.wanted && !q.wanted()) {
+        q.callback(CnameAnswer{CnameAnswer::Status::kSkipped, "", "no longer wanted"});
+        skipped = true;
+        continue;
+      }
       ++s.in_flight;
       auto* pending = new Pending{&s, q.name, std::move(q.callback)};
       ares_query(
@@ -154,6 +163,8 @@ void AresResolver::run() {
           },
           pending);
     }
+    // Lookups skipped left room: the queue is looked at again before waiting.
+    if (skipped) continue;
     // Wait for sockets, the wake-up fd or the next c-ares timeout.
     ares_socket_t socks[ARES_GETSOCK_MAXNUM];
     int bits = ares_getsock(s.channel, socks, ARES_GETSOCK_MAXNUM);

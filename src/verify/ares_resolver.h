@@ -29,7 +29,7 @@ class AresResolver final : public Resolver {
   // Stops the loop; lookups not yet answered get kCancelled.
   ~AresResolver() override;
 
-  void lookup_cname(std::string name, Callback callback) override;
+  void lookup_cname(std::string name, Callback callback, Wanted wanted) override;
 
   struct State;
 

@@ -17,6 +17,7 @@ struct CnameAnswer {
     kTimeout,      // no answer within the timeout and retries
     kUnreachable,  // the server refused the connection (nothing listens there)
     kCancelled,    // the resolver shut down before an answer; nothing is known
+    kSkipped,      // not looked up: the lookup was no longer wanted when its turn came
   };
   Status status = Status::kTimeout;
   std::string target;
@@ -26,10 +27,14 @@ struct CnameAnswer {
 class Resolver {
  public:
   using Callback = std::function<void(CnameAnswer)>;
+  // Whether a lookup is still wanted; asked on the resolver's own thread right before the lookup
+  // starts (it may have waited in a queue), so it must be quick and thread-safe.
+  using Wanted = std::function<bool()>;
   virtual ~Resolver() = default;
   // Looks up the CNAME record of `name`. `callback` runs exactly once, on the resolver's own
-  // thread, and must not block.
-  virtual void lookup_cname(std::string name, Callback callback) = 0;
+  // thread, and must not block; with kSkipped, sending no query, if `wanted` is given and says
+  // no when the lookup's turn comes.
+  virtual void lookup_cname(std::string name, Callback callback, Wanted wanted) = 0;
 };
 
 // What a DNS response message (wire format, RFC 1035) says of the CNAME of `owner`.

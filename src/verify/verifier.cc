@@ -27,9 +27,20 @@ CheckResult check(const CnameAnswer& a, const std::string& name, const std::stri
     case Status::kServfail: return {false, "servfail", "the DNS server failed: " + a.detail};
     case Status::kTimeout: return {false, "timeout", "no answer from the DNS server for " + name};
     case Status::kUnreachable: return {false, "unreachable", "the DNS server refused the query"};
-    case Status::kCancelled: break;
+    case Status::kCancelled:
+    case Status::kSkipped:
+      break;
   }
   return {false, "cancelled", ""};
+}
+
+// Whether request `request_seq` of `domain_id` has been superseded: a later verify of the same
+// domain is its latest open request (keys::open_request). Its outcome is `superseded` then,
+// whatever DNS says, so it is not looked up. A read that fails says no.
+bool superseded(const Store& store, const std::string& domain_id, uint64_t request_seq) {
+  auto latest = store.get(Cf::kProjections, keys::open_request(domain_id));
+  return latest.ok() && latest.value() && latest.value()->size() == 8 &&
+         decode_u64(*latest.value()) > request_seq;
 }
 
 }  // namespace
@@ -77,28 +88,40 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
   if (raw.ok() && raw.value() && keys::decode_record(*raw.value(), &header, &json)) {
     doc.Parse(json.data(), json.size());
   }
-  if (!doc.IsObject() || header.deleted || !doc.HasMember("verification_hostname")) {
-    // Deleted: nothing to look up; the decision answers the request as superseded.
+  if (!doc.IsObject() || header.deleted || !doc.HasMember("verification_hostname") ||
+      superseded(store_, domain_id, request_seq)) {
+    // Deleted, or verified again since: nothing to look up; the decision answers the request as
+    // superseded.
     record(request_seq, domain_id, CheckResult{false, "superseded", ""});
     return;
   }
   std::string name = doc["verification_hostname"].GetString();
   std::string expected = doc["verification_value"].GetString();
   auto started = std::chrono::steady_clock::now();
-  resolver_.lookup_cname(name, [this, request_seq, domain_id, name, expected,
-                                started](CnameAnswer answer) {
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (answer.status == Status::kCancelled) {
-      // Shutting down: the request stays open in the store and is checked after a restart.
-      open_.fetch_sub(1, std::memory_order_relaxed);
-      return;
-    }
-    CheckResult result = check(answer, name, expected);
-    lookups_.add(result.ok ? std::string_view("verified") : std::string_view(result.code));
-    latency_.observe(seconds);
-    record(request_seq, domain_id, std::move(result));
-  });
+  auto wanted = [this, domain_id, request_seq] {
+    return !superseded(store_, domain_id, request_seq);
+  };
+  resolver_.lookup_cname(
+      name,
+      [this, request_seq, domain_id, name, expected, started](CnameAnswer answer) {
+        double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        if (answer.status == Status::kCancelled) {
+          // Shutting down: the request stays open in the store and is checked after a restart.
+          open_.fetch_sub(1, std::memory_order_relaxed);
+          return;
+        }
+        if (answer.status == Status::kSkipped) {
+          // Superseded while it waited for a slot of the resolver.
+          record(request_seq, domain_id, CheckResult{false, "superseded", ""});
+          return;
+        }
+        CheckResult result = check(answer, name, expected);
+        lookups_.add(result.ok ? std::string_view("verified") : std::string_view(result.code));
+        latency_.observe(seconds);
+        record(request_seq, domain_id, std::move(result));
+      },
+      std::move(wanted));
 }
 
 void Verifier::record(uint64_t request_seq, const std::string& domain_id, CheckResult result) {
