@@ -15,7 +15,8 @@ struct CnameAnswer {
     kNxdomain,     // the name does not exist
     kServfail,     // the server answered with an error (SERVFAIL, REFUSED, a malformed reply)
     kTimeout,      // no answer within the timeout and retries
-    kUnreachable,  // the server refused the connection (nothing listens there)
+    kUnreachable,  // no server could be reached: nothing listens there, or a TCP connection
+                   // (after a truncated UDP answer) ended without an answer
     kCancelled,    // the resolver shut down before an answer; nothing is known
     kSkipped,      // not looked up: the lookup was no longer wanted when its turn came
   };

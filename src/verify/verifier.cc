@@ -26,7 +26,10 @@ CheckResult check(const CnameAnswer& a, const std::string& name, const std::stri
     case Status::kNxdomain: return {false, "nxdomain", name + " does not exist (NXDOMAIN)"};
     case Status::kServfail: return {false, "servfail", "the DNS server failed: " + a.detail};
     case Status::kTimeout: return {false, "timeout", "no answer from the DNS server for " + name};
-    case Status::kUnreachable: return {false, "unreachable", "the DNS server refused the query"};
+    case Status::kUnreachable:
+      return {false, "unreachable",
+              "the DNS server could not be reached (nothing listens there, or it closed the "
+              "connection without an answer)"};
     case Status::kCancelled:
     case Status::kSkipped:
       break;
