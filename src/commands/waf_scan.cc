@@ -24,7 +24,7 @@ constexpr std::string_view kDirectives =
     " secrule secaction secmarker secruleremovebyid secruleupdatetargetbyid "
     "secruleupdateactionbyid ";
 constexpr std::string_view kActions =
-    " accuracy allow auditlog block capture chain ctl deny deprecatevar drop expirevar id log "
+    " accuracy allow auditlog block capture chain ctl deny drop id log "
     "logdata"
     " maturity msg multimatch noauditlog nolog pass phase redirect rev sanitisearg sanitisematched"
     " sanitisematchedbytes sanitiserequestheader sanitiseresponseheader setvar severity"
@@ -32,14 +32,14 @@ constexpr std::string_view kActions =
 // Actions whose value the engine's lexer also reads up to a closing single quote. Elsewhere it
 // stops at a comma (`skipAfter:'x,setenv:a'` runs setenv), so a quoted value would hide actions.
 constexpr std::string_view kQuotable =
-    " accuracy expirevar id logdata maturity msg redirect rev setvar severity tag ver ";
+    " accuracy id logdata maturity msg redirect rev setvar severity tag ver ";
 // Actions whose unquoted value the engine's lexer reads past the closing double quote and the end
 // of the line (waf_scan.h), so their values must be quoted.
 constexpr std::string_view kQuotedOnly = " accuracy maturity rev ";
 // Actions the engine keeps in a rule's runtime list (RuleWithActions::m_actionsRuntimePos), by
 // the engine's name lower-cased; each one counts in LinkActions::runtime.
 constexpr std::string_view kRuntimeActions =
-    " auditlog block ctl deprecatevar expirevar log noauditlog nolog sanitisearg sanitisematched"
+    " auditlog block ctl log noauditlog nolog sanitisearg sanitisematched"
     " sanitisematchedbytes sanitiserequestheader sanitiseresponseheader skipafter status xmlns ";
 // Actions the engine takes as configuration of a rule (Action::ConfigurationKind): in
 // SecRuleUpdateActionById it drops them, printing a line on stdout.
@@ -353,6 +353,12 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
     // skip:N counts the rules after it, the platform's included, and libmodsecurity 3.0.9 carries
     // the count over markers and into later phases.
     if (a.name == "skip") return refused("action skip (use skipAfter and a SecMarker)", line);
+    if (a.name == "expirevar" || a.name == "deprecatevar") {
+      return refused("action " + a.name +
+                         " (it acts on shared collections only; a TX variable ends with its "
+                         "request)",
+                     line);
+    }
     if (!listed(kActions, a.name)) return refused("action " + shown(a.name), line);
     if (a.quoted && !listed(kQuotable, a.name))
       return "must not quote the value of " + a.name + at(line);
@@ -381,7 +387,7 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
              at(line);
     } else if (a.name == "ctl") {
       if (auto p = check_ctl(a.value, line)) return p;
-    } else if (a.name == "setvar" || a.name == "expirevar" || a.name == "deprecatevar") {
+    } else if (a.name == "setvar") {
       std::string target = ascii_lower(a.value);
       if (!(target.starts_with("tx.") || target.starts_with("!tx.") || target.starts_with("tx:"))) {
         return a.name + " may only change TX variables" + at(line);

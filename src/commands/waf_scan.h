@@ -15,12 +15,16 @@
 //   and ctl:ruleRemoveTargetById must lie in 1..99999 as well.
 // - Operators: all but @pmFromFile/@pmf, @ipMatchFromFile/@ipMatchF, @inspectFile, @fuzzyHash,
 //   @validateDTD, @validateSchema (files) and @rbl, @gsbLookup (network lookups).
-// - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny deprecatevar drop
-//   expirevar id log logdata maturity msg multiMatch noauditlog nolog pass phase redirect rev
-//   sanitise* setvar severity skipAfter status t tag ver xmlns. Not skip: it counts the rules after
-//   it, the platform's included, and the engine carries the count over markers and phases.
-//   setvar/expirevar/deprecatevar may only touch TX (IP, GLOBAL, SESSION, USER, RESOURCE are shared
-//   by all tenants). ctl may only set requestBodyProcessor, requestBodyAccess,
+// - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
+//   maturity msg multiMatch noauditlog nolog pass phase redirect rev sanitise* setvar severity
+//   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's
+//   included, and the engine carries the count over markers and phases. setvar may only touch TX
+//   (IP, GLOBAL, SESSION, USER, RESOURCE are shared by all tenants). Not expirevar or
+//   deprecatevar: they act on the shared collections only (a TX variable ends with its request),
+//   and the engine's lexer reads an expirevar's value on over the actions after it, up to the last
+//   '=' before a blank or a double quote, quoted or not, so an expirevar could hide the text of a
+//   setvar of a shared collection in another action's value (a msg) and swallow one of TX to keep
+//   the audit's counts equal. ctl may only set requestBodyProcessor, requestBodyAccess,
 //   forceRequestBodyVariable, ruleRemoveById, ruleRemoveTargetById. So exec, setenv, initcol,
 //   setsid, setuid, setrsc, ctl:ruleEngine, ctl:auditEngine, ctl:auditLogParts and
 //   ctl:ruleRemove*ByTag are refused. SecRuleUpdateActionById takes no id, chain, phase, rev, ver,
