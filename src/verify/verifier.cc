@@ -93,8 +93,8 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
   }
   if (!doc.IsObject() || header.deleted || !doc.HasMember("verification_hostname") ||
       superseded(store_, domain_id, request_seq)) {
-    // Deleted, or verified again since: nothing to look up; the decision answers the request as
-    // superseded.
+    // Deleted, or asked to verify again since: nothing to look up; the decision answers the
+    // request as superseded.
     record(request_seq, domain_id, CheckResult{false, "superseded", ""});
     return;
   }
