@@ -345,6 +345,35 @@ Problem check_ctl(std::string_view value, int line) {
 
 namespace {
 
+// The name a setvar of TX sets (after `tx.` or `tx:`, up to `=`): letters, digits, '_', '.', '-'
+// and %{...} macros only. After `tx.` the engine's lexer reads a name in slashes as a regex, from
+// the first '/' to a later one followed by a comma, blank or '|', commas and quotes included, so
+// `setvar:tx./a,setvar:tx.b,msg:'q/,setvar:global.y=1,msg:z'` was one setvar of TX to the engine,
+// and the text the scan read as a msg ran as a setvar of GLOBAL (the setvar counts stayed equal).
+Problem setvar_name(std::string_view value, int line) {
+  std::string_view name = value.substr(value.starts_with('!') ? 4 : 3);
+  name = name.substr(0, name.find('='));
+  auto plain = [](char c) {
+    return isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  };
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '%' && i + 1 < name.size() && name[i + 1] == '{') {
+      const size_t close = name.find('}', i);
+      if (close != std::string_view::npos) {
+        i = close;  // the macro's name is checked with every '%' (check_percent)
+        continue;
+      }
+    }
+    if (!plain(name[i])) {
+      return "setvar names may hold only letters, digits, '_', '.', '-' and %{...} macros (the "
+             "WAF engine reads a name in slashes as a regex that runs on over later actions)" +
+             at(line);
+    }
+  }
+  if (name.empty()) return "needs a variable name after setvar:tx." + at(line);
+  return std::nullopt;
+}
+
 Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id, bool* chain,
                       LinkActions* counts) {
   std::vector<Action> actions;
@@ -392,6 +421,7 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
       if (!(target.starts_with("tx.") || target.starts_with("!tx.") || target.starts_with("tx:"))) {
         return a.name + " may only change TX variables" + at(line);
       }
+      if (auto p = setvar_name(a.value, line)) return p;
     } else if (a.name == "phase") {
       std::string phase = ascii_lower(a.value);
       if ((phase.size() != 1 || phase[0] < '1' || phase[0] > '5') && phase != "request" &&

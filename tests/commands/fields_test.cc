@@ -1213,6 +1213,38 @@ TEST_CASE("waf_directives refuses expirevar, whose value the engine reads over l
   }
 }
 
+// After `tx.` the engine reads a setvar name in slashes as a regex running on to a later '/'
+// followed by a comma, blank or '|', commas and quotes included: a review's fuzzing got 59 texts
+// accepted whose msg, logdata, ver, severity, redirect or accuracy hid a setvar of GLOBAL, IP,
+// SESSION, USER or RESOURCE, each counted alike by the scan and the engine.
+TEST_CASE("waf_directives refuses setvar names the engine reads as a regex") {
+  for (const std::string text : {
+           "SecAction \"id:1,phase:1,pass,nolog,setvar:tx./,setvar:tx.b,"
+           "msg:'/,setvar:ip.blocked=1,msg:z'\"",
+           "SecAction \"id:2,phase:1,pass,nolog,setvar:tx./a,setvar:tx.b,"
+           "msg:'q/,setvar:global.maintenance=1,msg:z'\"",
+           "SecAction \"id:5,phase:1,pass,nolog\"\nSecRuleUpdateActionById 5 "
+           "\"setvar:tx./a,setvar:tx.b,msg:'q/,setvar:user.u=1,msg:z'\"",
+           "SecRule REQUEST_URI \"@contains a\" \"id:9,phase:1,pass,nolog,chain\"\n"
+           "SecRule REQUEST_METHOD \"@streq POST\" "
+           "\"setvar:tx./a,setvar:tx.b,logdata:'q/,setvar:resource.r=1,logdata:z'\"",
+           "SecAction \"id:1,phase:1,pass,nolog,setvar:TX:/a,setvar:tx.k,"
+           "logdata:'q/,setvar:global.z=+1,logdata:z',status:403,capture\"",
+           "SecAction \"id:1,pass,setvar:!tx./a,setvar:tx.b,msg:'q/,setvar:!session.s,msg:z'\"",
+           "SecAction \"id:1,pass,setvar:'tx./a=1',msg:'q/,setvar:ip.x=1,msg:z'\"",
+       }) {
+    CAPTURE(text);
+    expect_bad(waf_directives(text), "setvar names may hold only letters, digits");
+  }
+  for (const char* name : {"tx.a|b", "tx.a b", "tx.a'b", "tx.", "tx.a/b=1"}) {
+    CAPTURE(name);
+    CHECK(waf_directives(std::string("SecAction \"id:1,pass,setvar:'") + name + "'\"").has_value());
+  }
+  expect_ok(waf_directives(
+      "SecAction \"id:1,pass,setvar:tx.a_b-c.d=1,setvar:'tx.%{rule.id}-x=%{MATCHED_VAR}',"
+      "setvar:!tx.old,setvar:TX:n=+1\""));
+}
+
 // The audit refuses an expirevar the engine kept, should the scan ever miss one.
 TEST_CASE("the engine's expirevar is not a runtime action tenants may use") {
   CHECK_FALSE(waf::allowed_runtime_action("expireVar"));
