@@ -15,16 +15,22 @@
 // other code in the process that parses ModSecurity rules must not run concurrently with it).
 #include <modsecurity/actions/action.h>
 #include <modsecurity/audit_log.h>
+#include <modsecurity/collection/collection.h>
+#include <modsecurity/modsecurity.h>
 #include <modsecurity/rule_marker.h>
 #include <modsecurity/rules_set.h>
+#include <modsecurity/transaction.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <iterator>
 #include <list>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -227,6 +233,95 @@ Problem engine_updates(const modsecurity::RulesExceptions& ex, const waf::ScanRe
   return std::nullopt;
 }
 
+// A collection that keeps nothing and remembers whether anything was written to it.
+class WriteTrap final : public modsecurity::collection::Collection {
+ public:
+  explicit WriteTrap(const std::string& name) : Collection(name) {}
+  bool written = false;
+  void store(std::string, std::string) override { written = true; }
+  bool storeOrUpdateFirst(const std::string&, const std::string&) override {
+    written = true;
+    return true;
+  }
+  bool updateFirst(const std::string&, const std::string&) override {
+    written = true;
+    return true;
+  }
+  void del(const std::string&) override { written = true; }
+  std::unique_ptr<std::string> resolveFirst(const std::string&) override { return nullptr; }
+  void resolveSingleMatch(const std::string&,
+                          std::vector<const modsecurity::VariableValue*>*) override {}
+  void resolveMultiMatches(const std::string&, std::vector<const modsecurity::VariableValue*>*,
+                           modsecurity::variables::KeyExclusions&) override {}
+  void resolveRegularExpression(const std::string&, std::vector<const modsecurity::VariableValue*>*,
+                                modsecurity::variables::KeyExclusions&) override {}
+};
+
+// An engine whose shared collections (GLOBAL, IP, SESSION, USER, RESOURCE) are write traps.
+// Made once and never freed: in gatewayd, in the sandbox's zygote before its workers are confined
+// (prepare_engine; the ModSecurity constructor reads the machine's identity, which a worker may
+// not), so that each worker inherits it.
+struct TrapEngine {
+  modsecurity::ModSecurity ms;
+  std::array<WriteTrap*, 5> traps{};
+  TrapEngine() {
+    modsecurity::collection::Collection** slots[] = {
+        &ms.m_global_collection, &ms.m_ip_collection, &ms.m_session_collection,
+        &ms.m_user_collection, &ms.m_resource_collection};
+    for (size_t i = 0; i < traps.size(); ++i) {
+      auto* trap = new WriteTrap((*slots[i])->m_name);
+      delete *slots[i];
+      *slots[i] = trap;  // ModSecurity's destructor deletes its collections (never run here)
+      traps[i] = trap;
+    }
+  }
+};
+
+TrapEngine& trap_engine() {
+  static TrapEngine* const engine = new TrapEngine();
+  return *engine;
+}
+
+// Third line of defence, for the setvars: whatever the engine read a text as, each setvar it
+// built writes TX only. Each one runs once, on a transaction of the trap engine, and a write to a
+// shared collection refuses the text. Two texts accepted by the scan and the counts of the audit
+// wrote GLOBAL, IP, SESSION, USER or RESOURCE all the same (an expirevar value and a setvar name
+// in slashes, each of which the engine read on over later actions, turning a msg into a setvar).
+Problem setvars_stay_in_tx(modsecurity::RulesSet& rs) {
+  TrapEngine& engine = trap_engine();
+  for (WriteTrap* trap : engine.traps) trap->written = false;
+  modsecurity::Transaction tx(&engine.ms, &rs, nullptr);
+  std::map<int64_t, modsecurity::RuleWithActions*> by_id;
+  for (int phase = 0; phase < modsecurity::Phases::NUMBER_OF_PHASES; ++phase) {
+    const modsecurity::Rules* list = rs.m_rulesSetPhases.at(phase);
+    for (size_t i = 0; i < list->size(); ++i) {
+      auto* head = dynamic_cast<modsecurity::RuleWithActions*>(list->at(static_cast<int>(i)).get());
+      if (head == nullptr) continue;
+      by_id.emplace(head->m_ruleId, head);
+      for (modsecurity::RuleWithActions* r = head; r != nullptr; r = r->m_chainedRuleChild.get()) {
+        // The engine's headers only declare SetVar; its one base is Action (libmodsecurity
+        // 3.0.9, src/actions/set_var.h), the object's first and only base subobject.
+        for (auto* setvar : r->*member_of(SetVarList{})) {
+          static_cast<modsecurity::actions::Action*>(static_cast<void*>(setvar))->evaluate(r, &tx);
+        }
+      }
+    }
+  }
+  for (const auto& [id, a] : rs.m_exceptions.m_action_pos_update_target_by_id) {
+    if (a->m_name == nullptr || !ascii_iequals(*a->m_name, "setvar")) continue;
+    const auto rule = by_id.find(static_cast<int64_t>(id));
+    if (rule == by_id.end()) return std::string(kAmbiguous);
+    a->evaluate(rule->second, &tx);
+  }
+  for (WriteTrap* trap : engine.traps) {
+    if (trap->written) {
+      return "setvar may only change TX variables (the WAF engine read one of " + trap->m_name +
+             ")";
+    }
+  }
+  return std::nullopt;
+}
+
 // Second line of defence: the engine's own view must match the scan's. `end_line` is the line of
 // the marker put after the text (kEndMarker).
 Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan, int end_line) {
@@ -274,12 +369,15 @@ Problem audit(modsecurity::RulesSet& rs, const waf::ScanResult& scan, int end_li
   if (rules != expected || markers != scan.markers) return std::string(kAmbiguous);
   if (!settings_untouched(rs) || removes_outside_local_range(rs.m_exceptions))
     return "must not change engine-wide settings or rules outside ids 1..99999";
-  return engine_updates(rs.m_exceptions, scan);
+  if (auto p = engine_updates(rs.m_exceptions, scan)) return p;
+  return setvars_stay_in_tx(rs);
 }
 
 }  // namespace
 
 namespace waf {
+
+void prepare_engine() { trap_engine(); }
 
 // A parse that clears the lexer state a parse may leave behind (see engine_check).
 void reset_parser() {

@@ -33,6 +33,9 @@ constexpr std::string_view kActions =
 // stops at a comma (`skipAfter:'x,setenv:a'` runs setenv), so a quoted value would hide actions.
 constexpr std::string_view kQuotable =
     " accuracy id logdata maturity msg redirect rev setvar severity tag ver ";
+// Actions whose unquoted value the engine's lexer reads on over blanks (up to a comma or a double
+// quote); every other action's unquoted value ends at a blank for it.
+constexpr std::string_view kBlanksInValue = " logdata msg redirect setvar tag ";
 // Actions whose unquoted value the engine's lexer reads past the closing double quote and the end
 // of the line (waf_scan.h), so their values must be quoted.
 constexpr std::string_view kQuotedOnly = " accuracy maturity rev ";
@@ -391,6 +394,15 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
     if (!listed(kActions, a.name)) return refused("action " + shown(a.name), line);
     if (a.quoted && !listed(kQuotable, a.name))
       return "must not quote the value of " + a.name + at(line);
+    // The engine's lexer ends an unquoted value at a blank, except those of msg, logdata, tag,
+    // redirect and setvar; a blank the scan reads inside one came from a line continuation after a
+    // value character, which the engine takes as part of the value and then ends the actions at
+    // the line break (the next line ran as directives of its own: a review smuggled a setvar of
+    // GLOBAL that way, after an xmlns value).
+    if (!a.quoted && a.value.find_first_of(" \t") != std::string::npos &&
+        !listed(kBlanksInValue, a.name)) {
+      return "must not put blanks or line continuations in the value of " + a.name + at(line);
+    }
     if (!a.quoted && listed(kQuotedOnly, a.name))
       return "must quote the value of " + a.name + ", as in " + a.name + ":'1'" + at(line);
     if ((a.name == "setvar" || a.name == "rev") && a.value.find(',') != std::string::npos) {

@@ -148,6 +148,11 @@ Problem check_ctl(std::string_view value, int line);
 // same text. Tests call it with a scan result of their own to reach the audit directly.
 Problem engine_check(std::string_view text, const ScanResult& scan);
 
+// Makes the engine engine_check runs each text's setvars on, once; engine_check makes it itself if
+// this was not called. The sandbox's zygote calls it before its workers are confined: making it
+// reads the machine's identity, which a confined worker may not.
+void prepare_engine();
+
 // The message for a refused feature: "<what> is not allowed in tenant rules (line N)".
 std::string refused(std::string_view what, int line);
 

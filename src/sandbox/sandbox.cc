@@ -271,7 +271,7 @@ int receive_fd(int control, bool* eof) {
 // Forks a worker for every descriptor the caller sends, reaps the workers and reports how each
 // ended, and kills those past the time limit. Leaves when the caller closes the control socket,
 // which the kernel does when the caller's process ends, however it ends.
-[[noreturn]] void zygote_main(int control, Task task, Limits limits) {
+[[noreturn]] void zygote_main(int control, Task task, void (*prepare)(), Limits limits) {
   // Default signal handlers (a program's main() may have set its own before it got here: a test
   // framework's crash handler would report a worker's crash as its own).
   for (int sig = 1; sig < NSIG; ++sig) {
@@ -294,6 +294,7 @@ int receive_fd(int control, bool* eof) {
   int children = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
   if (children < 0) leave(1);
   const Confinement confinement = prepare_confinement();
+  if (prepare != nullptr) prepare();  // before any worker is forked, so each one inherits it
   if (::send(control, "Y", 1, MSG_NOSIGNAL) != 1) leave(1);
 
   std::map<pid_t, Run> runs;
@@ -481,7 +482,7 @@ std::optional<int> zygote_main_if_asked(int argc, char** argv,
       limits.time_limit_ms = static_cast<int>(*time_limit_ms);
       limits.max_output_bytes = static_cast<size_t>(*max_output);
       limits.max_memory_bytes = static_cast<size_t>(*max_memory);
-      zygote_main(static_cast<int>(*control), t.task, limits);
+      zygote_main(static_cast<int>(*control), t.task, t.prepare, limits);
     }
   }
   std::fprintf(stderr, "%s: no sandbox task named %s\n", argv[0], argv[2]);

@@ -45,6 +45,9 @@ using Task = std::string (*)(std::string_view input);
 struct NamedTask {
   std::string_view name;
   Task task;
+  // Run once in the zygote before any worker: what it makes, each worker inherits, though a
+  // confined worker could not make it itself (it may not open files or sockets). May be null.
+  void (*prepare)() = nullptr;
 };
 
 // For the first line of main() in every program that starts a sandbox: in a zygote process that

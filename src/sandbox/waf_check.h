@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "commands/fields.h"
+#include "commands/waf_scan.h"
 #include "core/error.h"
 #include "sandbox/sandbox.h"
 
@@ -21,7 +22,7 @@ std::string waf_task(std::string_view text);
 Result<fields::Problem> waf_problem(const Outcome& outcome);
 
 // waf_task under the name start_waf_sandbox gives it: main() passes it to zygote_main_if_asked.
-inline constexpr NamedTask kWafTask{"waf", &waf_task};
+inline constexpr NamedTask kWafTask{"waf", &waf_task, &fields::waf::prepare_engine};
 
 // Starts a sandbox for waf_task.
 Result<std::unique_ptr<Sandbox>> start_waf_sandbox(Limits limits = {});

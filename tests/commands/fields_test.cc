@@ -1245,6 +1245,65 @@ TEST_CASE("waf_directives refuses setvar names the engine reads as a regex") {
       "setvar:!tx.old,setvar:TX:n=+1\""));
 }
 
+// The defence behind the scan and the audit's counts: each setvar the engine built runs once on a
+// transaction whose shared collections are write traps. The texts are the two escapes of earlier
+// scans, given the scan results of their benign twins (what those scans read them as): the rule,
+// its line and every count agree with the engine's, and only the traps refuse them.
+TEST_CASE(
+    "waf_directives' audit runs every setvar the engine built: one of a shared collection "
+    "refuses the text") {
+  auto twin_scan = [](const std::string& twin) {
+    waf::ScanResult scan;
+    REQUIRE_FALSE(waf::scan_directives(twin, &scan).has_value());
+    return scan;
+  };
+  const std::pair<std::string, std::string> escapes[] = {
+      {"SecAction \"id:2,phase:1,pass,nolog,setvar:tx./a,setvar:tx.b,"
+       "msg:'q/,setvar:global.maintenance=1,msg:z'\"",
+       "SecAction \"id:2,phase:1,pass,nolog,setvar:tx.a,setvar:tx.b,msg:'q'\""},
+      {"SecAction \"id:1,phase:1,pass,nolog,setvar:tx./a,setvar:tx.b,"
+       "logdata:'q/,setvar:ip.blocked=1,logdata:z'\"",
+       "SecAction \"id:1,phase:1,pass,nolog,setvar:tx.a,setvar:tx.b,logdata:'q'\""},
+      {"SecAction \"id:5,phase:1,pass,nolog\"\nSecRuleUpdateActionById 5 "
+       "\"setvar:tx./a,setvar:tx.b,msg:'q/,setvar:user.u=1,msg:z'\"",
+       "SecAction \"id:5,phase:1,pass,nolog\"\nSecRuleUpdateActionById 5 "
+       "\"setvar:tx.a,setvar:tx.b,msg:'q'\""},
+  };
+  for (const auto& [escape, twin] : escapes) {
+    CAPTURE(escape);
+    expect_bad(waf::engine_check(escape, twin_scan(twin)),
+               "setvar may only change TX variables (the WAF engine read one of ");
+    expect_ok(waf::engine_check(twin, twin_scan(twin)));
+  }
+  expect_bad(waf::engine_check(escapes[0].first, twin_scan(escapes[0].second)), "of GLOBAL)");
+  expect_bad(waf::engine_check(escapes[1].first, twin_scan(escapes[1].second)), "of IP)");
+  expect_bad(waf::engine_check(escapes[2].first, twin_scan(escapes[2].second)), "of USER)");
+  // A third family, found once the traps were in (they refused it before the scan did): a line
+  // continuation after an xmlns value, which the engine reads as part of the value, so the line
+  // break ended the actions and the next line ran as a directive of its own. Unsetting counts too.
+  const std::string twin =
+      "SecAction \"id:1,phase:1,pass,nolog\"\n"
+      "SecRuleUpdateActionById 1 \"xmlns:a=http://x/,xmlns:b=http://y/,setvar:tx.k=1\"";
+  for (const char* smuggled : {"setvar:global.x=1", "setvar:!session.z", "setvar:resource.r=+1"}) {
+    const std::string escape = std::string(
+                                   "SecAction \"id:1,phase:1,pass,nolog\"\n"
+                                   "SecRuleUpdateActionById 1 \"xmlns:a=http://x/\\\n"
+                                   "SecRuleUpdateActionById 1 ") +
+                               smuggled + ",xmlns:b=http://y/\\\n#,setvar:tx.k=1\"";
+    CAPTURE(escape);
+    expect_bad(waf::engine_check(escape, twin_scan(twin)),
+               "setvar may only change TX variables (the WAF engine read one of ");
+    expect_bad(waf_directives(escape),
+               "must not put blanks or line continuations in the value of xmlns (line 2)");
+  }
+  expect_ok(waf::engine_check(twin, twin_scan(twin)));
+  // The same way, a directive the scan never saw reached the engine.
+  expect_bad(waf_directives("SecAction \"id:1,phase:1,pass,nolog\"\n"
+                            "SecRuleUpdateActionById 1 \"xmlns:a=http://x/\\\n"
+                            "SecPcreMatchLimit 1 #\""),
+             "must not put blanks or line continuations in the value of xmlns");
+}
+
 // The audit refuses an expirevar the engine kept, should the scan ever miss one.
 TEST_CASE("the engine's expirevar is not a runtime action tenants may use") {
   CHECK_FALSE(waf::allowed_runtime_action("expireVar"));
