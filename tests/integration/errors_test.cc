@@ -245,14 +245,6 @@ std::string raw_exchange(const Server& server, const std::string& request) {
   return got;
 }
 
-// The bytes of a create of `body` as team A, with `more_headers` (each line ending in CRLF).
-std::string raw_create(const Server& server, const std::string& body,
-                       const std::string& more_headers = "") {
-  return "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + server.token(kTeamA) +
-         "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\nContent-Type: application/json\r\n" +
-         more_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-}
-
 // The sockets process `pid` has open (its listener, its connections, its own socket pairs).
 size_t open_sockets(pid_t pid) {
   const std::vector<std::string> open = testing::open_descriptors(pid);
@@ -304,7 +296,8 @@ TEST_CASE("a client that shuts its sending side after its request gets the answe
     ::close(fd);
     return got;
   };
-  const std::string created = half_closed(raw_create(server, webhook_body(kTeamA, "wl-half")));
+  const std::string created =
+      half_closed(raw_post(server, kTeamA, "/v1/webhook", webhook_body(kTeamA, "wl-half")));
   INFO("create: ", created);
   REQUIRE(created.starts_with("HTTP/1.1 201 "));
   const size_t at = created.find("\"webhook_id\":\"");
@@ -728,7 +721,7 @@ TEST_CASE("a request that comes in pieces is served once it has all come") {
   Server server;
   Api api(server, kTeamA);
   const std::string body = kWebhook.body(kTeamA, 1);
-  const std::string request = raw_create(server, body);
+  const std::string request = raw_post(server, kTeamA, "/v1/webhook", body);
   const size_t head_bytes = request.size() - body.size();
   // Where the request is cut: inside the request line, inside the empty line that ends the head,
   // right after the head, inside the body; each piece is its own read.
@@ -775,7 +768,8 @@ TEST_CASE("Expect: 100-continue gets a 100 (Continue) once the head has come") {
   Server server;
   Api api(server, kTeamA);
   const std::string body = kWebhook.body(kTeamA, 1);
-  const std::string request = raw_create(server, body, "Expect: 100-continue\r\n");
+  const std::string request =
+      raw_post(server, kTeamA, "/v1/webhook", body, "Expect: 100-continue\r\n");
   const std::string head = request.substr(0, request.size() - body.size());
   const int fd = connect_with_timeout(server);
   REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(head.size()));
@@ -798,7 +792,7 @@ TEST_CASE("a pipelined request is not run: the one before it is answered and the
   Server server;
   Api api(server, kTeamA);
   const std::string body = kWebhook.body(kTeamA, 1);
-  const std::string create = raw_create(server, body);
+  const std::string create = raw_post(server, kTeamA, "/v1/webhook", body);
   const std::string health = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
   struct Row {
     std::string name;
@@ -910,8 +904,9 @@ TEST_CASE("a request sent before the answer to the one before it is answered aft
   // The same, and then the client shuts its sending side: the request held behind the pending
   // answer is still run and answered, and then the connection ends. (Before the held request was
   // read, the first answer's write ended the connection: a create was applied and its 201 lost.)
-  const auto answers = exchange(create("order-half.example.com"),
-                                raw_create(server, webhook_body(kTeamA, "held-behind")), 2, true);
+  const auto answers = exchange(
+      create("order-half.example.com"),
+      raw_post(server, kTeamA, "/v1/webhook", webhook_body(kTeamA, "held-behind")), 2, true);
   INFO("first: ", answers[0].substr(0, 200), "\nsecond: ", answers[1].substr(0, 300));
   CHECK(answers[0].starts_with("HTTP/1.1 201 "));
   CHECK(answers[1].starts_with("HTTP/1.1 201 "));

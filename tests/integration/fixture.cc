@@ -284,11 +284,11 @@ void send_until_read(const Server& server, int fd, const std::string& bytes) {
 }
 
 std::string raw_post(const Server& server, std::string_view team, std::string_view path,
-                     const std::string& body) {
+                     const std::string& body, std::string_view more_headers) {
   return "POST " + std::string(path) + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
          server.token(team) + "\r\nX-Tenant-ID: " + std::string(team) +
-         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\n\r\n" + body;
+         "\r\nContent-Type: application/json\r\n" + std::string(more_headers) +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 std::string read_response(int fd) {

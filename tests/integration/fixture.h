@@ -175,9 +175,10 @@ int connect_to(const Server& server, int receive_buffer = 0);
 void send_until_read(const Server& server, int fd, const std::string& bytes);
 
 // A POST of `body` (application/json) to `path` as the bytes of an HTTP/1.1 request, with `team`'s
-// token and X-Tenant-ID, for tests that write to a connection themselves.
+// token and X-Tenant-ID and `more_headers` (each line ending in CRLF), for tests that write to a
+// connection themselves.
 std::string raw_post(const Server& server, std::string_view team, std::string_view path,
-                     const std::string& body);
+                     const std::string& body, std::string_view more_headers = "");
 
 // Reads one response from connection `fd`: its head and as many body bytes as its Content-Length
 // says ("" if none came; what came if the connection ends or a read times out first).
