@@ -14,7 +14,7 @@
 #include "core/text.h"
 #include "http/openapi.h"
 #include "http/problem.h"
-#include "store/tx.h"
+#include "projections/apply.h"
 
 namespace gw::http {
 
@@ -489,11 +489,8 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode, std::stri
     stored = [this, &ctx, id]() -> std::optional<Domain> {
       auto found = reads_.get(Kind::kDomain, ctx.caller.tenant, id);
       if (!found.ok() || !found.value()) return std::nullopt;
-      rapidjson::Document record;
-      if (parse_exact(record, found.value()->json).IsError()) return std::nullopt;
-      auto parsed = record_from_json(Kind::kDomain, record, kSchemaVersion);
-      if (!parsed.ok()) return std::nullopt;
-      auto* domain = std::get_if<Domain>(&parsed.value());
+      auto record = parse_stored_record(Kind::kDomain, id, found.value()->json);
+      auto* domain = record.ok() ? std::get_if<Domain>(&record.value()) : nullptr;
       return domain != nullptr ? std::optional<Domain>(std::move(*domain)) : std::nullopt;
     };
   }

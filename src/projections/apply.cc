@@ -117,6 +117,18 @@ void track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused
 
 // Reads a stored record (header and parsed record); `json_bytes`, if given, gets the length of
 // its JSON.
+}  // namespace
+
+Result<Record> parse_stored_record(Kind kind, std::string_view id, std::string_view json) {
+  rapidjson::Document doc;
+  if (parse_exact(doc, json).IsError()) {
+    return make_error(Code::kInternal, "stored record " + std::string(id) + " is not JSON");
+  }
+  return record_from_json(kind, doc, kSchemaVersion);
+}
+
+namespace {
+
 Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id,
                                           size_t* json_bytes = nullptr) {
   auto raw = tx.get(Cf::kProjections, keys::record(id));
@@ -129,10 +141,7 @@ Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id,
     return make_error(Code::kInternal, "stored record " + id + " is malformed");
   }
   if (json_bytes != nullptr) *json_bytes = json.size();
-  rapidjson::Document doc;
-  if (parse_exact(doc, json).IsError())
-    return make_error(Code::kInternal, "stored record " + id + " is not JSON");
-  auto record = record_from_json(*kind, doc, kSchemaVersion);
+  auto record = parse_stored_record(*kind, id, json);
   if (!record.ok()) return std::move(record.error());
   return std::optional<Stored>(
       Stored{std::move(record.value()), header.version, header.create_seq});

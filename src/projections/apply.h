@@ -44,6 +44,10 @@ struct LoggedEvent {
   uint64_t caused_by = 0;  // 0 when the event has none
   Record record;
 };
+// A record of `kind` from its stored JSON (a record key's value after its header, or what
+// ReadModel::get gives), numbers read exactly. kInternal when it is not JSON.
+Result<Record> parse_stored_record(Kind kind, std::string_view id, std::string_view json);
+
 // Parses a stored event. kInternal when it is not JSON or a member is missing or mistyped.
 Result<LoggedEvent> parse_logged_event(std::string_view event_json);
 
