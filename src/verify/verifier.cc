@@ -91,16 +91,16 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
   if (raw.ok() && raw.value() && keys::decode_record(*raw.value(), &header, &json)) {
     doc.Parse(json.data(), json.size());
   }
-  if (!doc.IsObject() || header.deleted || !doc.HasMember("verification_hostname") ||
-      superseded(store_, domain_id, request_seq)) {
-    // Deleted, or asked to verify again since: nothing to look up; the decision answers the
-    // request as superseded.
+  if (!doc.IsObject() || header.deleted || !doc.HasMember("verification_hostname")) {
+    // Deleted: nothing to look up; the decision answers the request as superseded.
     record(request_seq, domain_id, CheckResult{false, "superseded", ""});
     return;
   }
   std::string name = doc["verification_hostname"].GetString();
   std::string expected = doc["verification_value"].GetString();
   auto started = std::chrono::steady_clock::now();
+  // Asked when the lookup starts, at once or after a wait for a slot: a request verify was called
+  // for again since is not looked up.
   auto wanted = [this, domain_id, request_seq] {
     return !superseded(store_, domain_id, request_seq);
   };
