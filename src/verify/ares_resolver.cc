@@ -6,6 +6,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <deque>
+#include <list>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/thread_name.h"
@@ -50,6 +54,39 @@ CnameAnswer answer_of(int status, const unsigned char* abuf, int alen, std::stri
   return a;
 }
 
+// Lookups waiting for a slot, taken in turns by owner.
+class WaitingLookups {
+ public:
+  bool empty() const { return turns_.empty(); }
+  void push(const std::string& owner, Query q) {
+    auto [at, added] = by_owner_.try_emplace(owner);
+    if (added) at->second = turns_.insert(turns_.end(), Owner{owner, {}});
+    at->second->lookups.push_back(std::move(q));
+  }
+  // The oldest lookup of the owner whose turn it is; that owner goes to the back of the turns if
+  // it has more. Not empty().
+  Query pop() {
+    Owner& next = turns_.front();
+    Query q = std::move(next.lookups.front());
+    next.lookups.pop_front();
+    if (next.lookups.empty()) {
+      by_owner_.erase(next.name);
+      turns_.pop_front();
+    } else {
+      turns_.splice(turns_.end(), turns_, turns_.begin());
+    }
+    return q;
+  }
+
+ private:
+  struct Owner {
+    std::string name;
+    std::deque<Query> lookups;  // oldest first, never empty
+  };
+  std::list<Owner> turns_;  // owners with lookups waiting, next first
+  std::unordered_map<std::string, std::list<Owner>::iterator> by_owner_;
+};
+
 }  // namespace
 
 struct AresResolver::State {
@@ -57,7 +94,7 @@ struct AresResolver::State {
   int wake_fd = -1;
   int max_in_flight = 100;
   std::mutex mu;
-  std::deque<Query> queue;  // GUARDED_BY(mu)
+  WaitingLookups waiting;   // GUARDED_BY(mu)
   bool stopping = false;    // GUARDED_BY(mu)
   int in_flight = 0;        // loop thread only
 
@@ -108,11 +145,13 @@ AresResolver::~AresResolver() {
   if (thread_.joinable()) thread_.join();
 }
 
-void AresResolver::lookup_cname(std::string name, Callback callback, Wanted wanted) {
+void AresResolver::lookup_cname(std::string name, std::string owner, Callback callback,
+                                Wanted wanted) {
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->stopping) {
-      state_->queue.push_back(Query{std::move(name), std::move(callback), std::move(wanted)});
+      state_->waiting.push(std::move(owner),
+                           Query{std::move(name), std::move(callback), std::move(wanted)});
       uint64_t one = 1;
       [[maybe_unused]] auto n = ::write(state_->wake_fd, &one, sizeof(one));
       return;
@@ -130,16 +169,15 @@ void AresResolver::run() {
     Callback callback;
   };
   for (;;) {
-    // Start queued lookups while there is room.
-    std::deque<Query> starting;
+    // Start waiting lookups while there is room, in turns by owner.
+    std::vector<Query> starting;
     bool stopping = false;
     {
       std::lock_guard<std::mutex> lock(s.mu);
       stopping = s.stopping;
-      while (!s.queue.empty() &&
+      while (!s.waiting.empty() &&
              s.in_flight + static_cast<int>(starting.size()) < s.max_in_flight) {
-        starting.push_back(std::move(s.queue.front()));
-        s.queue.pop_front();
+        starting.push_back(s.waiting.pop());
       }
     }
     if (stopping) break;
@@ -197,14 +235,14 @@ void AresResolver::run() {
     }
     if (!any) ares_process_fd(s.channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD);  // timeouts
   }
-  // Answer what is still queued; ares_destroy (in ~State) cancels what is in flight.
-  std::deque<Query> left;
+  // Answer what is still waiting; ares_destroy (in ~State) cancels what is in flight.
+  WaitingLookups left;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    left.swap(s.queue);
+    std::swap(left, s.waiting);
   }
-  for (auto& q : left)
-    q.callback(CnameAnswer{CnameAnswer::Status::kCancelled, "", "resolver stopped"});
+  while (!left.empty())
+    left.pop().callback(CnameAnswer{CnameAnswer::Status::kCancelled, "", "resolver stopped"});
   ares_cancel(s.channel);
 }
 

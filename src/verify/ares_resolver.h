@@ -1,6 +1,9 @@
 // The c-ares resolver: one event-loop thread owns one c-ares channel; lookups submitted from any
 // thread queue up and at most `max_in_flight` run at once (c-ares drops packets past about 100).
-// Every query has a bounded timeout and number of tries. Thread-safe.
+// Queued lookups start in turns by owner: a free slot goes to the next owner with lookups waiting,
+// one lookup each, so an owner waits for at most one slot to free per other owner waiting, however
+// many lookups those owners queued. Every query has a bounded timeout and number of tries.
+// Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -29,7 +32,7 @@ class AresResolver final : public Resolver {
   // Stops the loop; lookups not yet answered get kCancelled.
   ~AresResolver() override;
 
-  void lookup_cname(std::string name, Callback callback, Wanted wanted) override;
+  void lookup_cname(std::string name, std::string owner, Callback callback, Wanted wanted) override;
 
   struct State;
 

@@ -32,10 +32,12 @@ class Resolver {
   // starts (it may have waited in a queue), so it must be quick and thread-safe.
   using Wanted = std::function<bool()>;
   virtual ~Resolver() = default;
-  // Looks up the CNAME record of `name`. `callback` runs exactly once, on the resolver's own
-  // thread, and must not block; with kSkipped, sending no query, if `wanted` is given and says
-  // no when the lookup's turn comes.
-  virtual void lookup_cname(std::string name, Callback callback, Wanted wanted) = 0;
+  // Looks up the CNAME record of `name` for `owner` (a tenant). `callback` runs exactly once, on
+  // the resolver's own thread, and must not block; with kSkipped, sending no query, if `wanted`
+  // is given and says no when the lookup's turn comes. Lookups that wait for room take turns by
+  // owner, so one owner's many lookups do not hold back another owner's.
+  virtual void lookup_cname(std::string name, std::string owner, Callback callback,
+                            Wanted wanted) = 0;
 };
 
 // What a DNS response message (wire format, RFC 1035) says of the CNAME of `owner`.

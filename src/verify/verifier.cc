@@ -98,6 +98,10 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
   }
   std::string name = doc["verification_hostname"].GetString();
   std::string expected = doc["verification_value"].GetString();
+  // Lookups waiting for a slot of the resolver take turns by team.
+  std::string team = doc.HasMember("team_id") && doc["team_id"].IsString()
+                         ? doc["team_id"].GetString()
+                         : std::string();
   auto started = std::chrono::steady_clock::now();
   // Asked when the lookup starts, at once or after a wait for a slot: a request verify was called
   // for again since is not looked up.
@@ -105,7 +109,7 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
     return !superseded(store_, domain_id, request_seq);
   };
   resolver_.lookup_cname(
-      name,
+      name, std::move(team),
       [this, request_seq, domain_id, name, expected, started](CnameAnswer answer) {
         double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
