@@ -32,6 +32,9 @@
 
 namespace {
 
+// The longest a DNS lookup may wait for one server, all its tries together.
+constexpr int64_t kMaxDnsWaitMs = 60000;
+
 int fail(const std::string& message) {
   std::cerr << "gatewayd: " << message << std::endl;
   return 1;
@@ -157,7 +160,8 @@ int main(int argc, char** argv) {
       {"dns-servers", "GATEWAY_DNS_SERVERS", "",
        "DNS servers for verification, e.g. 127.0.0.1:5353 [default: system resolver]"},
       {"dns-timeout-ms", "GATEWAY_DNS_TIMEOUT_MS", "500",
-       "timeout of a DNS lookup's first try, doubled at each later try"},
+       "timeout of a DNS lookup's first try, doubled at each later try (all tries at one "
+       "server together at most 60000)"},
       {"dns-tries", "GATEWAY_DNS_TRIES", "2", "tries of a DNS lookup at each server"},
       {"kafka-brokers", "GATEWAY_KAFKA_BROKERS", "",
        "bootstrap servers for the Kafka mirror [default: empty = mirroring off]"},
@@ -188,6 +192,16 @@ int main(int argc, char** argv) {
   auto dns_tries = gw::parse_int(flags.get("dns-tries"), 1, 10);
   if (!dns_timeout) return fail(flags.named("dns-timeout-ms") + " must be 10..60000");
   if (!dns_tries) return fail(flags.named("dns-tries") + " must be 1..10");
+  // c-ares doubles the timeout at each try after the first: a lookup waits N x (2^tries - 1) ms
+  // for each server, which the two bounds alone let reach 17 hours.
+  const int64_t dns_wait = *dns_timeout * ((int64_t{1} << *dns_tries) - 1);
+  if (dns_wait > kMaxDnsWaitMs) {
+    return fail(flags.named("dns-timeout-ms") + " " + std::to_string(*dns_timeout) + " with " +
+                flags.named("dns-tries") + " " + std::to_string(*dns_tries) +
+                " makes a lookup wait up to " + std::to_string(dns_wait) +
+                " ms for each server (c-ares doubles the timeout at each try); at most " +
+                std::to_string(kMaxDnsWaitMs) + " is allowed");
+  }
   // Kafka's rule for topic names (an empty one was used as is, and a real broker refuses it).
   const std::string topic = flags.get("kafka-topic");
   if (topic.empty() || topic.size() > 249 || topic == "." || topic == ".." ||

@@ -249,7 +249,8 @@ TEST_CASE("a start that fails on a busy port appends nothing to the log") {
   REQUIRE(::bind(busy, reinterpret_cast<sockaddr*>(&any), sizeof any) == 0);
   REQUIRE(::listen(busy, 1) == 0);
 
-  Server server({"--dns-servers", "127.0.0.1:" + port_of(dns), "--dns-timeout-ms", "60000"});
+  Server server({"--dns-servers", "127.0.0.1:" + port_of(dns), "--dns-timeout-ms", "60000",
+                 "--dns-tries", "1"});
   Api api(server, kTeamA);
   const std::string id = create(api, kDomain, 1);
   REQUIRE(verify(api, id).status == 200);  // durable: the request is open in the log
@@ -614,6 +615,19 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
     refused(run({"--listen", "127.0.0.1:0", "--data-dir", dir.path(), row.flag, row.value}),
             row.message);
   }
+  // Each of the two DNS flags was bounded alone, and c-ares doubles the timeout at each try, so a
+  // lookup could wait 60000 x (2^10 - 1) ms, 17 hours, for each server.
+  refused(run({"--listen", "127.0.0.1:0", "--data-dir", dir.path(), "--dns-timeout-ms", "60000",
+               "--dns-tries", "10"}),
+          "--dns-timeout-ms 60000 with --dns-tries 10 makes a lookup wait up to 61380000 ms for "
+          "each server (c-ares doubles the timeout at each try); at most 60000 is allowed");
+  refused(run({"--listen", "127.0.0.1:0", "--data-dir", dir.path(), "--dns-timeout-ms", "30001"},
+              {"GATEWAY_DNS_TRIES=2"}),
+          "--dns-timeout-ms 30001 with GATEWAY_DNS_TRIES (--dns-tries) 2 makes a lookup wait up "
+          "to 90003 ms");
+  refused(run({"--listen", "127.0.0.1:0", "--data-dir", dir.path(), "--dns-timeout-ms", "1954",
+               "--dns-tries", "5"}),
+          "wait up to 60574 ms");
   // An IPv6 address without brackets reached Pistache, which said "Invalid port".
   refused(run({"--listen", "::1:0", "--data-dir", dir.path()}),
           "--listen must be HOST:PORT (an IPv6 address in brackets: [::1]:8080)");
@@ -628,6 +642,10 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
   {
     Server dns_forms({"--dns-servers", "127.0.0.1,127.0.0.2:5353,::1,[::1]:53"});
     CHECK(Api(dns_forms, kTeamA).get("/healthz").status == 200);
+  }
+  {
+    Server longest_dns_wait({"--dns-timeout-ms", "1935", "--dns-tries", "5"});  // 59985 ms
+    CHECK(Api(longest_dns_wait, kTeamA).get("/healthz").status == 200);
   }
 
   Server server;
