@@ -24,14 +24,15 @@ FROM debian:12-slim
 
 # One package per directly linked library (readelf -d build/gatewayd | grep NEEDED, then dpkg -S):
 # librocksdb.so.7.8, libcrypto.so.3 (libssl3, also used by Pistache), libpsl.so.5 (its suffix
-# list is built in), libmodsecurity.so.3, libpcre2-8.so.0 (our check of @rx regexes), libcares.so.2, libpistache.so.0, librdkafka.so.1 (the
-# Kafka mirror), libjemalloc.so.2, libseccomp.so.2 (the WAF sandbox's workers), libstdc++.so.6,
-# libgcc_s.so.1. apt pulls in their own dependencies.
+# list is built in), libidn2.so.0 (xn-- labels of hostnames), libmodsecurity.so.3,
+# libpcre2-8.so.0 (our check of @rx regexes), libcares.so.2, libpistache.so.0, librdkafka.so.1
+# (the Kafka mirror), libjemalloc.so.2, libseccomp.so.2 (the WAF sandbox's workers),
+# libstdc++.so.6, libgcc_s.so.1. apt pulls in their own dependencies.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       ca-certificates curl \
-      libc-ares2 libgcc-s1 libjemalloc2 libmodsecurity3 libpcre2-8-0 libpistache0 libpsl5 librdkafka1 \
-      librocksdb7.8 libseccomp2 \
+      libc-ares2 libgcc-s1 libidn2-0 libjemalloc2 libmodsecurity3 libpcre2-8-0 libpistache0 libpsl5 \
+      librdkafka1 librocksdb7.8 libseccomp2 \
       libssl3 libstdc++6 \
  && rm -rf /var/lib/apt/lists/*
 

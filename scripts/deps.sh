@@ -10,8 +10,8 @@
 GW_BUILD_DEPS=(
   build-essential cmake pkg-config ca-certificates
   libpistache-dev rapidjson-dev librocksdb-dev librdkafka-dev libc-ares-dev doctest-dev
-  libpsl-dev libmodsecurity-dev libpcre2-dev libssl-dev libcurl4-openssl-dev libjemalloc-dev
-  libseccomp-dev
+  libpsl-dev libidn2-dev libmodsecurity-dev libpcre2-dev libssl-dev libcurl4-openssl-dev
+  libjemalloc-dev libseccomp-dev
 )
 
 # The base list (scripts/run.sh): building, plus the tools the scripts and benchmarks call.

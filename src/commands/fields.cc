@@ -5,6 +5,7 @@
 #include "core/text.h"
 
 #include <arpa/inet.h>
+#include <idn2.h>
 #include <libpsl.h>
 
 #include <algorithm>
@@ -319,6 +320,23 @@ void exclusion(const rapidjson::Value& e, size_t i, Problems& out) {
   }
 }
 
+// Why `label` (lower case, starting with "xn--") is not an A-label, or nothing: libidn2's lookup
+// (IDNA2008 with UTS #46 non-transitional processing, what libcurl and libpsl use) must take it
+// and give it back unchanged. So its Punycode decodes, to characters IDNA2008 allows (not to
+// ASCII alone), under the contextual and bidi rules, in NFC.
+Problem a_label(std::string_view label) {
+  const std::string z(label);
+  uint8_t* out = nullptr;
+  const int rc =
+      idn2_lookup_u8(reinterpret_cast<const uint8_t*>(z.c_str()), &out, IDN2_NONTRANSITIONAL);
+  const bool same = rc == IDN2_OK && out != nullptr && z == reinterpret_cast<const char*>(out);
+  idn2_free(out);
+  if (same) return std::nullopt;
+  return "label '" + z + "' is not a valid internationalized (xn--) label: " +
+         (rc == IDN2_OK ? std::string("it does not come back the same from Unicode")
+                        : std::string(idn2_strerror(rc)));
+}
+
 }  // namespace
 
 Problem hostname(std::string_view in, std::string* normalized) {
@@ -349,6 +367,9 @@ Problem hostname(std::string_view in, std::string* normalized) {
     }
     if (label.front() == '-' || label.back() == '-')
       return "labels must not start or end with a hyphen";
+    if (label.starts_with("xn--")) {
+      if (auto p = a_label(label)) return p;
+    }
     ++labels;
     last = label;
     start = dot + 1;

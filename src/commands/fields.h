@@ -26,7 +26,8 @@ struct SubProblem {
 using Problems = std::vector<SubProblem>;
 
 // Hostname: lower-cased, one trailing dot dropped, 2+ labels, LDH labels of 1-63 bytes (no leading
-// or trailing hyphen), 253 bytes max, `xn--` labels allowed, no IP literals, no wildcards.
+// or trailing hyphen), 253 bytes max, `xn--` labels allowed if they are A-labels (valid Punycode
+// of a name IDNA2008 allows), no IP literals, no wildcards.
 // On success *normalized holds the canonical form.
 Problem hostname(std::string_view in, std::string* normalized);
 

@@ -88,6 +88,13 @@ TEST_CASE("hostname accepts and normalizes") {
       {"a.b.c.example.co.uk", "a.b.c.example.co.uk"},
       {"xn--bcher-kva.example", "xn--bcher-kva.example"},
       {"example.xn--p1ai", "example.xn--p1ai"},
+      {"XN--Bcher-KVA.example", "xn--bcher-kva.example"},
+      {"xn--d1acpjx3f.xn--p1ai", "xn--d1acpjx3f.xn--p1ai"},
+      {"xn--55qx5d.cn", "xn--55qx5d.cn"},
+      {"xn--mnchen-3ya.de", "xn--mnchen-3ya.de"},
+      {"xn--strae-oqa.de", "xn--strae-oqa.de"},
+      // Hyphens in the third and fourth places of a label that is not xn-- are used in the wild.
+      {"r3---sn-abc.example.com", "r3---sn-abc.example.com"},
       {"a-b.1c.example.com", "a-b.1c.example.com"},
       {"123.example.com", "123.example.com"},
       {l63 + ".com", l63 + ".com"},
@@ -133,6 +140,17 @@ TEST_CASE("hostname rejects") {
       {"b\xc3\xbc"
        "cher.example",
        "ASCII"},
+      // xn-- labels that are no A-label were accepted: no browser can ask for such a name.
+      {"xn--zz.com",
+       "label 'xn--zz' is not a valid internationalized (xn--) label: string "
+       "contains invalid punycode data"},
+      {"shop.xn--a.com", "label 'xn--a' is not a valid internationalized"},  // U+0080
+      {"xn--0.example", "invalid punycode"},
+      {"xn--ls8h.example", "label 'xn--ls8h' is not"},        // an emoji: not IDNA2008
+      {"xn--uber-vwc.example", "not in Unicode NFC"},         // u and a combining diaeresis
+      {"xn--ab-tub.example", "leading combining"},            // a diaeresis first
+      {"xn--a-jnc3d.example", "bi-directional"},              // Arabic letters, then a Latin one
+      {"xn--ber-ska.example", "label 'xn--ber-ska' is not"},  // Über: upper case
       {std::string(64, 'a') + ".com", "63 bytes"},
       {l63 + "." + l63 + "." + l63 + "." + std::string(62, 'd'), "253 bytes"},
   };

@@ -294,7 +294,9 @@ TEST_CASE("profile hostnames are normalized and must be real DNS names") {
   CHECK(str(json(r), "hostname") == "shop.example.com");
   CHECK(api.post(kPath, profile_body(kTeamA, "xn--bcher-kva.example")).status == 201);
   const std::string bad[] = {"localhost", "192.168.1.10", "*.example.com", "-bad.example.com",
-                       "a..example.com", "under_score.example.com", "exa mple.com", ""};
+                             "a..example.com", "under_score.example.com", "exa mple.com", "",
+                             // Not an A-label (invalid Punycode): was accepted.
+                             "xn--zz.example.com"};
   for (const std::string& host : bad) {
     CAPTURE(host);
     Response b = api.post(kPath, profile_body(kTeamA, host));
