@@ -57,6 +57,32 @@ constexpr std::string_view kOperators =
 // Operators that take no parameter.
 constexpr std::string_view kNoParameterOperators =
     " detectsqli detectxss geolookup unconditionalmatch validateurlencoding validateutf8encoding ";
+// The variables of libmodsecurity 3.0.9's parser (seclang-parser.yy), lower-cased, but ENV (the
+// gateway's environment). A variable in a rule's list or a macro is one of these exactly, with a
+// key only after ':' or '.': the engine's lexer reads a name with more letters after it as that
+// name and what follows, so `REQUEST_LINEENV:X` and `%{REMOTE_USERENV.X}` read the environment
+// variable X.
+constexpr std::string_view kVariables =
+    " args args_combined_size args_get args_get_names args_names args_post args_post_names"
+    " auth_type duration files files_combined_size files_names files_sizes files_tmp_content"
+    " files_tmpnames full_request full_request_length geo global highest_severity"
+    " inbound_data_error ip matched_var matched_var_name matched_vars matched_vars_names"
+    " modsec_build multipart_boundary_quoted multipart_boundary_whitespace"
+    " multipart_crlf_lf_lines multipart_data_after multipart_data_before"
+    " multipart_file_limit_exceeded multipart_filename multipart_header_folding"
+    " multipart_invalid_header_folding multipart_invalid_part multipart_invalid_quoting"
+    " multipart_lf_line multipart_missing_semicolon multipart_name multipart_part_headers"
+    " multipart_semicolon_missing multipart_strict_error multipart_unmatched_boundary"
+    " outbound_data_error path_info query_string remote_addr remote_host remote_port remote_user"
+    " reqbody_error reqbody_error_msg reqbody_processor reqbody_processor_error"
+    " reqbody_processor_error_msg request_basename request_body request_body_length"
+    " request_cookies request_cookies_names request_filename request_headers"
+    " request_headers_names request_line request_method request_protocol request_uri"
+    " request_uri_raw resource response_body response_content_length response_content_type"
+    " response_headers response_headers_names response_protocol response_status rule server_addr"
+    " server_name server_port session sessionid status status_line time time_day time_epoch"
+    " time_hour time_min time_mon time_sec time_wday time_year tx unique_id urlencoded_error user"
+    " userid webappid xml ";
 constexpr std::string_view kCtlOptions =
     " requestbodyprocessor requestbodyaccess forcerequestbodyvariable ruleremovebyid"
     " ruleremovetargetbyid ";
@@ -197,6 +223,18 @@ Problem split_args(std::string_view s, int line, std::vector<Arg>* args) {
   }
 }
 
+// Why `name` (a variable's name, without its key) may not be read, or nothing.
+Problem variable_name(std::string_view name, int line) {
+  const std::string lower = ascii_lower(name);
+  if (lower == "env") return refused("variable ENV", line);
+  if (!listed(kVariables, lower)) {
+    return "unknown variable '" + shown(name) +
+           "' (a variable is one of the WAF engine's names, with a key only after ':' or '.')" +
+           at(line);
+  }
+  return std::nullopt;
+}
+
 // A '%' and what follows it, anywhere in the text. The engine's lexer reads '%' and the next
 // character as one unit wherever it expands macros (action values, operator arguments), so `%"`
 // does not end a quoted string there, nor `%'` or `%,` a value: text the scan takes for a comment
@@ -223,7 +261,8 @@ Problem check_percent(std::string_view s, int line) {
     return "needs macros written %{NAME}, NAME of letters, digits, '_', '.', ':' and '-'" +
            at(line);
   }
-  return std::nullopt;
+  // The engine reads several variables glued together in one macro and joins their values.
+  return variable_name(name.substr(0, name.find_first_of(".:")), line);
 }
 
 // Splits the text into directives, dropping comment lines and joining continued lines.
@@ -470,7 +509,7 @@ Problem check_variables(const Arg& arg, int line, size_t* count) {
     while (!piece.empty() &&
            std::string_view("!&'\" \t").find(piece.front()) != std::string_view::npos)
       piece.remove_prefix(1);
-    if (piece.starts_with("env")) return refused("variable ENV", line);
+    if (auto p = variable_name(piece.substr(0, piece.find(':')), line)) return p;
     ++*count;
     start = end + 1;
   }

