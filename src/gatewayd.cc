@@ -163,6 +163,9 @@ int main(int argc, char** argv) {
        "timeout of a DNS lookup's first try, doubled at each later try (all tries at one "
        "server together at most 60000)"},
       {"dns-tries", "GATEWAY_DNS_TRIES", "2", "tries of a DNS lookup at each server"},
+      {"dns-0x20", "GATEWAY_DNS_0X20", "on",
+       "on: ask names in random mixed case and count only replies that repeat it letter for "
+       "letter, against forged replies; off: for a server that changes the case of names"},
       {"kafka-brokers", "GATEWAY_KAFKA_BROKERS", "",
        "bootstrap servers for the Kafka mirror [default: empty = mirroring off]"},
       {"kafka-topic", "GATEWAY_KAFKA_TOPIC", "gateway-config.events", "topic for mirrored events"},
@@ -202,6 +205,9 @@ int main(int argc, char** argv) {
                 " ms for each server (c-ares doubles the timeout at each try); at most " +
                 std::to_string(kMaxDnsWaitMs) + " is allowed");
   }
+  const std::string dns_0x20 = flags.get("dns-0x20");
+  if (dns_0x20 != "on" && dns_0x20 != "off")
+    return fail(flags.named("dns-0x20") + " must be on or off");
   // Kafka's rule for topic names (an empty one was used as is, and a real broker refuses it).
   const std::string topic = flags.get("kafka-topic");
   if (topic.empty() || topic.size() > 249 || topic == "." || topic == ".." ||
@@ -276,6 +282,7 @@ int main(int argc, char** argv) {
   resolver_config.servers = flags.get("dns-servers");
   resolver_config.timeout_ms = static_cast<int>(*dns_timeout);
   resolver_config.tries = static_cast<int>(*dns_tries);
+  resolver_config.mixed_case = dns_0x20 == "on";
   auto resolver = gw::AresResolver::create(resolver_config);
   if (!resolver.ok()) return fail(flags.named("dns-servers") + ": " + resolver.error().detail);
   gw::Verifier verifier(*store.value(), service, *resolver.value());

@@ -2,6 +2,7 @@
 
 #include <ares.h>
 #include <arpa/nameser.h>
+#include <openssl/rand.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -24,10 +25,35 @@ struct Query {
   Resolver::Wanted wanted;  // may be empty: always wanted
 };
 
-// What a lookup of the CNAME of `name` found.
-CnameAnswer answer_of(int status, const unsigned char* abuf, int alen, std::string_view name) {
+// `name` with the case of each letter chosen at random (DNS 0x20, draft-vixie-dnsext-dns0x20).
+// A server copies the question into its reply letter for letter, so a forged reply must guess
+// one bit per letter besides c-ares's 16-bit query id; c-ares 1.18 sends every query to a server
+// from one port, so the id would be all a forger has to guess.
+std::string mixed_case(std::string_view name) {
+  std::string out(name);
+  std::vector<unsigned char> bits((out.size() + 7) / 8);
+  if (RAND_bytes(bits.data(), static_cast<int>(bits.size())) != 1) return out;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const char c = out[i];
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (letter && (bits[i / 8] >> (i % 8) & 1) != 0) out[i] = static_cast<char>(c ^ 0x20);
+  }
+  return out;
+}
+
+// What a lookup of the CNAME of `name` found; `asked`, when given, is the name as sent, which
+// the reply's question must repeat letter for letter.
+CnameAnswer answer_of(int status, const unsigned char* abuf, int alen, std::string_view name,
+                      const std::string* asked) {
   CnameAnswer a;
   a.detail = ares_strerror(status);
+  const bool replied = status == ARES_SUCCESS || status == ARES_ENODATA || status == ARES_ENOTFOUND;
+  if (asked != nullptr && replied && abuf != nullptr && !question_is(abuf, alen, *asked)) {
+    a.status = CnameAnswer::Status::kServfail;
+    a.detail = "its reply did not repeat the name asked letter for letter (asked " + *asked +
+               "): a forged reply, or a server that changes the case of names (--dns-0x20 off)";
+    return a;
+  }
   switch (status) {
     case ARES_SUCCESS:
       switch (cname_in_message(abuf, alen, name, &a.target)) {
@@ -93,6 +119,7 @@ struct AresResolver::State {
   ares_channel channel = nullptr;
   int wake_fd = -1;
   int max_in_flight = 100;
+  bool mixed_case = true;
   std::mutex mu;
   WaitingLookups waiting;   // GUARDED_BY(mu)
   bool stopping = false;    // GUARDED_BY(mu)
@@ -109,6 +136,7 @@ Result<std::unique_ptr<AresResolver>> AresResolver::create(const ResolverConfig&
   if (library != ARES_SUCCESS) return make_error(Code::kUnavailable, ares_strerror(library));
   auto state = std::make_unique<State>();
   state->max_in_flight = config.max_in_flight;
+  state->mixed_case = config.mixed_case;
   ares_options options{};
   options.timeout = config.timeout_ms;
   options.tries = config.tries;
@@ -166,6 +194,7 @@ void AresResolver::run() {
   struct Pending {
     State* state;
     std::string name;
+    std::string asked;  // the name as sent: mixed case, or empty when case is not checked
     Callback callback;
   };
   for (;;) {
@@ -191,13 +220,15 @@ void AresResolver::run() {
         continue;
       }
       ++s.in_flight;
-      auto* pending = new Pending{&s, q.name, std::move(q.callback)};
+      auto* pending = new Pending{&s, q.name, s.mixed_case ? mixed_case(q.name) : std::string(),
+                                  std::move(q.callback)};
       ares_query(
-          s.channel, q.name.c_str(), ns_c_in, ns_t_cname,
+          s.channel, s.mixed_case ? pending->asked.c_str() : q.name.c_str(), ns_c_in, ns_t_cname,
           [](void* arg, int status, int /*timeouts*/, unsigned char* abuf, int alen) {
             std::unique_ptr<Pending> p(static_cast<Pending*>(arg));
             --p->state->in_flight;
-            p->callback(answer_of(status, abuf, alen, p->name));
+            p->callback(
+                answer_of(status, abuf, alen, p->name, p->state->mixed_case ? &p->asked : nullptr));
           },
           pending);
     }

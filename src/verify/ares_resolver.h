@@ -23,6 +23,9 @@ struct ResolverConfig {
   int timeout_ms = 500;
   int tries = 2;
   int max_in_flight = 100;
+  // DNS 0x20: each name is asked with the case of its letters chosen at random, and a reply
+  // counts only if its question repeats the name letter for letter (see ares_resolver.cc).
+  bool mixed_case = true;
 };
 
 class AresResolver final : public Resolver {

@@ -62,6 +62,14 @@ CnameInMessage cname_in_message(const unsigned char* message, int length, std::s
   return CnameInMessage::kNone;
 }
 
+bool question_is(const unsigned char* message, int length, std::string_view name) {
+  if (message == nullptr || length < kHeaderBytes || u16(message + 4) != 1) return false;
+  std::string asked;
+  if (expand_name(message + kHeaderBytes, message, length, &asked) < 0) return false;
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
+  return asked == name;
+}
+
 bool same_dns_name(std::string_view a, std::string_view b) {
   auto without_dot = [](std::string_view s) {
     if (!s.empty() && s.back() == '.') s.remove_suffix(1);

@@ -51,6 +51,10 @@ enum class CnameInMessage {
 CnameInMessage cname_in_message(const unsigned char* message, int length, std::string_view owner,
                                 std::string* target);
 
+// Whether the message holds one question, and its name is `name` letter for letter (case kept;
+// one trailing dot of `name` ignored). Pure; thread-safe.
+bool question_is(const unsigned char* message, int length, std::string_view name);
+
 // Whether two DNS names are the same: ASCII case ignored, one trailing dot ignored.
 bool same_dns_name(std::string_view a, std::string_view b);
 

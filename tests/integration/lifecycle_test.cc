@@ -608,6 +608,8 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
       {"--dns-servers", "dns.example.com", "\"dns.example.com\" is not"},
       {"--dns-servers", "[::1]:", "\"[::1]:\" is not"},
       {"--dns-servers", "[::1]:65536", "\"[::1]:65536\" is not"},
+      {"--dns-0x20", "yes", "--dns-0x20 must be on or off"},
+      {"--dns-0x20", "", "--dns-0x20 must be on or off"},
   };
   for (const auto& row : rows) {
     CAPTURE(row.flag);

@@ -598,6 +598,65 @@ TEST_CASE("verify: lookups waiting for a slot take turns by team") {
   CHECK(before <= 150);
 }
 
+// c-ares 1.18 asks a server from one port for as long as lookups are in flight, so a forged
+// reply had only the 16-bit query id to guess. Each name is now asked in a random mix of upper and
+// lower case (DNS 0x20), and a reply counts only if it repeats the name letter for letter.
+TEST_CASE("verify: names are asked in mixed case; a reply must repeat the name letter for letter") {
+  Dnsmasq dns;
+  dns.start();
+  testing::DnsRelay keeps(dns.port(), /*fold_case=*/false);
+  testing::DnsRelay folds(dns.port(), /*fold_case=*/true);
+  testing::DnsRelay folds_too(dns.port(), /*fold_case=*/true);
+  Server keeping({"--dns-servers", keeps.server()});
+  Server folding({"--dns-servers", folds.server()});
+  Server folding_off({"--dns-servers", folds_too.server(), "--dns-0x20", "off"});
+  Api a(keeping, kTeamA);
+  Api b(folding, kTeamA);
+  Api c(folding_off, kTeamA);
+  const std::string host = "case.example.com";
+  Domain da = create_domain(a, host);
+  Domain db = create_domain(b, host);
+  Domain dc = create_domain(c, host);
+  // Each server's domain has a verification value of its own; the name is the same.
+  DnsRecords records;
+  records.raw_cnames = {{da.vhost, da.vvalue}};
+  dns.restart(records);
+  // dnsmasq serves one CNAME for a name, and the three values differ: each in its turn.
+  request_verify(a, da);
+  Event ok = single_outcome(wait_outcomes(a, da.id), da.id, kVerified);
+  check_verified(a, ok, da.id);
+
+  records.raw_cnames = {{db.vhost, db.vvalue}};
+  dns.restart(records);
+  request_verify(b, db);
+  Event refused = single_outcome(wait_outcomes(b, db.id), db.id, kFailed);
+  check_failed(b, refused, db.id, "servfail");
+  CHECK(refused.error.find("did not repeat the name asked letter for letter") != std::string::npos);
+
+  records.raw_cnames = {{dc.vhost, dc.vvalue}};
+  dns.restart(records);
+  request_verify(c, dc);
+  Event off = single_outcome(wait_outcomes(c, dc.id), dc.id, kVerified);
+  check_verified(c, off, dc.id);
+
+  // What the relays were asked: the name, in mixed case with 0x20 on (its 27 letters all in
+  // lower case has a chance of 2^-27), as it is with 0x20 off.
+  auto lower = [](std::string s) {
+    for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+  };
+  for (const auto* relay : {&keeps, &folds}) {
+    const std::vector<std::string> names = relay->names();
+    REQUIRE(names.size() == 1);
+    INFO(names[0]);
+    CHECK(lower(names[0]) == da.vhost);
+    CHECK(names[0] != da.vhost);
+  }
+  const std::vector<std::string> plain = folds_too.names();
+  REQUIRE(plain.size() == 1);
+  CHECK(plain[0] == dc.vhost);
+}
+
 TEST_CASE("verify: a deleted domain's outcome is superseded") {
   Env env;
   Api api(*env.server, kTeamA);

@@ -177,6 +177,92 @@ DnsRecords& DnsRecords::host(std::string name, std::string ipv4) {
   return *this;
 }
 
+namespace {
+
+// The question name of a DNS message (dotted, case kept) and the offset just past it; false when
+// it cannot be read (compression is not expected in a question).
+bool question_name(const std::string& m, std::string* name, size_t* end) {
+  size_t p = 12;
+  name->clear();
+  while (p < m.size()) {
+    const auto len = static_cast<unsigned char>(m[p]);
+    if (len == 0) {
+      *end = p + 1;
+      return true;
+    }
+    if (len > 63 || p + 1 + len > m.size()) return false;
+    if (!name->empty()) name->push_back('.');
+    name->append(m, p + 1, len);
+    p += 1 + len;
+  }
+  return false;
+}
+
+}  // namespace
+
+DnsRelay::DnsRelay(int upstream_port, bool fold_case)
+    : upstream_port_(upstream_port), fold_case_(fold_case) {
+  fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0 || !bind_loopback(fd_, 0)) throw std::runtime_error("DnsRelay: cannot bind");
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  if (getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw std::runtime_error("DnsRelay: getsockname failed");
+  port_ = ntohs(a.sin_port);
+  thread_ = std::thread([this] { run(); });
+}
+
+DnsRelay::~DnsRelay() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string DnsRelay::server() const { return "127.0.0.1:" + std::to_string(port_); }
+
+std::vector<std::string> DnsRelay::names() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return names_;
+}
+
+void DnsRelay::run() {
+  // One query at a time: each is sent upstream from a socket of its own and its reply awaited
+  // (up to 2 s) before the next is read, which is all the tests using it need.
+  while (!stop_.load()) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    std::array<char, 4096> buf{};
+    sockaddr_in from{};
+    socklen_t from_len = sizeof from;
+    ssize_t n =
+        recvfrom(fd_, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+    if (n <= 0) continue;
+    const std::string query(buf.data(), static_cast<size_t>(n));
+    std::string name;
+    size_t end = 0;
+    if (question_name(query, &name, &end)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      names_.push_back(name);
+    }
+    Fd up(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in to = loopback(upstream_port_);
+    if (up.get() < 0 || connect(up.get(), reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0 ||
+        send(up.get(), query.data(), query.size(), 0) < 0)
+      continue;
+    pollfd w{up.get(), POLLIN, 0};
+    if (poll(&w, 1, 2000) <= 0) continue;
+    ssize_t r = recv(up.get(), buf.data(), buf.size(), 0);
+    if (r <= 0) continue;
+    std::string reply(buf.data(), static_cast<size_t>(r));
+    if (fold_case_ && question_name(reply, &name, &end)) {
+      for (size_t i = 12; i < end; ++i) {
+        if (reply[i] >= 'A' && reply[i] <= 'Z') reply[i] = static_cast<char>(reply[i] - 'A' + 'a');
+      }
+    }
+    sendto(fd_, reply.data(), reply.size(), 0, reinterpret_cast<const sockaddr*>(&from), from_len);
+  }
+}
+
 int free_loopback_port() {
   for (int attempt = 0; attempt < 100; ++attempt) {
     Fd udp(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));

@@ -19,12 +19,15 @@
 // with the thread that spawned them).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -105,6 +108,36 @@ class ServfailZone {
   std::string zone_;
   Dnsmasq empty_;
   Dnsmasq validator_;
+};
+
+// A UDP relay in front of a DNS server on 127.0.0.1:upstream_port, on a port of its own: each
+// query goes to the server and its reply back to the asker. With `fold_case`, the reply's question
+// name is lower-cased first, as a server that does not keep the case of names would send it. It
+// records every question name it relays, as the asker sent it. A thread of its own; UDP only.
+class DnsRelay {
+ public:
+  DnsRelay(int upstream_port, bool fold_case);
+  ~DnsRelay();
+  DnsRelay(const DnsRelay&) = delete;
+  DnsRelay& operator=(const DnsRelay&) = delete;
+
+  int port() const { return port_; }
+  // "127.0.0.1:PORT", the c-ares csv form for `--dns-servers`.
+  std::string server() const;
+  // The question names relayed so far, in order, as sent (dotted, no trailing dot).
+  std::vector<std::string> names() const;
+
+ private:
+  void run();
+
+  int upstream_port_;
+  bool fold_case_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::vector<std::string> names_;  // GUARDED_BY(mu_)
+  std::thread thread_;
 };
 
 // One raw DNS query over a connected UDP socket to 127.0.0.1:port.

@@ -136,6 +136,25 @@ TEST_CASE("a reply that cannot be read is malformed, not a name without a CNAME"
   CHECK(target.empty());
 }
 
+TEST_CASE("a reply's question is the name asked only letter for letter") {
+  const std::string asked = "_GaTeway-veRify.sHop.example.COM";
+  auto m = response(asked, {{5, "gv-1.verify.platform.test", ""}});
+  auto n = [](const std::vector<unsigned char>& v) { return static_cast<int>(v.size()); };
+  CHECK(question_is(m.data(), n(m), asked));
+  CHECK(question_is(m.data(), n(m), asked + "."));
+  CHECK_FALSE(question_is(m.data(), n(m), "_gateway-verify.shop.example.com"));
+  CHECK_FALSE(question_is(m.data(), n(m), "_GaTeway-veRify.sHop.example.CO"));
+  CHECK_FALSE(question_is(m.data(), n(m), ""));
+  CHECK_FALSE(question_is(m.data(), 14, asked));  // cut inside the name
+  CHECK_FALSE(question_is(nullptr, 0, asked));
+  auto two = m;
+  two[5] = 2;  // QDCOUNT 2
+  CHECK_FALSE(question_is(two.data(), n(two), asked));
+  auto none = m;
+  none[5] = 0;
+  CHECK_FALSE(question_is(none.data(), n(none), asked));
+}
+
 TEST_CASE("CNAME targets compare without case and one trailing dot") {
   CHECK(same_dns_name("GV-1.Verify.Platform.Test.", "gv-1.verify.platform.test"));
   CHECK(same_dns_name("gv-1.verify.platform.test", "gv-1.verify.platform.test."));
