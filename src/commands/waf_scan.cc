@@ -492,6 +492,22 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
   return std::nullopt;
 }
 
+// A variable's key, after the ':'. The engine's lexer ends a plain key at '}', '=' or '"', and
+// reads one in slashes as a regex up to its closing '/': whichever is longer. So in
+// `ARGS:/a}/ENV:X` the regex `/a}/` was the key and `ENV:X` another variable, with no '|'
+// between (the environment variable X then began the rule's regex). Such characters may
+// only stand in a regex key that ends the variable.
+Problem variable_key(std::string_view key, int line) {
+  if (key.find_first_of("}=\"") == std::string_view::npos) return std::nullopt;
+  const bool whole_regex = key.size() >= 2 && key.front() == '/' && key.back() == '/' &&
+                           key.substr(1, key.size() - 2).find('/') == std::string_view::npos;
+  if (whole_regex) return std::nullopt;
+  return "a variable's key may hold '}', '=' or '\"' only inside a regex key /.../ that ends the "
+         "variable (the WAF engine ends other keys there and reads what follows as another "
+         "variable)" +
+         at(line);
+}
+
 Problem check_variables(const Arg& arg, int line, size_t* count) {
   if (arg.escaped_quote) return "must not use escaped quotes in variables" + at(line);
   // A blank ends the variables for the engine even inside quotes; what follows may be a directive.
@@ -509,7 +525,11 @@ Problem check_variables(const Arg& arg, int line, size_t* count) {
     while (!piece.empty() &&
            std::string_view("!&'\" \t").find(piece.front()) != std::string_view::npos)
       piece.remove_prefix(1);
-    if (auto p = variable_name(piece.substr(0, piece.find(':')), line)) return p;
+    const size_t colon = piece.find(':');
+    if (auto p = variable_name(piece.substr(0, colon), line)) return p;
+    if (colon != std::string_view::npos) {
+      if (auto p = variable_key(piece.substr(colon + 1), line)) return p;
+    }
     ++*count;
     start = end + 1;
   }

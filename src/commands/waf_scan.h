@@ -33,7 +33,9 @@
 // - ENV (as a variable or a %{ENV...} macro) is refused: it would expose the gateway's environment.
 //   A variable, in a list or a macro, is exactly one of the engine's names, with a key only after
 //   ':' or '.': the engine's lexer reads `REQUEST_LINEENV:X` as REQUEST_LINE and ENV:X, and the
-//   macro `%{REMOTE_USERENV.X}` as both variables, their values joined.
+//   macro `%{REMOTE_USERENV.X}` as both variables, their values joined. A key holds '}', '='
+//   or '"' only inside a regex key /.../ that is the whole key: the lexer ends a plain key there
+//   and reads `ARGS:/a}/ENV:X` as the regex key /a}/ and a variable ENV:X.
 // - skipAfter must name a SecMarker that follows the rule in the same text (the engine skips to
 //   the next marker of that name, and past every rule, the platform's included, if there is none),
 //   and SecRuleUpdateActionById cannot add one (the rule it changes may follow the marker).

@@ -1237,6 +1237,17 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
        "unknown variable"},
       {R"(SecRule NO_SUCH_THING "@rx a" "id:1,pass")", "unknown variable 'no_such_thing'"},
       {R"(SecAction "id:1,pass,msg:%{nosuch.x}")", "unknown variable 'nosuch'"},
+      // The engine's lexer ends a plain key at '}' and took the regex /a}/ as the key, then ENV
+      // as a variable of its own: the environment variable began the rule's regex (was accepted).
+      {R"(SecRule ARGS:/a}/ENV:GW_SECRET "TOP" "id:1,phase:1,deny")", "a variable's key may hold"},
+      {R"(SecRule REQUEST_HEADERS:/x-probe}?/ENV:GW_SECRET "" "id:1,phase:1,deny,status:403")",
+       "a variable's key may hold"},
+      {R"(SecRule REQUEST_HEADERS:/x}?/REQUEST_BASENAMEENV:GW_SECRET "]" "id:1,phase:1,deny")",
+       "a variable's key may hold"},
+      {R"(SecRule ARGS:a=ENV:X "@rx a" "id:1,phase:1,deny")", "a variable's key may hold"},
+      {R"(SecRule ARGS:/a}/b/ "@rx a" "id:1,phase:1,deny")", "a variable's key may hold"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 ARGS:/a}/ENV:X",
+       "a variable's key may hold"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -1249,6 +1260,8 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
        R"("id:2,pass,logdata:'%{MATCHED_VAR_NAME}=%{matched_var}'")"},
       // Keys may hold anything, ENV included: the engine reads them as keys.
       {R"(SecRule ARGS:ENV|TX:myENV "@rx a" "id:3,pass,msg:'%{tx.ENV} %{ARGS:aENV}'")"},
+      // A regex key may hold '}' when it is the whole key.
+      {R"(SecRule ARGS:/^a{2}$/|REQUEST_COOKIES:/__utm/|ARGS:/a}ENV/ "@rx a" "id:4,pass")"},
   };
   for (const auto& r : ok) {
     CAPTURE(r.in);

