@@ -153,6 +153,8 @@ bool local_id_or_range(std::string_view s, long* first) {
 struct Arg {
   std::string text;    // without surrounding quotes
   std::string blanks;  // the blanks before it
+  size_t blanks_at = 0;      // where those blanks start in the directive's joined line
+  int breaks_in_blanks = 0;  // line continuations among them (see split_directives)
   bool quoted = false;
   bool escaped_quote = false;    // holds a \"
   bool ambiguous_quote = false;  // holds a \" that the engine's lexer may take as the closing quote
@@ -163,6 +165,17 @@ struct Directive {
   int end_line = 0;  // the last line it runs on (line continuations)
   std::string name;
   std::vector<Arg> args;
+  // Line breaks of its line continuations the engine's line count misses: libmodsecurity
+  // 3.0.9's lexer does not count the first one between SecAction and its actions, nor between a
+  // SecRule's variables and its operator (the CRS's layouts). A second one there makes the lexer
+  // drop text, which is refused.
+  int uncounted_breaks() const {
+    if (ascii_iequals(name, "SecAction") && !args.empty())
+      return std::min(args[0].breaks_in_blanks, 1);
+    if (ascii_iequals(name, "SecRule") && args.size() >= 2)
+      return std::min(args[1].breaks_in_blanks, 1);
+    return 0;
+  }
 };
 
 struct Action {
@@ -179,6 +192,9 @@ struct Scan {
   std::vector<std::pair<std::string, int>> skip_targets;
   int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
   UpdateCounts updates;
+  // Line breaks before the directive being checked that the engine's line count misses (see
+  // uncounted_breaks): the engine numbers its lines that many lower.
+  int line_shift = 0;
 };
 
 Problem split_args(std::string_view s, int line, std::vector<Arg>* args) {
@@ -189,6 +205,7 @@ Problem split_args(std::string_view s, int line, std::vector<Arg>* args) {
     if (i == s.size()) return std::nullopt;
     Arg a;
     a.blanks = std::string(s.substr(blanks, i - blanks));
+    a.blanks_at = blanks;
     size_t j = i;
     if (s[i] == '"') {
       a.quoted = true;
@@ -280,6 +297,7 @@ Problem split_directives(std::string_view text, std::vector<Directive>* out) {
     }
   }
   std::string logical;
+  std::vector<size_t> joins;  // where in `logical` a continued line's backslash was (now a blank)
   int logical_line = 0;
   line = 0;
   for (size_t pos = 0; pos < text.size();) {
@@ -301,12 +319,21 @@ Problem split_directives(std::string_view text, std::vector<Directive>* out) {
       logical_line = line;
     }
     if (continued) {
-      logical.append(phys.substr(0, phys.size() - 1)).push_back(' ');
+      logical.append(phys.substr(0, phys.size() - 1));
+      joins.push_back(logical.size());
+      logical.push_back(' ');
       continue;
     }
     logical.append(phys);
     std::vector<Arg> args;
     if (auto p = split_args(logical, logical_line, &args)) return p;
+    for (Arg& a : args) {
+      a.breaks_in_blanks =
+          static_cast<int>(std::count_if(joins.begin(), joins.end(), [&](size_t j) {
+            return j >= a.blanks_at && j < a.blanks_at + a.blanks.size();
+          }));
+    }
+    joins.clear();
     if (!args.empty()) {
       if (args[0].quoted) return "must not quote a directive name" + at(logical_line);
       out->push_back(
@@ -660,7 +687,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
       if (auto p = check_operator(args[1], line)) return p;
     }
     LinkActions counts;
-    counts.line = line;
+    counts.line = line - scan->line_shift;  // as the engine numbers it
     if (args.size() == 1 || args.size() == 3) {
       // Unquoted, the engine skips ahead to the next double quote, the next lines included.
       if (!args.back().quoted) return "must put the actions in double quotes" + at(line);
@@ -759,9 +786,24 @@ bool allowed_update_action(std::string_view engine_name) {
 Problem scan_directives(std::string_view text, ScanResult* result) {
   std::vector<Directive> directives;
   if (auto p = split_directives(text, &directives)) return p;
+  // Which lines of the text followed by a line break are empty but for a carriage return (its
+  // last line is empty when the text ends with a line break).
+  std::vector<bool> blank;
+  for (size_t pos = 0;;) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string_view line = text.substr(pos, end - pos);
+    blank.push_back(line.find_first_not_of('\r') == std::string_view::npos);
+    if (end == text.size()) break;
+    pos = end + 1;
+  }
   Scan scan;
   for (const Directive& d : directives) {
     if (auto p = check_directive(d, &scan)) return p;
+    scan.line_shift += d.uncounted_breaks();
+    if (!ascii_iequals(d.name, "SecRuleUpdateTargetById")) continue;
+    ++scan.line_shift;  // the line break that ends it, and the empty lines after it
+    for (size_t next = static_cast<size_t>(d.end_line); next < blank.size() && blank[next]; ++next)
+      ++scan.line_shift;
   }
   if (scan.open_chain_line != 0)
     return "needs a SecRule after the chained rule" + at(scan.open_chain_line);
@@ -773,22 +815,7 @@ Problem scan_directives(std::string_view text, ScanResult* result) {
       return "needs skipAfter to name a SecMarker that follows it in these directives" + at(line);
   }
   if (auto p = raw_net(text)) return p;
-  // Which lines of the text followed by a line break are empty but for a carriage return (its
-  // last line is empty when the text ends with a line break).
-  std::vector<bool> blank;
-  for (size_t pos = 0;;) {
-    const size_t end = std::min(text.find('\n', pos), text.size());
-    const std::string_view line = text.substr(pos, end - pos);
-    blank.push_back(line.find_first_not_of('\r') == std::string_view::npos);
-    if (end == text.size()) break;
-    pos = end + 1;
-  }
-  for (const Directive& d : directives) {
-    if (!ascii_iequals(d.name, "SecRuleUpdateTargetById")) continue;
-    ++result->uncounted_line_breaks;  // the one that ends it
-    for (size_t next = static_cast<size_t>(d.end_line); next < blank.size() && blank[next]; ++next)
-      ++result->uncounted_line_breaks;
-  }
+  result->uncounted_line_breaks = static_cast<size_t>(scan.line_shift);
   result->rules = std::move(scan.rules);
   for (auto& [marker, line] : scan.markers) result->markers.insert(marker);
   result->directives = directives.size();

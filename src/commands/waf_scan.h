@@ -123,7 +123,9 @@ struct ScanResult {
   UpdateCounts updates;
   // Line breaks the engine's line count misses in the text followed by a line break (the text
   // as engine_check parses it): after SecRuleUpdateTargetById's targets, libmodsecurity 3.0.9's
-  // lexer skips the line break and the empty lines that follow without counting them.
+  // lexer skips the line break and the empty lines that follow without counting them; nor does it
+  // count a line continuation between SecAction and its actions, or the first one between a
+  // SecRule's variables and its operator.
   size_t uncounted_line_breaks = 0;
 };
 

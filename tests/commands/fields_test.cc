@@ -659,6 +659,17 @@ TEST_CASE("waf_directives accepts tenant rules") {
       {"# block paths like /admin\\.php, or C:\\Windows\\system32\nSecAction \"id:23,pass\""},
       {R"(SecRule ARGS "@rx %[0-9a-f]{2}|100%-" "id:22,deny,msg:100%-sure,logdata:'%{tx.0}'")"},
       {many_rules(100)},
+      // The CRS's layouts, a line continuation after SecAction or a SecRule's variables, whose
+      // line breaks the engine does not count (were refused as running on over a line break).
+      {"SecAction \\\n    \"id:30,phase:1,pass,nolog\""},
+      {"SecRule ARGS \\\n    \"@rx a\" \\\n    \"id:31,phase:2,pass\""},
+      {"SecAction \\\r\n    \"id:32,phase:1,pass\"\nSecRule &ARGS \\\n \"@eq 0\" "
+       "\"id:33,phase:1,pass,chain\"\n  SecRule ARGS:/x/ \\\n \"@rx a\" \"t:none\"\n"
+       "SecRule ARGS \"@rx b\" \"id:34,phase:1,pass\""},
+      // A rule after a SecRuleUpdateTargetById, whose line break the engine does not count
+      // (was refused).
+      {"SecRule ARGS \"@rx a\" \"id:35,phase:1,pass\"\nSecRuleUpdateTargetById 35 ARGS_NAMES\n\n"
+       "SecRule ARGS \"@rx b\" \"id:36,phase:1,pass\""},
   };
   for (const auto& r : ok) {
     CAPTURE(r.in.substr(0, 120));
@@ -1204,6 +1215,12 @@ TEST_CASE("waf_directives' audit refuses a text the engine's lexer dropped chara
   expect_ok(
       waf::engine_check("SecRule ARGS \"@rx z\" \"id:1,phase:2,pass,setvar:tx.b=1\"", setvar_rule));
   expect_ok(waf_directives("SecRule ARGS \"@rx z\" \"id:1,phase:2,pass,setvar:tx.b=1\""));
+  // One line continuation after SecAction or a SecRule's variables is read alike (the engine
+  // does not count its line break); with a second one there the engine drops the text between.
+  expect_bad(waf_directives("SecAction \\\n \\\n \"id:1,phase:1,pass\""),
+             "(the engine skipped \"\\\n\")");
+  expect_bad(waf_directives("SecRule ARGS \\\n \\\n \"@rx a\" \"id:1,phase:1,pass\""),
+             "could not be read unambiguously");
 }
 
 // expirevar's value, as the engine lexes it, runs on over the actions after it up to the last '='
