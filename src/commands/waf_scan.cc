@@ -535,6 +535,21 @@ Problem variable_key(std::string_view key, int line) {
          at(line);
 }
 
+// Whether the key at `vars[key_at]` ends where the scan ends its variable (`end`, the next ',' or
+// '|') as the engine's lexer reads it. A key starting with '/' may be read as a regex key: from
+// that '/' to the last '/' before a blank, '=', '|' or '"' (commas included), taken when longer
+// than the plain key, which ends at a blank, '|', ',', '}', '=' or '"'. So in `ARGS:/a,TX:/ENV:X`
+// the regex /a,TX:/ was the key and ENV:X another variable (the environment variable then began
+// the rule's regex).
+bool regex_key_ends_at(std::string_view vars, size_t key_at, size_t end) {
+  if (key_at >= vars.size() || vars[key_at] != '/') return true;
+  const size_t limit = std::min(vars.find_first_of(" \t=|\"", key_at), vars.size());
+  const size_t last_slash = vars.substr(0, limit).rfind('/');
+  if (last_slash == key_at) return true;  // no regex reading
+  const size_t plain_end = std::min(vars.find_first_of("\"|,\n \t}=", key_at), vars.size());
+  return last_slash + 1 <= plain_end || last_slash + 1 == end;
+}
+
 Problem check_variables(const Arg& arg, int line, size_t* count) {
   if (arg.escaped_quote) return "must not use escaped quotes in variables" + at(line);
   // A blank ends the variables for the engine even inside quotes; what follows may be a directive.
@@ -544,18 +559,27 @@ Problem check_variables(const Arg& arg, int line, size_t* count) {
   // operator and actions became that operator's parameter.
   if (arg.text.find('\\') != std::string::npos)
     return "must not put backslashes in variables" + at(line);
+  // The engine's lexer reads a single-quoted key on over '|' ("ARGS:'/a|TX:/'ENV:X").
+  if (arg.text.find('\'') != std::string::npos)
+    return "must not put single quotes in variables" + at(line);
   std::string vars = ascii_lower(arg.text);
   size_t start = 0;
   while (start <= vars.size()) {
     size_t end = std::min(vars.find_first_of("|,", start), vars.size());
     std::string_view piece(vars.data() + start, end - start);
     while (!piece.empty() &&
-           std::string_view("!&'\" \t").find(piece.front()) != std::string_view::npos)
+           std::string_view("!&\" \t").find(piece.front()) != std::string_view::npos)
       piece.remove_prefix(1);
     const size_t colon = piece.find(':');
     if (auto p = variable_name(piece.substr(0, colon), line)) return p;
     if (colon != std::string_view::npos) {
       if (auto p = variable_key(piece.substr(colon + 1), line)) return p;
+      const size_t key_at = static_cast<size_t>(piece.data() - vars.data()) + colon + 1;
+      if (!regex_key_ends_at(vars, key_at, end)) {
+        return "a regex key /.../ must end its variable: the WAF engine reads it on over ',' to "
+               "the last '/' before a blank, '|' or '=', and what follows as another variable" +
+               at(line);
+      }
     }
     ++*count;
     start = end + 1;

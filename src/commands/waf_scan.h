@@ -35,7 +35,9 @@
 //   ':' or '.': the engine's lexer reads `REQUEST_LINEENV:X` as REQUEST_LINE and ENV:X, and the
 //   macro `%{REMOTE_USERENV.X}` as both variables, their values joined. A key holds '}', '='
 //   or '"' only inside a regex key /.../ that is the whole key: the lexer ends a plain key there
-//   and reads `ARGS:/a}/ENV:X` as the regex key /a}/ and a variable ENV:X.
+//   and reads `ARGS:/a}/ENV:X` as the regex key /a}/ and a variable ENV:X. A regex key ends its
+//   variable as the lexer reads it (to the last '/' before a blank, '|' or '=', commas included:
+//   `ARGS:/a,TX:/ENV:X` is the key /a,TX:/ and ENV:X), and variables hold no single quotes.
 // - skipAfter must name a SecMarker that follows the rule in the same text (the engine skips to
 //   the next marker of that name, and past every rule, the platform's included, if there is none),
 //   and SecRuleUpdateActionById cannot add one (the rule it changes may follow the marker).

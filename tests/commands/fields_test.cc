@@ -1265,6 +1265,22 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
       {R"(SecRule ARGS:/a}/b/ "@rx a" "id:1,phase:1,deny")", "a variable's key may hold"},
       {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 ARGS:/a}/ENV:X",
        "a variable's key may hold"},
+      // A regex key runs on over ',' to the last '/' before a blank, '|' or '=' for the engine:
+      // the scan saw ARGS:/a and TX:/ENV:GW_SECRET, the engine the key /a,TX:/ and ENV:GW_SECRET
+      // (the environment variable then began the rule's regex; were accepted).
+      {R"(SecRule ARGS:/a,TX:/ENV:GW_SECRET "TOP" "id:1,phase:1,deny,status:403")",
+       "a regex key /.../ must end its variable"},
+      {R"(SecRule ARGS:/a[,TX:]*/ENV:GW_SECRET "$" "id:1,phase:1,deny,status:403,msg:leak")",
+       "a regex key /.../ must end its variable"},
+      {R"(SecRule REQUEST_HEADERS:/x,ARGS:/ENV:GW_SECRET "$" "id:1,phase:1,deny,status:403")",
+       "a regex key /.../ must end its variable"},
+      {R"(SecRule ARGS:/a[,TX:]*/REQUEST_METHODENV:GW_SECRET "]" "id:1,phase:1,deny")",
+       "a regex key /.../ must end its variable"},
+      {R"(SecRule ARGS:/a/,TX:/b/ "@rx a" "id:1,phase:1,deny")",
+       "a regex key /.../ must end its variable"},
+      // Single-quoted, the key runs on over '|' as well.
+      {R"(SecRule ARGS:'/a|TX:/'ENV:GW_SECRET "TOP" "id:1,phase:1,deny,status:403")",
+       "must not put single quotes in variables"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -1279,6 +1295,8 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
       {R"(SecRule ARGS:ENV|TX:myENV "@rx a" "id:3,pass,msg:'%{tx.ENV} %{ARGS:aENV}'")"},
       // A regex key may hold '}' when it is the whole key.
       {R"(SecRule ARGS:/^a{2}$/|REQUEST_COOKIES:/__utm/|ARGS:/a}ENV/ "@rx a" "id:4,pass")"},
+      // A plain key may hold '/': the engine reads the longer plain key.
+      {R"(SecRule ARGS:/a/b|XML:/*|ARGS:a/b,ARGS:/x/ "@rx a" "id:5,pass")"},
   };
   for (const auto& r : ok) {
     CAPTURE(r.in);

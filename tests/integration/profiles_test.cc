@@ -239,6 +239,8 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"("SecRule REQUEST_LINEENV:GW_SECRET \"TOP\" \"id:19,phase:1,deny,status:403\"")",
       // A regex key the engine's lexer ended early, then ENV as a variable of its own (was 201).
       R"("SecRule ARGS:/a}/ENV:GW_SECRET \"TOP\" \"id:20,phase:1,deny\"")",
+      // A regex key the engine read on over a comma, then ENV (was 201).
+      R"("SecRule ARGS:/a,TX:/ENV:GW_SECRET \"TOP\" \"id:21,phase:1,deny,status:403\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
