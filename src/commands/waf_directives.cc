@@ -21,6 +21,7 @@
 #include <modsecurity/collection/collection.h>
 #include <modsecurity/modsecurity.h>
 #include <modsecurity/rule_marker.h>
+#include <modsecurity/rule_with_operator.h>
 #include <modsecurity/rules_set.h>
 #include <modsecurity/transaction.h>
 
@@ -37,6 +38,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -66,6 +68,34 @@ GW_EXPOSE(TagList, &modsecurity::RuleWithActions::m_actionsTag);
 GW_EXPOSE(RemovedRanges, &modsecurity::RulesExceptions::m_ranges);
 GW_EXPOSE(RemovedIds, &modsecurity::RulesExceptions::m_numbers);
 GW_EXPOSE(AuditStatus, &modsecurity::audit_log::AuditLog::m_status);
+GW_EXPOSE(VariableList, &modsecurity::RuleWithOperator::m_variables);
+
+// The class of one of libmodsecurity's objects with virtual functions, as its type_info names it
+// (mangled). libmodsecurity installs no header for its variables, so they cannot be named in
+// C++ here; the Itanium C++ ABI puts the object's virtual table address in its first word and
+// the type_info pointer in the slot before the table.
+std::string_view engine_class_name(const void* object) {
+  const auto* vtable = *static_cast<const std::type_info* const* const*>(object);
+  return vtable[-1]->name();
+}
+
+// libmodsecurity 3.0.9's class for ENV (variables::Env), mangled.
+constexpr std::string_view kEnvClass = "N11modsecurity9variables3EnvE";
+
+// Whether the engine built an ENV variable into a rule link's variables, whatever the text looked
+// like to the scan. variables::Variables is a std::vector<Variable *> and adds nothing to it.
+// Not seen here: ENV under a count (`&ENV`, a wrapper of another class), and ENV in a run-time
+// string (a macro, or the text after a variable list that the parser took for an operator's
+// parameter, as in every way past the scan found so far): the scan is the only line there.
+bool reads_env(modsecurity::RuleWithActions& link) {
+  auto* rule = dynamic_cast<modsecurity::RuleWithOperator*>(&link);
+  if (rule == nullptr || rule->*member_of(VariableList{}) == nullptr) return false;
+  const auto& variables =
+      *reinterpret_cast<const std::vector<const void*>*>(rule->*member_of(VariableList{}));
+  return std::any_of(variables.begin(), variables.end(), [](const void* v) {
+    return v != nullptr && engine_class_name(v) == kEnvClass;
+  });
+}
 
 // Whether SecRuleRemoveById recorded an id or range outside 1..99999 (the scan allows only
 // those, so any such removal is one the scan did not see).
@@ -191,6 +221,7 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
     if (s->find_first_of("\"'\r\n") != std::string::npos) return std::string(kAmbiguous);
   }
   const int line = r.getLineNumber();
+  if (reads_env(r)) return waf::refused("variable ENV", line);
   for (modsecurity::actions::Action* a : r.*member_of(RuntimeList{})) {
     std::string_view name = a->m_name ? std::string_view(*a->m_name) : std::string_view();
     if (!waf::allowed_runtime_action(name))

@@ -1125,11 +1125,26 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
        "could not be read unambiguously"},
       // The rule starts on another line than the scan read it from.
       {"\nSecRule ARGS \"@rx a\" \"id:1,pass\"", "could not be read unambiguously"},
+      // ENV among the variables the engine built, wherever it stands in the list.
+      {"SecRule ENV:GW_SECRET \"@rx a\" \"id:1,pass\"", "variable ENV is not allowed"},
+      {"SecRule ARGS|REQUEST_HEADERS:x|env \"@rx a\" \"id:1,pass\"", "variable ENV is not allowed"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
     expect_bad(waf::engine_check(r.in, one_rule), r.why);
   }
+  // Every other kind of variable passes, wrapped (!, &), keyed, by regex, or the engine's
+  // RunTime ones: the walk of the engine's variables reads their classes, not the text.
+  expect_ok(waf::engine_check(
+      "SecRule ARGS|!ARGS:pw|&TX:n|REQUEST_HEADERS:/^x-/|XML:/*|TIME_HOUR|DURATION|"
+      "MODSEC_BUILD|REMOTE_USER|REQUEST_LINE|GLOBAL:x|RULE:id \"@rx a\" \"id:1,pass\"",
+      one_rule));
+  waf::ScanResult chained = one_rule;
+  chained.rules[0].links.push_back(waf::LinkActions{.line = 2});
+  expect_bad(
+      waf::engine_check(
+          "SecRule ARGS \"@rx a\" \"id:1,pass,chain\"\nSecRule ARGS|ENV \"@rx b\" \"\"", chained),
+      "variable ENV is not allowed in tenant rules (line 2)");
   // A skipAfter whose marker the engine did not put after the rule, in the rule's phase.
   waf::ScanResult skipping = one_rule;
   skipping.rules[0].links[0].runtime = 1;
