@@ -83,15 +83,20 @@ std::string_view engine_class_name(const void* object) {
 constexpr std::string_view kEnvClass = "N11modsecurity9variables3EnvE";
 
 // Whether the engine built an ENV variable into a rule link's variables, whatever the text looked
-// like to the scan. variables::Variables is a std::vector<Variable *> and adds nothing to it.
-// Not seen here: ENV under a count (`&ENV`, a wrapper of another class), and ENV in a run-time
-// string (a macro, or the text after a variable list that the parser took for an operator's
-// parameter, as in every way past the scan found so far): the scan is the only line there.
-bool reads_env(modsecurity::RuleWithActions& link) {
+// like to the scan. Not seen here: ENV under a count (`&ENV`, a wrapper of another class), and ENV
+// in a run-time string (a macro, or the text after a variable list that the parser took for an
+// operator's parameter, as in every way past the scan found so far): the scan is the only line
+// there. The variables the engine built for a rule link, none for a SecAction. variables::Variables
+// is a std::vector<Variable *> and adds nothing to it.
+const std::vector<const void*>& engine_variables(modsecurity::RuleWithActions& link) {
+  static const std::vector<const void*> none;
   auto* rule = dynamic_cast<modsecurity::RuleWithOperator*>(&link);
-  if (rule == nullptr || rule->*member_of(VariableList{}) == nullptr) return false;
-  const auto& variables =
-      *reinterpret_cast<const std::vector<const void*>*>(rule->*member_of(VariableList{}));
+  if (rule == nullptr || rule->*member_of(VariableList{}) == nullptr) return none;
+  return *reinterpret_cast<const std::vector<const void*>*>(rule->*member_of(VariableList{}));
+}
+
+bool reads_env(modsecurity::RuleWithActions& link) {
+  const auto& variables = engine_variables(link);
   return std::any_of(variables.begin(), variables.end(), [](const void* v) {
     return v != nullptr && engine_class_name(v) == kEnvClass;
   });
@@ -231,6 +236,7 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
     }
   }
   counts->line = line;
+  counts->variables = engine_variables(r).size();
   counts->runtime = (r.*member_of(RuntimeList{})).size();
   counts->transformations = (r.*member_of(TransformationList{})).size();
   counts->setvars = (r.*member_of(SetVarList{})).size();

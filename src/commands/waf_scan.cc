@@ -550,7 +550,9 @@ bool regex_key_ends_at(std::string_view vars, size_t key_at, size_t end) {
   return last_slash + 1 <= plain_end || last_slash + 1 == end;
 }
 
-Problem check_variables(const Arg& arg, int line, size_t* count) {
+// `count` gets each variable; `kept`, if given, each but the exclusions (`!`), which the engine
+// keeps apart from a rule's variables.
+Problem check_variables(const Arg& arg, int line, size_t* count, size_t* kept = nullptr) {
   if (arg.escaped_quote) return "must not use escaped quotes in variables" + at(line);
   // A blank ends the variables for the engine even inside quotes; what follows may be a directive.
   if (arg.text.find_first_of(" \t") != std::string::npos)
@@ -567,9 +569,12 @@ Problem check_variables(const Arg& arg, int line, size_t* count) {
   while (start <= vars.size()) {
     size_t end = std::min(vars.find_first_of("|,", start), vars.size());
     std::string_view piece(vars.data() + start, end - start);
+    bool excluded = false;
     while (!piece.empty() &&
-           std::string_view("!&\" \t").find(piece.front()) != std::string_view::npos)
+           std::string_view("!&\" \t").find(piece.front()) != std::string_view::npos) {
+      excluded = excluded || piece.front() == '!';
       piece.remove_prefix(1);
+    }
     const size_t colon = piece.find(':');
     if (auto p = variable_name(piece.substr(0, colon), line)) return p;
     if (colon != std::string_view::npos) {
@@ -582,6 +587,7 @@ Problem check_variables(const Arg& arg, int line, size_t* count) {
       }
     }
     ++*count;
+    if (kept != nullptr && !excluded) ++*kept;
     start = end + 1;
   }
   return std::nullopt;
@@ -705,13 +711,13 @@ Problem check_directive(const Directive& d, Scan* scan) {
       return rule ? "needs SecRule VARIABLES OPERATOR ACTIONS" + at(line)
                   : "needs SecAction ACTIONS" + at(line);
     }
-    if (rule) {
-      size_t unused = 0;  // a rule's variables are not counted
-      if (auto p = check_variables(args[0], line, &unused)) return p;
-      if (auto p = check_operator(args[1], line)) return p;
-    }
     LinkActions counts;
     counts.line = line - scan->line_shift;  // as the engine numbers it
+    if (rule) {
+      size_t all = 0;
+      if (auto p = check_variables(args[0], line, &all, &counts.variables)) return p;
+      if (auto p = check_operator(args[1], line)) return p;
+    }
     if (args.size() == 1 || args.size() == 3) {
       // Unquoted, the engine skips ahead to the next double quote, the next lines included.
       if (!args.back().quoted) return "must put the actions in double quotes" + at(line);

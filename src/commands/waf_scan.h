@@ -94,6 +94,7 @@ inline constexpr long kMaxLocalId = 99999;
 // took for something else) shows up as counts that differ.
 struct LinkActions {
   int line = 0;        // the line the link starts on
+  size_t variables = 0;  // in its variable list, but exclusions (`!`); a SecAction has none
   size_t runtime = 0;  // what the engine runs after a match: ctl, log, skip, status, block, ...
   size_t transformations = 0;  // t:
   size_t setvars = 0;

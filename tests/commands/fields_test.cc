@@ -1086,7 +1086,7 @@ TEST_CASE("waf_directives refuses operators, actions and quotes the engine reads
 // can differ from the scan's, and the audit must refuse it.
 TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
   waf::ScanResult one_rule;
-  one_rule.rules = {{1, {waf::LinkActions{.line = 1}}}};
+  one_rule.rules = {{1, {waf::LinkActions{.line = 1, .variables = 1}}}};
   one_rule.directives = 1;
   const Bad bad[] = {
       // A ctl the policy refuses, in the engine's own copy of it.
@@ -1135,12 +1135,23 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
   }
   // Every other kind of variable passes, wrapped (!, &), keyed, by regex, or the engine's
   // RunTime ones: the walk of the engine's variables reads their classes, not the text.
-  expect_ok(waf::engine_check(
+  waf::ScanResult eleven = one_rule;  // the engine keeps the exclusion (!) apart
+  eleven.rules[0].links[0].variables = 11;
+  const std::string many =
       "SecRule ARGS|!ARGS:pw|&TX:n|REQUEST_HEADERS:/^x-/|XML:/*|TIME_HOUR|DURATION|"
-      "MODSEC_BUILD|REMOTE_USER|REQUEST_LINE|GLOBAL:x|RULE:id \"@rx a\" \"id:1,pass\"",
-      one_rule));
+      "MODSEC_BUILD|REMOTE_USER|REQUEST_LINE|GLOBAL:x|RULE:id \"@rx a\" \"id:1,pass\"";
+  expect_ok(waf::engine_check(many, eleven));
+  expect_ok(waf_directives(many));
+  // The variables the engine built are counted as the scan counts them: in `ARGS:/a,TX:/ENV:X`
+  // the scan saw two, the engine one (its regex key ran on over the comma), and took ENV:X into
+  // the operator's parameter.
+  waf::ScanResult two = one_rule;
+  two.rules[0].links[0].variables = 2;
+  expect_bad(waf::engine_check("SecRule ARGS:/a,TX:/ENV:GW_SECRET \"TOP\" \"id:1,pass\"", two),
+             "could not be read unambiguously");
+  expect_ok(waf::engine_check("SecRule ARGS:/a/,TX:b \"TOP\" \"id:1,pass\"", two));
   waf::ScanResult chained = one_rule;
-  chained.rules[0].links.push_back(waf::LinkActions{.line = 2});
+  chained.rules[0].links.push_back(waf::LinkActions{.line = 2, .variables = 2});
   expect_bad(
       waf::engine_check(
           "SecRule ARGS \"@rx a\" \"id:1,pass,chain\"\nSecRule ARGS|ENV \"@rx b\" \"\"", chained),
@@ -1215,7 +1226,7 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
 // earlier scans, with the scan result those scans gave them (the rule and its counts agree).
 TEST_CASE("waf_directives' audit refuses a text the engine's lexer dropped characters of") {
   waf::ScanResult setvar_rule;
-  setvar_rule.rules = {{1, {waf::LinkActions{.line = 1, .setvars = 1}}}};
+  setvar_rule.rules = {{1, {waf::LinkActions{.line = 1, .variables = 1, .setvars = 1}}}};
   setvar_rule.directives = 1;
   expect_bad(waf::engine_check("SecRule ARGS \"  @rx\tz\"\t\"id:1,phase:2,pass,setvar:tx.b=1\"\n"
                                "#\t\"x y\"\t\"id:1,phase:2,pass,setvar:global.b=1\"",
