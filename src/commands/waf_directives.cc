@@ -69,6 +69,10 @@ GW_EXPOSE(RemovedRanges, &modsecurity::RulesExceptions::m_ranges);
 GW_EXPOSE(RemovedIds, &modsecurity::RulesExceptions::m_numbers);
 GW_EXPOSE(AuditStatus, &modsecurity::audit_log::AuditLog::m_status);
 GW_EXPOSE(VariableList, &modsecurity::RuleWithOperator::m_variables);
+GW_EXPOSE(OperatorOf, &modsecurity::RuleWithOperator::m_operator);
+GW_EXPOSE(MsgOf, &modsecurity::RuleWithActions::m_msg);
+GW_EXPOSE(LogDataOf, &modsecurity::RuleWithActions::m_logData);
+GW_EXPOSE(DisruptiveOf, &modsecurity::RuleWithActions::m_disruptiveAction);
 
 // The class of one of libmodsecurity's objects with virtual functions, as its type_info names it
 // (mangled). libmodsecurity installs no header for its variables, so they cannot be named in
@@ -82,24 +86,13 @@ std::string_view engine_class_name(const void* object) {
 // libmodsecurity 3.0.9's class for ENV (variables::Env), mangled.
 constexpr std::string_view kEnvClass = "N11modsecurity9variables3EnvE";
 
-// Whether the engine built an ENV variable into a rule link's variables, whatever the text looked
-// like to the scan. Not seen here: ENV under a count (`&ENV`, a wrapper of another class), and ENV
-// in a run-time string (a macro, or the text after a variable list that the parser took for an
-// operator's parameter, as in every way past the scan found so far): the scan is the only line
-// there. The variables the engine built for a rule link, none for a SecAction. variables::Variables
-// is a std::vector<Variable *> and adds nothing to it.
+// The variables the engine built for a rule link, none for a SecAction. variables::Variables is
+// a std::vector<Variable *> and adds nothing to it.
 const std::vector<const void*>& engine_variables(modsecurity::RuleWithActions& link) {
   static const std::vector<const void*> none;
   auto* rule = dynamic_cast<modsecurity::RuleWithOperator*>(&link);
   if (rule == nullptr || rule->*member_of(VariableList{}) == nullptr) return none;
   return *reinterpret_cast<const std::vector<const void*>*>(rule->*member_of(VariableList{}));
-}
-
-bool reads_env(modsecurity::RuleWithActions& link) {
-  const auto& variables = engine_variables(link);
-  return std::any_of(variables.begin(), variables.end(), [](const void* v) {
-    return v != nullptr && engine_class_name(v) == kEnvClass;
-  });
 }
 
 // Whether SecRuleRemoveById recorded an id or range outside 1..99999 (the scan allows only
@@ -218,6 +211,97 @@ class DroppedText {
   FILE* sink_;
 };
 
+// What the audit reads of libmodsecurity 3.0.9's run-time strings (RunTimeString: a value that
+// may hold macros, such as an operator's parameter or a msg) and of the objects that hold one. No
+// header of theirs is installed, so these mirror the first members of each, up to the one read;
+// the tests pin each layout (tests/commands/fields_test.cc), and the operator's is checked against
+// the operator's name at every use.
+struct EngineRunTimeElement {  // RunTimeElementHolder
+  const void* variable;        // std::unique_ptr<variables::Variable>; null for text
+  std::string text;
+};
+struct EngineRunTimeString {  // RunTimeString
+  bool contains_macro;
+  std::list<const EngineRunTimeElement*> elements;  // of std::unique_ptr<RunTimeElementHolder>
+};
+struct EngineOperator {  // operators::Operator
+  const void* vtable;
+  std::string match_message;
+  bool negation;
+  std::string name;
+  std::string param;
+  const EngineRunTimeString* string;  // std::unique_ptr<RunTimeString>
+};
+using ActionBytes = std::array<unsigned char, sizeof(modsecurity::actions::Action)>;
+struct EngineStringAction {  // actions::Msg, LogData, Tag
+  alignas(modsecurity::actions::Action) ActionBytes action;
+  const EngineRunTimeString* string;
+};
+struct EngineRedirect {  // actions::disruptive::Redirect
+  alignas(modsecurity::actions::Action) ActionBytes action;
+  int status;
+  const EngineRunTimeString* string;
+};
+struct EngineSetVar {  // actions::SetVar
+  alignas(modsecurity::actions::Action) ActionBytes action;
+  int operation;
+  const void* variable;  // std::unique_ptr<variables::Variable>, the one it sets
+  const EngineRunTimeString* string;
+};
+
+bool is_env(const void* variable) {
+  return variable != nullptr && engine_class_name(variable) == kEnvClass;
+}
+
+// Whether a run-time string reads ENV when it is expanded.
+bool reads_env(const EngineRunTimeString* s) {
+  return s != nullptr &&
+         std::any_of(s->elements.begin(), s->elements.end(),
+                     [](const EngineRunTimeElement* e) { return is_env(e->variable); });
+}
+
+// Whether an action reads ENV: a msg, logdata, tag, redirect or setvar whose value does.
+// `a` is an actions::Action of any class, most of them without an installed header.
+bool action_reads_env(const void* a) {
+  if (a == nullptr) return false;
+  const std::string_view name = engine_class_name(a);
+  if (name == "N11modsecurity7actions3MsgE" || name == "N11modsecurity7actions7LogDataE" ||
+      name == "N11modsecurity7actions3TagE") {
+    return reads_env(static_cast<const EngineStringAction*>(a)->string);
+  }
+  if (name == "N11modsecurity7actions10disruptive8RedirectE")
+    return reads_env(static_cast<const EngineRedirect*>(a)->string);
+  if (name == "N11modsecurity7actions6SetVarE") {
+    const auto* setvar = static_cast<const EngineSetVar*>(a);
+    return is_env(setvar->variable) || reads_env(setvar->string);
+  }
+  return false;
+}
+
+// Whether a rule link reads ENV as the engine built it, whatever the text looked like to the
+// scan: in its variables, its operator's parameter (where the text after a variable list went
+// that the engine's lexer split off, in every way past the scan found so far), its msg, logdata,
+// tags, redirect or setvars. Not seen: ENV under a count (`&ENV`, a wrapper of another class),
+// which the scan refuses.
+Problem reads_env(modsecurity::RuleWithActions& link) {
+  const int line = link.getLineNumber();
+  const auto& variables = engine_variables(link);
+  if (std::any_of(variables.begin(), variables.end(), is_env))
+    return waf::refused("variable ENV", line);
+  if (auto* rule = dynamic_cast<modsecurity::RuleWithOperator*>(&link)) {
+    const auto* op = reinterpret_cast<const EngineOperator*>(rule->*member_of(OperatorOf{}));
+    if (op == nullptr || op->name != rule->getOperatorName()) return std::string(kAmbiguous);
+    if (reads_env(op->string)) return waf::refused("variable ENV", line);
+  }
+  bool found = action_reads_env(link.*member_of(MsgOf{})) ||
+               action_reads_env(link.*member_of(LogDataOf{})) ||
+               action_reads_env(link.*member_of(DisruptiveOf{}));
+  for (const void* a : link.*member_of(TagList{})) found = found || action_reads_env(a);
+  for (const void* a : link.*member_of(SetVarList{})) found = found || action_reads_env(a);
+  if (found) return waf::refused("variable ENV", line);
+  return std::nullopt;
+}
+
 // One link of a rule as the engine built it: its action counts, after checking what only the
 // engine's copy can show (a runtime action or ctl value the policy refuses, a rev or ver that
 // ran past a quote or a line end).
@@ -226,7 +310,7 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
     if (s->find_first_of("\"'\r\n") != std::string::npos) return std::string(kAmbiguous);
   }
   const int line = r.getLineNumber();
-  if (reads_env(r)) return waf::refused("variable ENV", line);
+  if (auto p = reads_env(r)) return p;
   for (modsecurity::actions::Action* a : r.*member_of(RuntimeList{})) {
     std::string_view name = a->m_name ? std::string_view(*a->m_name) : std::string_view();
     if (!waf::allowed_runtime_action(name))
@@ -262,6 +346,7 @@ Problem engine_updates(const modsecurity::RulesExceptions& ex, const waf::ScanRe
     if (name == "ctl") {
       if (auto p = waf::check_ctl(a->m_parser_payload, 0)) return p;
     }
+    if (action_reads_env(a.get())) return waf::refused("variable ENV", 0);
     // An update's skipAfter would apply to a rule whose position the audit does not know.
     if (ascii_iequals(name, "skipAfter")) return std::string(kAmbiguous);
   }

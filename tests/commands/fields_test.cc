@@ -1128,6 +1128,17 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
       // ENV among the variables the engine built, wherever it stands in the list.
       {"SecRule ENV:GW_SECRET \"@rx a\" \"id:1,pass\"", "variable ENV is not allowed"},
       {"SecRule ARGS|REQUEST_HEADERS:x|env \"@rx a\" \"id:1,pass\"", "variable ENV is not allowed"},
+      // ENV in a value the engine expands (a run-time string), as the engine built it: the four
+      // ways past the scan a review found put it into the operator's parameter, where the text
+      // after a variable list went that the engine's lexer had split off.
+      {"SecRule ARGS:/a}/ENV:GW_SECRET \"TOP\" \"id:1,pass\"", "variable ENV is not allowed"},
+      {"SecRule ARGS:/a,TX:/ENV:GW_SECRET \"TOP\" \"id:1,pass\"", "variable ENV is not allowed"},
+      {"SecRule REQUEST_LINEENV:GW_SECRET \"TOP\" \"id:1,pass\"", "variable ENV is not allowed"},
+      {"SecRule ARGS \"@streq %{MATCHED_VAR}%{env.x}\" \"id:1,pass\"",
+       "variable ENV is not allowed"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass,msg:'m %{REMOTE_USERENV.x}'\"", "variable ENV"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass,logdata:'%{ENV.x}'\"", "variable ENV"},
+      {"SecRule ARGS \"@rx a\" \"id:1,redirect:http://e.example/%{env.x}\"", "variable ENV"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -1141,13 +1152,28 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
       "SecRule ARGS|!ARGS:pw|&TX:n|REQUEST_HEADERS:/^x-/|XML:/*|TIME_HOUR|DURATION|"
       "MODSEC_BUILD|REMOTE_USER|REQUEST_LINE|GLOBAL:x|RULE:id \"@rx a\" \"id:1,pass\"";
   expect_ok(waf::engine_check(many, eleven));
+  // Values with macros of other variables, in each place the audit reads, pass.
+  waf::ScanResult tagged = one_rule;
+  tagged.rules[0].links[0].tags = 1;
+  tagged.rules[0].links[0].setvars = 1;
+  expect_ok(
+      waf::engine_check("SecRule ARGS \"@streq %{MATCHED_VAR}x\" \"id:1,redirect:http://e/"
+                        "%{tx.a},msg:'%{REQUEST_LINE}',logdata:'%{rule.id}',tag:'t%{tx.b}',"
+                        "setvar:tx.c=%{MATCHED_VAR_NAME}\"",
+                        tagged));
+  expect_bad(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass,tag:'%{env.x}',setvar:tx.c=1\"",
+                               tagged),
+             "variable ENV");
+  expect_bad(
+      waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass,tag:t,setvar:tx.c=%{env.x}\"", tagged),
+      "variable ENV");
   expect_ok(waf_directives(many));
   // The variables the engine built are counted as the scan counts them: in `ARGS:/a,TX:/ENV:X`
   // the scan saw two, the engine one (its regex key ran on over the comma), and took ENV:X into
   // the operator's parameter.
   waf::ScanResult two = one_rule;
   two.rules[0].links[0].variables = 2;
-  expect_bad(waf::engine_check("SecRule ARGS:/a,TX:/ENV:GW_SECRET \"TOP\" \"id:1,pass\"", two),
+  expect_bad(waf::engine_check("SecRule ARGS:/a,TX:/ \"TOP\" \"id:1,pass\"", two),
              "could not be read unambiguously");
   expect_ok(waf::engine_check("SecRule ARGS:/a/,TX:b \"TOP\" \"id:1,pass\"", two));
   waf::ScanResult chained = one_rule;
@@ -1175,6 +1201,14 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
   updating.updates.actions = 1;
   expect_ok(waf::engine_check(
       "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"log\"", updating));
+  expect_ok(waf::engine_check(
+      "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"msg:'%{tx.a}'\"",
+      updating));
+  expect_bad(
+      waf::engine_check(
+          "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"msg:'%{env.a}'\"",
+          updating),
+      "variable ENV is not allowed");
   expect_bad(
       waf::engine_check(
           "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"skipAfter:END\"",
