@@ -224,6 +224,9 @@ struct EngineRunTimeString {  // RunTimeString
   bool contains_macro;
   std::list<const EngineRunTimeElement*> elements;  // of std::unique_ptr<RunTimeElementHolder>
 };
+// Plain mirrors, not classes with virtual functions (UBSan's vptr check would take a member read
+// through one for a wrong dynamic type): the engine object's own first word, its virtual table
+// address, is `vtable` or the bytes of the actions::Action base.
 struct EngineOperator {  // operators::Operator
   const void* vtable;
   std::string match_message;
@@ -349,6 +352,9 @@ Problem engine_updates(const modsecurity::RulesExceptions& ex, const waf::ScanRe
     if (action_reads_env(a.get())) return waf::refused("variable ENV", 0);
     // An update's skipAfter would apply to a rule whose position the audit does not know.
     if (ascii_iequals(name, "skipAfter")) return std::string(kAmbiguous);
+  }
+  for (const auto& [id, variable] : ex.m_variable_update_target_by_id) {
+    if (is_env(variable.get())) return waf::refused("variable ENV", 0);
   }
   if (ex.m_variable_update_target_by_id.size() != scan.updates.targets ||
       ex.m_action_pre_update_target_by_id.size() != scan.updates.transformations ||

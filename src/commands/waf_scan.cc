@@ -756,8 +756,16 @@ Problem check_directive(const Directive& d, Scan* scan) {
              (name == "secruleupdatetargetbyid" ? "TARGETS" : "ACTIONS") + at(line);
     if (args[0].quoted || !local_id(args[0].text, &id))
       return shown(d.name) + " may only name rule ids in 1..99999" + at(line);
-    if (name == "secruleupdatetargetbyid")
+    if (name == "secruleupdatetargetbyid") {
+      // Unquoted, the targets end the line, and the engine's lexer reads a regex key on over the
+      // line break to a '/' on a later line: `ARGS:/a,TX` followed by the comment line
+      // `#/|ENV:X #x` added the target ENV:X, and what followed the blank ran as directives.
+      if (!args[1].quoted && args[1].text.find(":/") != std::string::npos)
+        return "must put SecRuleUpdateTargetById's targets in double quotes when a key is a "
+               "regex /.../ (unquoted, the WAF engine reads it on over the line break)" +
+               at(line);
       return check_variables(args[1], line, &scan->updates.targets);
+    }
     // Unquoted, the engine reads a value (msg:x) on over line breaks to the next comma or
     // quote, so a line the scan takes for a comment added actions (setvar:ip.x=1).
     if (!args[1].quoted) return "must put the actions in double quotes" + at(line);

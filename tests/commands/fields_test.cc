@@ -1209,6 +1209,16 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
           "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"msg:'%{env.a}'\"",
           updating),
       "variable ENV is not allowed");
+  // ENV among the targets an update added, as the engine built them.
+  waf::ScanResult targeting = one_rule;
+  targeting.updates.targets = 1;
+  targeting.uncounted_line_breaks = 1;  // the one after the targets
+  expect_ok(waf::engine_check(
+      "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 \"ARGS:/^x/\"", targeting));
+  expect_bad(waf::engine_check(
+                 "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 ENV:GW_SECRET",
+                 targeting),
+             "variable ENV is not allowed");
   expect_bad(
       waf::engine_check(
           "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"skipAfter:END\"",
@@ -1324,6 +1334,8 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
       {R"(SecRule ARGS:a=ENV:X "@rx a" "id:1,phase:1,deny")", "a variable's key may hold"},
       {R"(SecRule ARGS:/a}/b/ "@rx a" "id:1,phase:1,deny")", "a variable's key may hold"},
       {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 ARGS:/a}/ENV:X",
+       "must put SecRuleUpdateTargetById's targets in double quotes"},
+      {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 \"ARGS:/a}/ENV:X\"",
        "a variable's key may hold"},
       // A regex key runs on over ',' to the last '/' before a blank, '|' or '=' for the engine:
       // the scan saw ARGS:/a and TX:/ENV:GW_SECRET, the engine the key /a,TX:/ and ENV:GW_SECRET
@@ -1341,6 +1353,16 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
       // Single-quoted, the key runs on over '|' as well.
       {R"(SecRule ARGS:'/a|TX:/'ENV:GW_SECRET "TOP" "id:1,phase:1,deny,status:403")",
        "must not put single quotes in variables"},
+      // An update's unquoted targets end the line, and the engine read the regex key on over
+      // the line break into the comment line, to ENV:GW_SECRET; the redirect then sent the
+      // environment variable to the client (was accepted).
+      {"SecRule ARGS:zz \"@rx ^(.+)$\" \"id:1,phase:1,deny,status:302,"
+       "redirect:'http://e.example/%{MATCHED_VAR}'\"\nSecRuleUpdateTargetById 1 ARGS:/a,TX\n"
+       "#/|ENV:GW_SECRET #x",
+       "must put SecRuleUpdateTargetById's targets in double quotes when a key is a regex"},
+      {"SecRule ARGS \"@rx .\" \"id:1,phase:1,pass\"\nSecRuleUpdateTargetById 1 ARGS:/a,TX\n"
+       "#/|TX SecRuleRemoveById 99",
+       "must put SecRuleUpdateTargetById's targets in double quotes"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);

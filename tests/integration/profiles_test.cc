@@ -241,6 +241,10 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"("SecRule ARGS:/a}/ENV:GW_SECRET \"TOP\" \"id:20,phase:1,deny\"")",
       // A regex key the engine read on over a comma, then ENV (was 201).
       R"("SecRule ARGS:/a,TX:/ENV:GW_SECRET \"TOP\" \"id:21,phase:1,deny,status:403\"")",
+      // An update's unquoted regex key the engine read on over the line break into a comment
+      // line, which gave the rule the target ENV:GW_SECRET (was 201).
+      R"("SecRule ARGS \"@rx .\" \"id:22,phase:1,pass\"\nSecRuleUpdateTargetById 22 )"
+      R"(ARGS:/a,TX\n#/|ENV:GW_SECRET #x")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
