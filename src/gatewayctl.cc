@@ -13,6 +13,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "admin/backup.h"
@@ -21,8 +22,10 @@
 #include "admin/log_export.h"
 #include "admin/read_only.h"
 #include "admin/rebuild.h"
+#include "admin/waf_check.h"
 #include "core/flags.h"
 #include "http/tokens.h"
+#include "sandbox/waf_check.h"
 
 namespace {
 
@@ -42,7 +45,11 @@ constexpr char kUsage[] =
     "      (copied into DIR, or given with --tokens-file)\n"
     "  gatewayctl rebuild --data-dir D\n"
     "      drop the read model and replay the whole log (gatewayd must be stopped)\n"
-    "events, replay, check and backup read a consistent view and work while gatewayd runs.\n"
+    "  gatewayctl waf-check --data-dir D\n"
+    "      check every live profile's waf_custom_directives against this release's policy;\n"
+    "      exit 0 only if none is refused (a profile stored under an older one keeps its text)\n"
+    "events, replay, check, backup and waf-check read a consistent view and work while gatewayd\n"
+    "runs.\n"
     "--data-dir may also come from GATEWAY_DATA_DIR.\n";
 
 int usage() {
@@ -229,9 +236,38 @@ int rebuild(int argc, char** argv) {
   return 0;
 }
 
+int waf_check(int argc, char** argv) {
+  gw::Flags flags({kDataDir});
+  if (auto exit = parse(flags, argc, argv, 2, {"data-dir"})) return *exit;
+  auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
+  if (!store.ok()) return fail("waf-check: " + store.error().detail);
+  // Tenants' texts are parsed in the WAF sandbox's workers, as gatewayd parses them.
+  auto sandbox = gw::sandbox::start_waf_sandbox();
+  if (!sandbox.ok()) return fail("waf-check: " + sandbox.error().detail);
+  auto report = gw::admin::waf_check(store.value()->store(), [&](std::string_view text) {
+    return gw::sandbox::waf_problem(sandbox.value()->run(text));
+  });
+  if (!report.ok()) return fail("waf-check: " + report.error().detail);
+  const auto& r = report.value();
+  for (const auto& f : r.refused) {
+    std::cout << "waf-check: REFUSED: " << f.profile_id << " (team " << f.team_id << ", hostname "
+              << f.hostname << "): " << f.problem << "\n";
+  }
+  std::cout << "waf-check: " << (r.refused.empty() ? "OK" : "FAIL") << ": " << r.refused.size()
+            << " of " << r.with_directives
+            << " profiles with waf_custom_directives refused by this release's policy ("
+            << r.profiles << " live profiles, events 1.." << r.last_seq << ")\n";
+  return r.refused.empty() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // In the WAF sandbox's zygote process (a run of this program that waf-check started), this is
+  // all main() does.
+  if (auto code = gw::sandbox::zygote_main_if_asked(argc, argv, {gw::sandbox::kWafTask})) {
+    return *code;
+  }
   // A reader that goes away (`gatewayctl events | head`) is a failed write, not a signal that
   // would kill gatewayctl before it removes its scratch directory.
   signal(SIGPIPE, SIG_IGN);
@@ -246,6 +282,7 @@ int main(int argc, char** argv) {
   if (command == "check") return check(argc, argv);
   if (command == "backup") return backup(argc, argv);
   if (command == "rebuild") return rebuild(argc, argv);
+  if (command == "waf-check") return waf_check(argc, argv);
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;

@@ -576,7 +576,10 @@ Problem check_variables(const Arg& arg, int line, size_t* count, size_t* kept = 
       piece.remove_prefix(1);
     }
     const size_t colon = piece.find(':');
-    if (auto p = variable_name(piece.substr(0, colon), line)) return p;
+    // The name as written, for the message (`vars` is lower-cased).
+    const std::string_view written = std::string_view(arg.text).substr(
+        static_cast<size_t>(piece.data() - vars.data()), std::min(colon, piece.size()));
+    if (auto p = variable_name(written, line)) return p;
     if (colon != std::string_view::npos) {
       if (auto p = variable_key(piece.substr(colon + 1), line)) return p;
       const size_t key_at = static_cast<size_t>(piece.data() - vars.data()) + colon + 1;

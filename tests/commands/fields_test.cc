@@ -1317,12 +1317,12 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
        "unknown variable 'QUERY_STRINGEnv'"},
       {R"(SecRule ARGS "@rx 1" "id:1,phase:1,pass,msg:%{Env:GW_SECRET}")", "variable ENV"},
       {R"(SecRule REQUEST_LINEENV:GW_SECRET "TOP" "id:1,phase:1,deny,status:403")",
-       "unknown variable 'request_lineenv'"},
-      {R"(SecRule FILESENV "a-b" "id:1,phase:1,deny")", "unknown variable 'filesenv'"},
-      {R"(SecRule ARGS|TIMEEnv "a" "id:1,phase:1,deny")", "unknown variable 'timeenv'"},
+       "unknown variable 'REQUEST_LINEENV'"},
+      {R"(SecRule FILESENV "a-b" "id:1,phase:1,deny")", "unknown variable 'FILESENV'"},
+      {R"(SecRule ARGS|TIMEEnv "a" "id:1,phase:1,deny")", "unknown variable 'TIMEEnv'"},
       {"SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateTargetById 1 REQUEST_LINEENV",
        "unknown variable"},
-      {R"(SecRule NO_SUCH_THING "@rx a" "id:1,pass")", "unknown variable 'no_such_thing'"},
+      {R"(SecRule NO_SUCH_THING "@rx a" "id:1,pass")", "unknown variable 'NO_SUCH_THING'"},
       {R"(SecAction "id:1,pass,msg:%{nosuch.x}")", "unknown variable 'nosuch'"},
       // The engine's lexer ends a plain key at '}' and took the regex /a}/ as the key, then ENV
       // as a variable of its own: the environment variable began the rule's regex (was accepted).

@@ -398,6 +398,63 @@ TEST_CASE("replay --until-seq gives the records as the API showed them at that p
   CHECK(piped.err.starts_with("replay: 1 records live after event 1 written to " + to_stdout));
 }
 
+// The WAF policy applies to writes: a profile stored under an earlier release's policy keeps its
+// text (replay never re-checks it). waf-check finds the live ones this release refuses; here an
+// edited copy of a log stands for such a profile (one that reads the gateway's environment).
+TEST_CASE("waf-check lists the live profiles whose directives this release's policy refuses") {
+  Server server;
+  Api a(server, kTeamA);
+  Api b(server, kTeamB);
+  auto custom = [](Api& api, const std::string& host, std::string_view directives) {
+    const std::string body =
+        testing::json_with(profile_body(api.team(), host), "waf_template", R"("custom")");
+    Response r = api.post("/v1/gateway_security_profile",
+                          testing::json_with(body, "waf_custom_directives", directives));
+    INFO(r.body);
+    REQUIRE(r.status == 201);
+    return str(json(r), "profile_id");
+  };
+  custom(a, "kept.example.com", R"("SecRule ARGS \"@rx a\" \"id:1,phase:1,deny\"")");
+  const std::string old =
+      custom(b, "old.example.com", R"("SecRule ARGS \"@rx b\" \"id:2,phase:1,deny\"")");
+  const std::string gone =
+      custom(a, "gone.example.com", R"("SecRule ARGS \"@rx c\" \"id:3,phase:1,deny\"")");
+  REQUIRE(a.del("/v1/gateway_security_profile/" + gone).status == 200);
+  REQUIRE(
+      a.post("/v1/gateway_security_profile", profile_body(kTeamA, "plain.example.com")).status ==
+      201);
+  // While gatewayd runs.
+  auto clean = ctl({"waf-check", "--data-dir", server.data_dir()});
+  INFO(clean.out, clean.err);
+  CHECK(clean.status.success());
+  CHECK(
+      clean.out.starts_with("waf-check: OK: 0 of 2 profiles with waf_custom_directives refused "
+                            "by this release's policy (3 live profiles, events 1.."));
+  const int64_t created_seq = num(
+      at(field(json(b.get("/v1/gateway_security_profile/" + old + "/history")), "data"), 0), "seq");
+  REQUIRE(server.stop().success());
+  testing::TempDir copies;
+  const std::string copy = copies.file("old-policy");
+  tamper(server.data_dir(), copy, Cf::kEvents, encode_u64(static_cast<uint64_t>(created_seq)),
+         [](std::string* e) {
+           const size_t at = e->find(R"(ARGS \"@rx b)");
+           REQUIRE(at != std::string::npos);
+           e->replace(at, 4, "REQUEST_LINEENV:GW_SECRET");
+         });
+  auto found = ctl({"waf-check", "--data-dir", copy});
+  INFO(found.out, found.err);
+  CHECK(found.status.code == 1);
+  const std::vector<std::string> lines = lines_of(found.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].starts_with("waf-check: REFUSED: " + old +
+                             " (team team_b, hostname old.example.com): "));
+  CHECK(lines[0].find("unknown variable 'REQUEST_LINEENV'") != std::string::npos);
+  CHECK(
+      lines[1].starts_with("waf-check: FAIL: 1 of 2 profiles with waf_custom_directives "
+                           "refused by this release's policy (3 live profiles, events 1.."));
+  CHECK(ctl({"waf-check"}).status.code == 2);  // --data-dir is required
+}
+
 TEST_CASE("check passes on a live store and fails on a copy with a changed event or projection") {
   Server server;
   Api a(server, kTeamA);
