@@ -519,6 +519,25 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
   return std::nullopt;
 }
 
+// Why `pattern` does not compile as the engine compiles its regexes (PCRE2, DOTALL | MULTILINE,
+// plus `options`), or nothing.
+Problem regex_problem(std::string_view pattern, uint32_t options, int line) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                    PCRE2_DOTALL | PCRE2_MULTILINE | options, &error, &offset, nullptr);
+  if (code != nullptr) {
+    pcre2_code_free(code);
+    return std::nullopt;
+  }
+  PCRE2_UCHAR message[256] = {};
+  if (pcre2_get_error_message(error, message, sizeof message) < 0) message[0] = 0;
+  return "needs a regular expression that compiles, not " + shown(pattern) + " (" +
+         reinterpret_cast<const char*>(message) + " at offset " + std::to_string(offset) + ")" +
+         at(line);
+}
+
 // A variable's key, after the ':'. The engine's lexer ends a plain key at '}', '=' or '"', and
 // reads one in slashes as a regex up to its closing '/': whichever is longer. So in
 // `ARGS:/a}/ENV:X` the regex `/a}/` was the key and `ENV:X` another variable, with no '|'
@@ -588,6 +607,12 @@ Problem check_variables(const Arg& arg, int line, size_t* count, size_t* kept = 
                "the last '/' before a blank, '|' or '=', and what follows as another variable" +
                at(line);
       }
+      // A regex key the engine cannot compile is loaded all the same, and the first request
+      // that reads the variable crashes the engine (it matches with no compiled pattern).
+      const std::string_view key = std::string_view(arg.text).substr(key_at, end - key_at);
+      if (key.size() >= 2 && key.front() == '/' && key.back() == '/') {
+        if (auto p = regex_problem(key.substr(1, key.size() - 2), PCRE2_CASELESS, line)) return p;
+      }
     }
     ++*count;
     if (kept != nullptr && !excluded) ++*kept;
@@ -630,19 +655,7 @@ bool byte_ranges(std::string_view s) {
 // expansion, and is not checked here.
 Problem check_regex(std::string_view pattern, int line) {
   if (pattern.find("%{") != std::string_view::npos) return std::nullopt;
-  int error = 0;
-  PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_DOTALL | PCRE2_MULTILINE, &error, &offset, nullptr);
-  if (code != nullptr) {
-    pcre2_code_free(code);
-    return std::nullopt;
-  }
-  PCRE2_UCHAR message[256] = {};
-  if (pcre2_get_error_message(error, message, sizeof message) < 0) message[0] = 0;
-  return "needs a regular expression that compiles, not " + shown(pattern) + " (" +
-         reinterpret_cast<const char*>(message) + " at offset " + std::to_string(offset) + ")" +
-         at(line);
+  return regex_problem(pattern, 0, line);
 }
 
 Problem check_operator(const Arg& arg, int line) {

@@ -1363,6 +1363,14 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
       {"SecRule ARGS \"@rx .\" \"id:1,phase:1,pass\"\nSecRuleUpdateTargetById 1 ARGS:/a,TX\n"
        "#/|TX SecRuleRemoveById 99",
        "must put SecRuleUpdateTargetById's targets in double quotes"},
+      // A regex key that does not compile: the engine loaded it, and the first request that
+      // read the variable crashed the engine (was accepted).
+      {R"(SecRule ARGS:/(/ "@rx ." "id:1,phase:1,pass")",
+       "needs a regular expression that compiles, not ( (missing closing parenthesis"},
+      {R"(SecRule ARGS|!ARGS:/[a/ "@rx ." "id:1,phase:1,pass")",
+       "needs a regular expression that compiles"},
+      {"SecRule ARGS \"@rx .\" \"id:1,phase:1,pass\"\nSecRuleUpdateTargetById 1 \"ARGS:/(/\"",
+       "needs a regular expression that compiles"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);

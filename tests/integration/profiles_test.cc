@@ -245,6 +245,9 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       // line, which gave the rule the target ENV:GW_SECRET (was 201).
       R"("SecRule ARGS \"@rx .\" \"id:22,phase:1,pass\"\nSecRuleUpdateTargetById 22 )"
       R"(ARGS:/a,TX\n#/|ENV:GW_SECRET #x")",
+      // A regex key that does not compile, which the engine loaded and crashed on at the first
+      // request reading the variable (was 201).
+      R"("SecRule ARGS:/(/ \"@rx .\" \"id:23,phase:1,pass\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
