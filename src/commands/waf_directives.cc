@@ -283,8 +283,9 @@ bool action_reads_env(const void* a) {
 
 // Whether a rule link reads ENV as the engine built it, whatever the text looked like to the
 // scan: in its variables, its operator's parameter (where the text after a variable list went
-// that the engine's lexer split off, in every way past the scan found so far), its msg, logdata,
-// tags, redirect or setvars. Not seen: ENV under a count (`&ENV`, a wrapper of another class),
+// that the engine's lexer split off, in four of the five ways past the scan found so far; the
+// fifth added an update's target, see engine_updates), its msg, logdata, tags, redirect or
+// setvars. Not seen: ENV under a count (`&ENV`, a wrapper of another class),
 // which the scan refuses.
 Problem reads_env(modsecurity::RuleWithActions& link) {
   const int line = link.getLineNumber();
