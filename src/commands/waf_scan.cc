@@ -703,6 +703,14 @@ Problem check_operator(const Arg& arg, int line) {
            at(line);
   }
   if (lowered == "rx") return check_regex(rest.substr(1), line);
+  // These compile their parameter once, at load, with its macros left out, and load a rule whose
+  // regex does not compile; the first value the rule checks then crashes the engine.
+  if (lowered == "verifycc" || lowered == "verifycpf" || lowered == "verifyssn" ||
+      lowered == "verifysvnr") {
+    if (rest.find("%{") != std::string_view::npos)
+      return "needs @" + shown(name) + " with a regular expression without macros" + at(line);
+    return regex_problem(rest.substr(1), 0, line);
+  }
   return std::nullopt;
 }
 

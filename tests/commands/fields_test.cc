@@ -1371,6 +1371,16 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
        "needs a regular expression that compiles"},
       {"SecRule ARGS \"@rx .\" \"id:1,phase:1,pass\"\nSecRuleUpdateTargetById 1 \"ARGS:/(/\"",
        "needs a regular expression that compiles"},
+      // So did the regexes of @verifySSN, @verifyCPF and @verifySVNR, at the first value they
+      // checked (a macro in one is left out when the engine compiles it); @verifyCC's the engine
+      // refuses itself.
+      {R"(SecRule ARGS "@verifySSN (" "id:1,phase:1,pass")",
+       "needs a regular expression that compiles, not ("},
+      {R"(SecRule ARGS "@verifyCPF [" "id:1,phase:1,pass")", "needs a regular expression that"},
+      {R"(SecRule ARGS "@verifySVNR (" "id:1,phase:1,pass")", "needs a regular expression that"},
+      {R"(SecRule ARGS "@verifyCC (" "id:1,phase:1,pass")", "needs a regular expression that"},
+      {R"(SecRule ARGS "@verifySSN (%{tx.x}" "id:1,phase:1,pass")",
+       "needs @verifySSN with a regular expression without macros"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -1385,6 +1395,8 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
       {R"(SecRule ARGS:ENV|TX:myENV "@rx a" "id:3,pass,msg:'%{tx.ENV} %{ARGS:aENV}'")"},
       // A regex key may hold '}' when it is the whole key.
       {R"(SecRule ARGS:/^a{2}$/|REQUEST_COOKIES:/__utm/|ARGS:/a}ENV/ "@rx a" "id:4,pass")"},
+      {R"(SecRule ARGS "@verifySSN ^\d{3}-?\d{2}-?\d{4}$" "id:6,pass")"},
+      {R"(SecRule ARGS "@verifyCC \d{13,16}" "id:7,pass")"},
       // A plain key may hold '/': the engine reads the longer plain key.
       {R"(SecRule ARGS:/a/b|XML:/*|ARGS:a/b,ARGS:/x/ "@rx a" "id:5,pass")"},
   };

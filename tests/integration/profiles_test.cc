@@ -248,6 +248,8 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       // A regex key that does not compile, which the engine loaded and crashed on at the first
       // request reading the variable (was 201).
       R"("SecRule ARGS:/(/ \"@rx .\" \"id:23,phase:1,pass\"")",
+      // The same with @verifySSN's regex, at the first value it checked (was 201).
+      R"("SecRule ARGS \"@verifySSN (\" \"id:24,phase:1,pass\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
