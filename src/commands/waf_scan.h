@@ -14,7 +14,10 @@
 //   of a chain have none. Ids named by SecRuleRemoveById, SecRuleUpdate*ById, ctl:ruleRemoveById
 //   and ctl:ruleRemoveTargetById must lie in 1..99999 as well.
 // - Operators: all but @pmFromFile/@pmf, @ipMatchFromFile/@ipMatchF, @inspectFile, @fuzzyHash,
-//   @validateDTD, @validateSchema (files) and @rbl, @gsbLookup (network lookups).
+//   @validateDTD, @validateSchema (files), @rbl, @gsbLookup (network lookups), and @rxGlobal,
+//   @verifyCPF, @verifySSN, @verifySVNR (time growing with the square of a value's length;
+//   @rxGlobal also crashes on a regex that does not compile). @verifyCC's regex must compile and
+//   hold no macros. A setvar's value holds at most one macro (two copies double at every run).
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
 //   maturity msg multiMatch noauditlog nolog pass phase redirect rev sanitise* setvar severity
 //   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's
