@@ -508,9 +508,8 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
       // rule took 2 GB in 5 s on a request with 40 arguments. With one macro a value grows by
       // its own text at most, as the Core Rule Set's `=+%{tx.critical_anomaly_score}` does.
       const size_t eq = a.value.find('=');
-      if (eq != std::string::npos &&
-          a.value.find("%{", a.value.find("%{", eq) + 1) != std::string::npos &&
-          a.value.find("%{", eq) != std::string::npos) {
+      const size_t first = eq == std::string::npos ? eq : a.value.find("%{", eq);
+      if (first != std::string::npos && a.value.find("%{", first + 2) != std::string::npos) {
         return "setvar values may hold at most one macro (%{...}): a value made of two copies "
                "of variables can double at every run" +
                at(line);
