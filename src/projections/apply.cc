@@ -115,8 +115,6 @@ void track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused
   }
 }
 
-// Reads a stored record (header and parsed record); `json_bytes`, if given, gets the length of
-// its JSON.
 }  // namespace
 
 Result<Record> parse_stored_record(Kind kind, std::string_view id, std::string_view json) {
@@ -129,6 +127,8 @@ Result<Record> parse_stored_record(Kind kind, std::string_view id, std::string_v
 
 namespace {
 
+// Reads a stored record (header and parsed record); `json_bytes`, if given, gets the length of
+// its JSON.
 Result<std::optional<Stored>> load_stored(Tx& tx, const std::string& id,
                                           size_t* json_bytes = nullptr) {
   auto raw = tx.get(Cf::kProjections, keys::record(id));

@@ -177,29 +177,6 @@ DnsRecords& DnsRecords::host(std::string name, std::string ipv4) {
   return *this;
 }
 
-namespace {
-
-// The question name of a DNS message (dotted, case kept) and the offset just past it; false when
-// it cannot be read (compression is not expected in a question).
-bool question_name(const std::string& m, std::string* name, size_t* end) {
-  size_t p = 12;
-  name->clear();
-  while (p < m.size()) {
-    const auto len = static_cast<unsigned char>(m[p]);
-    if (len == 0) {
-      *end = p + 1;
-      return true;
-    }
-    if (len > 63 || p + 1 + len > m.size()) return false;
-    if (!name->empty()) name->push_back('.');
-    name->append(m, p + 1, len);
-    p += 1 + len;
-  }
-  return false;
-}
-
-}  // namespace
-
 DnsRelay::DnsRelay(int upstream_port, bool fold_case)
     : upstream_port_(upstream_port), fold_case_(fold_case) {
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -240,7 +217,7 @@ void DnsRelay::run() {
     const std::string query(buf.data(), static_cast<size_t>(n));
     std::string name;
     size_t end = 0;
-    if (question_name(query, &name, &end)) {
+    if (read_name(query, 12, &name, &end)) {  // the question's name
       std::lock_guard<std::mutex> lock(mu_);
       names_.push_back(name);
     }
@@ -254,7 +231,7 @@ void DnsRelay::run() {
     ssize_t r = recv(up.get(), buf.data(), buf.size(), 0);
     if (r <= 0) continue;
     std::string reply(buf.data(), static_cast<size_t>(r));
-    if (fold_case_ && question_name(reply, &name, &end)) {
+    if (fold_case_ && read_name(reply, 12, &name, &end)) {
       for (size_t i = 12; i < end; ++i) {
         if (reply[i] >= 'A' && reply[i] <= 'Z') reply[i] = static_cast<char>(reply[i] - 'A' + 'a');
       }
