@@ -169,17 +169,6 @@ struct Directive {
   int end_line = 0;  // the last line it runs on (line continuations)
   std::string name;
   std::vector<Arg> args;
-  // Line breaks of its line continuations the engine's line count misses: libmodsecurity
-  // 3.0.9's lexer does not count the first one between SecAction and its actions, nor between a
-  // SecRule's variables and its operator (the CRS's layouts). A second one there makes the lexer
-  // drop text, which is refused.
-  int uncounted_breaks() const {
-    if (ascii_iequals(name, "SecAction") && !args.empty())
-      return std::min(args[0].breaks_in_blanks, 1);
-    if (ascii_iequals(name, "SecRule") && args.size() >= 2)
-      return std::min(args[1].breaks_in_blanks, 1);
-    return 0;
-  }
 };
 
 struct Action {
@@ -196,8 +185,8 @@ struct Scan {
   std::vector<std::pair<std::string, int>> skip_targets;
   int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
   UpdateCounts updates;
-  // Line breaks before the directive being checked that the engine's line count misses (see
-  // uncounted_breaks): the engine numbers its lines that many lower.
+  // Line breaks before the directive being checked that the engine's line count misses
+  // (uncounted_breaks): the engine numbers its lines that many lower.
   int line_shift = 0;
 };
 
@@ -859,6 +848,23 @@ bool allowed_update_action(std::string_view engine_name) {
   return listed(kActions, name) && !listed(kConfigurationActions, name) && name != "t";
 }
 
+// The line breaks of `d` that libmodsecurity 3.0.9's line count misses (`blank`: which lines of
+// the text are empty): the first of a line continuation between SecAction and its actions, or
+// between a SecRule's variables and its operator (the CRS's layouts; a second one there makes the
+// lexer drop text, which is refused); and the one that ends a SecRuleUpdateTargetById's targets,
+// with the empty lines after it.
+int uncounted_breaks(const Directive& d, const std::vector<bool>& blank) {
+  if (ascii_iequals(d.name, "SecAction") && !d.args.empty())
+    return std::min(d.args[0].breaks_in_blanks, 1);
+  if (ascii_iequals(d.name, "SecRule") && d.args.size() >= 2)
+    return std::min(d.args[1].breaks_in_blanks, 1);
+  if (!ascii_iequals(d.name, "SecRuleUpdateTargetById")) return 0;
+  int breaks = 1;
+  for (size_t next = static_cast<size_t>(d.end_line); next < blank.size() && blank[next]; ++next)
+    ++breaks;
+  return breaks;
+}
+
 Problem scan_directives(std::string_view text, ScanResult* result) {
   std::vector<Directive> directives;
   if (auto p = split_directives(text, &directives)) return p;
@@ -875,11 +881,7 @@ Problem scan_directives(std::string_view text, ScanResult* result) {
   Scan scan;
   for (const Directive& d : directives) {
     if (auto p = check_directive(d, &scan)) return p;
-    scan.line_shift += d.uncounted_breaks();
-    if (!ascii_iequals(d.name, "SecRuleUpdateTargetById")) continue;
-    ++scan.line_shift;  // the line break that ends it, and the empty lines after it
-    for (size_t next = static_cast<size_t>(d.end_line); next < blank.size() && blank[next]; ++next)
-      ++scan.line_shift;
+    scan.line_shift += uncounted_breaks(d, blank);
   }
   if (scan.open_chain_line != 0)
     return "needs a SecRule after the chained rule" + at(scan.open_chain_line);

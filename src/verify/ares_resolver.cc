@@ -84,9 +84,9 @@ CnameAnswer answer_of(int status, const unsigned char* abuf, int alen, std::stri
 class WaitingLookups {
  public:
   bool empty() const { return turns_.empty(); }
-  void push(const std::string& owner, Query q) {
+  void push(std::string owner, Query q) {
     auto [at, added] = by_owner_.try_emplace(owner);
-    if (added) at->second = turns_.insert(turns_.end(), Owner{owner, {}});
+    if (added) at->second = turns_.insert(turns_.end(), Owner{std::move(owner), {}});
     at->second->lookups.push_back(std::move(q));
   }
   // The oldest lookup of the owner whose turn it is; that owner goes to the back of the turns if
