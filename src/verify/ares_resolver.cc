@@ -7,12 +7,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <deque>
-#include <list>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "core/taking_turns.h"
 #include "core/thread_name.h"
 
 namespace gw {
@@ -80,39 +78,6 @@ CnameAnswer answer_of(int status, const unsigned char* abuf, int alen, std::stri
   return a;
 }
 
-// Lookups waiting for a slot, taken in turns by owner.
-class WaitingLookups {
- public:
-  bool empty() const { return turns_.empty(); }
-  void push(std::string owner, Query q) {
-    auto [at, added] = by_owner_.try_emplace(owner);
-    if (added) at->second = turns_.insert(turns_.end(), Owner{std::move(owner), {}});
-    at->second->lookups.push_back(std::move(q));
-  }
-  // The oldest lookup of the owner whose turn it is; that owner goes to the back of the turns if
-  // it has more. Not empty().
-  Query pop() {
-    Owner& next = turns_.front();
-    Query q = std::move(next.lookups.front());
-    next.lookups.pop_front();
-    if (next.lookups.empty()) {
-      by_owner_.erase(next.name);
-      turns_.pop_front();
-    } else {
-      turns_.splice(turns_.end(), turns_, turns_.begin());
-    }
-    return q;
-  }
-
- private:
-  struct Owner {
-    std::string name;
-    std::deque<Query> lookups;  // oldest first, never empty
-  };
-  std::list<Owner> turns_;  // owners with lookups waiting, next first
-  std::unordered_map<std::string, std::list<Owner>::iterator> by_owner_;
-};
-
 }  // namespace
 
 struct AresResolver::State {
@@ -121,7 +86,7 @@ struct AresResolver::State {
   int max_in_flight = 100;
   bool mixed_case = true;
   std::mutex mu;
-  WaitingLookups waiting;   // GUARDED_BY(mu)
+  TakingTurns<Query> waiting;  // lookups waiting for a slot; GUARDED_BY(mu)
   bool stopping = false;    // GUARDED_BY(mu)
   int in_flight = 0;        // loop thread only
 
@@ -267,7 +232,7 @@ void AresResolver::run() {
     if (!any) ares_process_fd(s.channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD);  // timeouts
   }
   // Answer what is still waiting; ares_destroy (in ~State) cancels what is in flight.
-  WaitingLookups left;
+  TakingTurns<Query> left;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     std::swap(left, s.waiting);
