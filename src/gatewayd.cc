@@ -233,6 +233,8 @@ int main(int argc, char** argv) {
   if (tokens_file.empty()) tokens_file = data_dir + "/tokens";
   gw::http::ApiConfig api_config;
   api_config.max_request_bytes = server_config.max_request_bytes;
+  // As many WAF checks at once as HTTP threads, as when each ran on its HTTP thread.
+  api_config.waf_check_threads = server_config.threads;
   if (auto problem = domain_flag(flags, "platform-domain", &api_config.policy.platform_domain);
       !problem.empty()) {
     return fail(problem);

@@ -413,6 +413,17 @@ bool valid_tenant_id(std::string_view tenant) {
   return true;
 }
 
+bool sends_waf_directives(const rapidjson::Value& body) {
+  if (!body.IsObject()) return false;
+  for (const auto& m : body.GetObject()) {
+    if (std::string_view(m.name.GetString(), m.name.GetStringLength()) == "waf_custom_directives" &&
+        m.value.IsString() && m.value.GetStringLength() > 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Result<Spec> parse_spec(Kind kind, Mode mode, const rapidjson::Value& body,
                         const FieldPolicy& policy, const StoredDomain& stored) {
   if (!body.IsObject())

@@ -52,6 +52,11 @@ using StoredDomain = std::function<std::optional<Domain>()>;
 Result<Spec> parse_spec(Kind kind, Mode mode, const rapidjson::Value& body,
                         const FieldPolicy& policy, const StoredDomain& stored = nullptr);
 
+// Whether parse_spec of a profile `body` may call policy.check_waf_directives: `body` has a
+// waf_custom_directives member that is a non-empty string. A superset of the calls (the text may
+// fail an earlier rule), so that a caller can move the work to a thread that may wait for it.
+bool sends_waf_directives(const rapidjson::Value& body);
+
 // The rules of a domain update that need the stored record `current`: the hostname cannot change,
 // and the server-controlled fields may be sent only with their current value. A field that already
 // has a problem in `errors` is not checked again.

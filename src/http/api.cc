@@ -345,7 +345,24 @@ Api::Api(ApiConfig config, Service& service, const ReadModel& reads, TokenStore&
       tokens_(tokens),
       limiter_(limiter),
       metrics_(metrics),
-      writable_(std::move(writable)) {}
+      writable_(std::move(writable)),
+      waf_checks_("gw-waf-check", std::max(1, config_.waf_check_threads), kMaxWafChecksWaiting) {
+  metrics_.add_section([this] {
+    const FairPool::Counts c = waf_checks_.counts();
+    return "# HELP gatewayd_waf_checks_running Profile writes whose WAF directives are being "
+           "checked.\n# TYPE gatewayd_waf_checks_running gauge\ngatewayd_waf_checks_running " +
+           std::to_string(c.running) +
+           "\n# HELP gatewayd_waf_checks_waiting Profile writes whose WAF directives wait for a "
+           "check thread.\n# TYPE gatewayd_waf_checks_waiting gauge\ngatewayd_waf_checks_waiting " +
+           std::to_string(c.waiting) +
+           "\n# HELP gatewayd_waf_checks_refused_total Profile writes refused (429) because their "
+           "tenant had " +
+           std::to_string(kMaxWafChecksWaiting) +
+           " waiting already.\n# TYPE gatewayd_waf_checks_refused_total "
+           "counter\ngatewayd_waf_checks_refused_total " +
+           std::to_string(c.refused) + "\n";
+  });
+}
 
 std::optional<Error> Api::authenticate(const Request& request, Caller* caller) {
   std::optional<std::string_view> token;
@@ -471,7 +488,8 @@ void Api::list(Context& ctx, Kind kind) {
   ctx.reply(json_reply(200, std::move(body)));
 }
 
-std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode, std::string_view id) {
+std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode, std::string_view id,
+                                   bool* deferred) {
   // A usual body's DOM fits this buffer, so parsing it takes no 64 KiB chunk from the heap (an
   // allocation and a free per request, 4% of an HTTP thread's time in a PUT profile).
   char buffer[8 << 10];
@@ -479,6 +497,11 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode, std::stri
   rapidjson::Document doc(&pool);
   if (auto refused = parse_json_body(ctx.request, doc)) {
     ctx.fail(std::move(*refused));
+    return std::nullopt;
+  }
+  if (deferred != nullptr && kind == Kind::kProfile && config_.policy.check_waf_directives &&
+      sends_waf_directives(doc)) {
+    *deferred = true;
     return std::nullopt;
   }
   // A domain update's body that breaks a field rule is checked against the stored domain as well
@@ -502,6 +525,35 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode, std::stri
   return std::move(spec.value());
 }
 
+// A profile body's WAF directives are checked in the sandbox, which may take up to its time limit
+// (10 s; 15 s more if its zygote stopped answering). Checked on an HTTP thread, that would hold
+// every connection the thread serves, every tenant's, so such a body is read on a check thread,
+// where tenants take turns and each may have kMaxWafChecksWaiting waiting.
+template <typename Then>
+void Api::with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, std::string id,
+                    Then then) {
+  bool deferred = false;
+  auto spec = read_spec(*ctx, kind, mode, id, &deferred);
+  if (spec) return then(std::move(*spec));
+  if (!deferred) return;
+  auto job = [this, ctx, kind, mode, id = std::move(id), then = std::move(then)]() mutable {
+    try {
+      if (auto read = read_spec(*ctx, kind, mode, id, nullptr)) then(std::move(*read));
+    } catch (const std::exception&) {
+      ctx->fail(make_error(Code::kInternal, "unexpected exception"));
+    }
+  };
+  if (!waf_checks_.post(ctx->caller.tenant, std::move(job))) {
+    Reply r =
+        problem(make_error(Code::kRateLimited,
+                           "too many profile writes with WAF directives waiting to be checked "
+                           "for this tenant (" +
+                               std::to_string(kMaxWafChecksWaiting) + ")"));
+    r.headers.emplace_back("Retry-After", "1");
+    ctx->reply(std::move(r));
+  }
+}
+
 Done Api::write_reply(const std::shared_ptr<Context>& ctx, Kind kind, int status) {
   return [ctx, kind, status](Result<Written> r) {
     if (!r.ok()) return ctx->fail(r.error());
@@ -521,10 +573,11 @@ void Api::create(const std::shared_ptr<Context>& ctx, Kind kind) {
                                  request_fingerprint(ctx->request.method, ctx->request.path,
                                                      ctx->request.body)};
   }
-  auto spec = read_spec(*ctx, kind, Mode::kCreate);
-  if (!spec) return;
-  service_.create(std::move(*spec), ctx->actor(), std::move(idempotency),
-                  write_reply(ctx, kind, 201));
+  with_spec(ctx, kind, Mode::kCreate, {},
+            [this, ctx, kind, idempotency = std::move(idempotency)](Spec spec) mutable {
+              service_.create(std::move(spec), ctx->actor(), std::move(idempotency),
+                              write_reply(ctx, kind, 201));
+            });
 }
 
 void Api::get(Context& ctx, Kind kind, const std::string& id) {
@@ -550,10 +603,10 @@ void Api::get(Context& ctx, Kind kind, const std::string& id) {
 
 void Api::update(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {
   if (!ctx->check_query({})) return;
-  auto spec = read_spec(*ctx, kind, Mode::kUpdate, id);
-  if (!spec) return;
-  service_.update(kind, id, std::move(*spec), ctx->actor(), ctx->request.if_match,
-                  write_reply(ctx, kind, 200));
+  with_spec(ctx, kind, Mode::kUpdate, id, [this, ctx, kind, id](Spec spec) {
+    service_.update(kind, id, std::move(spec), ctx->actor(), ctx->request.if_match,
+                    write_reply(ctx, kind, 200));
+  });
 }
 
 void Api::remove(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands/parse.h"
+#include "core/fair_pool.h"
 #include "http/metrics.h"
 #include "http/rate_limiter.h"
 #include "http/request.h"
@@ -26,7 +27,14 @@ namespace gw::http {
 struct ApiConfig {
   size_t max_request_bytes = 1 << 20;
   FieldPolicy policy;
+  // Threads that read profile bodies with WAF directives, whose check (policy's
+  // check_waf_directives, the sandbox) may take seconds: off the HTTP threads.
+  int waf_check_threads = 2;
 };
+
+// How many profile writes with WAF directives one tenant may have waiting for a check thread;
+// one more is 429.
+constexpr size_t kMaxWafChecksWaiting = 16;
 
 // The most records a list page holds (`per_page`).
 constexpr uint64_t kMaxPerPage = 100;
@@ -82,7 +90,15 @@ class Api {
   void history(Context& ctx, Kind kind, const std::string& id);
   void events(Context& ctx);
   // The body as a Spec, or nullopt once ctx has failed. `id`: the record an update is for.
-  std::optional<Spec> read_spec(Context& ctx, Kind kind, Mode mode, std::string_view id = {});
+  // With `deferred` given, a profile body with WAF directives is not read but left for a check
+  // thread: nullopt, ctx not failed, and *deferred set.
+  std::optional<Spec> read_spec(Context& ctx, Kind kind, Mode mode, std::string_view id,
+                                bool* deferred);
+  // Reads the body as a Spec and hands it to `then`, or answers the problem; on a check thread
+  // if its WAF directives need the sandbox.
+  template <typename Then>
+  void with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, std::string id,
+                 Then then);
 
   ApiConfig config_;
   Service& service_;
@@ -93,6 +109,8 @@ class Api {
   // False once writing stopped after a failed write (Writer::writable): only a restart recovers,
   // so /healthz fails too, not only /readyz, and a supervisor that watches it restarts gatewayd.
   std::function<bool()> writable_;
+  // Last: destroyed first, running what waits while everything its jobs use is still there.
+  FairPool waf_checks_;
 };
 
 }  // namespace gw::http

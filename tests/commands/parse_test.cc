@@ -77,6 +77,51 @@ TEST_CASE("a policy's WAF check replaces the one in this process, and can fail t
   CHECK(seen.size() == 2);
 }
 
+// gatewayd reads the bodies that may need the WAF check on threads that may wait for it; one that
+// needs it and is not seen as such would hold its HTTP thread.
+TEST_CASE("sends_waf_directives is true for every body whose parse calls the WAF check") {
+  const std::string head =
+      R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,"force_https":true,)"
+      R"("hsts_enabled":true,"cors_enabled":false,"waf_mode":"block",)";
+  struct Case {
+    std::string rest;  // the body after `head`
+    bool sends;
+  };
+  const Case cases[] = {
+      {R"("waf_template":"custom","waf_custom_directives":"SecRule ARGS \"@rx a\" \"id:1\""})",
+       true},
+      // Escapes in the member's name are the same name.
+      {R"("waf_template":"custom","waf_custom\u005fdirectives":"SecAction \"id:1,pass\""})", true},
+      // Given twice: refused by the parse, before or after a check.
+      {R"("waf_template":"custom","waf_custom_directives":"","waf_custom_directives":"x"})", true},
+      // Not checked, yet seen: the template is not custom.
+      {R"("waf_template":"nextjs","waf_custom_directives":"SecAction \"id:1,pass\""})", true},
+      {R"("waf_template":"custom","waf_custom_directives":""})", false},
+      {R"("waf_template":"custom","waf_custom_directives":null})", false},
+      {R"("waf_template":"custom","waf_custom_directives":["x"]})", false},
+      {R"("waf_template":"custom"})", false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.rest);
+    rapidjson::Document doc;
+    doc.Parse(head + c.rest);
+    REQUIRE_FALSE(doc.HasParseError());
+    bool checked = false;
+    FieldPolicy policy;
+    policy.check_waf_directives = [&](std::string_view) -> Result<fields::Problem> {
+      checked = true;
+      return fields::Problem();
+    };
+    (void)parse_spec(Kind::kProfile, Mode::kCreate, doc, policy);
+    (void)parse_spec(Kind::kProfile, Mode::kUpdate, doc, policy);
+    CHECK(sends_waf_directives(doc) == c.sends);
+    if (checked) CHECK(sends_waf_directives(doc));
+  }
+  rapidjson::Document array;
+  array.Parse(R"(["waf_custom_directives"])");
+  CHECK_FALSE(sends_waf_directives(array));
+}
+
 TEST_CASE("profile rejections name every bad field") {
   struct Row {
     std::string body;

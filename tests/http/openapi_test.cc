@@ -76,6 +76,17 @@ TEST_CASE("the embedded OpenAPI document is a JSON object for OpenAPI 3.1.0") {
   CHECK(member(doc, "paths")->IsObject());
 }
 
+TEST_CASE("the 429 answer documents the number of WAF checks a tenant may have waiting") {
+  rapidjson::Document doc = parsed();
+  const rapidjson::Value* d =
+      member_at(doc, {"components", "responses", "TooManyRequests", "description"});
+  REQUIRE(d != nullptr);
+  REQUIRE(d->IsString());
+  CHECK(std::string_view(d->GetString())
+            .find("has " + std::to_string(kMaxWafChecksWaiting) + " such writes waiting") !=
+        std::string_view::npos);
+}
+
 TEST_CASE("every route the router serves is documented in the OpenAPI document") {
   rapidjson::Document doc = parsed();
   REQUIRE(doc.IsObject());

@@ -303,6 +303,91 @@ TEST_CASE("WAF directives are parsed in gatewayd's sandbox process, which is rep
   CHECK(num(field(json(api.get(kPath)), "pagination"), "total") == 3);
 }
 
+// The body of team `team`'s profile `label`.example.com with one custom WAF rule.
+std::string custom_waf_body(std::string_view team, const std::string& label) {
+  return json_with(
+      json_with(profile_body(team, label + ".example.com"), "waf_template", R"("custom")"),
+      "waf_custom_directives", R"("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"")");
+}
+
+// The value of gatewayd's gauge or counter `name`, read from /metrics.
+double metric(const Server& server, std::string_view name) {
+  return testing::sample(metrics(server), name).value_or(-1);
+}
+
+// Waits (up to 10 s) until gatewayd's `name` is `value`.
+bool metric_reaches(const Server& server, std::string_view name, double value) {
+  for (int i = 0; i < 1000; ++i) {
+    if (metric(server, name) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// A WAF check waits for the sandbox, up to its 10 s limit (15 s with a zygote that stopped
+// answering). It ran on the HTTP thread that took the request, so every other connection of that
+// thread, any tenant's, waited with it: with one HTTP thread, a GET was answered only once the
+// check ended. Checks now run on threads of their own.
+TEST_CASE("a WAF check that waits for the sandbox holds up no other request") {
+  Server server({"--threads", "1"});
+  const std::vector<pid_t> children = testing::children_of(server.pid());
+  REQUIRE(children.size() == 1);
+  const pid_t zygote = children[0];
+  REQUIRE(::kill(zygote, SIGSTOP) == 0);
+  const int fd = connect_to(server);
+  REQUIRE(fd >= 0);
+  send_until_read(server, fd, raw_post(server, kTeamA, kPath, custom_waf_body(kTeamA, "held")));
+
+  Response list = Api(server, kTeamB).get(kPath);
+  char byte = 0;
+  const bool create_answered = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  CHECK(list.status == 200);
+  CHECK_FALSE(create_answered);  // the GET was answered while the check waited
+  CHECK(read_response(fd).starts_with("HTTP/1.1 201 "));
+  ::close(fd);
+}
+
+// Checks wait for a check thread taking turns by tenant, and a tenant may have 16 waiting: the
+// 17th is 429, while another tenant's still waits its turn.
+TEST_CASE("a tenant may have 16 WAF checks waiting; one more is 429, others' still wait") {
+  Server server({"--threads", "1"});  // one check thread
+  const std::vector<pid_t> children = testing::children_of(server.pid());
+  REQUIRE(children.size() == 1);
+  const pid_t zygote = children[0];
+  REQUIRE(::kill(zygote, SIGSTOP) == 0);
+  std::vector<int> held;
+  auto send_create = [&](std::string_view team, const std::string& label) {
+    const int fd = connect_to(server);
+    REQUIRE(fd >= 0);
+    send_until_read(server, fd, raw_post(server, team, kPath, custom_waf_body(team, label)));
+    held.push_back(fd);
+  };
+  send_create(kTeamA, "running");
+  REQUIRE(metric_reaches(server, "gatewayd_waf_checks_running", 1));
+  for (int i = 0; i < 16; ++i) send_create(kTeamA, "waiting" + std::to_string(i));
+  REQUIRE(metric_reaches(server, "gatewayd_waf_checks_waiting", 16));
+
+  Api team_a(server, kTeamA);
+  Response refused = team_a.post(kPath, custom_waf_body(kTeamA, "refused"));
+  check_problem(refused, 429, "rate_limited");
+  CHECK(refused.header("retry-after") == "1");
+  CHECK(metric(server, "gatewayd_waf_checks_refused_total") == 1);
+  // A profile without directives needs no check: not held, not refused.
+  CHECK(team_a.post(kPath, profile_body(kTeamA, "plain.example.com")).status == 201);
+  send_create(kTeamB, "other");  // team_b's first: waits, not refused
+  CHECK(metric(server, "gatewayd_waf_checks_waiting") == 17);
+
+  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  for (int fd : held) {
+    CHECK(read_response(fd).starts_with("HTTP/1.1 201 "));
+    ::close(fd);
+  }
+  CHECK(metric(server, "gatewayd_waf_checks_waiting") == 0);
+  CHECK(num(field(json(team_a.get(kPath)), "pagination"), "total") == 18);
+  CHECK(num(field(json(Api(server, kTeamB).get(kPath)), "pagination"), "total") == 1);
+}
+
 TEST_CASE("profile hostnames are normalized and must be real DNS names") {
   Server server;
   Api api(server, kTeamA);

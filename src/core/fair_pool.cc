@@ -1,0 +1,62 @@
+#include "core/fair_pool.h"
+
+#include <utility>
+
+#include "core/thread_name.h"
+
+namespace gw {
+
+FairPool::FairPool(const char* thread_name, int threads, size_t max_waiting_per_owner)
+    : max_waiting_per_owner_(max_waiting_per_owner) {
+  threads_.reserve(static_cast<size_t>(threads));
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, thread_name] {
+      name_this_thread(thread_name);
+      run();
+    });
+  }
+}
+
+FairPool::~FairPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+bool FairPool::post(std::string owner, std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (waiting_.waiting(owner) >= max_waiting_per_owner_) {
+      ++refused_;
+      return false;
+    }
+    waiting_.push(std::move(owner), std::move(job));
+  }
+  wake_.notify_one();
+  return true;
+}
+
+FairPool::Counts FairPool::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Counts{running_, waiting_.size(), refused_};
+}
+
+void FairPool::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || !waiting_.empty(); });
+    if (waiting_.empty()) return;  // stopping, and nothing left
+    std::function<void()> job = waiting_.pop();
+    ++running_;
+    lock.unlock();
+    job();
+    job = nullptr;  // what it holds goes before the count says it is done
+    lock.lock();
+    --running_;
+  }
+}
+
+}  // namespace gw
