@@ -530,15 +530,15 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode, std::stri
 // every connection the thread serves, every tenant's, so such a body is read on a check thread,
 // where tenants take turns and each may have kMaxWafChecksWaiting waiting.
 template <typename Then>
-void Api::with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, std::string id,
+void Api::with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, std::string_view id,
                     Then then) {
   bool deferred = false;
   auto spec = read_spec(*ctx, kind, mode, id, &deferred);
-  if (spec) return then(std::move(*spec));
+  if (spec) return then(ctx, std::move(*spec), id);
   if (!deferred) return;
-  auto job = [this, ctx, kind, mode, id = std::move(id), then = std::move(then)]() mutable {
+  auto job = [this, ctx, kind, mode, id = std::string(id), then = std::move(then)]() mutable {
     try {
-      if (auto read = read_spec(*ctx, kind, mode, id, nullptr)) then(std::move(*read));
+      if (auto read = read_spec(*ctx, kind, mode, id, nullptr)) then(ctx, std::move(*read), id);
     } catch (const std::exception&) {
       ctx->fail(make_error(Code::kInternal, "unexpected exception"));
     }
@@ -574,9 +574,10 @@ void Api::create(const std::shared_ptr<Context>& ctx, Kind kind) {
                                                      ctx->request.body)};
   }
   with_spec(ctx, kind, Mode::kCreate, {},
-            [this, ctx, kind, idempotency = std::move(idempotency)](Spec spec) mutable {
-              service_.create(std::move(spec), ctx->actor(), std::move(idempotency),
-                              write_reply(ctx, kind, 201));
+            [this, kind, idempotency = std::move(idempotency)](
+                const std::shared_ptr<Context>& c, Spec spec, std::string_view) mutable {
+              service_.create(std::move(spec), c->actor(), std::move(idempotency),
+                              write_reply(c, kind, 201));
             });
 }
 
@@ -603,10 +604,11 @@ void Api::get(Context& ctx, Kind kind, const std::string& id) {
 
 void Api::update(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {
   if (!ctx->check_query({})) return;
-  with_spec(ctx, kind, Mode::kUpdate, id, [this, ctx, kind, id](Spec spec) {
-    service_.update(kind, id, std::move(spec), ctx->actor(), ctx->request.if_match,
-                    write_reply(ctx, kind, 200));
-  });
+  with_spec(ctx, kind, Mode::kUpdate, id,
+            [this, kind](const std::shared_ptr<Context>& c, Spec spec, std::string_view at) {
+              service_.update(kind, std::string(at), std::move(spec), c->actor(),
+                              c->request.if_match, write_reply(c, kind, 200));
+            });
 }
 
 void Api::remove(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {

@@ -94,10 +94,11 @@ class Api {
   // thread: nullopt, ctx not failed, and *deferred set.
   std::optional<Spec> read_spec(Context& ctx, Kind kind, Mode mode, std::string_view id,
                                 bool* deferred);
-  // Reads the body as a Spec and hands it to `then`, or answers the problem; on a check thread
-  // if its WAF directives need the sandbox.
+  // Reads the body as a Spec and hands it to `then(ctx, spec, id)`, or answers the problem; on a
+  // check thread if its WAF directives need the sandbox (`then` is kept until then, so it holds
+  // nothing of the caller's by reference).
   template <typename Then>
-  void with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, std::string id,
+  void with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, std::string_view id,
                  Then then);
 
   ApiConfig config_;
