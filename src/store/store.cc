@@ -277,6 +277,9 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
     // RocksDB drops a last record cut short, not one of full length with parts that never reached
     // the disk (store/wal_tail.h). If that is all the damage, the log is replayed up to it.
     const WalTail tail = examine_wal_tail(dir);
+    if (tail.kind == WalTail::Kind::kDamaged) {
+      return make_error(Code::kUnavailable, s.ToString() + " (" + tail.detail + ")");
+    }
     if (tail.kind == WalTail::Kind::kTorn) {
       rocksdb::DBOptions up_to_damage = options;
       up_to_damage.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;

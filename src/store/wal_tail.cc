@@ -190,6 +190,35 @@ bool later_batch(const Mapped& log, size_t from) {
   return false;
 }
 
+// Where the batch whose first record starts at `start` ends, read from its records' headers alone
+// (a payload may be what is damaged): after its full or last record. nullopt when a header on
+// the way is not one that batch could have (zeros, say), or the file ends first: then where it
+// ends is not known.
+std::optional<size_t> batch_end(const Mapped& log, size_t start) {
+  size_t pos = start;
+  bool first = true;
+  while (pos < log.size()) {
+    const size_t left = kBlockSize - pos % kBlockSize;
+    if (left < kHeaderSize) {  // the block's trailer
+      pos += left;
+      continue;
+    }
+    if (log.size() - pos < kHeaderSize) return std::nullopt;
+    const unsigned char* h = log.data() + pos;
+    const size_t length = size_t{h[4]} | size_t{h[5]} << 8;
+    const uint8_t type = h[6];
+    const bool fits = first ? type == kFull || type == kFirst : type == kMiddle || type == kLast;
+    if (!fits || (length == 0 && type != kFirst) || kHeaderSize + length > left ||
+        log.size() - pos - kHeaderSize < length) {
+      return std::nullopt;
+    }
+    pos += kHeaderSize + length;
+    if (type == kFull || type == kLast) return pos;
+    first = false;
+  }
+  return std::nullopt;
+}
+
 // Whether `log` holds any record at all with a valid checksum.
 bool any_record(const Mapped& log) {
   for (size_t pos = 0; pos + kHeaderSize <= log.size(); ++pos) {
@@ -240,6 +269,17 @@ WalTail examine_wal_tail(const std::string& dir) {
     const std::string where = logs[i].second + " at byte " + std::to_string(w.torn_start);
     if (later_batch(*log, w.torn_start)) {
       return damaged(w.what + " in " + where + ", and a later batch after it");
+    }
+    // A torn last write is followed by nothing written: the file's end, or zeros where its size
+    // ran ahead of its pages. Bytes after the damaged batch's end are a later write's, whose
+    // first record's header is damaged too (a page of zeros over one batch's end and the next
+    // one's start): the damaged batch was synced before that write began, so it may have been
+    // acknowledged.
+    if (auto end = batch_end(*log, w.torn_start);
+        end && !std::all_of(log->data() + *end, log->data() + log->size(),
+                            [](unsigned char c) { return c == 0; })) {
+      return damaged(w.what + " in " + where + ", and bytes of a later write after its end (byte " +
+                     std::to_string(*end) + ")");
     }
     for (size_t j = i + 1; j < logs.size(); ++j) {
       auto later = Mapped::open(dir + "/" + logs[j].second, &error);

@@ -172,6 +172,45 @@ TEST_CASE("damage to a batch before the last stops the open, also in the same bl
   }
 }
 
+// A review zeroed 16 bytes over an acknowledged batch's end and the last batch's header: the open
+// dropped both, the acknowledged one included, saying that it was never acknowledged. No crash
+// leaves that (the batch before the last was synced before the last was written); the damage
+// now stops the open, as damage before the last write does.
+TEST_CASE("damage over a batch's end and the last batch's header stops the open") {
+  struct Case {
+    const char* name;
+    size_t batches, bytes;  // the second last of them ends where the damage is
+    size_t before, after;   // zeros from this many bytes before that end to this many after it
+  };
+  const Case cases[] = {
+      {"16 bytes", 10, 500, 8, 8},
+      // A page of zeros over two whole batches, the third's end and the last one's header.
+      {"a page", 20, 500, 1500, 7},
+      // The last batch spans blocks: only its first fragment's header is damaged.
+      {"before a batch of fragments", 10, 500, 8, 8},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.name);
+    Crashed c;
+    for (size_t i = 0; i + 1 < k.batches; ++i) c.write(static_cast<int>(i), k.bytes);
+    const bool fragments = std::string_view(k.name) == "before a batch of fragments";
+    c.write(static_cast<int>(k.batches - 1), fragments ? 70000 : k.bytes);
+    c.crash();
+    const uint64_t end = c.ends[k.batches - 2];
+    overwrite(c.log, end - k.before, k.before + k.after);
+
+    const WalTail tail = examine_wal_tail(c.dir.path());
+    CHECK(tail.kind == WalTail::Kind::kDamaged);
+    CHECK(tail.detail.find("and bytes of a later write after its end") != std::string::npos);
+    const uint64_t size = std::filesystem::file_size(c.log);
+    auto store = Store::open(c.dir.path());
+    REQUIRE_FALSE(store.ok());
+    CHECK(store.error().detail.find("Corruption") != std::string::npos);
+    CHECK(store.error().detail.find("(" + tail.detail + ")") != std::string::npos);
+    CHECK(std::filesystem::file_size(c.log) == size);
+  }
+}
+
 TEST_CASE("damage in a log before a newer log with records stops the open") {
   Crashed c;
   const std::string first_log = c.log;
