@@ -250,6 +250,8 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"("SecRule ARGS:/(/ \"@rx .\" \"id:23,phase:1,pass\"")",
       // The same with @verifySSN's regex, at the first value it checked (was 201).
       R"("SecRule ARGS \"@verifySSN (\" \"id:24,phase:1,pass\"")",
+      // A regex the engine compiled from a client's argument at every request (was 201).
+      R"("SecRule ARGS \"@rx %{ARGS.a}\" \"id:25,phase:2,deny\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
