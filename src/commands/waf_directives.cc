@@ -25,6 +25,8 @@
 #include <modsecurity/rules_set.h>
 #include <modsecurity/transaction.h>
 
+#include <strings.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -306,6 +308,21 @@ Problem reads_env(modsecurity::RuleWithActions& link) {
   return std::nullopt;
 }
 
+// An @rx (or a regex without an operator name) whose parameter holds a macro, as the engine built
+// it: compiled anew from the macro's value at every match. The scan refuses such text; this stands
+// behind it, as the ENV checks do, should the engine's lexer put a macro into a regex the scan saw
+// elsewhere.
+Problem rx_with_macro(modsecurity::RuleWithActions& link) {
+  auto* rule = dynamic_cast<modsecurity::RuleWithOperator*>(&link);
+  if (rule == nullptr) return std::nullopt;
+  const auto* op = reinterpret_cast<const EngineOperator*>(rule->*member_of(OperatorOf{}));
+  if (op == nullptr || op->name != rule->getOperatorName()) return std::string(kAmbiguous);
+  if (strcasecmp(op->name.c_str(), "rx") == 0 && op->string != nullptr &&
+      op->string->contains_macro)
+    return waf::rx_with_macro(link.getLineNumber());
+  return std::nullopt;
+}
+
 // One link of a rule as the engine built it: its action counts, after checking what only the
 // engine's copy can show (a runtime action or ctl value the policy refuses, a rev or ver that
 // ran past a quote or a line end).
@@ -315,6 +332,7 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
   }
   const int line = r.getLineNumber();
   if (auto p = reads_env(r)) return p;
+  if (auto p = rx_with_macro(r)) return p;
   for (modsecurity::actions::Action* a : r.*member_of(RuntimeList{})) {
     std::string_view name = a->m_name ? std::string_view(*a->m_name) : std::string_view();
     if (!waf::allowed_runtime_action(name))

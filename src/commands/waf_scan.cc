@@ -661,12 +661,7 @@ bool byte_ranges(std::string_view s) {
 // client's value is the regex, and one of 50 KB of recursions took 42 s of the gateway's CPU for
 // one request.
 Problem check_regex(std::string_view pattern, int line) {
-  if (pattern.find("%{") != std::string_view::npos) {
-    return "needs @rx with a regular expression without macros (%{...}): the WAF engine would "
-           "compile one from the macro's value for every request, so a client could send the "
-           "regex; write a literal '%{' as \\x25{" +
-           at(line);
-  }
+  if (pattern.find("%{") != std::string_view::npos) return rx_with_macro(line);
   return regex_problem(pattern, 0, line);
 }
 
@@ -841,6 +836,13 @@ Problem raw_net(std::string_view text) {
 
 std::string refused(std::string_view what, int line) {
   return std::string(what) + " is not allowed in tenant rules" + at(line);
+}
+
+std::string rx_with_macro(int line) {
+  return "needs @rx with a regular expression without macros (%{...}): the WAF engine would "
+         "compile one from the macro's value for every request, so a client could send the "
+         "regex; write a literal '%{' as \\x25{" +
+         at(line);
 }
 
 bool denied_engine_operator(std::string_view engine_name) {

@@ -169,4 +169,8 @@ void prepare_engine();
 // The message for a refused feature: "<what> is not allowed in tenant rules (line N)".
 std::string refused(std::string_view what, int line);
 
+// The message for an @rx (or a regex without an operator name) that holds a macro, which the
+// engine compiles anew from the macro's value at every match.
+std::string rx_with_macro(int line);
+
 }  // namespace gw::fields::waf

@@ -1163,6 +1163,11 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
       {"SecRule ARGS \"@rx a\" \"id:1,pass,msg:'m %{REMOTE_USERENV.x}'\"", "variable ENV"},
       {"SecRule ARGS \"@rx a\" \"id:1,pass,logdata:'%{ENV.x}'\"", "variable ENV"},
       {"SecRule ARGS \"@rx a\" \"id:1,redirect:http://e.example/%{env.x}\"", "variable ENV"},
+      // A regex with a macro, compiled anew from its value at every match, as the engine built
+      // it: with @rx, and without an operator name.
+      {"SecRule ARGS \"@rx %{ARGS.a}\" \"id:1,pass\"",
+       "@rx with a regular expression without macros"},
+      {"SecRule ARGS \"!^%{tx.a}$\" \"id:1,pass\"", "@rx with a regular expression without macros"},
   };
   for (const auto& r : bad) {
     CAPTURE(r.in);
@@ -1192,6 +1197,7 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
       waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass,tag:t,setvar:tx.c=%{env.x}\"", tagged),
       "variable ENV");
   expect_ok(waf_directives(many));
+  expect_ok(waf::engine_check("SecRule ARGS \"@rx ^\\x25{tx.a}$\" \"id:1,pass\"", one_rule));
   // The variables the engine built are counted as the scan counts them: in `ARGS:/a,TX:/ENV:X`
   // the scan saw two, the engine one (its regex key ran on over the comma), and took ENV:X into
   // the operator's parameter.
