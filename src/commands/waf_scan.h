@@ -90,6 +90,8 @@ namespace gw::fields::waf {
 
 // Tenant rule ids lie in 1..kMaxLocalId.
 inline constexpr long kMaxLocalId = 99999;
+// The longest phrase of an @pm, in bytes.
+inline constexpr size_t kMaxPmPhraseBytes = 128;
 
 // The actions of one link of a rule (a SecRule, SecAction or chained follow-up rule) that the
 // engine keeps in lists of their own, counted alike by the scan and by the audit of what the

@@ -252,6 +252,8 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"("SecRule ARGS \"@verifySSN (\" \"id:24,phase:1,pass\"")",
       // A regex the engine compiled from a client's argument at every request (was 201).
       R"("SecRule ARGS \"@rx %{ARGS.a}\" \"id:25,phase:2,deny\"")",
+      // A phrase of 14,000 bytes, 190 MB in the gateway that loads it (was 201).
+      R"("SecRule ARGS \"@pm )" + std::string(14000, 'a') + R"(\" \"id:26,phase:2,deny\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
