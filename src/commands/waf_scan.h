@@ -92,6 +92,8 @@ namespace gw::fields::waf {
 inline constexpr long kMaxLocalId = 99999;
 // The longest phrase of an @pm, in bytes.
 inline constexpr size_t kMaxPmPhraseBytes = 128;
+// The most recursions and subroutine calls ((?R), (?1), ...) in one regex the engine compiles.
+inline constexpr size_t kMaxRegexCalls = 64;
 
 // The actions of one link of a rule (a SecRule, SecAction or chained follow-up rule) that the
 // engine keeps in lists of their own, counted alike by the scan and by the audit of what the

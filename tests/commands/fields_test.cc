@@ -1025,6 +1025,50 @@ TEST_CASE("waf_directives refuses @pm phrases over 128 bytes, counted as the eng
   expect_ok(fields::waf_directives(pm("|" + std::string(64, 'a') + "| " + at_most)));
 }
 
+// PCRE2's JIT compile of a recursion into a group took time growing with the number of calls
+// times the group's size: 9,285 alternatives of \S(?R) in one @rx took 3 s at every load of the
+// text (7 s for a check, which parses it twice when the engine refuses a later line). Every
+// refused row was accepted before.
+TEST_CASE("waf_directives refuses regexes with more than 64 recursions or subroutine calls") {
+  auto alternatives = [](std::string_view one, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += (i == 0 ? "" : "|") + std::string(one);
+    return out;
+  };
+  auto repeat = [](std::string_view one, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += one;
+    return out;
+  };
+  auto rx = [](const std::string& regex) {
+    return "SecRule ARGS \"@rx " + regex + "\" \"id:1,phase:2,deny\"";
+  };
+  const Bad bad[] = {
+      {rx(alternatives("\\S(?R)", 65)),
+       "needs a regular expression with at most 64 recursions or subroutine calls"},
+      {rx(alternatives("\\S(?R)", 9285)), "at most 64 recursions"},
+      {rx("(a" + alternatives("b(?1)", 65) + ")"), "at most 64 recursions"},
+      {rx("(?<n>a" + alternatives("b(?&n)", 40) + alternatives("c(?P>n)", 25) + ")"),
+       "at most 64 recursions"},
+      {rx("(a" + alternatives("b(?-1)", 33) + alternatives("b\\g<0>", 16) +
+          alternatives("b\\g'1'", 16) + ")"),
+       "at most 64 recursions"},
+      {rx(alternatives("(?0)", 30) + "|" + alternatives("(c(?+1))(d)", 35)), "at most 64"},
+      // In a regex key, and in @verifyCC's regex, compiled at load as well.
+      {"SecRule ARGS:/" + repeat("(?:a(?R)?)", 65) + "/ \"@rx a\" \"id:1,phase:2,deny\"",
+       "at most 64 recursions"},
+      {"SecRule ARGS \"@verifyCC " + alternatives("\\d(?R)", 65) + "\" \"id:1,phase:2,deny\"",
+       "at most 64 recursions"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.in.substr(0, 200));
+    expect_bad(fields::waf_directives(b.in), b.why);
+  }
+  expect_ok(fields::waf_directives(rx(alternatives("\\S(?R)", 64))));
+  // Options and conditions are no calls.
+  expect_ok(fields::waf_directives(rx(alternatives("(?-i)a(?i)b(?(R)c|d)", 100))));
+}
+
 TEST_CASE("waf_directives refuses operators, actions and quotes the engine reads on from") {
   const Bad bad[] = {
       // An operator without its parameter: the engine took the actions for it.
