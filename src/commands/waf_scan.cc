@@ -320,11 +320,12 @@ Problem split_directives(std::string_view text, std::vector<Directive>* out) {
     logical.append(phys);
     std::vector<Arg> args;
     if (auto p = split_args(logical, logical_line, &args)) return p;
+    // `joins` grows: each argument's are found by a binary search, not a pass over all of them
+    // (a directive of 21,826 continued one-character arguments took 0.27 s that way).
     for (Arg& a : args) {
-      a.breaks_in_blanks =
-          static_cast<int>(std::count_if(joins.begin(), joins.end(), [&](size_t j) {
-            return j >= a.blanks_at && j < a.blanks_at + a.blanks.size();
-          }));
+      const auto from = std::lower_bound(joins.begin(), joins.end(), a.blanks_at);
+      const auto to = std::lower_bound(from, joins.end(), a.blanks_at + a.blanks.size());
+      a.breaks_in_blanks = static_cast<int>(to - from);
     }
     joins.clear();
     if (!args.empty()) {
