@@ -17,26 +17,40 @@ FairPool::FairPool(const char* thread_name, int threads, size_t max_waiting_per_
   }
 }
 
-FairPool::~FairPool() {
+FairPool::~FairPool() { stop(); }
+
+bool FairPool::post(std::string owner, Job job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    if (!stopping_) {
+      if (waiting_.waiting(owner) >= max_waiting_per_owner_) {
+        ++refused_;
+        return false;
+      }
+      waiting_.push(std::move(owner), std::move(job));
+      job = nullptr;
+    }
   }
-  wake_.notify_all();
-  for (auto& t : threads_) t.join();
+  if (job) {
+    job(false);
+  } else {
+    wake_.notify_one();
+  }
+  return true;
 }
 
-bool FairPool::post(std::string owner, std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (waiting_.waiting(owner) >= max_waiting_per_owner_) {
-      ++refused_;
-      return false;
+void FairPool::stop() {
+  std::call_once(stopped_, [this] {
+    TakingTurns<Job> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      std::swap(left, waiting_);
     }
-    waiting_.push(std::move(owner), std::move(job));
-  }
-  wake_.notify_one();
-  return true;
+    wake_.notify_all();
+    while (!left.empty()) left.pop()(false);
+    for (auto& t : threads_) t.join();
+  });
 }
 
 FairPool::Counts FairPool::counts() const {
@@ -48,11 +62,11 @@ void FairPool::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !waiting_.empty(); });
-    if (waiting_.empty()) return;  // stopping, and nothing left
-    std::function<void()> job = waiting_.pop();
+    if (stopping_) return;  // what waited is stop()'s to cancel
+    Job job = waiting_.pop();
     ++running_;
     lock.unlock();
-    job();
+    job(true);
     job = nullptr;  // what it holds goes before the count says it is done
     lock.lock();
     --running_;

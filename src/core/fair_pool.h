@@ -18,6 +18,10 @@ namespace gw {
 
 class FairPool {
  public:
+  // A job is called once: with true on a pool thread to do its work, or with false, on the thread
+  // that stopped the pool (or posted to a stopped one), to tell its requester it will not run.
+  // It must not throw.
+  using Job = std::function<void(bool run)>;
   struct Counts {
     size_t running = 0;
     size_t waiting = 0;
@@ -26,14 +30,18 @@ class FairPool {
 
   // `threads` >= 1, each named `thread_name`.
   FairPool(const char* thread_name, int threads, size_t max_waiting_per_owner);
-  // Runs the jobs still waiting, then joins the threads.
+  // stop().
   ~FairPool();
   FairPool(const FairPool&) = delete;
   FairPool& operator=(const FairPool&) = delete;
 
-  // Queues `job` (which must not throw) behind `owner`'s others; false, and `job` dropped, if
-  // `owner` already has max_waiting_per_owner jobs waiting. From any thread.
-  bool post(std::string owner, std::function<void()> job);
+  // Queues `job` behind `owner`'s others; false, and `job` dropped uncalled, if `owner` already
+  // has max_waiting_per_owner jobs waiting. After stop() it calls job(false) at once. From any
+  // thread.
+  bool post(std::string owner, Job job);
+  // Calls job(false) for every job still waiting, waits for those running, and ends the threads.
+  // Once; later calls return at once. From any thread but the pool's own.
+  void stop();
   Counts counts() const;
 
  private:
@@ -42,11 +50,12 @@ class FairPool {
   const size_t max_waiting_per_owner_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  TakingTurns<std::function<void()>> waiting_;  // GUARDED_BY(mu_)
-  size_t running_ = 0;                          // GUARDED_BY(mu_)
-  uint64_t refused_ = 0;                        // GUARDED_BY(mu_)
-  bool stopping_ = false;                       // GUARDED_BY(mu_)
+  TakingTurns<Job> waiting_;  // GUARDED_BY(mu_)
+  size_t running_ = 0;        // GUARDED_BY(mu_)
+  uint64_t refused_ = 0;      // GUARDED_BY(mu_)
+  bool stopping_ = false;     // GUARDED_BY(mu_)
   std::vector<std::thread> threads_;
+  std::once_flag stopped_;
 };
 
 }  // namespace gw

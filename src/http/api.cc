@@ -364,6 +364,8 @@ Api::Api(ApiConfig config, Service& service, const ReadModel& reads, TokenStore&
   });
 }
 
+void Api::stop() { waf_checks_.stop(); }
+
 std::optional<Error> Api::authenticate(const Request& request, Caller* caller) {
   std::optional<std::string_view> token;
   if (request.authorization) token = bearer_token(*request.authorization);
@@ -536,8 +538,14 @@ void Api::with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, s
   auto spec = read_spec(*ctx, kind, mode, id, &deferred);
   if (spec) return then(ctx, std::move(*spec), id);
   if (!deferred) return;
-  auto job = [this, ctx, kind, mode, id = std::string(id), then = std::move(then)]() mutable {
+  auto job = [this, ctx, kind, mode, id = std::string(id),
+              then = std::move(then)](bool run) mutable {
     try {
+      if (!run) {
+        Reply r = problem(make_error(Code::kUnavailable, "shutting down"), kShuttingDown);
+        r.close = true;
+        return ctx->reply(std::move(r));
+      }
       if (auto read = read_spec(*ctx, kind, mode, id, nullptr)) then(ctx, std::move(*read), id);
     } catch (const std::exception&) {
       ctx->fail(make_error(Code::kInternal, "unexpected exception"));

@@ -67,6 +67,10 @@ class Api {
       RateLimiter& limiter, Metrics& metrics, std::function<bool()> writable);
 
   void handle(Request request, Respond respond);
+  // Answers 503 (shutting down) to the profile writes still waiting for a check thread, and waits
+  // for those being checked, whose answers go out as usual. Server::shutdown calls it once the
+  // drain ends, while connections are still open; handle() answers later ones 503 as well.
+  void stop();
   // Counts in the metrics an answer the server gave without handing the request over (shutting
   // down, a refused Content-Length), under the route `method` and `path` name, as handle() counts
   // its own; it took no time to speak of (it is answered as soon as it is read).

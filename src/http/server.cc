@@ -652,6 +652,9 @@ void Server::shutdown(int drain_ms) {
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  // Writes still waiting for a WAF check are answered 503, those being checked finish (bounded by
+  // the sandbox's limits), while their connections are open; no check runs past this.
+  state_->api->stop();
   // Let the transports flush what was just queued.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (endpoint_) endpoint_->shutdown();

@@ -997,16 +997,21 @@ TEST_CASE("waf_directives refuses macros in @rx") {
   expect_ok(fields::waf_directives(R"(SecRule ARGS "@within %{tx.a}" "id:2,phase:2,deny")"));
 }
 
+// `one` `n` times, with `separator` between.
+std::string repeat(std::string_view one, int n, std::string_view separator = "") {
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) out += separator;
+    out += one;
+  }
+  return out;
+}
+
 // Each @pm phrase took the engine memory growing with the square of its length: one of 14,000
 // bytes took 190 MB in the gateway that loaded it (all four rows were accepted before).
 TEST_CASE("waf_directives refuses @pm phrases over 128 bytes, counted as the engine makes them") {
   const std::string at_most(waf::kMaxPmPhraseBytes, 'a');
   const std::string over = at_most + "b";
-  auto repeat = [](std::string_view s, int n) {
-    std::string out;
-    for (int i = 0; i < n; ++i) out += s;
-    return out;
-  };
   auto pm = [](const std::string& param) {
     return "SecRule ARGS \"@pm " + param + "\" \"id:1,phase:2,deny\"";
   };
@@ -1030,16 +1035,7 @@ TEST_CASE("waf_directives refuses @pm phrases over 128 bytes, counted as the eng
 // text (7 s for a check, which parses it twice when the engine refuses a later line). Every
 // refused row was accepted before.
 TEST_CASE("waf_directives refuses regexes with more than 64 recursions or subroutine calls") {
-  auto alternatives = [](std::string_view one, int n) {
-    std::string out;
-    for (int i = 0; i < n; ++i) out += (i == 0 ? "" : "|") + std::string(one);
-    return out;
-  };
-  auto repeat = [](std::string_view one, int n) {
-    std::string out;
-    for (int i = 0; i < n; ++i) out += one;
-    return out;
-  };
+  auto alternatives = [](std::string_view one, int n) { return repeat(one, n, "|"); };
   auto rx = [](const std::string& regex) {
     return "SecRule ARGS \"@rx " + regex + "\" \"id:1,phase:2,deny\"";
   };

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/text.h"
+#include "support/json.h"
 
 namespace gw::itest {
 namespace {
@@ -313,6 +314,24 @@ std::string metrics(const Server& server) {
   Response r = http.request("GET", server.url() + "/metrics");
   CHECK(r.status == 200);
   return r.body;
+}
+
+double metric(const Server& server, std::string_view name) {
+  return testing::sample(metrics(server), name).value_or(-1);
+}
+
+bool metric_reaches(const Server& server, std::string_view name, double value) {
+  for (int i = 0; i < 1000; ++i) {
+    if (metric(server, name) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::string custom_waf_body(std::string_view team, const std::string& label) {
+  return testing::json_with(
+      testing::json_with(profile_body(team, label + ".example.com"), "waf_template", R"("custom")"),
+      "waf_custom_directives", R"("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"")");
 }
 
 }  // namespace gw::itest

@@ -186,6 +186,14 @@ std::string read_response(int fd);
 
 // GET /metrics (CHECKs 200) and returns the Prometheus text.
 std::string metrics(const Server& server);
+// The value of gatewayd's gauge or counter `name` (no labels) in /metrics; -1 when absent.
+double metric(const Server& server, std::string_view name);
+// Waits (up to 10 s) until metric(server, name) is `value`; false if it never was.
+bool metric_reaches(const Server& server, std::string_view name, double value);
+
+// The body of team `team`'s profile `label`.example.com with one custom WAF rule, which the
+// sandbox checks.
+std::string custom_waf_body(std::string_view team, const std::string& label);
 
 // sample(text, series): the value of one sample of Prometheus text (support/prometheus.h).
 using testing::sample;

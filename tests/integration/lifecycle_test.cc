@@ -322,6 +322,54 @@ TEST_CASE("SIGTERM: new connections are refused while a request in flight is ans
             "total") == 1);
 }
 
+// Writes waiting for a WAF check when gatewayd drained were never answered (their connections
+// closed at the end of the drain), and checks that ended after main returned used the sandbox it
+// had destroyed (a review saw SIGSEGV in 4 of 10 tries, and ASan a use after free). Now the
+// writes still waiting when the drain ends are answered 503, and those being checked finish.
+TEST_CASE("SIGTERM: writes waiting for a WAF check get 503, the one being checked finishes") {
+  Server server({"--threads", "1"});  // one check thread
+  const std::vector<pid_t> children = testing::children_of(server.pid());
+  REQUIRE(children.size() == 1);
+  const pid_t zygote = children[0];
+  REQUIRE(::kill(zygote, SIGSTOP) == 0);
+  auto send_create = [&](const std::string& label) {
+    const int fd = connect_to(server);
+    REQUIRE(fd >= 0);
+    send_until_read(
+        server, fd,
+        raw_post(server, kTeamA, "/v1/gateway_security_profile", custom_waf_body(kTeamA, label)));
+    return fd;
+  };
+  const int checked = send_create("checked");
+  REQUIRE(metric_reaches(server, "gatewayd_waf_checks_running", 1));
+  std::vector<int> waiting;
+  for (int i = 0; i < 3; ++i) waiting.push_back(send_create("waiting" + std::to_string(i)));
+  REQUIRE(metric_reaches(server, "gatewayd_waf_checks_waiting", 3));
+
+  REQUIRE(::kill(server.pid(), SIGTERM) == 0);
+  REQUIRE(server.wait_for_line("gatewayd: signal 15, draining").has_value());
+  // The drain waits its 10 s for them; then the waiting ones are answered, while the check held
+  // by the stopped zygote still runs.
+  for (int fd : waiting) {
+    const std::string answer = read_response(fd);
+    CHECK(answer.starts_with("HTTP/1.1 503 "));
+    CHECK(answer.find("the server is shutting down") != std::string::npos);
+    ::close(fd);
+  }
+  char byte = 0;
+  CHECK(::recv(checked, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0);  // not answered yet
+  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  CHECK(read_response(checked).starts_with("HTTP/1.1 201 "));
+  ::close(checked);
+  testing::ExitStatus s = server.stop();
+  INFO(server.output());
+  CHECK(s.describe() == "exit 0");
+  server.restart();
+  Response list = Api(server, kTeamA).get("/v1/gateway_security_profile");
+  CHECK(num(field(json(list), "pagination"), "total") == 1);
+  CHECK(list.body.find("checked.example.com") != std::string::npos);
+}
+
 // Twelve gateway profiles of about 800 KB each, so that a page of them (about 10 MB) is more than
 // the socket buffers of one connection hold.
 void create_large_profiles(Api& api) {

@@ -314,27 +314,6 @@ TEST_CASE("WAF directives are parsed in gatewayd's sandbox process, which is rep
   CHECK(num(field(json(api.get(kPath)), "pagination"), "total") == 3);
 }
 
-// The body of team `team`'s profile `label`.example.com with one custom WAF rule.
-std::string custom_waf_body(std::string_view team, const std::string& label) {
-  return json_with(
-      json_with(profile_body(team, label + ".example.com"), "waf_template", R"("custom")"),
-      "waf_custom_directives", R"("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"")");
-}
-
-// The value of gatewayd's gauge or counter `name`, read from /metrics.
-double metric(const Server& server, std::string_view name) {
-  return testing::sample(metrics(server), name).value_or(-1);
-}
-
-// Waits (up to 10 s) until gatewayd's `name` is `value`.
-bool metric_reaches(const Server& server, std::string_view name, double value) {
-  for (int i = 0; i < 1000; ++i) {
-    if (metric(server, name) == value) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
 // A WAF check waits for the sandbox, up to its 10 s limit (15 s with a zygote that stopped
 // answering). It ran on the HTTP thread that took the request, so every other connection of that
 // thread, any tenant's, waited with it: with one HTTP thread, a GET was answered only once the
