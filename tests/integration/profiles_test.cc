@@ -261,6 +261,11 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"("SecRule ARGS \"@pm )" + std::string(14000, 'a') + R"(\" \"id:26,phase:2,deny\"")",
       // 65 recursions; 9,285 of them took 3 s to compile at every load of the text (was 201).
       R"("SecRule ARGS \"@rx a)" + recursions(65) + R"(\" \"id:27,phase:2,deny\"")",
+      // Three t:hexEncode; 27 took 17.8 s and 2 GB on any request (was 201).
+      R"("SecRule REQUEST_METHOD \"@unconditionalMatch\" )"
+      R"(\"id:28,phase:1,pass,t:hexEncode,t:hexEncode,t:hexEncode\"")",
+      // @verifyCC, 17.4 s on a 320 KB argument (was 201).
+      R"("SecRule ARGS \"@verifyCC \\d{13,16}\" \"id:29,phase:2,pass\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
