@@ -40,7 +40,7 @@ class FairPool {
   // thread.
   bool post(std::string owner, Job job);
   // Calls job(false) for every job still waiting, waits for those running, and ends the threads.
-  // Once; later calls return at once. From any thread but the pool's own.
+  // Does this once: a later call returns once the first has. From any thread but the pool's own.
   void stop();
   Counts counts() const;
 
