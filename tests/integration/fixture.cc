@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -326,6 +327,13 @@ bool metric_reaches(const Server& server, std::string_view name, double value) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+pid_t stop_zygote(const Server& server) {
+  const std::vector<pid_t> children = testing::children_of(server.pid());
+  REQUIRE(children.size() == 1);
+  REQUIRE(::kill(children[0], SIGSTOP) == 0);
+  return children[0];
 }
 
 std::string custom_waf_body(std::string_view team, const std::string& label) {

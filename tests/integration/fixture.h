@@ -191,6 +191,10 @@ double metric(const Server& server, std::string_view name);
 // Waits (up to 10 s) until metric(server, name) is `value`; false if it never was.
 bool metric_reaches(const Server& server, std::string_view name, double value);
 
+// Stops (SIGSTOP) the WAF sandbox's zygote, gatewayd's only child, so that every check waits
+// until it is continued (SIGCONT); its pid.
+pid_t stop_zygote(const Server& server);
+
 // The body of team `team`'s profile `label`.example.com with one custom WAF rule, which the
 // sandbox checks.
 std::string custom_waf_body(std::string_view team, const std::string& label);

@@ -285,13 +285,8 @@ TEST_CASE("SIGTERM: new connections are refused while a request in flight is ans
   Server server;
   // The WAF sandbox's zygote (gatewayd's only child), stopped: a profile's directives wait for
   // it to be checked, so the create stays in flight until it goes on.
-  const std::vector<pid_t> children = testing::children_of(server.pid());
-  REQUIRE(children.size() == 1);
-  const pid_t zygote = children[0];
-  const std::string body = testing::json_with(
-      testing::json_with(profile_body(kTeamA, "drain.example.com"), "waf_template", R"("custom")"),
-      "waf_custom_directives", R"("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"")");
-  REQUIRE(::kill(zygote, SIGSTOP) == 0);
+  const pid_t zygote = stop_zygote(server);
+  const std::string body = custom_waf_body(kTeamA, "drain");
   const int fd = connect_to(server);
   REQUIRE(fd >= 0);
   send_until_read(server, fd, raw_post(server, kTeamA, "/v1/gateway_security_profile", body));
@@ -328,10 +323,7 @@ TEST_CASE("SIGTERM: new connections are refused while a request in flight is ans
 // writes still waiting when the drain ends are answered 503, and those being checked finish.
 TEST_CASE("SIGTERM: writes waiting for a WAF check get 503, the one being checked finishes") {
   Server server({"--threads", "1"});  // one check thread
-  const std::vector<pid_t> children = testing::children_of(server.pid());
-  REQUIRE(children.size() == 1);
-  const pid_t zygote = children[0];
-  REQUIRE(::kill(zygote, SIGSTOP) == 0);
+  const pid_t zygote = stop_zygote(server);
   auto send_create = [&](const std::string& label) {
     const int fd = connect_to(server);
     REQUIRE(fd >= 0);

@@ -325,10 +325,7 @@ TEST_CASE("WAF directives are parsed in gatewayd's sandbox process, which is rep
 // check ended. Checks now run on threads of their own.
 TEST_CASE("a WAF check that waits for the sandbox holds up no other request") {
   Server server({"--threads", "1"});
-  const std::vector<pid_t> children = testing::children_of(server.pid());
-  REQUIRE(children.size() == 1);
-  const pid_t zygote = children[0];
-  REQUIRE(::kill(zygote, SIGSTOP) == 0);
+  const pid_t zygote = stop_zygote(server);
   const int fd = connect_to(server);
   REQUIRE(fd >= 0);
   send_until_read(server, fd, raw_post(server, kTeamA, kPath, custom_waf_body(kTeamA, "held")));
@@ -347,10 +344,7 @@ TEST_CASE("a WAF check that waits for the sandbox holds up no other request") {
 // 17th is 429, while another tenant's still waits its turn.
 TEST_CASE("a tenant may have 16 WAF checks waiting; one more is 429, others' still wait") {
   Server server({"--threads", "1"});  // one check thread
-  const std::vector<pid_t> children = testing::children_of(server.pid());
-  REQUIRE(children.size() == 1);
-  const pid_t zygote = children[0];
-  REQUIRE(::kill(zygote, SIGSTOP) == 0);
+  const pid_t zygote = stop_zygote(server);
   std::vector<int> held;
   auto send_create = [&](std::string_view team, const std::string& label) {
     const int fd = connect_to(server);
