@@ -94,8 +94,8 @@ constexpr std::string_view kCtlOptions =
 // Files and network lookups; and the operators whose cost grows with the square of a value's
 // length in libmodsecurity 3.0.9, for any parameter (a review: @verifyCPF took 28 s on a 1 MB
 // argument; @rxGlobal with a regex that can match empty text 6.3 s on 120 KB), @rxGlobal also
-// crashing on a regex that does not compile, a macro's included.
-// @verifyCC the same way as @verifyCPF (a later review: 17.4 s on a 320 KB argument).
+// crashing on a regex that does not compile, a macro's included; @verifyCC too (a later review:
+// 17.4 s on a 320 KB argument).
 constexpr std::array<std::string_view, 13> kDeniedOperators = {
     "pmf",       "ipmatchf", "inspectfile", "fuzzyhash", "validatedtd", "validateschema", "rbl",
     "gsblookup", "rxglobal", "verifycpf",   "verifyssn", "verifysvnr",  "verifycc"};
@@ -544,7 +544,7 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
   return std::nullopt;
 }
 
-// How many recursions and subroutine calls `pattern` may hold, counted in its text (an upper
+// How many recursions and subroutine calls `pattern` holds, counted in its text (an upper
 // bound: one in a character class or after an escaped backslash counts too): (?R), (?0), (?1),
 // (?+1), (?-1), (?&name), (?P>name), \g<...> and \g'...'.
 size_t regex_calls(std::string_view pattern) {
@@ -709,8 +709,8 @@ bool byte_ranges(std::string_view s) {
 // expansion, and is not checked here.
 // An @rx with a macro the engine compiles anew from the macro's value at every match
 // (libmodsecurity 3.0.9's Rx::evaluate), for every request and variable: with `%{ARGS.a}` a
-// client's value is the regex, and one of 50 KB of recursions took 42 s of the gateway's CPU for
-// one request.
+// client's value is the regex, and one request of 50 KB of recursions took 42 s of CPU in
+// libmodsecurity 3.0.9.
 Problem check_regex(std::string_view pattern, int line) {
   if (pattern.find("%{") != std::string_view::npos) return rx_with_macro(line);
   return regex_problem(pattern, 0, line);

@@ -15,9 +15,13 @@
 //   and ctl:ruleRemoveTargetById must lie in 1..99999 as well.
 // - Operators: all but @pmFromFile/@pmf, @ipMatchFromFile/@ipMatchF, @inspectFile, @fuzzyHash,
 //   @validateDTD, @validateSchema (files), @rbl, @gsbLookup (network lookups), and @rxGlobal,
-//   @verifyCPF, @verifySSN, @verifySVNR (time growing with the square of a value's length;
-//   @rxGlobal also crashes on a regex that does not compile). @verifyCC's regex must compile and
-//   hold no macros. A setvar's value holds at most one macro (two copies double at every run).
+//   @verifyCPF, @verifySSN, @verifySVNR, @verifyCC (time growing with the square of a value's
+//   length; @rxGlobal also crashes on a regex that does not compile). A setvar's value holds at
+//   most one macro (two copies double at every run).
+// - Costs: no macro in @rx (the engine compiles the macro's value at every match); @pm phrases of
+//   at most kMaxPmPhraseBytes; at most kMaxRegexCalls recursions in a regex compiled at load; at
+//   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
+//   SecRuleUpdateActionById.
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
 //   maturity msg multiMatch noauditlog nolog pass phase redirect rev sanitise* setvar severity
 //   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's

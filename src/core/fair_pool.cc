@@ -20,6 +20,7 @@ FairPool::FairPool(const char* thread_name, int threads, size_t max_waiting_per_
 FairPool::~FairPool() { stop(); }
 
 bool FairPool::post(std::string owner, Job job) {
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
@@ -28,13 +29,13 @@ bool FairPool::post(std::string owner, Job job) {
         return false;
       }
       waiting_.push(std::move(owner), std::move(job));
-      job = nullptr;
+      queued = true;
     }
   }
-  if (job) {
-    job(false);
-  } else {
+  if (queued) {
     wake_.notify_one();
+  } else {
+    job(false);
   }
   return true;
 }

@@ -541,11 +541,7 @@ void Api::with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, s
   auto job = [this, ctx, kind, mode, id = std::string(id),
               then = std::move(then)](bool run) mutable {
     try {
-      if (!run) {
-        Reply r = problem(make_error(Code::kUnavailable, "shutting down"), kShuttingDown);
-        r.close = true;
-        return ctx->reply(std::move(r));
-      }
+      if (!run) return ctx->reply(shutting_down());
       if (auto read = read_spec(*ctx, kind, mode, id, nullptr)) then(ctx, std::move(*read), id);
     } catch (const std::exception&) {
       ctx->fail(make_error(Code::kInternal, "unexpected exception"));

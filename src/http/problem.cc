@@ -106,6 +106,12 @@ void log_hidden_detail(const Error& error, std::string_view method, std::string_
   std::fputs(line.c_str(), stderr);
 }
 
+Reply shutting_down() {
+  Reply r = problem(make_error(Code::kUnavailable, "shutting down"), kShuttingDown);
+  r.close = true;
+  return r;
+}
+
 Reply body_too_large(size_t max_request_bytes) {
   Reply r =
       problem(make_error(Code::kPayloadTooLarge, "the request body exceeds " +

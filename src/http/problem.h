@@ -23,6 +23,10 @@ inline constexpr std::string_view kWritesStopped =
 // details never leave the process: a 500 says "an internal error occurred", a 503 `unavailable`.
 Reply problem(const Error& error, std::string_view unavailable = kCannotWrite);
 
+// 503 unavailable, "the server is shutting down", with Connection: close: for a request that
+// comes, or would run, once gatewayd drains.
+Reply shutting_down();
+
 // 413 payload_too_large for a body (received or declared) over `max_request_bytes`, with
 // Connection: close: the rest of such a body is never read.
 Reply body_too_large(size_t max_request_bytes);

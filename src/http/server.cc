@@ -368,9 +368,7 @@ class Handler final : public P::Http::Handler {
       request.path = percent_decode(origin_path(head.target.substr(0, query)), Part::kPath);
       if (query != std::string_view::npos) read_query(head.target.substr(query + 1), &request);
       if (state_->draining.load(std::memory_order_seq_cst)) {
-        Reply r = problem(make_error(Code::kUnavailable, "shutting down"), kShuttingDown);
-        r.close = true;
-        answer_early(request, *exchange, std::move(r));
+        answer_early(request, *exchange, shutting_down());
         return;
       }
       auto copy = [](const std::optional<std::string_view>& v) {

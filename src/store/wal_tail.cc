@@ -80,21 +80,39 @@ class Mapped {
   size_t size_ = 0;
 };
 
-// Whether a record with a valid header and checksum starts at `pos`, of one of `types`.
-bool record_at(const Mapped& log, size_t pos, std::initializer_list<uint8_t> types) {
+// The length of the record whose header starts at `pos`, if that header is of one of `types`
+// and its length fits its block and the file (its checksum not checked); nullopt otherwise.
+std::optional<size_t> header_at(const Mapped& log, size_t pos,
+                                std::initializer_list<uint8_t> types) {
   const size_t left = kBlockSize - pos % kBlockSize;
-  if (left < kHeaderSize || log.size() - pos < kHeaderSize) return false;
+  if (left < kHeaderSize || log.size() - pos < kHeaderSize) return std::nullopt;
   const unsigned char* h = log.data() + pos;
   const uint8_t type = h[6];
-  if (std::find(types.begin(), types.end(), type) == types.end()) return false;
+  if (std::find(types.begin(), types.end(), type) == types.end()) return std::nullopt;
   const size_t length = size_t{h[4]} | size_t{h[5]} << 8;
   // RocksDB starts a batch with an empty first fragment where a block has just a header's room.
   if ((length == 0 && type != kFirst) || kHeaderSize + length > left ||
       log.size() - pos - kHeaderSize < length) {
-    return false;
+    return std::nullopt;
   }
-  if (type == kFull && length < kBatchHeader) return false;
-  return fixed32(h) == wal_record_crc(type, reinterpret_cast<const char*>(h + kHeaderSize), length);
+  return length;
+}
+
+// Whether a record with a valid header and checksum starts at `pos`, of one of `types`.
+bool record_at(const Mapped& log, size_t pos, std::initializer_list<uint8_t> types) {
+  const std::optional<size_t> length = header_at(log, pos, types);
+  if (!length) return false;
+  const unsigned char* h = log.data() + pos;
+  const uint8_t type = h[6];
+  if (type == kFull && *length < kBatchHeader) return false;
+  return fixed32(h) ==
+         wal_record_crc(type, reinterpret_cast<const char*>(h + kHeaderSize), *length);
+}
+
+// Whether `log` holds nothing but zeros from `from` to its end.
+bool zeros_from(const Mapped& log, size_t from) {
+  return std::all_of(log.data() + from, log.data() + log.size(),
+                     [](unsigned char c) { return c == 0; });
 }
 
 // One log read from its start as RocksDB's reader reads it, up to the first thing it would not
@@ -140,7 +158,7 @@ Walk walk(const Mapped& log) {
     const uint8_t type = h[6];
     if (type == kZero && length == 0) {
       // Zeros where a header should be: the log's unwritten end, if nothing but zeros follows.
-      if (!in_batch && std::all_of(d + pos, d + n, [](unsigned char c) { return c == 0; })) {
+      if (!in_batch && zeros_from(log, pos)) {
         return w;
       }
       return stop("zeros where a record should start"), w;
@@ -203,16 +221,11 @@ std::optional<size_t> batch_end(const Mapped& log, size_t start) {
       pos += left;
       continue;
     }
-    if (log.size() - pos < kHeaderSize) return std::nullopt;
-    const unsigned char* h = log.data() + pos;
-    const size_t length = size_t{h[4]} | size_t{h[5]} << 8;
-    const uint8_t type = h[6];
-    const bool fits = first ? type == kFull || type == kFirst : type == kMiddle || type == kLast;
-    if (!fits || (length == 0 && type != kFirst) || kHeaderSize + length > left ||
-        log.size() - pos - kHeaderSize < length) {
-      return std::nullopt;
-    }
-    pos += kHeaderSize + length;
+    const std::optional<size_t> length =
+        first ? header_at(log, pos, {kFull, kFirst}) : header_at(log, pos, {kMiddle, kLast});
+    if (!length) return std::nullopt;
+    const uint8_t type = log.data()[pos + 6];
+    pos += kHeaderSize + *length;
     if (type == kFull || type == kLast) return pos;
     first = false;
   }
@@ -275,9 +288,7 @@ WalTail examine_wal_tail(const std::string& dir) {
     // first record's header is damaged too (a page of zeros over one batch's end and the next
     // one's start): the damaged batch was synced before that write began, so it may have been
     // acknowledged.
-    if (auto end = batch_end(*log, w.torn_start);
-        end && !std::all_of(log->data() + *end, log->data() + log->size(),
-                            [](unsigned char c) { return c == 0; })) {
+    if (auto end = batch_end(*log, w.torn_start); end && !zeros_from(*log, *end)) {
       return damaged(w.what + " in " + where + ", and bytes of a later write after its end (byte " +
                      std::to_string(*end) + ")");
     }
