@@ -100,10 +100,10 @@ class Api {
                                 bool* deferred);
   // Reads the body as a Spec and hands it to `then(ctx, spec, id)`, or answers the problem; on a
   // check thread if its WAF directives need the sandbox (`then` is kept until then, so it holds
-  // nothing of the caller's by reference).
+  // nothing of the caller's by reference), unless `idempotency` (a create's) has its answer kept.
   template <typename Then>
   void with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, std::string_view id,
-                 Then then);
+                 Then then, const IdempotencyKey* idempotency = nullptr);
 
   ApiConfig config_;
   Service& service_;

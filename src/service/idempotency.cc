@@ -55,14 +55,27 @@ std::string request_fingerprint(std::string_view method, std::string_view path,
   return sha256_hex(text);
 }
 
-Result<std::optional<KeptAnswer>> find_answer(Tx& tx, const IdempotencyKey& key, int64_t now) {
-  auto raw = tx.get(Cf::kMeta, answer_key(key));
+namespace {
+
+// The answer in `raw` (a read of answer_key), unless there is none or it expired at `now`.
+Result<std::optional<KeptAnswer>> live_answer(Result<std::optional<std::string>> raw, int64_t now) {
   if (!raw.ok()) return std::move(raw.error());
   if (!raw.value()) return std::optional<KeptAnswer>();
   auto answer = decode(*raw.value());
   if (!answer) return make_error(Code::kInternal, "a kept idempotent answer is malformed");
   if (now - answer->time >= kIdempotencyWindowSeconds) return std::optional<KeptAnswer>();
   return answer;
+}
+
+}  // namespace
+
+Result<std::optional<KeptAnswer>> find_answer(Tx& tx, const IdempotencyKey& key, int64_t now) {
+  return live_answer(tx.get(Cf::kMeta, answer_key(key)), now);
+}
+
+Result<std::optional<KeptAnswer>> find_written_answer(const Store& store, const IdempotencyKey& key,
+                                                      int64_t now) {
+  return live_answer(store.get(Cf::kMeta, answer_key(key)), now);
 }
 
 bool scanned_by_keep_answer(std::string_view key) { return key.starts_with(expiry_prefix()); }

@@ -9,7 +9,7 @@
 //   I \0 <time 8 bytes> \0 <tenant> \0 <key> -> ""   expiry order; old entries are pruned by new
 //   ones
 //
-// Pure functions over a Tx; used on the writer thread.
+// Pure functions over a Tx, used on the writer thread (find_written_answer reads the Store).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,10 @@ struct PruneCursor {
 
 // The answer kept for `key`, unless there is none or it is older than the window at `now`.
 Result<std::optional<KeptAnswer>> find_answer(Tx& tx, const IdempotencyKey& key, int64_t now);
+// The same, read from what the writer has written (any thread): an answer found is durable, one
+// not found may be in a batch being written, so only the writer's find_answer decides a create.
+Result<std::optional<KeptAnswer>> find_written_answer(const Store& store, const IdempotencyKey& key,
+                                                      int64_t now);
 // Stages `answer` under `key` and prunes up to a few entries that expired before `now`, from
 // `cursor` on; moves `cursor` past what it pruned.
 Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& answer, int64_t now,

@@ -165,6 +165,14 @@ void Service::create(Spec spec, Actor actor, std::optional<IdempotencyKey> idemp
       std::move(done), std::move(idempotency));
 }
 
+std::optional<Written> Service::written_replay(const IdempotencyKey& idempotency) const {
+  auto kept = find_written_answer(writer_.store(), idempotency, clock_.now_seconds());
+  if (!kept.ok() || !kept.value() || kept.value()->fingerprint != idempotency.fingerprint) {
+    return std::nullopt;
+  }
+  return Written{std::move(kept.value()->json), kept.value()->version, true};
+}
+
 void Service::update(Kind kind, std::string id, Spec spec, Actor actor,
                      std::optional<std::string> if_match, Done done) {
   run(std::move(actor),

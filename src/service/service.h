@@ -45,6 +45,10 @@ class Service {
   // answer (replayed) and appends nothing; the same key with another request is
   // kIdempotencyKeyReused (see service/idempotency.h).
   void create(Spec spec, Actor actor, std::optional<IdempotencyKey> idempotency, Done done);
+  // The answer create() would replay for `idempotency` now, if it was written already and is for
+  // this same request: answering it needs no check of the body. nullopt otherwise (none kept yet,
+  // another request's, or the store cannot be read): create() decides.
+  std::optional<Written> written_replay(const IdempotencyKey& idempotency) const;
   void update(Kind kind, std::string id, Spec spec, Actor actor,
               std::optional<std::string> if_match, Done done);
   // `if_match`: the raw If-Match header, if sent.

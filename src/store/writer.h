@@ -77,6 +77,8 @@ class Writer {
   void stop();
 
   uint64_t last_seq() const { return published_seq_.load(std::memory_order_acquire); }
+  // The store it writes, for reads of what it has written.
+  const Store& store() const { return store_; }
   // False after a batch failed to be written (disk full, I/O error). The writer then fails every
   // later job without executing it: the failed batch may or may not be in the WAL, so only a
   // restart, which recovers the log's true tail, can continue the sequence and the hash chain.

@@ -377,6 +377,42 @@ TEST_CASE("a tenant may have 16 WAF checks waiting; one more is 429, others' sti
   CHECK(num(field(json(Api(server, kTeamB).get(kPath)), "pagination"), "total") == 1);
 }
 
+// A repeat of a create kept under its Idempotency-Key waited for a check thread and the sandbox
+// like a new body (and could be refused 429 when 16 waited), although the writer answers it with
+// the kept answer without reading the body: with the sandbox stopped, the repeat got no answer
+// within the client's 15 s. It is now answered at once; another request under the key still waits
+// for its check, and is then refused.
+TEST_CASE("a repeat of a create with WAF directives under its Idempotency-Key needs no check") {
+  Server server({"--threads", "1"});
+  Api api(server, kTeamA);
+  const Headers key{{"Idempotency-Key", "waf-create-1"}};
+  const std::string body = custom_waf_body(kTeamA, "kept");
+  Response first = api.post(kPath, body, key);
+  REQUIRE(first.status == 201);
+
+  const pid_t zygote = stop_zygote(server);
+  Response again = api.post(kPath, body, key);
+  const double running = metric(server, "gatewayd_waf_checks_running");
+  const int other = connect_to(server);
+  REQUIRE(other >= 0);
+  send_until_read(server, other,
+                  raw_post(server, kTeamA, kPath, custom_waf_body(kTeamA, "other"),
+                           "Idempotency-Key: waf-create-1\r\n"));
+  const bool other_checked = metric_reaches(server, "gatewayd_waf_checks_running", 1);
+  REQUIRE(::kill(zygote, SIGCONT) == 0);
+
+  CHECK(again.status == 201);
+  CHECK(again.body == first.body);
+  CHECK(again.header("Idempotency-Replayed") == "true");
+  CHECK(running == 0);
+  CHECK(other_checked);
+  const std::string reused = read_response(other);
+  CHECK(reused.starts_with("HTTP/1.1 422 "));
+  CHECK(reused.find("idempotency_key_reused") != std::string::npos);
+  ::close(other);
+  CHECK(num(field(json(api.get(kPath)), "pagination"), "total") == 1);
+}
+
 TEST_CASE("profile hostnames are normalized and must be real DNS names") {
   Server server;
   Api api(server, kTeamA);

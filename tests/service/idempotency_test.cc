@@ -98,6 +98,29 @@ TEST_CASE("an answer is kept for 24 hours per tenant and key") {
   CHECK_FALSE(f.find(key_of("team_a", "k2"), kT0).has_value());
 }
 
+// find_written_answer reads the store, outside the writer: what a written batch kept, with the
+// same window.
+TEST_CASE("a written answer is found in the store by any thread within its window") {
+  Fixture f;
+  IdempotencyKey k = key_of("team_a", "k1");
+  auto written = [&](const IdempotencyKey& key, int64_t now) {
+    auto r = find_written_answer(*f.store, key, now);
+    REQUIRE(r.ok());
+    return r.value();
+  };
+  CHECK_FALSE(written(k, kT0).has_value());
+  f.write([&](Tx& tx) {
+    REQUIRE(keep_answer(tx, k, {k.fingerprint, kT0, 3, "{\"a\":1}"}, kT0, f.pruned).ok());
+  });
+  auto found = written(k, kT0 + kIdempotencyWindowSeconds - 1);
+  REQUIRE(found.has_value());
+  CHECK(found->fingerprint == k.fingerprint);
+  CHECK(found->version == 3);
+  CHECK(found->json == "{\"a\":1}");
+  CHECK_FALSE(written(k, kT0 + kIdempotencyWindowSeconds).has_value());
+  CHECK_FALSE(written(key_of("team_b", "k1"), kT0).has_value());
+}
+
 TEST_CASE("new answers prune expired ones, but not a key that was used again since") {
   Fixture f;
   for (int i = 0; i < 5; ++i) {
