@@ -21,7 +21,8 @@
 // - Costs: no macro in @rx (the engine compiles the macro's value at every match); @pm phrases of
 //   at most kMaxPmPhraseBytes; at most kMaxRegexCalls recursions in a regex compiled at load; at
 //   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
-//   SecRuleUpdateActionById.
+//   SecRuleUpdateActionById; XML read only whole, as XML:/* or as XML://@* (any other key is an
+//   XPath expression evaluated at every request), but in an exclusion.
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
 //   maturity msg multiMatch noauditlog nolog pass phase redirect rev sanitise* setvar severity
 //   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's
