@@ -22,7 +22,8 @@
 //   at most kMaxPmPhraseBytes; at most kMaxRegexCalls recursions in a regex compiled at load; at
 //   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
 //   SecRuleUpdateActionById; XML read only whole, as XML:/* or as XML://@* (any other key is an
-//   XPath expression evaluated at every request), but in an exclusion.
+//   XPath expression evaluated at every request), but in an exclusion; at most kMaxSetvarBytes
+//   of setvar text in all (a setvar may copy its text once per matched variable).
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
 //   maturity msg multiMatch noauditlog nolog pass phase redirect rev sanitise* setvar severity
 //   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's
@@ -99,6 +100,8 @@ inline constexpr long kMaxLocalId = 99999;
 inline constexpr size_t kMaxPmPhraseBytes = 128;
 // The most recursions and subroutine calls ((?R), (?1), ...) in one regex the engine compiles.
 inline constexpr size_t kMaxRegexCalls = 64;
+// The most text in all of a text's setvar actions (name=value, macros as written).
+inline constexpr size_t kMaxSetvarBytes = 2048;
 
 // The actions of one link of a rule (a SecRule, SecAction or chained follow-up rule) that the
 // engine keeps in lists of their own, counted alike by the scan and by the audit of what the

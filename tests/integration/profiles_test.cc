@@ -268,6 +268,10 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"("SecRule ARGS \"@verifyCC \\d{13,16}\" \"id:29,phase:2,pass\"")",
       // An XPath key; this one took 50 s on an 888-byte XML body (was 201).
       R"("SecRule XML://*//*//*//*//* \"@rx z\" \"id:30,phase:2,pass\"")",
+      // A setvar appending 3,000 bytes at each matched argument; with 60,000 bytes, 1,000
+      // arguments took 69 s (was 201).
+      R"("SecRule ARGS \"@unconditionalMatch\" \"id:31,phase:2,pass,nolog,setvar:tx.a=%{tx.a})" +
+          std::string(3000, 'x') + R"(\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
