@@ -526,17 +526,30 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
                "of variables can double at every run" +
                at(line);
       }
-      // A setvar named by a macro sets a variable of its own for each matched variable, each
-      // holding its value: with a macro of one fixed value there (`tx.%{MATCHED_VAR}=%{ARGS.a}`),
+      // A setvar named by a macro sets a variable of its own for each name it expands to, each
+      // holding its value. With a macro of one fixed value there (`tx.%{MATCHED_VAR}=%{ARGS.a}`),
       // a client's 64,000 bytes kept once for each of 7,500 arguments took 499 MB (a review,
-      // libmodsecurity 3.0.9). The matched variable's own value or name grows with the request.
+      // libmodsecurity 3.0.9); with a name counting the matches (`tx.v%{tx.n}=%{MATCHED_VAR}`
+      // after `tx.n=+1`) a rule reading REQUEST_BODY 500 times kept 500 copies of the body. So
+      // when both hold macros, the name is made of what matched and the rule (a name per
+      // matched variable) and the value of what matched, which grows with the request.
       if (first != std::string::npos && a.value.substr(0, eq).find("%{") != std::string::npos) {
-        const size_t close = a.value.find('}', first);
-        const std::string macro = ascii_lower(a.value.substr(first + 2, close - first - 2));
-        if (macro != "matched_var" && macro != "matched_var_name") {
-          return "setvars named by a macro may hold in their value only the macros "
-                 "%{MATCHED_VAR} and %{MATCHED_VAR_NAME}: the WAF engine keeps a copy of the "
-                 "value for each matched variable" +
+        auto of_the_match = [](std::string_view text, bool rule_too) {
+          for (size_t at = text.find("%{"); at != std::string_view::npos;
+               at = text.find("%{", at + 2)) {
+            const std::string macro = ascii_lower(text.substr(at + 2, text.find('}', at) - at - 2));
+            if (macro != "matched_var" && macro != "matched_var_name" &&
+                !(rule_too && (macro.starts_with("rule.") || macro.starts_with("rule:")))) {
+              return false;
+            }
+          }
+          return true;
+        };
+        if (!of_the_match(std::string_view(a.value).substr(eq), false) ||
+            !of_the_match(std::string_view(a.value).substr(0, eq), true)) {
+          return "setvars whose name and value both hold macros may use only %{MATCHED_VAR} "
+                 "and %{MATCHED_VAR_NAME} (and %{RULE...} in the name): the WAF engine keeps "
+                 "the value once for each name the macros make" +
                  at(line);
         }
       }

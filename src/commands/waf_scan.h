@@ -23,8 +23,9 @@
 //   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
 //   SecRuleUpdateActionById; XML read only whole, as XML:/* or as XML://@* (any other key is an
 //   XPath expression evaluated at every request), but in an exclusion; at most kMaxSetvarBytes
-//   of setvar text in all (a setvar may copy its text once per matched variable); a setvar named
-//   by a macro holds no macro in its value but MATCHED_VAR or MATCHED_VAR_NAME.
+//   of setvar text in all (a setvar may copy its text once per matched variable); a setvar whose
+//   name and value both hold macros uses only MATCHED_VAR, MATCHED_VAR_NAME (and RULE in the
+//   name).
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
 //   maturity msg multiMatch noauditlog nolog pass phase redirect rev sanitise* setvar severity
 //   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's

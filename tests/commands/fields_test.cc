@@ -1542,22 +1542,28 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
       // A setvar named by a macro keeps its value for each matched variable: a client's 64,000
       // bytes for each of 7,500 arguments took 499 MB (all were accepted).
       {R"(SecRule ARGS_NAMES "@rx ^b" "id:12,phase:2,pass,nolog,setvar:tx.%{MATCHED_VAR}=%{ARGS.a}")",
-       "setvars named by a macro may hold in their value only the macros %{MATCHED_VAR} and "
-       "%{MATCHED_VAR_NAME}: the WAF engine keeps a copy of the value for each matched "
-       "variable (line 1)"},
+       "setvars whose name and value both hold macros may use only %{MATCHED_VAR} and "
+       "%{MATCHED_VAR_NAME} (and %{RULE...} in the name): the WAF engine keeps the value once for "
+       "each name the macros make (line 1)"},
       {"SecRule ARGS:a \"@rx ^\" \"id:11,phase:2,pass,nolog,setvar:tx.a=%{MATCHED_VAR}\"\n"
        "SecRule ARGS_NAMES \"@rx ^b\" "
        "\"id:12,phase:2,pass,nolog,setvar:tx.%{MATCHED_VAR}=%{tx.a}\"",
-       "setvars named by a macro may hold in their value only the macros %{MATCHED_VAR} and "
-       "%{MATCHED_VAR_NAME}: the WAF engine keeps a copy of the value for each matched "
-       "variable (line 2)"},
+       "setvars whose name and value both hold macros may use only %{MATCHED_VAR} and "
+       "%{MATCHED_VAR_NAME} (and %{RULE...} in the name): the WAF engine keeps the value once for "
+       "each name the macros make (line 2)"},
+      // A name counting the matches: a rule reading REQUEST_BODY 500 times kept 500 copies.
+      {"SecRule REQUEST_BODY|REQUEST_BODY|REQUEST_BODY \"@rx ^\" "
+       "\"id:2,phase:2,pass,nolog,setvar:tx.n=+1,setvar:tx.v%{tx.n}=%{MATCHED_VAR}\"",
+       "setvars whose name and value both hold macros may use only"},
+      {R"(SecRule ARGS "@rx ^" "id:2,phase:2,pass,setvar:tx.%{TIME}%{MATCHED_VAR_NAME}=%{MATCHED_VAR}")",
+       "setvars whose name and value both hold macros may use only"},
       // A capture group that did not take part in a match keeps an earlier rule's value.
       {R"x(SecRule ARGS_NAMES "@rx ^b|(x)" "id:1,phase:2,pass,capture,)x"
        R"x(setvar:'tx.p_%{MATCHED_VAR_NAME}=.%{TX.1}'")x",
-       "setvars named by a macro may hold in their value only the macros"},
+       "setvars whose name and value both hold macros may use only"},
       {"SecRule ARGS \"@rx .\" \"id:1,phase:1,pass\"\nSecRuleUpdateActionById 1 "
        "\"setvar:tx.%{MATCHED_VAR_NAME}=x%{REQUEST_BODY}\"",
-       "setvars named by a macro may hold in their value only the macros"},
+       "setvars whose name and value both hold macros may use only"},
       // A setvar value of two copies doubled at every run: 2 GB in 5 s on 40 arguments.
       {R"(SecRule ARGS "@unconditionalMatch" "id:1,phase:1,pass,nolog,setvar:tx.e=%{TX.e}%{TX.e}x")",
        "setvar values may hold at most one macro"},
@@ -1574,7 +1580,7 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
       {R"(SecRule TIME_HOUR|MULTIPART_STRICT_ERROR|REQBODY_ERROR|remote_addr "@rx a" )"
        R"("id:2,pass,logdata:'%{MATCHED_VAR_NAME}=%{matched_var}'")"},
       // A setvar named by a macro, its value the matched variable's own value or name.
-      {R"(SecRule ARGS "@rx a" "id:5,phase:2,pass,setvar:'tx.%{rule.id}-%{MATCHED_VAR_NAME}=%{matched_var}',setvar:tx.n_%{MATCHED_VAR}=x%{MATCHED_VAR_NAME}y,setvar:tx.%{MATCHED_VAR}=1")"},
+      {R"(SecRule ARGS "@rx a" "id:5,phase:2,pass,setvar:'tx.%{rule.id}-%{MATCHED_VAR_NAME}=%{matched_var}',setvar:tx.n_%{MATCHED_VAR}=x%{MATCHED_VAR_NAME}y,setvar:tx.%{MATCHED_VAR}=1,setvar:tx.v%{tx.n}=1")"},
       // 2048 bytes of setvar text in all.
       {"SecRule ARGS \"@rx a\" \"id:4,phase:2,pass,setvar:tx.a=%{tx.a}" +
        std::string(1024 - 12, 'x') + ",setvar:'tx.b=" + std::string(1024 - 5, 'y') + "'\""},
