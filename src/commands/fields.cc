@@ -241,11 +241,20 @@ Problem origin(std::string_view o) {
       return "origins must be scheme://host[:port] with no path, query or userinfo";
     }
   }
+  std::string_view port;
   if (colon != std::string_view::npos) {
-    if (!is_port(rest.substr(colon + 1))) return "origin ports must be 1-65535";
+    port = rest.substr(colon + 1);
+    if (!is_port(port)) return "origin ports must be 1-65535";
     rest = rest.substr(0, colon);
   }
-  return origin_host(rest);
+  if (auto p = origin_host(rest)) return p;
+  // Browsers leave the scheme's default port out of an Origin header, so no Origin would match.
+  const bool https = o.starts_with("https://");
+  if (port == (https ? "443" : "80")) {
+    return "origins must leave out the scheme's default port, as browsers send them: " +
+           std::string(o.substr(0, o.size() - port.size() - 1));
+  }
+  return std::nullopt;
 }
 
 std::string index_prefix(size_t i) { return "[" + std::to_string(i) + "]"; }

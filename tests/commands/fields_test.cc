@@ -194,7 +194,9 @@ TEST_CASE("cors_origins") {
       {"http://[::1]"},
       {"http://[::1]:8080"},
       {"https://[2001:db8::7]"},
-      {"https://[2001:db8:0:1::1]:443"},
+      {"https://[2001:db8:0:1::1]:8443"},
+      {"http://example.com:443"},
+      {"https://example.com:80"},
       {"https://[fe80::]"},
       {"https://[::]"},
       {"https://[1:2:3:4:5:6:7:8]"},
@@ -245,6 +247,12 @@ TEST_CASE("cors_origins") {
       {"https://[2001:db8::1:1:1:1:1]", "as browsers send them: [2001:db8:0:1:1:1:1:1]"},
       {"https://[2001:db8::0:1]", "as browsers send them: [2001:db8::1]"},
       {"https://[2001:db8:0:1:0:0:0:1]:443", "as browsers send them: [2001:db8:0:1::1]"},
+      // The scheme's default port, which browsers leave out of Origin (was accepted).
+      {"https://example.com:443",
+       "origins must leave out the scheme's default port, as browsers send them: "
+       "https://example.com"},
+      {"http://localhost:80", "as browsers send them: http://localhost"},
+      {"https://[::1]:443", "as browsers send them: https://[::1]"},
       {"https://[::ffff:1.2.3.4]", "as browsers send them: [::ffff:102:304]"},
       {"http://intranet", "at least two labels"},
       {"https://256.1.1.1", "not an IP address"},
