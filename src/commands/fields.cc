@@ -321,10 +321,14 @@ void exclusion(const rapidjson::Value& e, size_t i, Problems& out) {
   if (ids.Empty() || ids.Size() > kMaxExclusionIds) {
     return out.push_back({at + ".remove_rule_ids", "must hold 1-256 rule ids"});
   }
+  std::set<int64_t> seen;
   for (rapidjson::SizeType k = 0; k < ids.Size(); ++k) {
     if (!ids[k].IsInt64() || ids[k].GetInt64() < 1 || ids[k].GetInt64() > kMaxExcludedRuleId) {
       out.push_back({at + ".remove_rule_ids" + index_prefix(k),
                      "must be an integer in 1..99999999"});
+    } else if (!seen.insert(ids[k].GetInt64()).second) {
+      // As geo_policy.countries: a repeat is a mistake of the client's, never a second meaning.
+      out.push_back({at + ".remove_rule_ids" + index_prefix(k), "must not repeat a rule id"});
     }
   }
 }

@@ -508,6 +508,9 @@ TEST_CASE("waf_rule_exclusions") {
       {R"([{"path_prefix":"/","remove_rule_ids":[-1]}])", "1..99999999"},
       {R"([{"path_prefix":"/","remove_rule_ids":[1.5]}])", "1..99999999"},
       {R"([{"path_prefix":"/","remove_rule_ids":[1.0]}])", "1..99999999"},
+      // A repeated id (was accepted), as geo_policy.countries.
+      {R"([{"path_prefix":"/","remove_rule_ids":[7,942100,7]}])",
+       "[0].remove_rule_ids[2] must not repeat a rule id"},
       {R"([{"path_prefix":"/","remove_rule_ids":["1"]}])", "1..99999999"},
       {entry.substr(0, 0) + "[" + entry + R"(,{"path_prefix":"x","remove_rule_ids":[1]}])",
        "[1].path_prefix"},
