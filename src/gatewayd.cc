@@ -303,12 +303,16 @@ int main(int argc, char** argv) {
     gw::mirror::KafkaConfig kafka{flags.get("kafka-brokers"), flags.get("kafka-topic")};
     // An event holds a record of up to --max-request-bytes plus its envelope.
     kafka.max_message_bytes = std::max<size_t>(1000000, 2 * server_config.max_request_bytes);
+    gw::mirror::PublisherConfig publishing;
+    publishing.destination = kafka.topic;
     mirror = std::make_unique<gw::mirror::Publisher>(
-        *store.value(), *w, clock, [kafka]() -> gw::Result<std::unique_ptr<gw::mirror::Sink>> {
+        *store.value(), *w, clock,
+        [kafka]() -> gw::Result<std::unique_ptr<gw::mirror::Sink>> {
           auto sink = gw::mirror::KafkaSink::create(kafka);
           if (!sink.ok()) return sink.error();
           return std::unique_ptr<gw::mirror::Sink>(std::move(sink.value()));
-        });
+        },
+        publishing);
     auto started = mirror->start();
     if (!started.ok()) return fail("cannot start the Kafka mirror: " + started.error().detail);
     metrics.add_section([&mirror] { return mirror->render_metrics(); });

@@ -92,6 +92,14 @@ Sink::Sent KafkaSink::send(const OutboundMessage& m) {
   return Sent::kRefused;
 }
 
+std::optional<std::string> KafkaSink::cluster_id() {
+  char* id = rd_kafka_clusterid(rk_, 0);
+  if (id == nullptr) return std::nullopt;
+  std::string out(id);
+  rd_kafka_mem_free(rk_, id);
+  return out;
+}
+
 void KafkaSink::poll(std::chrono::milliseconds timeout, const DeliveryFn& on_delivery) {
   reports_ = &on_delivery;
   rd_kafka_poll(rk_, static_cast<int>(timeout.count()));

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -43,6 +44,8 @@ class KafkaSink : public Sink {
   Sent send(const OutboundMessage& message) override;
   void poll(std::chrono::milliseconds timeout, const DeliveryFn& on_delivery) override;
   bool broken() const override { return broken_; }
+  // The cluster id from the producer's metadata (rd_kafka_clusterid without waiting).
+  std::optional<std::string> cluster_id() override;
   // True from the start of the destructor (librdkafka's threads read it to silence its close).
   bool closing() const { return closing_.load(); }
 

@@ -12,7 +12,8 @@ namespace gw::mirror {
 
 namespace {
 
-constexpr char kCheckpointKey[] = "mirror/checkpoint";
+// The checkpoint of a data dir from before checkpoints were kept per topic.
+constexpr char kOneCheckpointKey[] = "mirror/checkpoint";
 constexpr auto kSaveEvery = std::chrono::milliseconds(100);
 
 void write_metric(std::ostream& out, const char* name, const char* type, const char* help,
@@ -36,15 +37,29 @@ Publisher::Publisher(Store& store, Writer& writer, const Clock& clock, SinkFacto
       writer_(writer),
       clock_(clock),
       make_sink_(std::move(make_sink)),
-      config_(config) {}
+      config_(std::move(config)),
+      key_(std::string(kOneCheckpointKey) + "/" + config_.destination) {}
 
 Publisher::~Publisher() { stop(); }
 
 Result<bool> Publisher::start() {
-  auto saved = store_.get(Cf::kMeta, kCheckpointKey);
+  auto saved = store_.get(Cf::kMeta, key_);
   if (!saved.ok()) return saved.error();
   uint64_t checkpoint = 0;
-  if (saved.value() && saved.value()->size() == 8) checkpoint = decode_u64(*saved.value());
+  if (saved.value() && saved.value()->size() >= 8) {
+    checkpoint = decode_u64(std::string_view(*saved.value()).substr(0, 8));
+    cluster_ = saved.value()->substr(8);
+  } else {
+    // A data dir from before: its one checkpoint becomes this topic's, and no other's.
+    auto one = store_.get(Cf::kMeta, kOneCheckpointKey);
+    if (!one.ok()) return one.error();
+    if (one.value() && one.value()->size() == 8) {
+      checkpoint = decode_u64(*one.value());
+      if (!store_.put_meta(key_, *one.value()).ok() || !store_.put_meta(kOneCheckpointKey, "").ok())
+        return make_error(Code::kUnavailable, "cannot keep the mirror's checkpoint");
+    }
+  }
+  saved_cluster_ = cluster_;
   const uint64_t last = writer_.last_seq();
   if (checkpoint > last) {
     // A data dir restored from an older backup: the broker has events this log does not.
@@ -86,6 +101,12 @@ void Publisher::run() {
         continue;
       }
       sink_ = std::move(made.value());
+      cluster_seen_ = false;
+    }
+    if (!same_cluster()) {
+      // Waiting for the producer to learn the cluster's id (serving its callbacks meanwhile).
+      if (sink_) sink_->poll(std::chrono::milliseconds(10), report);
+      continue;
     }
     const bool sent_all = fill();
     // Caught up and idle: no need to wait here (the wait below sleeps until the next commit).
@@ -201,13 +222,33 @@ void Publisher::start_over(const std::string& why) {
   save_checkpoint(true);
 }
 
+bool Publisher::same_cluster() {
+  const std::optional<std::string> id = sink_->cluster_id();
+  if (!id) return cluster_seen_;  // known before: the producer's metadata is being refreshed
+  cluster_seen_ = true;
+  if (id->empty() || *id == cluster_) return true;
+  if (cluster_.empty()) {
+    cluster_ = *id;  // the first cluster this checkpoint is confirmed by
+    save_checkpoint(true);
+    return true;
+  }
+  const std::string why = "the Kafka cluster changed (id " + cluster_ + ", now " + *id +
+                          "): it has none of the events sent before, so the whole log is sent to " +
+                          config_.destination;
+  cluster_ = *id;
+  checkpoint_.store(0, std::memory_order_release);
+  start_over(why);
+  return false;
+}
+
 void Publisher::save_checkpoint(bool force) {
   const uint64_t checkpoint = checkpoint_.load(std::memory_order_relaxed);
-  if (checkpoint == saved_) return;
+  if (checkpoint == saved_ && cluster_ == saved_cluster_) return;
   auto now = std::chrono::steady_clock::now();
   if (!force && now - saved_at_ < kSaveEvery) return;
-  if (!store_.put_meta(kCheckpointKey, encode_u64(checkpoint)).ok()) return;  // tried again later
+  if (!store_.put_meta(key_, encode_u64(checkpoint) + cluster_).ok()) return;  // tried again later
   saved_ = checkpoint;
+  saved_cluster_ = cluster_;
   saved_at_ = now;
 }
 

@@ -1,9 +1,16 @@
 // The Kafka mirror: an outbox publisher that tails the event log and sends every event, in log
-// order, to a Sink (Kafka). Its checkpoint (`mirror/checkpoint` in the store's kMeta column family)
-// is the highest sequence number up to which every event's delivery was confirmed; it advances
-// only over confirmed deliveries, never past a gap, so nothing is skipped. After a restart, or
-// after a failed delivery, sending starts again at checkpoint + 1: events that were delivered but
-// not yet checkpointed are sent again (duplicates, in order; consumers drop them by `ce_id`).
+// order, to a Sink (Kafka). Its checkpoint is the highest sequence number up to which every event's
+// delivery was confirmed; it advances only over confirmed deliveries, never past a gap, so nothing
+// is skipped. After a restart, or after a failed delivery, sending starts again at checkpoint + 1:
+// events that were delivered but not yet checkpointed are sent again (duplicates, in order;
+// consumers drop them by `ce_id`).
+//
+// A checkpoint belongs to one destination: it is kept per topic (`mirror/checkpoint/<topic>` in
+// the store's kMeta column family), with the id of the Kafka cluster it was confirmed by. Another
+// topic starts from the first event; so does another cluster (one rebuilt or replaced behind the
+// same addresses): nothing is sent until the producer knows the cluster's id, and a cluster that
+// changes while sending starts the log over. (A data dir from before keeps its one checkpoint,
+// `mirror/checkpoint`, as the checkpoint of the topic it is first started with.)
 //
 // The API never waits on the mirror: the publisher reads committed events from the store on its
 // own thread, wakes on the writer's commits, and keeps at most `max_in_flight` events queued in
@@ -22,6 +29,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -42,6 +50,8 @@ struct PublisherConfig {
   std::chrono::milliseconds backoff_max{10000};
   // How long stop() waits for confirmations of what is in flight.
   std::chrono::milliseconds flush_timeout{3000};
+  // The topic: the checkpoint is this destination's.
+  std::string destination;
 };
 
 // Makes a new sink; kUnavailable (or another error) when it cannot right now.
@@ -84,6 +94,9 @@ class Publisher {
   void advance();
   // Drops the sink and everything in flight; sending resumes at checkpoint + 1 after a backoff.
   void start_over(const std::string& why);
+  // The sink knows its cluster: false if nothing may be sent yet (its id is not known) or sending
+  // starts over (another cluster than the checkpoint's).
+  bool same_cluster();
   void save_checkpoint(bool force);
 
   Store& store_;
@@ -103,7 +116,11 @@ class Publisher {
   std::string failure_;
   std::chrono::milliseconds backoff_{0};
   std::chrono::steady_clock::time_point retry_at_{};
+  std::string key_;            // the checkpoint's key in kMeta
+  std::string cluster_;        // the cluster the checkpoint was confirmed by ("" not known yet)
+  bool cluster_seen_ = false;  // the current sink has said its cluster's id
   uint64_t saved_ = 0;
+  std::string saved_cluster_;
   std::chrono::steady_clock::time_point saved_at_{};
 
   // Read by render_metrics():

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "mirror/cloud_event.h"
@@ -31,6 +33,10 @@ class Sink {
   // True once the sink can no longer deliver anything (a fatal producer error): the caller
   // replaces it with a new one and sends again from its checkpoint.
   virtual bool broken() const = 0;
+  // Without waiting: the id of the cluster the sink delivers to once it knows it, nullopt before.
+  // Empty for a destination without such an identity. A checkpoint is kept per cluster: another
+  // cluster (a new or rebuilt one behind the same addresses) has none of the events sent before.
+  virtual std::optional<std::string> cluster_id() { return std::string(); }
 };
 
 }  // namespace gw::mirror

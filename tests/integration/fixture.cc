@@ -111,6 +111,11 @@ void Server::restart(ServerLimits limits) {
   start();
 }
 
+void Server::restart_with(std::vector<std::string> extra_args) {
+  extra_args_ = std::move(extra_args);
+  start();
+}
+
 Api::Api(const Server& server, std::string_view team)
     : Api(server, server.token(team), std::string(team)) {}
 

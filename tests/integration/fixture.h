@@ -66,6 +66,8 @@ class Server {
   testing::ExitStatus kill();  // SIGKILL
   // Starts again on the same data dir with the same arguments, under `limits`.
   void restart(ServerLimits limits = {});
+  // Starts again on the same data dir with `extra_args` instead of those it had.
+  void restart_with(std::vector<std::string> extra_args);
   std::string output() const { return proc_.output(); }
   // What the server prints reaches output() through a pipe some time after it printed it: a
   // line printed before a response may not be there yet when the response is.

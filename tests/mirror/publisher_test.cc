@@ -4,6 +4,7 @@
 
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "mirror/publisher.h"
@@ -46,6 +47,7 @@ struct FakeBroker {
   uint64_t refuse_seq = 0;  // send() of this seq answers kRefused
   int sinks_made = 0;
   bool break_current = false;
+  std::optional<std::string> cluster = std::string();  // what cluster_id() says
 
   // Reports `seq` (which must be unanswered) as delivered or failed on the next poll.
   void report(uint64_t seq, bool ok) {
@@ -91,6 +93,10 @@ class FakeSink final : public Sink {
     std::lock_guard<std::mutex> lock(b_.mu);
     return b_.break_current;
   }
+  std::optional<std::string> cluster_id() override {
+    std::lock_guard<std::mutex> lock(b_.mu);
+    return b_.cluster;
+  }
   ~FakeSink() override {
     std::lock_guard<std::mutex> lock(b_.mu);
     b_.unanswered.clear();  // purged
@@ -118,8 +124,10 @@ struct Fixture {
       REQUIRE(committed.get());
     }
   }
-  std::unique_ptr<Publisher> publisher(size_t max_in_flight_bytes = 64 << 20) {
+  std::unique_ptr<Publisher> publisher(size_t max_in_flight_bytes = 64 << 20,
+                                       std::string destination = "events") {
     PublisherConfig config;
+    config.destination = std::move(destination);
     config.backoff_min = milliseconds(1);
     config.backoff_max = milliseconds(5);
     config.max_in_flight = 8;
@@ -132,6 +140,20 @@ struct Fixture {
           return std::unique_ptr<Sink>(std::make_unique<FakeSink>(broker));
         },
         config);
+  }
+  // A publisher to topic `destination`, started, every delivery confirmed.
+  std::unique_ptr<Publisher> started_to(std::string destination) {
+    {
+      std::lock_guard<std::mutex> lock(broker.mu);
+      broker.auto_confirm = true;
+    }
+    auto p = publisher(64 << 20, std::move(destination));
+    REQUIRE(p->start().ok());
+    return p;
+  }
+  void set_cluster(std::optional<std::string> id) {
+    std::lock_guard<std::mutex> lock(broker.mu);
+    broker.cluster = std::move(id);
   }
 };
 
@@ -288,6 +310,75 @@ TEST_CASE("the checkpoint is saved, so a restarted publisher resumes after it; n
   REQUIRE(again->start().ok());
   REQUIRE(eventually([&] { return again->checkpoint() == 6; }));
   CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3, 4, 5, 6});  // 6 alone after restart
+}
+
+// The checkpoint was the data dir's, whatever the topic: gatewayd restarted with another
+// --kafka-topic sent that topic only the events after it (helper 29: events 1 to 44 never
+// reached the new topic, while the metrics said lag 0).
+TEST_CASE("the checkpoint is the topic's: another topic gets the whole log, the first goes on") {
+  Fixture f;
+  f.append(3);
+  auto first = f.started_to("events");
+  REQUIRE(eventually([&] { return first->checkpoint() == 3; }));
+  first->stop();
+  auto other = f.started_to("audit");
+  REQUIRE(eventually([&] { return other->checkpoint() == 3; }));
+  other->stop();
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3, 1, 2, 3});
+  f.append(1);
+  auto again = f.started_to("events");
+  REQUIRE(eventually([&] { return again->checkpoint() == 4; }));
+  again->stop();
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3, 1, 2, 3, 4});
+}
+
+// A data dir from before kept one checkpoint, `mirror/checkpoint`: it becomes the checkpoint of
+// the topic it is first started with, and of no other.
+TEST_CASE("a data dir's one checkpoint from before becomes the first topic's only") {
+  Fixture f;
+  f.append(3);
+  REQUIRE(f.store->put_meta("mirror/checkpoint", encode_u64(2)).ok());
+  auto first = f.started_to("events");
+  REQUIRE(eventually([&] { return first->checkpoint() == 3; }));
+  first->stop();
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{3});
+  auto other = f.started_to("audit");
+  REQUIRE(eventually([&] { return other->checkpoint() == 3; }));
+  other->stop();
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{3, 1, 2, 3});
+}
+
+// A new or rebuilt cluster behind the same addresses has none of the events: the mirror sent it
+// only those after the checkpoint (helper 29, with the mock cluster restarted on its port).
+TEST_CASE("nothing is sent before the cluster's id is known, and another cluster gets it all") {
+  Fixture f;
+  f.append(3);
+  f.set_cluster(std::nullopt);
+  auto p = f.started_to("events");
+  REQUIRE(eventually([&] {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    return f.broker.sinks_made == 1;
+  }));
+  std::this_thread::sleep_for(milliseconds(50));
+  CHECK(f.broker.sent_copy().empty());
+  f.set_cluster("cluster-1");
+  REQUIRE(eventually([&] { return p->checkpoint() == 3; }));
+  // The cluster changes under the running producer: the log starts over, on a new producer.
+  f.set_cluster("cluster-2");
+  REQUIRE(eventually([&] { return f.broker.sent_copy().size() == 6; }));
+  REQUIRE(eventually([&] { return p->checkpoint() == 3; }));
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3, 1, 2, 3});
+  CHECK(p->render_metrics().find("gatewayd_mirror_restarts_total 1\n") != std::string::npos);
+  p->stop();
+  // Saved with its cluster: the same cluster goes on from it, another gets it all again.
+  auto same = f.started_to("events");
+  std::this_thread::sleep_for(milliseconds(50));
+  same->stop();
+  CHECK(f.broker.sent_copy().size() == 6);
+  f.set_cluster("cluster-1");
+  auto back = f.started_to("events");
+  REQUIRE(eventually([&] { return f.broker.sent_copy().size() == 9; }));
+  back->stop();
 }
 
 TEST_CASE("lag is reported in events and in seconds since the oldest unconfirmed event") {
