@@ -18,8 +18,12 @@ constexpr int kPartitions = 4;
 
 // A broker with the test topic, started.
 struct Broker {
-  KafkaMock mock{KAFKA_MOCK_PATH, "gateway-config.events", kPartitions};
-  Broker() { mock.start(); }
+  KafkaMock mock;
+  // Brokers of different `clusters_before` are different clusters (their ids differ).
+  explicit Broker(int clusters_before = 0)
+      : mock(KAFKA_MOCK_PATH, "gateway-config.events", kPartitions, clusters_before) {
+    mock.start();
+  }
   std::vector<std::string> flags() const {
     return {"--kafka-brokers", mock.bootstrap(), "--kafka-topic", mock.topic()};
   }
@@ -218,7 +222,7 @@ TEST_CASE("another topic, and another cluster, get the whole log; the first topi
   REQUIRE(server.stop().success());
 
   // Another cluster (another mock, another cluster id), the same topic: it gets the whole log.
-  Broker other;
+  Broker other(1);
   REQUIRE(other.mock.bootstrap() != broker.mock.bootstrap());
   server.restart_with(other.flags());
   wait_mirrored(server);

@@ -9,8 +9,11 @@
 
 namespace gw::testing {
 
-KafkaMock::KafkaMock(std::string binary, std::string topic, int partitions)
-    : binary_(std::move(binary)), topic_(std::move(topic)), partitions_(partitions) {}
+KafkaMock::KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before)
+    : binary_(std::move(binary)),
+      topic_(std::move(topic)),
+      partitions_(partitions),
+      clusters_before_(clusters_before) {}
 
 KafkaMock::~KafkaMock() {
   if (proc_ && proc_->running()) proc_->kill();
@@ -18,7 +21,8 @@ KafkaMock::~KafkaMock() {
 
 void KafkaMock::start() {
   proc_ = std::make_unique<ChildProcess>();
-  proc_->spawn({binary_, "--topic", topic_, "--partitions", std::to_string(partitions_)});
+  proc_->spawn({binary_, "--topic", topic_, "--partitions", std::to_string(partitions_),
+                "--clusters-before", std::to_string(clusters_before_)});
   auto line = proc_->wait_for_line("bootstrap ", std::chrono::seconds(10));
   if (!line) throw std::runtime_error("kafka_mock did not start: " + proc_->output());
   bootstrap_ = trim(line->substr(line->find(' ') + 1));

@@ -18,8 +18,9 @@ namespace gw::testing {
 
 class KafkaMock {
  public:
-  // `binary` is the kafka_mock program; `topic` is created with `partitions` partitions.
-  KafkaMock(std::string binary, std::string topic, int partitions);
+  // `binary` is the kafka_mock program; `topic` is created with `partitions` partitions. Mocks of
+  // different `clusters_before` have different cluster ids (kafka_mock --clusters-before).
+  KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before = 0);
   ~KafkaMock();  // SIGKILLs the broker if it still runs (paused or not)
   KafkaMock(const KafkaMock&) = delete;
   KafkaMock& operator=(const KafkaMock&) = delete;
@@ -38,6 +39,7 @@ class KafkaMock {
   std::string binary_;
   std::string topic_;
   int partitions_;
+  int clusters_before_;
   std::string bootstrap_;
   std::unique_ptr<ChildProcess> proc_;
 };
