@@ -123,8 +123,18 @@ void KafkaSink::on_error(rd_kafka_t* rk, int err, const char* /*reason*/, void* 
     std::fprintf(stderr, "gatewayd: kafka: fatal producer error: %s\n", why);
     return;
   }
-  // Transient errors (a broker down, a connection lost) are retried by librdkafka and logged
-  // through the log callback; the publisher reports failed deliveries itself.
+  // A connection to a broker lost (or none to be had): librdkafka would reconnect to the same
+  // address and go on producing, and the cluster there may be another one now (rebuilt, replaced),
+  // which has none of the events sent before. Its cached cluster id changes only at its next
+  // metadata refresh (up to 5 minutes later), so a review saw events written after a swap reach
+  // the new cluster before the earlier ones were sent again. So the producer is replaced: a new
+  // one learns the cluster's id before anything is sent to it (Publisher::same_cluster). Other
+  // transient errors are retried by librdkafka and logged through the log callback; the
+  // publisher reports failed deliveries itself.
+  if ((err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) &&
+      !self->closing()) {
+    self->broken_ = true;
+  }
 }
 
 }  // namespace gw::mirror

@@ -55,7 +55,8 @@ Result<bool> Publisher::start() {
     if (!one.ok()) return one.error();
     if (one.value() && one.value()->size() == 8) {
       checkpoint = decode_u64(*one.value());
-      if (!store_.put_meta(key_, *one.value()).ok() || !store_.put_meta(kOneCheckpointKey, "").ok())
+      // In one write: a crash between the two would leave the one checkpoint to the next topic.
+      if (!store_.put_meta({{key_, *one.value()}, {kOneCheckpointKey, ""}}).ok())
         return make_error(Code::kUnavailable, "cannot keep the mirror's checkpoint");
     }
   }
@@ -114,7 +115,9 @@ void Publisher::run() {
     sink_->poll(idle ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10), report);
     advance();
     if (failed_ || sink_->broken()) {
-      start_over(failed_ ? failure_ : "the producer stopped after a fatal error");
+      start_over(failed_ ? failure_
+                         : "the producer stopped (a fatal error, or the connection to the "
+                           "broker was lost)");
       continue;
     }
     save_checkpoint(false);

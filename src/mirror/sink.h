@@ -30,8 +30,9 @@ class Sink {
   virtual Sent send(const OutboundMessage& message) = 0;
   // Serves the delivery reports that are ready, waiting up to `timeout` for the first one.
   virtual void poll(std::chrono::milliseconds timeout, const DeliveryFn& on_delivery) = 0;
-  // True once the sink can no longer deliver anything (a fatal producer error): the caller
-  // replaces it with a new one and sends again from its checkpoint.
+  // True once the sink can no longer deliver anything (a fatal producer error) or should not go on
+  // (it lost its connection to the cluster, which may be another one when it reconnects): the
+  // caller replaces it with a new one and sends again from its checkpoint.
   virtual bool broken() const = 0;
   // Without waiting: the id of the cluster the sink delivers to once it knows it, nullopt before.
   // Empty for a destination without such an identity. A checkpoint is kept per cluster: another

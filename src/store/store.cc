@@ -428,8 +428,18 @@ Result<bool> Store::compact_level0(Cf which) {
 void Store::stop_background_work() { rocksdb::CancelAllBackgroundWork(db_.get(), false); }
 
 Result<bool> Store::put_meta(std::string_view key, std::string_view value) {
-  auto s = db_->Put(rocksdb::WriteOptions(), default_cf_, rocksdb::Slice(key.data(), key.size()),
-                    rocksdb::Slice(value.data(), value.size()));
+  return put_meta({{key, value}});
+}
+
+Result<bool> Store::put_meta(
+    std::initializer_list<std::pair<std::string_view, std::string_view>> entries) {
+  rocksdb::WriteBatch batch;
+  for (const auto& [key, value] : entries) {
+    auto s = batch.Put(default_cf_, rocksdb::Slice(key.data(), key.size()),
+                       rocksdb::Slice(value.data(), value.size()));
+    if (!s.ok()) return unavailable(s);
+  }
+  auto s = db_->Write(rocksdb::WriteOptions(), &batch);
   if (!s.ok()) return unavailable(s);
   return true;
 }

@@ -9,12 +9,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <rocksdb/db.h>
@@ -95,6 +97,9 @@ class Store {
   // Writes one kMeta key without fsync (a later synced write or a clean close makes it durable).
   // kUnavailable on an I/O error.
   Result<bool> put_meta(std::string_view key, std::string_view value);
+  // The same for several keys, in one atomic write.
+  Result<bool> put_meta(
+      std::initializer_list<std::pair<std::string_view, std::string_view>> entries);
   // Drops and recreates the projections column family (offline rebuild only).
   Result<bool> reset_projections();
   // The number of table files in L0 of `which`.

@@ -2,6 +2,7 @@
 // process, tests/tools/kafka_mock) read back with a real consumer (kcat).
 #include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -20,8 +21,9 @@ constexpr int kPartitions = 4;
 struct Broker {
   KafkaMock mock;
   // Brokers of different `clusters_before` are different clusters (their ids differ).
-  explicit Broker(int clusters_before = 0)
-      : mock(KAFKA_MOCK_PATH, "gateway-config.events", kPartitions, clusters_before) {
+  // With `port`, on that port of 127.0.0.1.
+  explicit Broker(int clusters_before = 0, int port = 0)
+      : mock(KAFKA_MOCK_PATH, "gateway-config.events", kPartitions, clusters_before, port) {
     mock.start();
   }
   std::vector<std::string> flags() const {
@@ -225,6 +227,35 @@ TEST_CASE("another topic, and another cluster, get the whole log; the first topi
   REQUIRE(other.mock.bootstrap() != broker.mock.bootstrap());
   server.restart_with(other.flags());
   holds_the_log(other.mock.bootstrap(), other.mock.topic());
+  CHECK(server.output().find("gatewayd: mirror: the Kafka cluster changed") != std::string::npos);
+}
+
+// A cluster replaced behind the same address while gatewayd ran: the producer reconnected and
+// went on, and its cached cluster id changed only at its next metadata refresh (up to 5 minutes),
+// so the new cluster got only the events written after the swap, lag 0 (helper 31).
+TEST_CASE("a cluster replaced behind the same address while running gets the whole log") {
+  auto first = std::make_unique<Broker>();
+  Server server(first->flags());
+  Api api(server, kTeamA);
+  for (int n = 0; n < 6; ++n) {
+    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
+  }
+  wait_mirrored(server);
+  const std::string address = first->mock.bootstrap();
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  first.reset();           // SIGKILL
+  Broker second(1, port);  // another cluster id, the same address
+  REQUIRE(second.mock.bootstrap() == address);
+  for (int n = 6; n < 9; ++n) {
+    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
+  }
+  wait_mirrored(server);
+  const std::vector<std::string> log = all_events(api);
+  REQUIRE(log.size() == 9);
+  auto messages = testing::kcat_read_at_least(address, second.mock.topic(), log.size(),
+                                              std::chrono::seconds(10));
+  CHECK(messages.size() == log.size());
+  CHECK(check_topic(messages, log) == 0);
   CHECK(server.output().find("gatewayd: mirror: the Kafka cluster changed") != std::string::npos);
 }
 

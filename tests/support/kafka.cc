@@ -9,11 +9,13 @@
 
 namespace gw::testing {
 
-KafkaMock::KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before)
+KafkaMock::KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before,
+                     int port)
     : binary_(std::move(binary)),
       topic_(std::move(topic)),
       partitions_(partitions),
-      clusters_before_(clusters_before) {}
+      clusters_before_(clusters_before),
+      port_(port) {}
 
 KafkaMock::~KafkaMock() {
   if (proc_ && proc_->running()) proc_->kill();
@@ -22,7 +24,8 @@ KafkaMock::~KafkaMock() {
 void KafkaMock::start() {
   proc_ = std::make_unique<ChildProcess>();
   proc_->spawn({binary_, "--topic", topic_, "--partitions", std::to_string(partitions_),
-                "--clusters-before", std::to_string(clusters_before_)});
+                "--clusters-before", std::to_string(clusters_before_), "--port",
+                std::to_string(port_)});
   auto line = proc_->wait_for_line("bootstrap ", std::chrono::seconds(10));
   if (!line) throw std::runtime_error("kafka_mock did not start: " + proc_->output());
   bootstrap_ = trim(line->substr(line->find(' ') + 1));

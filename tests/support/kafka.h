@@ -19,8 +19,10 @@ namespace gw::testing {
 class KafkaMock {
  public:
   // `binary` is the kafka_mock program; `topic` is created with `partitions` partitions. Mocks of
-  // different `clusters_before` have different cluster ids (kafka_mock --clusters-before).
-  KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before = 0);
+  // different `clusters_before` have different cluster ids (kafka_mock --clusters-before). With
+  // `port`, the broker listens there (kafka_mock --port), else on a port the kernel picks.
+  KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before = 0,
+            int port = 0);
   ~KafkaMock();  // SIGKILLs the broker if it still runs (paused or not)
   KafkaMock(const KafkaMock&) = delete;
   KafkaMock& operator=(const KafkaMock&) = delete;
@@ -40,6 +42,7 @@ class KafkaMock {
   std::string topic_;
   int partitions_;
   int clusters_before_;
+  int port_;
   std::string bootstrap_;
   std::unique_ptr<ChildProcess> proc_;
 };

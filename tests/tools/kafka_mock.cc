@@ -1,19 +1,25 @@
 // kafka_mock: librdkafka's mock cluster (rdkafka_mock.h) in a process of its own, so tests talk to
 // a real Kafka-protocol broker over TCP and can freeze it (SIGSTOP) or kill it like a real one.
 //
-//   kafka_mock [--brokers N] [--topic NAME --partitions P] [--clusters-before K]
+//   kafka_mock [--brokers N] [--topic NAME --partitions P] [--clusters-before K] [--port PORT]
 //
 // Creates the cluster (N brokers on 127.0.0.1, random ports), creates the topic if given, prints
 // one line `bootstrap HOST:PORT[,HOST:PORT...]` and serves until SIGTERM or SIGINT.
 // With K, it first makes K other clusters (kept, unused), so that its cluster's id differs from
 // that of a run with another K: librdkafka 2.0.2 derives a mock cluster's id from the cluster's
 // address, which is the same in every run of a sanitizer build (its heap is not randomized), and
-// tests of another cluster behind the mirror need two ids.
+// tests of another cluster behind the mirror need two ids. With PORT, the cluster's first broker
+// listens on that port of 127.0.0.1 (librdkafka's mock picks one itself; `bind` below gives it
+// PORT instead): a test replaces one cluster with another behind the same address.
 // The mock keeps messages in memory (about 5 MiB per partition at most, see PITFALLS).
+#include <dlfcn.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,11 +31,37 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: kafka_mock [--brokers N] [--topic NAME --partitions P] "
-               "[--clusters-before K]\n");
+               "[--clusters-before K] [--port PORT]\n");
   return 2;
 }
 
+// --port: the listening socket of the cluster's first broker is the bind_at-th TCP socket bound
+// to a port the kernel picks (each cluster made before has one broker, so one such bind).
+int fixed_port = 0;
+int bind_at = 0;
+std::atomic<int> binds{0};
+
 }  // namespace
+
+// Takes the place of libc's bind for librdkafka's calls (an executable's definition comes first).
+extern "C" int bind(int fd, const sockaddr* addr, socklen_t len) {
+  using Bind = int (*)(int, const sockaddr*, socklen_t);
+  static const Bind real = reinterpret_cast<Bind>(dlsym(RTLD_NEXT, "bind"));
+  if (fixed_port != 0 && addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+    sockaddr_in in;
+    std::memcpy(&in, addr, sizeof in);
+    int type = 0;
+    socklen_t type_len = sizeof type;
+    if (in.sin_port == 0 && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) == 0 &&
+        type == SOCK_STREAM && ++binds == bind_at) {
+      const int one = 1;
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // the last cluster's sockets
+      in.sin_port = htons(static_cast<uint16_t>(fixed_port));
+      return real(fd, reinterpret_cast<const sockaddr*>(&in), sizeof in);
+    }
+  }
+  return real(fd, addr, len);
+}
 
 int main(int argc, char** argv) {
   int brokers = 1;
@@ -48,11 +80,17 @@ int main(int argc, char** argv) {
       partitions = std::atoi(value.c_str());
     } else if (arg == "--clusters-before") {
       clusters_before = std::atoi(value.c_str());
+    } else if (arg == "--port") {
+      fixed_port = std::atoi(value.c_str());
     } else {
       return usage();
     }
   }
-  if (brokers < 1 || partitions < 1 || clusters_before < 0) return usage();
+  if (brokers < 1 || partitions < 1 || clusters_before < 0 || fixed_port < 0 ||
+      fixed_port > 65535) {
+    return usage();
+  }
+  bind_at = clusters_before + 1;
 
   sigset_t signals;
   sigemptyset(&signals);
