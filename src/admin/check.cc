@@ -76,8 +76,8 @@ class ChainCheck {
 };
 
 // The first difference between the stored projections and the replay's, or "".
-Result<std::string> compare_projections(const Store& store, const LogFold& fold,
-                                        uint64_t* compared) {
+Result<std::string> compare_projections(const Store& store, const LogFold& fold, uint64_t* compared,
+                                        uint64_t* spent) {
   auto it = store.iterate(Cf::kProjections);
   it->SeekToFirst();
   auto replay = concatenated(fold.projections());
@@ -91,6 +91,7 @@ Result<std::string> compare_projections(const Store& store, const LogFold& fold,
                                       it->Valid() ? it->key().size() : 0);
     if (it->Valid() &&
         is_spent_counter(stored_key, {it->value().data(), it->value().size()})) {
+      ++*spent;
       it->Next();  // reads as no counter, and a replay writes none
       continue;
     }
@@ -142,7 +143,7 @@ Result<CheckReport> check_store(const Store& store) {
     report.failure = folded.error().detail;
     return report;
   }
-  auto diff = compare_projections(store, fold, &report.projection_keys);
+  auto diff = compare_projections(store, fold, &report.projection_keys, &report.spent_counters);
   if (!diff.ok()) return std::move(diff.error());
   report.failure = diff.value();
   report.records = count_records(fold);

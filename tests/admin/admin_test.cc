@@ -160,6 +160,13 @@ TEST_CASE("check passes on a read model kept in step event by event, counters ba
   auto report = check_store(ro->store());
   REQUIRE(report.ok());
   CHECK(report.value().projection_keys == replayed_keys);
+  // Counted apart, so that check's figures add up with backup's, which copies them (helper 32:
+  // 19,184 keys backed up against 17,511 checked, with no word of the difference).
+  auto all = ro->store().iterate(Cf::kProjections);
+  uint64_t keys = 0;
+  for (all->SeekToFirst(); all->Valid(); all->Next()) ++keys;
+  CHECK(report.value().spent_counters >= 2);
+  CHECK(report.value().projection_keys + report.value().spent_counters == keys);
 }
 
 TEST_CASE("check names the first event whose stored bytes were changed") {
