@@ -54,11 +54,11 @@ constexpr std::string_view kOperators =
     " rx rxglobal streq strmatch unconditionalmatch validatebyterange validatedtd validatehash"
     " validateschema validateurlencoding validateutf8encoding verifycc verifycpf verifyssn"
     " verifysvnr within ";
-// Operators that take no parameter.
 // Transformations whose output is longer than their input.
 constexpr std::string_view kGrowingTransformations =
     " base64encode hexencode urlencode utf8tounicode ";
 constexpr size_t kMaxGrowingTransformations = 2;
+// Operators that take no parameter.
 constexpr std::string_view kNoParameterOperators =
     " detectsqli detectxss geolookup unconditionalmatch validateurlencoding validateutf8encoding ";
 // The variables of libmodsecurity 3.0.9's parser (seclang-parser.yy), lower-cased, but ENV (the
@@ -420,6 +420,19 @@ namespace {
 // the first '/' to a later one followed by a comma, blank or '|', commas and quotes included, so
 // `setvar:tx./a,setvar:tx.b,msg:'q/,setvar:global.y=1,msg:z'` was one setvar of TX to the engine,
 // and the text the scan read as a msg ran as a setvar of GLOBAL (the setvar counts stayed equal).
+// Whether every macro in `text` (each well formed: check_percent) names what matched:
+// MATCHED_VAR or MATCHED_VAR_NAME, and with `rule_too` RULE's fields as well.
+bool macros_of_the_match(std::string_view text, bool rule_too) {
+  for (size_t at = text.find("%{"); at != std::string_view::npos; at = text.find("%{", at + 2)) {
+    const std::string macro = ascii_lower(text.substr(at + 2, text.find('}', at) - at - 2));
+    if (macro != "matched_var" && macro != "matched_var_name" &&
+        !(rule_too && (macro.starts_with("rule.") || macro.starts_with("rule:")))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 Problem setvar_name(std::string_view value, int line) {
   std::string_view name = value.substr(value.starts_with('!') ? 4 : 3);
   name = name.substr(0, name.find('='));
@@ -533,20 +546,10 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
       // after `tx.n=+1`) a rule reading REQUEST_BODY 500 times kept 500 copies of the body. So
       // when both hold macros, the name is made of what matched and the rule (a name per
       // matched variable) and the value of what matched, which grows with the request.
-      if (first != std::string::npos && a.value.substr(0, eq).find("%{") != std::string::npos) {
-        auto of_the_match = [](std::string_view text, bool rule_too) {
-          for (size_t at = text.find("%{"); at != std::string_view::npos;
-               at = text.find("%{", at + 2)) {
-            const std::string macro = ascii_lower(text.substr(at + 2, text.find('}', at) - at - 2));
-            if (macro != "matched_var" && macro != "matched_var_name" &&
-                !(rule_too && (macro.starts_with("rule.") || macro.starts_with("rule:")))) {
-              return false;
-            }
-          }
-          return true;
-        };
-        if (!of_the_match(std::string_view(a.value).substr(eq), false) ||
-            !of_the_match(std::string_view(a.value).substr(0, eq), true)) {
+      if (first != std::string::npos && a.value.find("%{") < eq) {
+        const std::string_view setvar(a.value);
+        if (!macros_of_the_match(setvar.substr(eq), false) ||
+            !macros_of_the_match(setvar.substr(0, eq), true)) {
           return "setvars whose name and value both hold macros may use only %{MATCHED_VAR} "
                  "and %{MATCHED_VAR_NAME} (and %{RULE...} in the name): the WAF engine keeps "
                  "the value once for each name the macros make" +

@@ -531,22 +531,18 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode, std::stri
 // (10 s; 15 s more if its zygote stopped answering). Checked on an HTTP thread, that would hold
 // every connection the thread serves, every tenant's, so such a body is read on a check thread,
 // where tenants take turns and each may have kMaxWafChecksWaiting waiting.
-// A repeat of a create whose answer is kept under its Idempotency-Key gets that answer at once:
-// its body passed the check when it was first sent, and a retry should not wait for a check
-// thread again, nor be refused because too many wait.
 template <typename Then>
 void Api::with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, std::string_view id,
-                    Then then, const IdempotencyKey* idempotency) {
+                    Then then) {
   bool deferred = false;
   auto spec = read_spec(*ctx, kind, mode, id, &deferred);
   if (spec) return then(ctx, std::move(*spec), id);
-  if (!deferred) return;
-  if (idempotency != nullptr) {
-    // Only creates carry an Idempotency-Key.
-    if (auto kept = service_.written_replay(*idempotency)) {
-      return write_reply(ctx, kind, 201)(std::move(*kept));
-    }
-  }
+  if (deferred) check_later(ctx, kind, mode, id, std::move(then));
+}
+
+template <typename Then>
+void Api::check_later(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode,
+                      std::string_view id, Then then) {
   auto job = [this, ctx, kind, mode, id = std::string(id),
               then = std::move(then)](bool run) mutable {
     try {
@@ -586,15 +582,23 @@ void Api::create(const std::shared_ptr<Context>& ctx, Kind kind) {
                                  request_fingerprint(ctx->request.method, ctx->request.path,
                                                      ctx->request.body)};
   }
-  const std::optional<IdempotencyKey> replayable = idempotency;
-  with_spec(
-      ctx, kind, Mode::kCreate, {},
-      [this, kind, idempotency = std::move(idempotency)](const std::shared_ptr<Context>& c,
-                                                         Spec spec, std::string_view) mutable {
-        service_.create(std::move(spec), c->actor(), std::move(idempotency),
-                        write_reply(c, kind, 201));
-      },
-      replayable ? &*replayable : nullptr);
+  bool deferred = false;
+  auto spec = read_spec(*ctx, kind, Mode::kCreate, {}, &deferred);
+  if (!spec && !deferred) return;
+  // A repeat whose answer is kept under its Idempotency-Key gets that answer at once: its body
+  // passed the check when it was first sent, and a retry should not wait for a check thread
+  // again, nor be refused because too many wait.
+  if (!spec && idempotency) {
+    if (auto kept = service_.written_replay(*idempotency)) {
+      return write_reply(ctx, kind, 201)(std::move(*kept));
+    }
+  }
+  auto then = [this, kind, idempotency = std::move(idempotency)](const std::shared_ptr<Context>& c,
+                                                                 Spec s, std::string_view) mutable {
+    service_.create(std::move(s), c->actor(), std::move(idempotency), write_reply(c, kind, 201));
+  };
+  if (spec) return then(ctx, std::move(*spec), {});
+  check_later(ctx, kind, Mode::kCreate, {}, std::move(then));
 }
 
 void Api::get(Context& ctx, Kind kind, const std::string& id) {

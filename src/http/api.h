@@ -99,11 +99,16 @@ class Api {
   std::optional<Spec> read_spec(Context& ctx, Kind kind, Mode mode, std::string_view id,
                                 bool* deferred);
   // Reads the body as a Spec and hands it to `then(ctx, spec, id)`, or answers the problem; on a
-  // check thread if its WAF directives need the sandbox (`then` is kept until then, so it holds
-  // nothing of the caller's by reference), unless `idempotency` (a create's) has its answer kept.
+  // check thread if its WAF directives need the sandbox (check_later).
   template <typename Then>
   void with_spec(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, std::string_view id,
-                 Then then, const IdempotencyKey* idempotency = nullptr);
+                 Then then);
+  // For a body read_spec deferred: reads it on a check thread and hands it to `then` there (`then`
+  // is kept until then, so it holds nothing of the caller's by reference), or answers 429 when
+  // the tenant has kMaxWafChecksWaiting waiting already.
+  template <typename Then>
+  void check_later(const std::shared_ptr<Context>& ctx, Kind kind, Mode mode, std::string_view id,
+                   Then then);
 
   ApiConfig config_;
   Service& service_;
