@@ -155,6 +155,11 @@ int main(int argc, char** argv) {
       {"max-request-bytes", "GATEWAY_MAX_REQUEST_BYTES", "1048576", "larger bodies get 413"},
       {"threads", "GATEWAY_THREADS", std::to_string(cores), "HTTP worker threads"},
       {"rate-limit", "GATEWAY_RATE_LIMIT", "0", "requests per second per tenant; 0 = off"},
+      {"lingering-timeout-ms", "GATEWAY_LINGERING_TIMEOUT_MS", "5000",
+       "after a refused request (400, 413, 431, 501), end the connection once its client has "
+       "sent nothing for this long"},
+      {"lingering-time-ms", "GATEWAY_LINGERING_TIME_MS", "30000",
+       "and at most this long after the refusal"},
       {"read-cache-mb", "GATEWAY_READ_CACHE_MB", "64",
        "memory for records read by GET, kept for the next read; 0 = off"},
       {"dns-servers", "GATEWAY_DNS_SERVERS", "",
@@ -189,6 +194,10 @@ int main(int argc, char** argv) {
   if (!max_bytes) return fail(flags.named("max-request-bytes") + " must be 1..67108864");
   if (!threads) return fail(flags.named("threads") + " must be 1..256");
   if (!rate) return fail(flags.named("rate-limit") + " must be 0..1000000");
+  auto lingering_timeout = gw::parse_int(flags.get("lingering-timeout-ms"), 1, 300000);
+  auto lingering_time = gw::parse_int(flags.get("lingering-time-ms"), 1, 300000);
+  if (!lingering_timeout) return fail(flags.named("lingering-timeout-ms") + " must be 1..300000");
+  if (!lingering_time) return fail(flags.named("lingering-time-ms") + " must be 1..300000");
   auto read_cache_mb = gw::parse_int(flags.get("read-cache-mb"), 0, 1 << 20);
   if (!read_cache_mb) return fail(flags.named("read-cache-mb") + " must be 0..1048576");
   auto dns_timeout = gw::parse_int(flags.get("dns-timeout-ms"), 10, 60000);
@@ -227,6 +236,8 @@ int main(int argc, char** argv) {
   }
   server_config.threads = static_cast<int>(*threads);
   server_config.max_request_bytes = static_cast<size_t>(*max_bytes);
+  server_config.lingering_timeout = std::chrono::milliseconds(*lingering_timeout);
+  server_config.lingering_time = std::chrono::milliseconds(*lingering_time);
 
   const std::string data_dir = flags.get("data-dir");
   std::string tokens_file = flags.get("tokens-file");

@@ -32,6 +32,7 @@
 #include "core/expose.h"
 #include "core/text.h"
 #include "http/head_check.h"
+#include "http/linger.h"
 #include "http/problem.h"
 #include "http/transport.h"
 
@@ -42,6 +43,7 @@ namespace P = Pistache;
 struct Server::State {
   std::shared_ptr<Api> api;
   size_t max_request_bytes = 0;
+  std::unique_ptr<Linger> linger;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> in_flight{0};
 };
@@ -159,7 +161,11 @@ class Handler final : public P::Http::Handler {
   // head up to kMaxHeadBytes (431 past that), then checked (head_check.h), then its body up to
   // the Content-Length the head gave, which is at most --max-request-bytes (413 past that).
   void onInput(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer) override {
-    if (marked_closing(*peer)) return;
+    if (marked_closing(*peer)) {
+      // Dropped: the rest of a refused request, or what came after a closing answer.
+      if (len > 0) lingered(peer);
+      return;
+    }
     try {
       read(data, len, peer);
     } catch (const std::exception&) {
@@ -173,6 +179,7 @@ class Handler final : public P::Http::Handler {
 
   void onDisconnection(const std::shared_ptr<P::Tcp::Peer>& peer) override {
     held_.erase(peer.get());
+    lingering_.erase(peer.get());
     P::Tcp::Handler::onDisconnection(peer);
   }
 
@@ -399,6 +406,8 @@ class Handler final : public P::Http::Handler {
       // Sent as every other answer is; the write side is shut once it is written.
       send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true, /*with_body=*/true,
            /*read_whole=*/false);
+      // Its client's end is waited for, within the bounds of Linger.
+      linger(peer);
     } catch (const std::exception&) {
       // Out of memory: the connection is marked, nothing more is read from it.
       shut_when_written(peer);
@@ -522,8 +531,38 @@ class Handler final : public P::Http::Handler {
     }
   }
 
+  // A connection refused (refuse) whose client's end is waited for: when its client last sent
+  // something, for the linger thread to read.
+  struct Lingering {
+    std::weak_ptr<P::Tcp::Peer> peer;
+    std::shared_ptr<Linger::LastInput> last_input;
+  };
+
+  // The client of `peer`, a connection refused, has just sent something.
+  void lingered(const std::shared_ptr<P::Tcp::Peer>& peer) {
+    if (lingering_.empty()) return;
+    const auto found = lingering_.find(peer.get());
+    if (found == lingering_.end()) return;
+    const std::weak_ptr<P::Tcp::Peer>& watched = found->second.peer;
+    if (watched.owner_before(peer) || peer.owner_before(watched)) return;  // an ended one's
+    found->second.last_input->store(Linger::now(), std::memory_order_relaxed);
+  }
+
+  // Refused connections are told of as they end (onDisconnection); should Pistache miss one, its
+  // entry is dropped here, once as many are held as twice the count after the last such sweep.
+  void linger(const std::shared_ptr<P::Tcp::Peer>& peer) {
+    if (lingering_.size() >= linger_sweep_at_) {
+      std::erase_if(lingering_, [](const auto& entry) { return entry.second.peer.expired(); });
+      linger_sweep_at_ = std::max<size_t>(64, 2 * lingering_.size());
+    }
+    auto last_input = state_->linger->watch(peer);
+    lingering_.insert_or_assign(peer.get(), Lingering{peer, std::move(last_input)});
+  }
+
   std::shared_ptr<Server::State> state_;
   std::unordered_map<const P::Tcp::Peer*, Held> held_;
+  std::unordered_map<const P::Tcp::Peer*, Lingering> lingering_;
+  size_t linger_sweep_at_ = 64;
   size_t sweep_at_ = 64;
 };
 
@@ -607,6 +646,7 @@ Server::Server(ServerConfig config, std::shared_ptr<Api> api)
     : config_(std::move(config)), state_(std::make_shared<State>()) {
   state_->api = std::move(api);
   state_->max_request_bytes = config_.max_request_bytes;
+  state_->linger = std::make_unique<Linger>(config_.lingering_timeout, config_.lingering_time);
 }
 
 Server::~Server() = default;
@@ -624,6 +664,7 @@ Result<uint16_t> Server::start() {
         P::Http::Endpoint::options().threads(config_.threads).flags(P::Tcp::Options::ReuseAddr);
     endpoint_->init(opts);
     endpoint_->setHandler(P::Http::make_handler<Handler>(state_));
+    state_->linger->start();
     endpoint_->serveThreaded();
     return static_cast<uint16_t>(endpoint_->getPort());
   } catch (const std::exception& e) {
@@ -655,6 +696,8 @@ void Server::shutdown(int drain_ms) {
   state_->api->stop();
   // Let the transports flush what was just queued.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Before the transports go: the linger thread queues writes on them.
+  state_->linger->stop();
   if (endpoint_) endpoint_->shutdown();
 }
 

@@ -53,12 +53,14 @@ GW_EXPOSE(EventFdTag, &WriteQueue::event_fd);
 // taken off before it is called): kIdentified, the bytes start with the Peer::getID() of the
 // connection they are for; kShutAfter, the write side is shut once they are written; kEndAfter,
 // then the connection ends if nothing it was sent is unread; kAnswer, they answer a request
-// expect_answer() was told of.
+// expect_answer() was told of; kEndNow, the connection is shut both ways once they are written and
+// ends at its HTTP thread's next read, whatever its client sent that was not read (end_connection).
+constexpr int kEndNow = 1 << 26;
 constexpr int kEndAfter = 1 << 27;
 constexpr int kAnswer = 1 << 28;
 constexpr int kIdentified = 1 << 29;
 constexpr int kShutAfter = 1 << 30;
-constexpr int kOurFlags = kEndAfter | kAnswer | kIdentified | kShutAfter;
+constexpr int kOurFlags = kEndNow | kEndAfter | kAnswer | kIdentified | kShutAfter;
 
 // The answers this HTTP thread's connections wait for (expect_answer), by descriptor number, and
 // whether the client has ended its sending side meanwhile. An entry is the connection's whose
@@ -70,6 +72,7 @@ struct Expected {
   uint32_t answers = 0;
   bool read_ended = false;
   bool input_waits = false;  // the handler holds bytes until the answers are taken
+  bool ending = false;       // to end at its next read (kEndNow)
 };
 thread_local std::vector<Expected> expected;
 
@@ -85,7 +88,7 @@ Expected& entry_of(const Pistache::Tcp::Peer& peer) {
   const auto fd = static_cast<size_t>(peer.fd());  // a connection's descriptor is never negative
   if (fd >= expected.size()) expected.resize(fd + 1);
   Expected& e = expected[fd];
-  if (e.id != peer.getID()) e = Expected{peer.getID(), 0, false, false};
+  if (e.id != peer.getID()) e = Expected{peer.getID(), 0, false, false, false};
   return e;
 }
 
@@ -201,6 +204,23 @@ void end_if_answered(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
   if (e != nullptr && e->answers == 0) ::shutdown(fd, SHUT_RDWR);
 }
 
+// On a transport's own thread, once a write with kEndNow is written on descriptor `fd`: the
+// connection is shut both ways, which wakes its HTTP thread, and its next read ends it
+// (Transport::handleIncoming) before reading what its client sent.
+void end_now(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return;
+  entry_of(*peer->second).ending = true;
+  ::shutdown(fd, SHUT_RDWR);
+}
+
+// On a connection's HTTP thread: whether its end was queued (end_connection) and written.
+bool ending(const Pistache::Tcp::Peer& peer) {
+  const Expected* e = expected_of(peer.fd(), peer.getID());
+  return e != nullptr && e->ending;
+}
+
 // Wakes a transport's thread to drain what was queued on it.
 void wake(void* transport) noexcept {
   WriteQueue& queue =
@@ -210,6 +230,19 @@ void wake(void* transport) noexcept {
   const uint64_t one = 1;
   // An eventfd's count cannot overflow short of 2^64 - 2 pending wake-ups.
   [[maybe_unused]] const ssize_t written = ::write(fd, &one, sizeof one);
+}
+
+// Queues `write` (from start_write) on `peer`'s connection with `flags` (kIdentified and more).
+void queue_flagged(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write, int flags) {
+  assert(write.size() >= kWriteIdentityBytes);  // begun by start_write
+  const size_t id = peer->getID();
+  std::memcpy(write.data(), &id, sizeof id);
+  Pistache::Tcp::Transport* transport = (*peer).*member_of(PeerTransportTag{});
+  if (transport == nullptr) throw std::runtime_error("the connection has no transport");
+  WriteEntry entry = make_entry(peer->fd(), std::move(write), flags);
+  (transport->*member_of(WritesQueueTag{})).Pistache::Queue<WriteEntry>::push(std::move(entry));
+  // Inside a batch of answers (the writer's finish thread), once per transport at its end.
+  run_at_scope_end(&wake, transport);
 }
 
 }  // namespace
@@ -232,18 +265,13 @@ void wait_for_answer(const Pistache::Tcp::Peer& peer) { entry_of(peer).input_wai
 
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
                  bool shut_after, bool answer, bool end_after) {
-  assert(write.size() >= kWriteIdentityBytes);  // begun by start_write
-  const size_t id = peer->getID();
-  std::memcpy(write.data(), &id, sizeof id);
-  Pistache::Tcp::Transport* transport = (*peer).*member_of(PeerTransportTag{});
-  if (transport == nullptr) throw std::runtime_error("the connection has no transport");
-  WriteEntry entry =
-      make_entry(peer->fd(), std::move(write),
-                 kIdentified | (shut_after ? kShutAfter : 0) | (answer ? kAnswer : 0) |
-                     (shut_after && end_after ? kEndAfter : 0));
-  (transport->*member_of(WritesQueueTag{})).Pistache::Queue<WriteEntry>::push(std::move(entry));
-  // Inside a batch of answers (the writer's finish thread), once per transport at its end.
-  run_at_scope_end(&wake, transport);
+  queue_flagged(peer, std::move(write),
+                kIdentified | (shut_after ? kShutAfter : 0) | (answer ? kAnswer : 0) |
+                    (shut_after && end_after ? kEndAfter : 0));
+}
+
+void end_connection(const std::shared_ptr<Pistache::Tcp::Peer>& peer) {
+  queue_flagged(peer, start_write(0), kIdentified | kEndNow);
 }
 
 }  // namespace gw::http
@@ -300,6 +328,7 @@ void Transport::asyncWriteImpl(Fd fd) {
         int unread = 0;
         if (::ioctl(fd, FIONREAD, &unread) == 0 && unread == 0) ::shutdown(fd, SHUT_RD);
       }
+      if ((entry.flags & gw::http::kEndNow) != 0) gw::http::end_now(*this, fd);
       Async::Deferred<ssize_t> done = std::move(entry.deferred);
       queue.pop_front();
       // Drained: the connection is watched for reading only already. This call comes either from
@@ -374,8 +403,13 @@ void Transport::handleWriteQueue(bool /*flush: always*/) { gw::http::drain(*this
 // is tried again (Pistache ended the connection). gatewayd serves no TLS, so there is no SSL_read
 // path.
 void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
-  char buffer[Const::MaxBuffer];
   const Fd fd = peer->fd();
+  if (gw::http::ending(*peer)) {
+    // Its end was queued (end_connection) and written: what its client sent is not read.
+    handlePeerDisconnection(peer);
+    return;
+  }
+  char buffer[Const::MaxBuffer];
   for (;;) {
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
     if (n > 0) {

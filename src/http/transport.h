@@ -33,6 +33,12 @@ std::string start_write(size_t payload_bytes);
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
                  bool shut_after, bool answer = false, bool end_after = false);
 
+// Queues the end of `peer`'s connection behind everything queued on it: once that is written, the
+// connection is shut both ways and its HTTP thread ends it at its next turn, without reading
+// what its client sent meanwhile (a close with bytes unread resets the connection). Callable from
+// any thread; throws as queue_write does.
+void end_connection(const std::shared_ptr<Pistache::Tcp::Peer>& peer);
+
 // On `peer`'s HTTP thread, as a request on it is taken: an answer to it will be queued
 // (queue_write with `answer`). A client may shut its sending side right after its request (a
 // half-close) and still read the answer; Pistache ended such a connection as soon as it read the

@@ -391,6 +391,66 @@ TEST_CASE("an answer that closes the connection ends it without waiting for the 
   ::close(fd);
 }
 
+// After a refusal, gatewayd waits for its client's end, dropping what comes meanwhile (the rest
+// of a refused body): a close with bytes unread would reset the connection and could take the
+// answer with it. A client that kept its side open held the connection, one of gatewayd's
+// descriptors, for Pistache's idle limit of 300 s (measured: released after 301 s, sending
+// nothing). It now ends once the client has sent nothing for --lingering-timeout-ms, and at the
+// latest --lingering-time-ms after the refusal.
+TEST_CASE("after a refusal the connection ends once its client is quiet, and at a bounded time") {
+  Server server({"--lingering-timeout-ms", "1000", "--lingering-time-ms", "4000"});
+  Api api(server, kTeamA);
+  const size_t sockets_before = sockets_at_rest(server, api);
+  const std::string bare_lf = "GET /healthz HTTP/1.1\nHost: x\n\n";
+  const std::string too_large =
+      "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n";
+
+  SUBCASE("a client that sends nothing more") {
+    for (const std::string& request : {bare_lf, too_large}) {
+      CAPTURE(request);
+      const int fd = connect_with_timeout(server);
+      const std::string reply = exchange_on(fd, request);
+      CHECK((reply.starts_with("HTTP/1.1 400 ") || reply.starts_with("HTTP/1.1 413 ")));
+      char byte = 0;
+      CHECK(::recv(fd, &byte, 1, 0) == 0);  // the answer, then the end of the stream
+      // The client keeps its side open; gatewayd's descriptor goes all the same.
+      CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
+      ::close(fd);
+    }
+  }
+
+  SUBCASE("a client that goes on sending the body it was refused") {
+    const int fd = connect_with_timeout(server);
+    const std::string reply = exchange_on(fd, too_large);
+    CHECK(reply.starts_with("HTTP/1.1 413 "));
+    // A piece every 100 ms: past the lingering timeout the connection stays, since the client
+    // is still sending; the lingering time ends it.
+    const auto refused = std::chrono::steady_clock::now();
+    const std::string piece(1000, 'a');
+    bool open_at_2s = false;
+    bool ended = false;
+    while (std::chrono::steady_clock::now() - refused < std::chrono::seconds(15)) {
+      if (::send(fd, piece.data(), piece.size(), MSG_NOSIGNAL) < 0) break;  // reset
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const auto since = std::chrono::steady_clock::now() - refused;
+      const bool open = open_sockets(server.pid()) > sockets_before;
+      if (since >= std::chrono::milliseconds(2500) && since < std::chrono::seconds(3)) {
+        open_at_2s = open_at_2s || open;
+      }
+      if (!open) {
+        ended = true;
+        break;
+      }
+    }
+    CHECK(open_at_2s);
+    CHECK(ended);
+    CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
+    ::close(fd);
+  }
+  // Served as before.
+  CHECK(api.get("/v1/webhook").status == 200);
+}
+
 // Pistache reserved as much memory as a request's Content-Length declared before any of the body
 // came (a declared 10 TB took 10 TB of address space), and answered a Content-Length that is no
 // number with a plain-text 500 naming a C++ exception ("stoull").

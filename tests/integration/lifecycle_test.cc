@@ -616,6 +616,8 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
       {"--read-cache-mb", "-1", "--read-cache-mb must be 0..1048576"},
       {"--read-cache-mb", "lots", "--read-cache-mb must be 0..1048576"},
       {"--read-cache-mb", "1048577", "--read-cache-mb must be 0..1048576"},
+      {"--lingering-timeout-ms", "0", "--lingering-timeout-ms must be 1..300000"},
+      {"--lingering-time-ms", "300001", "--lingering-time-ms must be 1..300000"},
       // An empty topic was used as is.
       {"--kafka-topic", "", "--kafka-topic must be 1-249 of"},
       {"--kafka-topic", "bad topic", "--kafka-topic must be 1-249 of"},
