@@ -155,6 +155,8 @@ int main(int argc, char** argv) {
       {"max-request-bytes", "GATEWAY_MAX_REQUEST_BYTES", "1048576", "larger bodies get 413"},
       {"threads", "GATEWAY_THREADS", std::to_string(cores), "HTTP worker threads"},
       {"rate-limit", "GATEWAY_RATE_LIMIT", "0", "requests per second per tenant; 0 = off"},
+      {"idle-timeout-ms", "GATEWAY_IDLE_TIMEOUT_MS", "60000",
+       "answer 408 and close a connection on which no whole request came for this long"},
       {"lingering-timeout-ms", "GATEWAY_LINGERING_TIMEOUT_MS", "5000",
        "after a refused request (400, 413, 431, 501), end the connection once its client has "
        "sent nothing for this long"},
@@ -194,6 +196,8 @@ int main(int argc, char** argv) {
   if (!max_bytes) return fail(flags.named("max-request-bytes") + " must be 1..67108864");
   if (!threads) return fail(flags.named("threads") + " must be 1..256");
   if (!rate) return fail(flags.named("rate-limit") + " must be 0..1000000");
+  auto idle_timeout = gw::parse_int(flags.get("idle-timeout-ms"), 3000, 3600000);
+  if (!idle_timeout) return fail(flags.named("idle-timeout-ms") + " must be 3000..3600000");
   auto lingering_timeout = gw::parse_int(flags.get("lingering-timeout-ms"), 1, 300000);
   auto lingering_time = gw::parse_int(flags.get("lingering-time-ms"), 1, 300000);
   if (!lingering_timeout) return fail(flags.named("lingering-timeout-ms") + " must be 1..300000");
@@ -236,6 +240,7 @@ int main(int argc, char** argv) {
   }
   server_config.threads = static_cast<int>(*threads);
   server_config.max_request_bytes = static_cast<size_t>(*max_bytes);
+  server_config.idle_timeout = std::chrono::milliseconds(*idle_timeout);
   server_config.lingering_timeout = std::chrono::milliseconds(*lingering_timeout);
   server_config.lingering_time = std::chrono::milliseconds(*lingering_time);
 

@@ -35,6 +35,8 @@ int status_of(Code code) {
       return 431;
     case Code::kNotImplemented:
       return 501;
+    case Code::kRequestTimeout:
+      return 408;
     case Code::kInternal: return 500;
     case Code::kUnavailable: return 503;
   }
@@ -69,6 +71,8 @@ const char* title_of(Code code) {
       return "Request headers too large";
     case Code::kNotImplemented:
       return "Not implemented";
+    case Code::kRequestTimeout:
+      return "Request timeout";
     case Code::kInternal: return "Internal error";
     case Code::kUnavailable: return "Service unavailable";
   }
@@ -116,6 +120,17 @@ Reply body_too_large(size_t max_request_bytes) {
   Reply r =
       problem(make_error(Code::kPayloadTooLarge, "the request body exceeds " +
                                                      std::to_string(max_request_bytes) + " bytes"));
+  r.close = true;
+  return r;
+}
+
+Reply request_timeout(std::chrono::milliseconds idle) {
+  const int64_t ms = idle.count();
+  const std::string within =
+      ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+  Reply r = problem(make_error(Code::kRequestTimeout,
+                               "no request came whole on this connection within " + within +
+                                   " of the one before it (or of its opening); it is closed"));
   r.close = true;
   return r;
 }

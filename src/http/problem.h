@@ -2,6 +2,7 @@
 // Thread-safe; pure but for log_hidden_detail, which writes to stderr.
 #pragma once
 
+#include <chrono>
 #include <string_view>
 
 #include "core/error.h"
@@ -30,6 +31,10 @@ Reply shutting_down();
 // 413 payload_too_large for a body (received or declared) over `max_request_bytes`, with
 // Connection: close: the rest of such a body is never read.
 Reply body_too_large(size_t max_request_bytes);
+
+// 408 request_timeout, with Connection: close: for a connection on which no whole request came
+// within `idle` (--idle-timeout-ms), which Pistache's timer then ends.
+Reply request_timeout(std::chrono::milliseconds idle);
 
 // Writes the internal detail of a 500 or 503 that `problem` keeps from the client to stderr, as
 // `gatewayd: METHOD PATH: <code>: <detail>`, so the operator learns why. At most one line a

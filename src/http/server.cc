@@ -145,9 +145,21 @@ void mark_closing(const std::shared_ptr<P::Tcp::Peer>& peer) {
   peer->putData(kClosingMark, *marker);
 }
 
+// The idle timeout of the server started last (ServerConfig::idle_timeout), for the words of
+// its 408.
+std::atomic<int64_t> idle_timeout_ms{60000};
+
 class Handler final : public P::Http::Handler {
  public:
   HTTP_PROTOTYPE(Handler)
+
+  // gatewayd's 408 in place of Pistache's own (answer_timeouts_with).
+  static std::string timeout_answer() {
+    return wire(
+        P::Http::Version::Http11,
+        request_timeout(std::chrono::milliseconds(idle_timeout_ms.load(std::memory_order_relaxed))),
+        /*close=*/true, /*with_body=*/true);
+  }
 
   explicit Handler(std::shared_ptr<Server::State> state) : state_(std::move(state)) {}
   // A clone, one per HTTP thread, holds requests of its own connections.
@@ -313,11 +325,11 @@ class Handler final : public P::Http::Handler {
     serve(peer, head.value(), bytes.substr(end, body_bytes), pipelined);
     // Pistache keeps a parser for each connection (Http::Handler::onConnection) that is never
     // given a byte, but whose clock its transport still reads once a second: it ends a connection
-    // (408) once 60 s have passed since the parser was made or last reset, which it was after
-    // each request it read. Reset here, that is 60 s from the last request served (to within a
-    // second: a reset makes a new Pistache Request, a few percent of a request's time, so it is
-    // done at most once a second): an idle connection, or one whose next request has not all come
-    // by then.
+    // (408) once the idle timeout (ServerConfig::idle_timeout, 60 s) has passed since the parser
+    // was made or last reset, which it was after each request it read. Reset here, that is the
+    // idle timeout from the last request served (to within a second: a reset makes a new Pistache
+    // Request, a few percent of a request's time, so it is done at most once a second): an idle
+    // connection, or one whose next request has not all come by then.
     const auto parser = getParser(peer);
     if (std::chrono::steady_clock::now() - parser->time() > std::chrono::seconds(1)) {
       parser->reset();
@@ -660,8 +672,16 @@ Result<uint16_t> Server::start() {
   try {
     P::Address addr(config_.host, P::Port(config_.port));
     endpoint_ = std::make_unique<P::Http::Endpoint>(addr);
-    auto opts =
-        P::Http::Endpoint::options().threads(config_.threads).flags(P::Tcp::Options::ReuseAddr);
+    // Pistache's timer ends a connection once no whole request has come on it for the header
+    // timeout (or the body one: it checks both), with a 408 that is gatewayd's (Handler::read
+    // restarts that clock as it serves a request).
+    idle_timeout_ms.store(config_.idle_timeout.count(), std::memory_order_relaxed);
+    answer_timeouts_with(&Handler::timeout_answer);
+    auto opts = P::Http::Endpoint::options()
+                    .threads(config_.threads)
+                    .flags(P::Tcp::Options::ReuseAddr)
+                    .headerTimeout(config_.idle_timeout)
+                    .bodyTimeout(config_.idle_timeout);
     endpoint_->init(opts);
     endpoint_->setHandler(P::Http::make_handler<Handler>(state_));
     state_->linger->start();

@@ -28,6 +28,10 @@ struct ServerConfig {
   // client has sent nothing for `lingering_timeout`, and at most `lingering_time` (linger.h).
   std::chrono::milliseconds lingering_timeout{5000};
   std::chrono::milliseconds lingering_time{30000};
+  // A connection on which no whole request has come for this long is answered 408 and closed:
+  // an idle keep-alive connection, or one whose request is still coming. Pistache checks once a
+  // second, and the clock restarts at a served request at most once a second: at least 3 s.
+  std::chrono::milliseconds idle_timeout{60000};
 };
 
 class Server {

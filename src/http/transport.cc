@@ -1,5 +1,6 @@
 #include "http/transport.h"
 
+#include <pistache/http.h>
 #include <pistache/peer.h>
 #include <pistache/stream.h>
 #include <pistache/transport.h>
@@ -7,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cassert>
 #include <cerrno>
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -107,6 +110,42 @@ WriteEntry make_entry(Pistache::Fd fd, std::string bytes, int flags) {
   return std::move(*entry);
 }
 
+// What Pistache's own 408 is replaced with (answer_timeouts_with); nullptr: kept as it is.
+std::atomic<TimeoutAnswer> timeout_answer{nullptr};
+
+// On the transport's own thread, for a write of Pistache's own (one that names no connection) on
+// the connection `peer`: whether it is to be written. The 408 of Pistache's timer
+// (Http::TransportImpl::closePeer, Pistache's only answer once gatewayd reads requests itself),
+// on which Pistache then ends the connection (its promise's continuation), gets the bytes of
+// timeout_answer instead; or, while an answer is still expected on the connection (a request
+// served whose answer takes longer than the timeout, such as a write whose WAF check waits), it
+// is dropped, since the connection is not idle: Pistache's clock of it restarts, and its mark of
+// the connection as idle, set as it made the 408, is taken back (marked, the connection would
+// get Pistache's keep-alive limit of 300 s, ended without an answer, instead of the timeout).
+bool take_own_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, WriteEntry& write) {
+  if (!write.buffer.isRaw()) return true;
+  const Pistache::RawBuffer& bytes = write.buffer.*member_of(BufferBytesTag{});
+  if (!std::string_view(bytes.data()).starts_with("HTTP/1.1 408 ")) return true;
+  const Expected* e = expected_of(peer->fd(), peer->getID());
+  if (e != nullptr && e->answers > 0) {
+    peer->setIdle(false);
+    Pistache::Http::Handler::getParser(peer)->reset();
+    return false;
+  }
+  const TimeoutAnswer answer = timeout_answer.load(std::memory_order_acquire);
+  if (answer == nullptr) return true;
+  try {
+    std::string ours = answer();
+    const size_t size = ours.size();
+    write.buffer.*member_of(BufferBytesTag{}) = Pistache::RawBuffer(std::move(ours), size);
+    write.buffer.*member_of(BufferSizeTag{}) = size;
+    write.buffer.*member_of(BufferOffsetTag{}) = static_cast<off_t>(kWriteIdentityBytes);
+  } catch (const std::exception&) {
+    // Out of memory: Pistache's own 408 goes out.
+  }
+  return true;
+}
+
 // On the transport's own thread: puts a write on its connection's write queue and writes it at
 // once if nothing is waiting before it there; or drops it. A connection that ends frees its
 // descriptor number (Pistache closes it on this thread) for the next one accepted, which comes
@@ -120,6 +159,7 @@ void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
   const auto peer = peers.find(fd);
   if (peer == peers.end()) return;
   bool resume = false;
+  if ((write.flags & kIdentified) == 0 && !take_own_write(peer->second, write)) return;
   if ((write.flags & kIdentified) != 0) {
     size_t id = 0;
     std::memcpy(&id, (write.buffer.*member_of(BufferBytesTag{})).data().data(), sizeof id);
@@ -268,6 +308,10 @@ void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string w
   queue_flagged(peer, std::move(write),
                 kIdentified | (shut_after ? kShutAfter : 0) | (answer ? kAnswer : 0) |
                     (shut_after && end_after ? kEndAfter : 0));
+}
+
+void answer_timeouts_with(TimeoutAnswer answer) {
+  timeout_answer.store(answer, std::memory_order_release);
 }
 
 void end_connection(const std::shared_ptr<Pistache::Tcp::Peer>& peer) {

@@ -33,6 +33,13 @@ std::string start_write(size_t payload_bytes);
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
                  bool shut_after, bool answer = false, bool end_after = false);
 
+// Pistache's timer ends a connection on which no whole request came within its header timeout
+// (--idle-timeout-ms) with a 408 of its own: no Date, no body, no `Connection: close`. Each
+// such answer is replaced with the bytes `answer` returns (begun by start_write), made on the
+// connection's HTTP thread. Set before serving; nullptr keeps Pistache's.
+using TimeoutAnswer = std::string (*)();
+void answer_timeouts_with(TimeoutAnswer answer);
+
 // Queues the end of `peer`'s connection behind everything queued on it: once that is written, the
 // connection is shut both ways and its HTTP thread ends it at its next turn, without reading
 // what its client sent meanwhile (a close with bytes unread resets the connection). Callable from

@@ -1,6 +1,7 @@
 // Error statuses of the edge: 400 invalid_json, 404 unknown paths, 405 with Allow, 413, 415, 429.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -449,6 +450,76 @@ TEST_CASE("after a refusal the connection ends once its client is quiet, and at 
   }
   // Served as before.
   CHECK(api.get("/v1/webhook").status == 200);
+}
+
+// Reads a 408 from `fd` (within 10 s) and then the end of the stream.
+void check_request_timeout(int fd) {
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const std::string reply = read_response(fd);
+  INFO(reply);
+  CHECK(reply.starts_with("HTTP/1.1 408 "));
+  CHECK(reply.find("\r\nDate: ") != std::string::npos);
+  CHECK(reply.find("\r\nConnection: close\r\n") != std::string::npos);
+  CHECK(reply.find("\r\nContent-Type: application/problem+json\r\n") != std::string::npos);
+  CHECK(reply.find(R"("code":"request_timeout")") != std::string::npos);
+  CHECK(reply.find("within 3 s") != std::string::npos);
+  char byte = 0;
+  CHECK(::recv(fd, &byte, 1, 0) == 0);
+}
+
+// Pistache's timer ends a connection on which no whole request came for its header timeout with
+// a 408 of its own: no Date (which RFC 9110 6.6.1 asks of every 4xx), no problem+json body, no
+// `Connection: close`. gatewayd's own 408 takes its place, after --idle-timeout-ms.
+TEST_CASE("a connection with no whole request for --idle-timeout-ms is answered 408 and ends") {
+  Server server({"--idle-timeout-ms", "3000"});
+  Api api(server, kTeamA);
+
+  SUBCASE("idle after a request") {
+    const int fd = connect_with_timeout(server);
+    CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
+    check_request_timeout(fd);
+    ::close(fd);
+  }
+  SUBCASE("a request that has not all come") {
+    const int fd = connect_with_timeout(server);
+    const std::string part = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+    CHECK(::send(fd, part.data(), part.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(part.size()));
+    check_request_timeout(fd);
+    ::close(fd);
+  }
+  SUBCASE("a request every second keeps the connection") {
+    const int fd = connect_with_timeout(server);
+    for (int i = 0; i < 7; ++i) {
+      CAPTURE(i);
+      CHECK(
+          exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    ::close(fd);
+  }
+  CHECK(api.get("/v1/webhook").status == 200);
+}
+
+// Pistache's timer knows nothing of answers being made: a request served whose answer took
+// longer than the timeout (a create whose WAF check waits) had its connection answered 408 and
+// ended, and its own answer, 201 for a create that was applied, lost.
+TEST_CASE("an answer that takes longer than --idle-timeout-ms is not cut by a 408") {
+  Server server({"--idle-timeout-ms", "3000"});
+  const pid_t zygote = stop_zygote(server);
+  const int fd = connect_with_timeout(server);
+  send_until_read(
+      server, fd,
+      raw_post(server, kTeamA, "/v1/gateway_security_profile", custom_waf_body(kTeamA, "slow")));
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // two turns of the timeout
+  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  const std::string reply = read_response(fd);
+  INFO(reply);
+  CHECK(reply.starts_with("HTTP/1.1 201 "));
+  // The connection stays, and its timeout counts from then on.
+  CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  check_request_timeout(fd);
+  ::close(fd);
 }
 
 // Pistache reserved as much memory as a request's Content-Length declared before any of the body

@@ -616,6 +616,7 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
       {"--read-cache-mb", "-1", "--read-cache-mb must be 0..1048576"},
       {"--read-cache-mb", "lots", "--read-cache-mb must be 0..1048576"},
       {"--read-cache-mb", "1048577", "--read-cache-mb must be 0..1048576"},
+      {"--idle-timeout-ms", "2999", "--idle-timeout-ms must be 3000..3600000"},
       {"--lingering-timeout-ms", "0", "--lingering-timeout-ms must be 1..300000"},
       {"--lingering-time-ms", "300001", "--lingering-time-ms must be 1..300000"},
       // An empty topic was used as is.
