@@ -329,7 +329,8 @@ class Handler final : public P::Http::Handler {
     // was made or last reset, which it was after each request it read. Reset here, that is the
     // idle timeout from the last request served (to within a second: a reset makes a new Pistache
     // Request, a few percent of a request's time, so it is done at most once a second): an idle
-    // connection, or one whose next request has not all come by then.
+    // connection, or one whose next request has not all come by then. An answer that takes over
+    // a second resets it again as it is written (transport.cc, deliver).
     const auto parser = getParser(peer);
     if (std::chrono::steady_clock::now() - parser->time() > std::chrono::seconds(1)) {
       parser->reset();

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -76,7 +77,16 @@ struct Expected {
   bool read_ended = false;
   bool input_waits = false;  // the handler holds bytes until the answers are taken
   bool ending = false;       // to end at its next read (kEndNow)
+  int64_t asked_ms = 0;      // when the last answer was expected (coarse_ms)
 };
+
+// A monotonic clock in milliseconds, read cheaply (to within a few): it tells whether an answer
+// took more than a second.
+int64_t coarse_ms() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+}
 thread_local std::vector<Expected> expected;
 
 // The entry of the connection `id` on descriptor `fd`, or nullptr if it has none.
@@ -91,7 +101,7 @@ Expected& entry_of(const Pistache::Tcp::Peer& peer) {
   const auto fd = static_cast<size_t>(peer.fd());  // a connection's descriptor is never negative
   if (fd >= expected.size()) expected.resize(fd + 1);
   Expected& e = expected[fd];
-  if (e.id != peer.getID()) e = Expected{peer.getID(), 0, false, false, false};
+  if (e.id != peer.getID()) e = Expected{peer.getID(), 0, false, false, false, 0};
   return e;
 }
 
@@ -170,6 +180,12 @@ void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
     if (Expected* e = (write.flags & kAnswer) != 0 ? expected_of(fd, id) : nullptr) {
       if (e->answers > 0) --e->answers;
       resume = e->answers == 0 && std::exchange(e->input_waits, false);
+      // Pistache's idle timer counts from the last request served (Handler::read restarts it):
+      // after an answer that took longer than a second, it counts from the answer, so that a
+      // client that waited for a slow answer has the whole timeout for its next request.
+      if (e->answers == 0 && coarse_ms() - e->asked_ms > 1000) {
+        Pistache::Http::Handler::getParser(peer->second)->reset();
+      }
     }
   }
   bool first = false;
@@ -294,7 +310,11 @@ std::string start_write(size_t payload_bytes) {
   return write;
 }
 
-void expect_answer(const Pistache::Tcp::Peer& peer) { ++entry_of(peer).answers; }
+void expect_answer(const Pistache::Tcp::Peer& peer) {
+  Expected& e = entry_of(peer);
+  ++e.answers;
+  e.asked_ms = coarse_ms();
+}
 
 bool answer_pending(const Pistache::Tcp::Peer& peer) {
   const Expected* e = expected_of(peer.fd(), peer.getID());
