@@ -513,17 +513,12 @@ TEST_CASE("an answer that takes longer than --idle-timeout-ms is not cut by a 40
   int round = 0;
   for (const int held_ms : {6000, 4500, 5300}) {
     CAPTURE(held_ms);
-    // Continued however this round ends: a stopped zygote would hold gatewayd's output open,
-    // and the test's end would wait for it for good.
-    struct Continued {
-      pid_t pid;
-      ~Continued() { ::kill(pid, SIGCONT); }
-    } zygote{stop_zygote(server)};
+    const pid_t zygote = stop_zygote(server);
     send_until_read(server, fd,
                     raw_post(server, kTeamA, "/v1/gateway_security_profile",
                              custom_waf_body(kTeamA, "slow" + std::to_string(++round))));
     std::this_thread::sleep_for(std::chrono::milliseconds(held_ms));  // past the timeout
-    REQUIRE(::kill(zygote.pid, SIGCONT) == 0);
+    REQUIRE(::kill(zygote, SIGCONT) == 0);
     const std::string reply = read_response(fd);
     INFO(reply);
     CHECK(reply.starts_with("HTTP/1.1 201 "));

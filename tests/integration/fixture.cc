@@ -88,7 +88,12 @@ Server::Server(std::vector<std::string> extra_args, std::vector<std::string> env
 }
 
 Server::~Server() {
-  if (proc_.running()) proc_.kill();
+  if (!proc_.running()) return;
+  // A WAF sandbox zygote a test stopped (stop_zygote) and did not continue, because a REQUIRE
+  // ended the test first, would outlive gatewayd stopped, holding its output open: the test
+  // program then waited for the end of that output for good.
+  for (const pid_t child : testing::children_of(proc_.pid())) ::kill(child, SIGCONT);
+  proc_.kill();
 }
 
 void Server::start() { proc_.start(kGatewayd, dir_.path(), extra_args_, env_); }

@@ -194,7 +194,7 @@ double metric(const Server& server, std::string_view name);
 bool metric_reaches(const Server& server, std::string_view name, double value);
 
 // Stops (SIGSTOP) the WAF sandbox's zygote, gatewayd's only child, so that every check waits
-// until it is continued (SIGCONT); its pid.
+// until it is continued (SIGCONT); its pid. The Server's end continues it if the test did not.
 pid_t stop_zygote(const Server& server);
 
 // The body of team `team`'s profile `label`.example.com with one custom WAF rule, which the
