@@ -415,11 +415,6 @@ Problem check_ctl(std::string_view value, int line) {
 
 namespace {
 
-// The name a setvar of TX sets (after `tx.` or `tx:`, up to `=`): letters, digits, '_', '.', '-'
-// and %{...} macros only. After `tx.` the engine's lexer reads a name in slashes as a regex, from
-// the first '/' to a later one followed by a comma, blank or '|', commas and quotes included, so
-// `setvar:tx./a,setvar:tx.b,msg:'q/,setvar:global.y=1,msg:z'` was one setvar of TX to the engine,
-// and the text the scan read as a msg ran as a setvar of GLOBAL (the setvar counts stayed equal).
 // Whether every macro in `text` (each well formed: check_percent) names what matched:
 // MATCHED_VAR or MATCHED_VAR_NAME, and with `rule_too` RULE's fields as well.
 bool macros_of_the_match(std::string_view text, bool rule_too) {
@@ -433,6 +428,11 @@ bool macros_of_the_match(std::string_view text, bool rule_too) {
   return true;
 }
 
+// The name a setvar of TX sets (after `tx.` or `tx:`, up to `=`): letters, digits, '_', '.', '-'
+// and %{...} macros only. After `tx.` the engine's lexer reads a name in slashes as a regex, from
+// the first '/' to a later one followed by a comma, blank or '|', commas and quotes included, so
+// `setvar:tx./a,setvar:tx.b,msg:'q/,setvar:global.y=1,msg:z'` was one setvar of TX to the engine,
+// and the text the scan read as a msg ran as a setvar of GLOBAL (the setvar counts stayed equal).
 Problem setvar_name(std::string_view value, int line) {
   std::string_view name = value.substr(value.starts_with('!') ? 4 : 3);
   name = name.substr(0, name.find('='));

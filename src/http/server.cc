@@ -137,6 +137,24 @@ const std::string& date_now() {
   return text;
 }
 
+// Whether `kept` (an entry's connection) is `peer`, not a connection that ended before it at the
+// same address.
+bool same_connection(const std::weak_ptr<P::Tcp::Peer>& kept,
+                     const std::shared_ptr<P::Tcp::Peer>& peer) {
+  return !kept.owner_before(peer) && !peer.owner_before(kept);
+}
+
+// Pistache tells of each connection that ends (onDisconnection), whose entries in a handler's
+// maps by connection are erased then; should it miss one, its entry in `entries` (whose values
+// hold the connection as `peer`) is dropped here, once the map holds as many as twice its count
+// after the last such sweep (`*sweep_at`).
+template <typename Map>
+void sweep_ended(Map& entries, size_t* sweep_at) {
+  if (entries.size() < *sweep_at) return;
+  std::erase_if(entries, [](const auto& entry) { return entry.second.peer.expired(); });
+  *sweep_at = std::max<size_t>(64, 2 * entries.size());
+}
+
 void mark_closing(const std::shared_ptr<P::Tcp::Peer>& peer) {
   if (marked_closing(*peer)) return;  // Pistache refuses a second value under one name
   // One marker for every connection, never freed: Pistache frees a connection's data on
@@ -198,8 +216,7 @@ class Handler final : public P::Http::Handler {
  private:
   void read(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer) {
     auto held = held_.empty() ? held_.end() : held_.find(peer.get());
-    if (held != held_.end() &&
-        (held->second.peer.owner_before(peer) || peer.owner_before(held->second.peer))) {
+    if (held != held_.end() && !same_connection(held->second.peer, peer)) {
       held_.erase(held);  // left by a connection gone before this one, at the same address
       held = held_.end();
     }
@@ -339,13 +356,7 @@ class Handler final : public P::Http::Handler {
   }
 
   void hold(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes, Wait wait) {
-    // Pistache tells of each connection that ends (onDisconnection); should it miss one, its
-    // held request is dropped here, once as many are held as twice the count after the last
-    // such sweep.
-    if (held_.size() >= sweep_at_) {
-      std::erase_if(held_, [](const auto& entry) { return entry.second.peer.expired(); });
-      sweep_at_ = std::max<size_t>(64, 2 * held_.size());
-    }
+    sweep_ended(held_, &sweep_at_);
     std::string copy;
     copy.reserve(std::max<size_t>(bytes.size(), wait.head_end + wait.body_bytes));
     copy.append(bytes);
@@ -556,18 +567,13 @@ class Handler final : public P::Http::Handler {
     if (lingering_.empty()) return;
     const auto found = lingering_.find(peer.get());
     if (found == lingering_.end()) return;
-    const std::weak_ptr<P::Tcp::Peer>& watched = found->second.peer;
-    if (watched.owner_before(peer) || peer.owner_before(watched)) return;  // an ended one's
+    if (!same_connection(found->second.peer, peer)) return;  // an ended one's
     found->second.last_input->store(Linger::now(), std::memory_order_relaxed);
   }
 
-  // Refused connections are told of as they end (onDisconnection); should Pistache miss one, its
-  // entry is dropped here, once as many are held as twice the count after the last such sweep.
+  // Has the linger thread watch the refused connection `peer`.
   void linger(const std::shared_ptr<P::Tcp::Peer>& peer) {
-    if (lingering_.size() >= linger_sweep_at_) {
-      std::erase_if(lingering_, [](const auto& entry) { return entry.second.peer.expired(); });
-      linger_sweep_at_ = std::max<size_t>(64, 2 * lingering_.size());
-    }
+    sweep_ended(lingering_, &linger_sweep_at_);
     auto last_input = state_->linger->watch(peer);
     lingering_.insert_or_assign(peer.get(), Lingering{peer, std::move(last_input)});
   }

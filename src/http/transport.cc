@@ -169,8 +169,9 @@ void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
   const auto peer = peers.find(fd);
   if (peer == peers.end()) return;
   bool resume = false;
-  if ((write.flags & kIdentified) == 0 && !take_own_write(peer->second, write)) return;
-  if ((write.flags & kIdentified) != 0) {
+  if ((write.flags & kIdentified) == 0) {
+    if (!take_own_write(peer->second, write)) return;
+  } else {
     size_t id = 0;
     std::memcpy(&id, (write.buffer.*member_of(BufferBytesTag{})).data().data(), sizeof id);
     if (peer->second->getID() != id) return;
