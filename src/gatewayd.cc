@@ -107,10 +107,11 @@ std::string broker_list_problem(const std::string& list) {
   return "";
 }
 
-// Every connection takes a file descriptor, and at the limit new connections wait in the listen
-// backlog until others close (http/server.cc; about 300 idle connections under `ulimit -n 256`
-// are enough). So the soft limit is raised to the hard one, as far as the process may raise it
-// itself (the WAF sandbox, started before, keeps the limit it had).
+// Every connection takes a file descriptor, and connections may take up to three quarters of
+// the limit; past that new connections wait in the listen backlog until others close
+// (http/server.cc; about 200 idle connections under `ulimit -n 256` are enough). So the soft
+// limit is raised to the hard one, as far as the process may raise it itself (the WAF sandbox,
+// started before, keeps the limit it had).
 void raise_open_file_limit() {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
