@@ -91,6 +91,9 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
   if (!existed && !fs::create_directories(out_dir, ec)) {
     return make_error(Code::kUnavailable, "cannot create " + out_dir + ": " + ec.message());
   }
+  // Its owner's alone, as gatewayd's own data dir and replay's file: it holds every tenant's
+  // records. A directory given empty keeps its mode.
+  if (!existed) fs::permissions(out_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   // The copy is marked unfinished before anything else happens in it, and the mark goes only
   // once all of it is durable: gatewayd and gatewayctl refuse a copy that still has it, so a
   // backup stopped half way (killed, a power cut) is never restored as if it were whole.

@@ -249,8 +249,13 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   if (env != nullptr) options.env = env;
   auto seals = std::make_shared<MemtableSeals>();
   options.listeners.push_back(seals);
+  // A data dir gatewayd makes is its owner's alone (0700): it holds every tenant's records. One
+  // that exists keeps its mode.
   std::error_code ignored;  // RocksDB reports a dir it cannot make
-  std::filesystem::create_directories(dir, ignored);
+  if (std::filesystem::create_directories(dir, ignored)) {
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ignored);
+  }
   // The LOCK is tried before the info log is made, which sets the earlier run's LOG aside: a
   // second gatewayd, or `gatewayctl rebuild` beside a running one, moved the live process's LOG
   // (which it went on writing to) among the ten kept, so that a few such tries had it deleted.

@@ -768,6 +768,36 @@ TEST_CASE("backup of a store with no events says it holds none") {
   CHECK(ctl({"check", "--data-dir", out}).status.success());
 }
 
+// The permission bits of `path`.
+fs::perms mode_of(const std::string& path) { return fs::status(path).permissions(); }
+
+// A backup and a data dir hold every tenant's records, as replay's file (0600) does; they were made
+// 0755 (the umask's), their files 0644, so any local user could read them.
+TEST_CASE("a backup dir or a data dir that gatewayctl or gatewayd makes is its owner's alone") {
+  Server server;
+  Api a(server, kTeamA);
+  create(a, kWebhook, 1);
+  testing::TempDir parent;
+  const std::string out = parent.file("made");
+  auto made = ctl({"backup", "--data-dir", server.data_dir(), "--out", out});
+  INFO(made.out, made.err);
+  REQUIRE(made.status.success());
+  CHECK(mode_of(out) == fs::perms::owner_all);
+  // An empty directory given keeps the mode it was given.
+  const std::string given = parent.file("given");
+  fs::create_directory(given);
+  fs::permissions(given, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  auto into_given = ctl({"backup", "--data-dir", server.data_dir(), "--out", given});
+  REQUIRE(into_given.status.success());
+  CHECK(mode_of(given) == (fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec));
+  // gatewayd's own data dir, made at its first start.
+  const std::string data = parent.file("data");
+  testing::Gatewayd fresh;
+  fresh.start(kGatewayd, data, {"--tokens-file", server.tokens_file()}, {std::string(kClosedDns)});
+  CHECK(mode_of(data) == fs::perms::owner_all);
+  CHECK(fresh.stop().success());
+}
+
 TEST_CASE("gatewayd serves a schema-1 log's domains with scope subtree") {
   testing::TempDir dir;
   const std::string data = dir.file("data");
