@@ -597,6 +597,9 @@ namespace {
 // one has closed.
 constexpr std::chrono::milliseconds kAcceptPause{50};
 
+// How long a stop waits, after the last WAF checks, for the answers of the writes they passed.
+constexpr std::chrono::milliseconds kAnswersAfterChecks{5000};
+
 // Set once accepting a connection fails for want of a descriptor (or of memory), or waits because
 // the descriptors left are kept back, cleared by the next accept that succeeds: each such spell is
 // told on stderr once, at its start and at its end.
@@ -763,13 +766,20 @@ void Server::shutdown(int drain_ms) {
     if (listen_fd >= 0) ::shutdown(listen_fd, SHUT_RDWR);
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
-  while (state_->in_flight.load(std::memory_order_seq_cst) > 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto wait_in_flight = [this](std::chrono::steady_clock::time_point until) {
+    while (state_->in_flight.load(std::memory_order_seq_cst) > 0 &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  wait_in_flight(deadline);
   // Writes still waiting for a WAF check are answered 503, those being checked finish (bounded by
   // the sandbox's limits), while their connections are open; no check runs past this.
   state_->api->stop();
+  // A write whose check just finished is with the writer now, and answered once its batch is
+  // durable: waited for here (at most kAnswersAfterChecks), or its connection ended without the
+  // answer although the write was applied (seen under load: a 201 lost after a check).
+  wait_in_flight(std::chrono::steady_clock::now() + kAnswersAfterChecks);
   // Let the transports flush what was just queued.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // Before the transports go: the linger thread queues writes on them.

@@ -372,7 +372,9 @@ TEST_CASE("SIGTERM: writes waiting for a WAF check get 503, the one being checke
   char byte = 0;
   CHECK(::recv(checked, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0);  // not answered yet
   REQUIRE(::kill(zygote, SIGCONT) == 0);
-  CHECK(read_response(checked).starts_with("HTTP/1.1 201 "));
+  const std::string answer = read_response(checked);
+  INFO("the checked create's answer: ", answer);
+  CHECK(answer.starts_with("HTTP/1.1 201 "));
   ::close(checked);
   testing::ExitStatus s = server.stop();
   INFO(server.output());
