@@ -66,6 +66,14 @@ constexpr int kIdentified = 1 << 29;
 constexpr int kShutAfter = 1 << 30;
 constexpr int kOurFlags = kEndNow | kEndAfter | kAnswer | kIdentified | kShutAfter;
 
+// A monotonic clock in milliseconds, read cheaply (to within a few): it tells whether an answer
+// took more than a second.
+int64_t coarse_ms() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+}
+
 // The answers this HTTP thread's connections wait for (expect_answer), by descriptor number, and
 // whether the client has ended its sending side meanwhile. An entry is the connection's whose
 // Peer::getID() it holds: a number is given again to a later connection, whose first
@@ -80,13 +88,6 @@ struct Expected {
   int64_t asked_ms = 0;      // when the last answer was expected (coarse_ms)
 };
 
-// A monotonic clock in milliseconds, read cheaply (to within a few): it tells whether an answer
-// took more than a second.
-int64_t coarse_ms() {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
-}
 thread_local std::vector<Expected> expected;
 
 // The entry of the connection `id` on descriptor `fd`, or nullptr if it has none.
@@ -101,7 +102,7 @@ Expected& entry_of(const Pistache::Tcp::Peer& peer) {
   const auto fd = static_cast<size_t>(peer.fd());  // a connection's descriptor is never negative
   if (fd >= expected.size()) expected.resize(fd + 1);
   Expected& e = expected[fd];
-  if (e.id != peer.getID()) e = Expected{peer.getID(), 0, false, false, false, 0};
+  if (e.id != peer.getID()) e = Expected{.id = peer.getID()};
   return e;
 }
 
