@@ -24,6 +24,12 @@ int64_t SystemClock::now_millis() const {
       .count();
 }
 
+int64_t steady_millis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 namespace {
 
 constexpr char kCrockford[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";

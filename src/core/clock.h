@@ -21,6 +21,10 @@ class SystemClock final : public Clock {
   int64_t now_millis() const override;
 };
 
+// Milliseconds of the monotonic clock (std::chrono::steady_clock): for intervals and deadlines,
+// never a date.
+int64_t steady_millis();
+
 // Makes record and event ids: `<prefix>_<26 chars>`, Crockford base32 of a 48-bit millisecond time
 // and 80 random bits (OpenSSL RAND_bytes). Ids sort by creation time across calls of one
 // generator (monotonic within a millisecond). Thread-safe.

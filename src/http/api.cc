@@ -9,6 +9,7 @@
 #include <rapidjson/error/en.h>
 
 #include "commands/fields.h"
+#include "core/clock.h"
 #include "core/flags.h"
 #include "core/json_numbers.h"
 #include "core/text.h"
@@ -21,11 +22,6 @@ namespace gw::http {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
-      .count();
-}
 
 Reply json_reply(int status, std::string body) {
   Reply r;
@@ -434,7 +430,7 @@ void Api::handle(Request req, Respond respond) {
     ctx->reply(std::move(r));
     return;
   }
-  if (int64_t wait = limiter_.admit(ctx->caller.tenant, steady_ms()); wait > 0) {
+  if (int64_t wait = limiter_.admit(ctx->caller.tenant, steady_millis()); wait > 0) {
     Reply r = problem(make_error(Code::kRateLimited, "too many requests for this tenant"));
     r.headers.emplace_back("Retry-After", std::to_string(wait));
     ctx->reply(std::move(r));

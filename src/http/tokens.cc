@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -15,18 +14,13 @@
 
 #include "commands/decide.h"
 #include "commands/parse.h"
+#include "core/clock.h"
 #include "core/hex.h"
 #include "core/text.h"
 
 namespace gw::http {
 
 namespace {
-
-int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // What tells a changed file: a `chmod` or `chown` changes the mode or owner and the status change
 // time, not the modification time, and an edit in place that keeps the size and puts the
@@ -62,6 +56,11 @@ std::string untrusted_file_problem(const std::string& path, const struct stat& s
            std::to_string(::geteuid()) + ", who runs this program (chown)";
   }
   return "";
+}
+
+// A failure that comes from the process or the machine running short, not from the file.
+bool is_resource_shortage(int error) {
+  return error == EMFILE || error == ENFILE || error == ENOMEM || error == EINTR || error == EAGAIN;
 }
 
 // Why `name` cannot name a token ("must be ..."); nullptr when it can.
@@ -147,7 +146,7 @@ void TokenStore::read_lines(std::istream& in, Map* map) const {
 }
 
 void TokenStore::maybe_reload(bool force) {
-  const int64_t now = steady_ms();
+  const int64_t now = steady_millis();
   if (!force && now - last_check_ms_.load(std::memory_order_relaxed) < 250) return;
   std::lock_guard<std::mutex> lock(reload_mu_);
   last_check_ms_.store(now, std::memory_order_relaxed);
@@ -161,34 +160,54 @@ void TokenStore::maybe_reload(bool force) {
   // a mistyped --tokens-file, would otherwise be 401s and nothing else); it may be created later.
   std::string problem;
   bool read_again = false;  // the file could not be read: try again at the next check
+  int error = 0;            // the errno of a failed stat, open or read
   std::ifstream in;
   if (stamp == "missing") {
+    error = stat_error;
     problem = path_ + ": " + std::strerror(stat_error);
     if (stat_error == ENOENT)
       problem += " (gatewayctl token create --tokens-file " + path_ + " makes it)";
   } else {
     problem = untrusted_file_problem(path_, st, true);
     if (problem.empty()) {
+      errno = 0;
       in.open(path_);
       if (!in) {
+        error = errno;
         problem = "cannot read " + path_ + ": " + std::strerror(errno);
         read_again = true;
       }
     }
   }
-  if (problem.empty()) read_lines(in, map.get());
-  if (problem.empty() && in.bad()) {
-    problem = "cannot read " + path_ + ": " + std::strerror(errno);
-    read_again = true;
-    map->clear();
+  if (problem.empty()) {
+    errno = 0;
+    read_lines(in, map.get());
+    if (in.bad()) {
+      error = errno;
+      problem = "cannot read " + path_ + ": " + std::strerror(errno);
+      read_again = true;
+      map->clear();
+    }
   }
+  // Out of descriptors or memory for a moment (a flood of connections, say): that says nothing of
+  // the file, so the tokens read before stay accepted until it can be read. Every other failure
+  // (the file missing, unsafe, unreadable by its mode, damaged) accepts no token.
+  const bool keep_last = is_resource_shortage(error);
+  read_again = read_again || keep_last;
   if (!problem.empty() && (stamp != problem_stamp_ || problem != problem_)) {
-    std::fprintf(stderr, "gatewayd: no token accepted: %s\n", problem.c_str());
+    if (keep_last) {
+      std::fprintf(stderr,
+                   "gatewayd: %s; the %zu tokens read before are still accepted until it can be "
+                   "read\n",
+                   problem.c_str(), map_.load()->size());
+    } else {
+      std::fprintf(stderr, "gatewayd: no token accepted: %s\n", problem.c_str());
+    }
   }
   problem_ = problem;
   problem_stamp_ = stamp;
   file_stamp_ = read_again ? std::string() : std::move(stamp);
-  map_.store(std::move(map));
+  if (!keep_last) map_.store(std::move(map));
 }
 
 std::optional<TokenInfo> TokenStore::find(std::string_view token) {

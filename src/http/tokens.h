@@ -2,7 +2,8 @@
 // (blank lines and lines starting with '#' are ignored); tokens themselves are never stored.
 // TokenStore re-reads the file when it changes (checked at most every 250 ms, and at once when a
 // presented token is unknown, so a token created with gatewayctl works immediately; a file it
-// could not read is tried again at every check). It accepts no token from a file that group or
+// could not read is tried again at every check; while it cannot be read for want of descriptors or
+// memory, the tokens read before stay accepted). It accepts no token from a file that group or
 // others may write or that a user other than root or its own owns: they could add one for any
 // tenant. A digest on two lines that disagree on the tenant or name is accepted from neither.
 // Thread-safe: lookups read an immutable snapshot published through an atomic shared_ptr.

@@ -1,0 +1,87 @@
+#include "http/tokens.h"
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/temp_dir.h"
+
+namespace gw::http {
+namespace {
+
+// Takes every descriptor this process may still open (its soft limit lowered to a few above
+// the lowest free one) and gives them back, and the limit, when it dies.
+class DescriptorsTaken {
+ public:
+  DescriptorsTaken() {
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved_) == 0);
+    const int lowest = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    REQUIRE(lowest >= 0);
+    ::close(lowest);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = static_cast<rlim_t>(lowest) + 16;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) taken_.push_back(fd);
+    REQUIRE(errno == EMFILE);
+  }
+  ~DescriptorsTaken() {
+    for (int fd : taken_) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  DescriptorsTaken(const DescriptorsTaken&) = delete;
+  DescriptorsTaken& operator=(const DescriptorsTaken&) = delete;
+
+ private:
+  rlimit saved_{};
+  std::vector<int> taken_;
+};
+
+// The file is looked at again at most every 250 ms while known tokens come.
+void let_the_next_check_come() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
+TEST_CASE("out of descriptors, the tokens read before stay accepted until the file can be read") {
+  testing::TempDir dir;
+  const std::string path = dir.file("tokens");
+  auto first = create_token(path, "team_a", "first");
+  REQUIRE(first.ok());
+  TokenStore store(path);
+  REQUIRE(store.find(first.value()).has_value());
+  // The file changes, so the next check reads it again.
+  auto second = create_token(path, "team_b", "second");
+  REQUIRE(second.ok());
+  {
+    DescriptorsTaken taken;
+    let_the_next_check_come();
+    auto known = store.find(first.value());
+    REQUIRE(known.has_value());
+    CHECK(known->tenant == "team_a");
+    CHECK(known->name == "first");
+    // The new token is in a file that cannot be read yet.
+    CHECK_FALSE(store.find(second.value()).has_value());
+  }
+  auto added = store.find(second.value());
+  REQUIRE(added.has_value());
+  CHECK(added->tenant == "team_b");
+  CHECK(store.find(first.value()).has_value());
+}
+
+TEST_CASE("a tokens file that is gone accepts no token, though the tokens read before were") {
+  testing::TempDir dir;
+  const std::string path = dir.file("tokens");
+  auto token = create_token(path, "team_a", "first");
+  REQUIRE(token.ok());
+  TokenStore store(path);
+  REQUIRE(store.find(token.value()).has_value());
+  REQUIRE(::unlink(path.c_str()) == 0);
+  let_the_next_check_come();
+  CHECK_FALSE(store.find(token.value()).has_value());
+}
+
+}  // namespace
+}  // namespace gw::http
