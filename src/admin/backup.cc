@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -83,13 +85,15 @@ Result<BackupReport> copy_database(const std::string& data_dir, const std::strin
 
 Result<BackupReport> backup(const std::string& data_dir, const std::string& out_dir) {
   std::error_code ec;
-  const bool existed = fs::exists(out_dir, ec);
+  // `existed`: not made by this backup (also when another made it since the look).
+  bool existed = fs::exists(out_dir, ec);
+  if (!existed) {
+    existed = !fs::create_directories(out_dir, ec);
+    if (ec) return make_error(Code::kUnavailable, "cannot create " + out_dir + ": " + ec.message());
+  }
   if (existed && (!fs::is_directory(out_dir, ec) || !fs::is_empty(out_dir, ec))) {
     return make_error(Code::kPreconditionFailed,
                       out_dir + " exists and is not an empty directory; back up into a new one");
-  }
-  if (!existed && !fs::create_directories(out_dir, ec)) {
-    return make_error(Code::kUnavailable, "cannot create " + out_dir + ": " + ec.message());
   }
   // Its owner's alone, as gatewayd's own data dir and replay's file: it holds every tenant's
   // records. A directory given empty keeps its mode.
@@ -97,19 +101,28 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
   // The copy is marked unfinished before anything else happens in it, and the mark goes only
   // once all of it is durable: gatewayd and gatewayctl refuse a copy that still has it, so a
   // backup stopped half way (killed, a power cut) is never restored as if it were whole.
+  // The marker is also what makes the directory this backup's: of two backups started into one
+  // empty directory, the one that made it goes on, and the other leaves at once, touching
+  // nothing (it would otherwise clear away the first one's copy as it failed).
   const std::string marker = out_dir + "/" + Store::kUnfinishedBackup;
-  Result<BackupReport> report = make_error(Code::kUnavailable, "cannot create " + marker);
   const int marker_fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (marker_fd >= 0) {
-    const bool durable = ::fsync(marker_fd) == 0;
-    ::close(marker_fd);
-    if (durable && fsync_dir(out_dir)) report = copy_database(data_dir, out_dir);
+  if (marker_fd < 0) {
+    const int error = errno;
+    if (!existed) fs::remove(out_dir, ec);  // only if still empty
+    return make_error(error == EEXIST ? Code::kPreconditionFailed : Code::kUnavailable,
+                      error == EEXIST
+                          ? out_dir + " is being written by another backup; back up into a new one"
+                          : "cannot create " + marker + ": " + std::strerror(error));
   }
+  Result<BackupReport> report = make_error(Code::kUnavailable, "cannot sync " + marker);
+  const bool durable = ::fsync(marker_fd) == 0;
+  ::close(marker_fd);
+  if (durable && fsync_dir(out_dir)) report = copy_database(data_dir, out_dir);
   if (report.ok() && (::unlink(marker.c_str()) != 0 || !fsync_dir(out_dir))) {
     report = make_error(Code::kUnavailable, "cannot remove " + marker);
   }
   if (!report.ok()) {
-    // Everything in out_dir is ours: it was empty or missing.
+    // Everything in out_dir is ours: it was empty or missing, and this backup made the marker.
     for (const auto& entry : fs::directory_iterator(out_dir, ec)) fs::remove_all(entry.path(), ec);
     if (!existed) fs::remove(out_dir, ec);
     return report;

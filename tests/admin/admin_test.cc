@@ -6,8 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "admin/backup.h"
 #include "admin/check.h"
@@ -393,6 +396,37 @@ TEST_CASE("a backup's copy is marked unfinished until it is whole; a marked copy
   CHECK(rebuilt.error().detail.find("did not finish") != std::string::npos);
   CHECK(backup(out, parent.path() + "/copy2").error().detail.find("did not finish") !=
         std::string::npos);
+}
+
+// Two backups started at the same moment into one empty directory both found it empty; the one
+// that then could not make the marker cleared the directory as it failed, the other one's copy
+// with it, and both failed (helper 35). Now the marker's maker goes on and the other leaves.
+TEST_CASE("two backups started at once into one directory: one copy is whole, the other leaves") {
+  FixtureDir fx;
+  testing::ScratchDir parent;
+  for (int round = 0; round < 40; ++round) {
+    CAPTURE(round);
+    const std::string out = parent.path() + "/copy" + std::to_string(round);
+    // Given empty, or made by the backups themselves.
+    if (round % 2 == 0) REQUIRE(std::filesystem::create_directory(out));
+    std::latch start(2);
+    std::optional<Result<BackupReport>> results[2];
+    std::thread second([&] {
+      start.arrive_and_wait();
+      results[1].emplace(backup(fx.path(), out));
+    });
+    start.arrive_and_wait();
+    results[0].emplace(backup(fx.path(), out));
+    second.join();
+    CHECK(results[0]->ok() + results[1]->ok() == 1);
+    for (const auto& result : results) {
+      if (!result->ok()) CHECK(result->error().code == Code::kPreconditionFailed);
+    }
+    CHECK_FALSE(std::filesystem::exists(out + "/" + Store::kUnfinishedBackup));
+    CHECK(check_failure(out) == "");
+    CHECK(stored_record(out, Kind::kDomain, "team_a", kDomainA) ==
+          stored_record(fx.path(), Kind::kDomain, "team_a", kDomainA));
+  }
 }
 
 TEST_CASE("projection keys are described readably") {
