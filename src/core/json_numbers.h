@@ -102,6 +102,13 @@ rapidjson::ParseResult parse_exact(rapidjson::Document& doc, std::string_view js
     if (result.IsError() && exact.too_big()) {
       result.Set(rapidjson::kParseErrorNumberTooBig, result.Offset());
     }
+    // The stream reads a NUL byte as its end, so the text after a NUL that follows the root
+    // (`{...}\0anything`) was never looked at, and the document passed. Nothing may follow the
+    // root but white space, which the reader skipped: it stopped short only at such a NUL.
+    if (!result.IsError() && (kFlags & rapidjson::kParseStopWhenDoneFlag) == 0 &&
+        in.Tell() != json.size()) {
+      result.Set(rapidjson::kParseErrorDocumentRootNotSingular, in.Tell());
+    }
     return !result.IsError();
   };
   doc.Populate(generate);

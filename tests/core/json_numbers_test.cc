@@ -130,6 +130,27 @@ TEST_CASE("invalid text is refused whatever number starts it, and leaves the doc
   }
 }
 
+// RapidJSON's stream reads a NUL byte as its end: a body of a valid object, a NUL and anything
+// after it passed as the object (helper 36: a create was applied, the rest never looked at).
+TEST_CASE("a NUL byte after the root is text after the root, and refused") {
+  using namespace std::string_literals;
+  for (const std::string& json :
+       {"{\"a\":1}\0"s, "{\"a\":1}\0\0"s, "{\"a\":1} \0{\"not\":\"json"s, "[1]\n\0x"s}) {
+    CAPTURE(json.size());
+    rapidjson::Document doc;
+    const rapidjson::ParseResult r = parse_exact<rapidjson::kParseIterativeFlag>(doc, json);
+    CHECK(r.Code() == rapidjson::kParseErrorDocumentRootNotSingular);
+    CHECK(r.Offset() == json.find('\0'));
+    CHECK(doc.IsNull());
+    CHECK(parse_exact(doc, json).Code() == rapidjson::kParseErrorDocumentRootNotSingular);
+  }
+  // White space after the root is fine, and a NUL before or inside it is refused as before.
+  rapidjson::Document spaced, nul_first, nul_inside;
+  CHECK_FALSE(parse_exact(spaced, "{\"a\":1} \r\n\t"s).IsError());
+  CHECK(parse_exact(nul_first, "\0{}"s).IsError());
+  CHECK(parse_exact(nul_inside, "{\"a\":\"x\0y\"}"s).IsError());
+}
+
 TEST_CASE("the document is built as RapidJSON builds it") {
   rapidjson::Document doc;
   const std::string json = R"({"a":[1,-2,3.5,"x",true,null,{"b":{}}],"c":"d"})";

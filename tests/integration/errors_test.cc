@@ -43,6 +43,15 @@ TEST_CASE("a body that is not a JSON object is 400 invalid_json on POST and PUT"
       check_problem(api.post(std::string(kind->path), body), 400, "invalid_json");
       check_problem(api.put(item_path(*kind, id), body), 400, "invalid_json");
     }
+    // A valid body, then a NUL byte and more: RapidJSON's stream took the NUL for the end, and
+    // the create was applied (helper 36).
+    for (const std::string& tail : {std::string(1, '\0'), std::string("\0{\"not\":\"json", 13)}) {
+      CAPTURE(tail.size());
+      check_problem(api.post(std::string(kind->path), kind->body(kTeamA, 2) + tail), 400,
+                    "invalid_json");
+      check_problem(api.put(item_path(*kind, id), kind->body(kTeamA, 1) + tail), 400,
+                    "invalid_json");
+    }
     CHECK(total(api, *kind) == 1);
   }
 }
@@ -1183,6 +1192,9 @@ TEST_CASE("the invalid_json detail says what is wrong and where") {
        "the body is not valid UTF-8 JSON: the surrogate pair in string is "
        "invalid (at byte 6)"},
       {"{", "the body is not valid UTF-8 JSON: missing a name for object member (at byte 1)"},
+      {std::string("{\"a\":1} \0x", 10),
+       "the body is not valid UTF-8 JSON: the document root must not be followed by other values "
+       "(at byte 8)"},
   };
   for (const auto& [body, detail] : cases) {
     CAPTURE(body);
