@@ -2,6 +2,7 @@
 // starts the writer, the verifier, the Kafka mirror and the HTTP server, and shuts down cleanly on
 // SIGTERM, SIGINT or SIGHUP.
 #include <arpa/inet.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -119,6 +120,17 @@ void raise_open_file_limit() {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
+// The cores this process may run on: its CPU affinity (taskset, a container's cpuset), which
+// std::thread::hardware_concurrency() does not look at; the machine's if it cannot be read.
+unsigned usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) {
+    return static_cast<unsigned>(CPU_COUNT(&set));
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,7 +155,7 @@ int main(int argc, char** argv) {
   }
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = usable_cores();
   gw::Flags flags({
       {"listen", "GATEWAY_LISTEN", "127.0.0.1:8080", "HTTP address; port 0 picks a free port"},
       {"data-dir", "GATEWAY_DATA_DIR", "./data", "RocksDB event log and projections"},

@@ -1,11 +1,13 @@
 // Process lifecycle: health and metrics, keep-alive, clean shutdown, restart on the same data.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -176,6 +178,45 @@ TEST_CASE("connections leave the last descriptors to the store and the WAF check
   HttpClient http(std::chrono::seconds(5));
   CHECK(http.request("GET", server.url() + "/healthz").status == 200);
   CHECK(server.wait_for_line("gatewayd: accepting connections again").has_value());
+}
+
+// Threads made by default, one HTTP thread and one WAF check thread per core, follow the cores
+// gatewayd may run on (its CPU affinity: taskset, a container's cpuset), as `nproc` counts them;
+// hardware_concurrency() counted every core of the machine.
+TEST_CASE("--threads defaults to the cores gatewayd may run on") {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  REQUIRE(::sched_getaffinity(0, sizeof all, &all) == 0);
+  // Each thread names itself once it runs: looked at until the count is `expected` (or 2 s).
+  auto check_threads = [](const Server& server, long expected) {
+    long count = 0;
+    for (int i = 0; i < 200 && count != expected; ++i) {
+      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const auto names = testing::thread_names(server.pid());
+      count = std::count(names.begin(), names.end(), "gw-waf-check");
+    }
+    return count;
+  };
+  {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    int first = 0;
+    while (!CPU_ISSET(first, &all)) ++first;
+    CPU_SET(first, &one);
+    // The child gets the affinity of the thread that starts it.
+    REQUIRE(::sched_setaffinity(0, sizeof one, &one) == 0);
+    std::optional<Server> pinned;
+    try {
+      pinned.emplace();
+    } catch (...) {
+      ::sched_setaffinity(0, sizeof all, &all);
+      throw;
+    }
+    REQUIRE(::sched_setaffinity(0, sizeof all, &all) == 0);
+    CHECK(check_threads(*pinned, 1) == 1);
+  }
+  Server unpinned;
+  CHECK(check_threads(unpinned, CPU_COUNT(&all)) == CPU_COUNT(&all));
 }
 
 TEST_CASE("keep-alive: consecutive requests, errors included, reuse one connection") {

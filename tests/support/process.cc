@@ -330,6 +330,18 @@ std::vector<std::string> open_descriptors(pid_t pid) {
   return out;
 }
 
+std::vector<std::string> thread_names(pid_t pid) {
+  std::vector<std::string> out;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    std::ifstream in(task.path() / "comm");
+    std::string name;
+    if (std::getline(in, name)) out.push_back(name);
+  }
+  return out;
+}
+
 std::vector<pid_t> children_of(pid_t pid) {
   std::vector<pid_t> out;
   const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";

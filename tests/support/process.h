@@ -110,6 +110,9 @@ std::vector<std::string> proc_stat(pid_t pid);
 // The children of process `pid`, forked by any of its threads (each thread lists its own).
 std::vector<pid_t> children_of(pid_t pid);
 
+// The name of each thread of process `pid` (/proc/PID/task/TID/comm); empty when it is gone.
+std::vector<std::string> thread_names(pid_t pid);
+
 // What each open descriptor of process `pid` refers to (the targets of /proc/PID/fd, such as
 // "socket:[123]" or a path); empty when the process is gone.
 std::vector<std::string> open_descriptors(pid_t pid);
