@@ -197,8 +197,8 @@ void TokenStore::maybe_reload(bool force) {
   if (!problem.empty() && (stamp != problem_stamp_ || problem != problem_)) {
     if (keep_last) {
       std::fprintf(stderr,
-                   "gatewayd: %s; the %zu tokens read before are still accepted until it can be "
-                   "read\n",
+                   "gatewayd: %s; the tokens read before (%zu) are still accepted until it can "
+                   "be read\n",
                    problem.c_str(), map_.load()->size());
     } else {
       std::fprintf(stderr, "gatewayd: no token accepted: %s\n", problem.c_str());

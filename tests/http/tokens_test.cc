@@ -45,42 +45,47 @@ class DescriptorsTaken {
 // The file is looked at again at most every 250 ms while known tokens come.
 void let_the_next_check_come() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
 
-TEST_CASE("out of descriptors, the tokens read before stay accepted until the file can be read") {
+// A tokens file with one token of team_a, named first, and a store that has read it.
+struct OneToken {
+  OneToken() : path(dir.file("tokens")), first(make("team_a", "first")), store(path) {
+    REQUIRE(store.find(first).has_value());
+  }
+  std::string make(const std::string& tenant, const std::string& name) {
+    auto token = create_token(path, tenant, name);
+    REQUIRE(token.ok());
+    return token.value();
+  }
   testing::TempDir dir;
-  const std::string path = dir.file("tokens");
-  auto first = create_token(path, "team_a", "first");
-  REQUIRE(first.ok());
-  TokenStore store(path);
-  REQUIRE(store.find(first.value()).has_value());
+  std::string path;
+  std::string first;
+  TokenStore store;
+};
+
+TEST_CASE("out of descriptors, the tokens read before stay accepted until the file can be read") {
+  OneToken file;
   // The file changes, so the next check reads it again.
-  auto second = create_token(path, "team_b", "second");
-  REQUIRE(second.ok());
+  const std::string second = file.make("team_b", "second");
   {
     DescriptorsTaken taken;
     let_the_next_check_come();
-    auto known = store.find(first.value());
+    auto known = file.store.find(file.first);
     REQUIRE(known.has_value());
     CHECK(known->tenant == "team_a");
     CHECK(known->name == "first");
     // The new token is in a file that cannot be read yet.
-    CHECK_FALSE(store.find(second.value()).has_value());
+    CHECK_FALSE(file.store.find(second).has_value());
   }
-  auto added = store.find(second.value());
+  auto added = file.store.find(second);
   REQUIRE(added.has_value());
   CHECK(added->tenant == "team_b");
-  CHECK(store.find(first.value()).has_value());
+  CHECK(file.store.find(file.first).has_value());
 }
 
 TEST_CASE("a tokens file that is gone accepts no token, though the tokens read before were") {
-  testing::TempDir dir;
-  const std::string path = dir.file("tokens");
-  auto token = create_token(path, "team_a", "first");
-  REQUIRE(token.ok());
-  TokenStore store(path);
-  REQUIRE(store.find(token.value()).has_value());
-  REQUIRE(::unlink(path.c_str()) == 0);
+  OneToken file;
+  REQUIRE(::unlink(file.path.c_str()) == 0);
   let_the_next_check_come();
-  CHECK_FALSE(store.find(token.value()).has_value());
+  CHECK_FALSE(file.store.find(file.first).has_value());
 }
 
 }  // namespace
