@@ -1,6 +1,7 @@
 #include <ares.h>
 
 #include <cstdlib>
+#include <optional>
 
 #include "core/text.h"
 #include "verify/resolver.h"
@@ -32,8 +33,12 @@ CnameInMessage cname_in_message(const unsigned char* message, int length, std::s
                                 std::string* target) {
   if (message == nullptr || length < kHeaderBytes) return CnameInMessage::kMalformed;
   const unsigned char* end = message + length;
-  int questions = u16(message + 4);
-  int answers = u16(message + 6);
+  const int questions = u16(message + 4);
+  const int answers = u16(message + 6);
+  // Every record the header counts, in the answer, authority and additional sections, is read
+  // through: a reply damaged after the CNAME sought (a count past its records, a name that loops)
+  // is as malformed as one damaged before it.
+  const int records = answers + u16(message + 8) + u16(message + 10);
   const unsigned char* p = message + kHeaderBytes;
   std::string name;
   for (int i = 0; i < questions; ++i) {
@@ -41,7 +46,8 @@ CnameInMessage cname_in_message(const unsigned char* message, int length, std::s
     if (n < 0 || end - p < n + 4) return CnameInMessage::kMalformed;
     p += n + 4;  // name, type, class
   }
-  for (int i = 0; i < answers; ++i) {
+  std::optional<std::string> found;
+  for (int i = 0; i < records; ++i) {
     long n = expand_name(p, message, length, &name);
     if (n < 0 || end - p < n + 10) return CnameInMessage::kMalformed;
     p += n;
@@ -49,17 +55,17 @@ CnameInMessage cname_in_message(const unsigned char* message, int length, std::s
     int rdlength = u16(p + 8);
     p += 10;  // type, class, ttl, rdlength
     if (end - p < rdlength) return CnameInMessage::kMalformed;
-    if (type == kTypeCname) {
+    if (i < answers && type == kTypeCname) {
       std::string cname;
       if (expand_name(p, message, length, &cname) != rdlength) return CnameInMessage::kMalformed;
-      if (same_dns_name(name, owner)) {
-        *target = std::move(cname);
-        return CnameInMessage::kFound;
-      }
+      // Of several (a name has one CNAME, RFC 2181 10.1), the first counts.
+      if (!found && same_dns_name(name, owner)) found = std::move(cname);
     }
     p += rdlength;
   }
-  return CnameInMessage::kNone;
+  if (!found) return CnameInMessage::kNone;
+  *target = std::move(*found);
+  return CnameInMessage::kFound;
 }
 
 bool question_is(const unsigned char* message, int length, std::string_view name) {

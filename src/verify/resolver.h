@@ -44,8 +44,9 @@ class Resolver {
 enum class CnameInMessage {
   kFound,      // *target holds the first CNAME of `owner`, as given
   kNone,       // no CNAME answer of `owner` (answers of other names are ignored)
-  kMalformed,  // the message cannot be read up to that answer: cut short, a name that does not
-               // expand (a compression loop), or a CNAME whose data is not exactly one name
+  kMalformed,  // a record the header counts cannot be read, before the answer or after it: cut
+               // short, a name that does not expand (a compression loop), or an answer's CNAME
+               // whose data is not exactly one name
 };
 // Pure; thread-safe.
 CnameInMessage cname_in_message(const unsigned char* message, int length, std::string_view owner,

@@ -136,6 +136,59 @@ TEST_CASE("a reply that cannot be read is malformed, not a name without a CNAME"
   CHECK(target.empty());
 }
 
+// The reading stopped at the CNAME sought: a reply damaged after it verified the domain, where
+// the README has such a reply as servfail (helper 40).
+TEST_CASE("a reply damaged after the CNAME sought is malformed too") {
+  const std::string q = "_gateway-verify.shop.example.com";
+  const std::string value = "gv-1.verify.platform.test";
+  std::string target;
+  auto m = response(q, {{5, value, ""}});
+  REQUIRE(read(m, q, &target) == CnameInMessage::kFound);
+
+  // The header counts two answers; the message holds one.
+  auto counted = m;
+  counted[7] = 2;
+  CHECK(read(counted, q, &target) == CnameInMessage::kMalformed);
+  // Or an authority or additional record it does not hold.
+  for (size_t count_at : {size_t{9}, size_t{11}}) {
+    CAPTURE(count_at);
+    auto more = m;
+    more[count_at] = 1;
+    CHECK(read(more, q, &target) == CnameInMessage::kMalformed);
+  }
+
+  // A second answer whose owner name is a compression pointer to itself.
+  auto loop = m;
+  loop[7] = 2;
+  const size_t at = loop.size();
+  const std::vector<unsigned char> looping = {static_cast<unsigned char>(0xc0 | (at >> 8)),
+                                              static_cast<unsigned char>(at & 0xff),
+                                              0,
+                                              1,
+                                              0,
+                                              1,
+                                              0,
+                                              0,
+                                              0,
+                                              60,
+                                              0,
+                                              4,
+                                              127,
+                                              0,
+                                              0,
+                                              1};  // type A, class IN, TTL 60, 4 bytes
+  loop.insert(loop.end(), looping.begin(), looping.end());
+  CHECK(read(loop, q, &target) == CnameInMessage::kMalformed);
+
+  // Whole records after it, in every section, are read through and change nothing.
+  auto whole = response(q, {{5, value, ""}, {1, "", "other.example"}});
+  whole[7] = 1;   // one answer,
+  whole[11] = 1;  // then an additional record
+  target.clear();
+  REQUIRE(read(whole, q, &target) == CnameInMessage::kFound);
+  CHECK(target == value);
+}
+
 TEST_CASE("a reply's question is the name asked only letter for letter") {
   const std::string asked = "_GaTeway-veRify.sHop.example.COM";
   auto m = response(asked, {{5, "gv-1.verify.platform.test", ""}});
