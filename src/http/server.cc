@@ -29,6 +29,7 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/expose.h"
@@ -195,7 +196,11 @@ class Handler final : public P::Http::Handler {
   void onInput(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer) override {
     if (marked_closing(*peer)) {
       // Dropped: the rest of a refused request, or what came after a closing answer.
-      if (len > 0) lingered(peer);
+      if (len > 0) {
+        lingered(peer);
+      } else {
+        end_after_answer(peer);
+      }
       return;
     }
     try {
@@ -243,14 +248,21 @@ class Handler final : public P::Http::Handler {
         wait_for_answer(*peer);
         return;
       }
-      if (auto wait = take(peer, bytes, 0, 0)) hold(peer, bytes, *wait);
+      if (auto wait = take(peer, bytes, 0, 0)) {
+        hold(peer, bytes, *wait);
+      } else if (std::exchange(cr_left_, false)) {
+        hold_cr(peer);
+      }
       return;
     }
     Held& h = held->second;
     if (h.wait.after_answer) {
-      // At most a request's worth; past that the connection is read no more.
+      // At most a request's worth; past that the connection is read no more, and ends once the
+      // answer it waits for is written (end_after_answer). Left open, it answered that request
+      // with keep-alive and then nothing more, until the idle timeout's 408.
       if (h.bytes.size() + len > kMaxHeadBytes + state_->max_request_bytes) {
-        held_.erase(held);
+        std::string().swap(h.bytes);
+        h.overflowed = true;
         mark_closing(peer);
         return;
       }
@@ -276,6 +288,33 @@ class Handler final : public P::Http::Handler {
       return;
     }
     held_.erase(held);
+    if (std::exchange(cr_left_, false)) hold_cr(peer);
+  }
+
+  // A CR after a request served, the last byte of its read: the first half of an empty line
+  // whose LF comes in the next read, which is skipped once it has (RFC 9112 2.2). Dropped, the
+  // LF started the next request, refused as a bare LF.
+  void hold_cr(const std::shared_ptr<P::Tcp::Peer>& peer) {
+    if (marked_closing(*peer)) return;  // its answer closes: nothing more is read
+    if (answer_pending(*peer)) {
+      hold(peer, "\r", Wait{.after_answer = true});
+      wait_for_answer(*peer);
+    } else {
+      hold(peer, "\r", Wait{});
+    }
+  }
+
+  // The answer that a connection read no more (too much sent behind it) waited for has been
+  // taken: its write side is shut once that answer is written, and its client's end is waited
+  // for, as after a refusal.
+  void end_after_answer(const std::shared_ptr<P::Tcp::Peer>& peer) {
+    const auto held = held_.find(peer.get());
+    if (held == held_.end() || !held->second.overflowed) return;
+    const bool same = same_connection(held->second.peer, peer);
+    held_.erase(held);
+    if (!same) return;  // left by a connection gone before this one, at the same address
+    shut_when_written(peer);
+    linger(peer);
   }
 
   // What a held request waits for: its head's end, or once the head has come and was checked,
@@ -291,6 +330,7 @@ class Handler final : public P::Http::Handler {
     std::weak_ptr<P::Tcp::Peer> peer;
     std::string bytes;
     Wait wait;
+    bool overflowed = false;  // more came behind the answer than is held: read no more
   };
 
   // Reads a connection's request from `bytes`, all that has come of it (`searched` of them were
@@ -339,9 +379,10 @@ class Handler final : public P::Http::Handler {
       return Wait{end, body_bytes};
     }
     // An empty line after it is not a request (see onInput).
-    const bool pipelined =
-        bytes.substr(end + body_bytes).find_first_not_of("\r\n") != std::string_view::npos;
+    const std::string_view after = bytes.substr(end + body_bytes);
+    const bool pipelined = after.find_first_not_of("\r\n") != std::string_view::npos;
     serve(peer, head.value(), bytes.substr(end, body_bytes), pipelined);
+    cr_left_ = !pipelined && after.ends_with('\r');
     // Pistache keeps a parser for each connection (Http::Handler::onConnection) that is never
     // given a byte, but whose clock its transport still reads once a second: it ends a connection
     // (408) once the idle timeout (ServerConfig::idle_timeout, 60 s) has passed since the parser
@@ -429,9 +470,10 @@ class Handler final : public P::Http::Handler {
     try {
       expect_answer(*peer);
       count_refused(head, reply.status);
-      // Sent as every other answer is; the write side is shut once it is written.
-      send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true, /*with_body=*/true,
-           /*read_whole=*/false);
+      // Sent as every other answer is; the write side is shut once it is written. An answer to
+      // HEAD has no body (RFC 9110 9.3.2), refusals included: a client reads none.
+      send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true,
+           /*with_body=*/!head.starts_with("HEAD "), /*read_whole=*/false);
       // Its client's end is waited for, within the bounds of Linger.
       linger(peer);
     } catch (const std::exception&) {
@@ -583,6 +625,8 @@ class Handler final : public P::Http::Handler {
   std::shared_ptr<Server::State> state_;
   std::unordered_map<const P::Tcp::Peer*, Held> held_;
   std::unordered_map<const P::Tcp::Peer*, Lingering> lingering_;
+  // Set by take() when the read it served a request from ended in a CR after it (hold_cr).
+  bool cr_left_ = false;
   size_t linger_sweep_at_ = 64;
   size_t sweep_at_ = 64;
 };

@@ -871,6 +871,29 @@ TEST_CASE("an empty line before a request, split between two reads, is skipped")
   ::close(fd);
 }
 
+// The same with the CR at the end of the read that held a whole request: it was dropped, and the
+// LF that began the next read was taken for the start of the next request (400, "not a bare LF";
+// helper 38), with or without a body before it.
+TEST_CASE("an empty line after a request, split between two reads, is skipped") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::string get = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  const int fd = connect_with_timeout(server);
+  CHECK(exchange_on(fd, get + "\r").starts_with("HTTP/1.1 200 "));
+  CHECK(exchange_on(fd, "\n" + get).starts_with("HTTP/1.1 200 "));
+  // The LF in a read of its own.
+  CHECK(exchange_on(fd, get + "\r\n\r").starts_with("HTTP/1.1 200 "));
+  REQUIRE(::send(fd, "\n", 1, MSG_NOSIGNAL) == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(exchange_on(fd, get).starts_with("HTTP/1.1 200 "));
+  // After a create's body.
+  const std::string post = raw_post(server, kTeamA, "/v1/webhook", kWebhook.body(kTeamA, 1));
+  CHECK(exchange_on(fd, post + "\r").starts_with("HTTP/1.1 201 "));
+  CHECK(exchange_on(fd, "\n" + get).starts_with("HTTP/1.1 200 "));
+  ::close(fd);
+  CHECK(total(api, kWebhook) == 1);
+}
+
 TEST_CASE("a request that comes in pieces is served once it has all come") {
   Server server;
   Api api(server, kTeamA);
@@ -1096,6 +1119,88 @@ TEST_CASE("HEAD is answered without a body; the next request on the connection r
   CHECK(next.starts_with("HTTP/1.1 200 "));
   CHECK(next.ends_with(R"({"status":"ok"})"));
   ::close(fd);
+}
+
+// Everything a connection sends until it ends (or 2 s without a byte).
+std::string read_to_end(int fd) {
+  timeval short_wait{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &short_wait, sizeof short_wait);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+    got.append(buf, static_cast<size_t>(n));
+  return got;
+}
+
+// A refused HEAD (400, 413, 431, 501) was answered with the problem's body, which a client reads
+// as the start of the next answer (helper 38).
+TEST_CASE("a refused HEAD is answered without a body") {
+  Server server;
+  struct Row {
+    std::string head;
+    std::string status;
+  };
+  for (const Row& row : {
+           Row{"HEAD /healthz HTTP/1.1\r\nHost: a b\r\n\r\n", "400"},
+           Row{"HEAD /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n", "413"},
+           Row{"HEAD /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", "501"},
+           Row{"HEAD /healthz HTTP/1.1\r\nHost: x\r\nX: " + std::string(70000, 'x') + "\r\n\r\n",
+               "431"},
+       }) {
+    CAPTURE(row.status);
+    const int fd = connect_with_timeout(server);
+    REQUIRE(::send(fd, row.head.data(), row.head.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(row.head.size()));
+    const std::string got = read_to_end(fd);
+    ::close(fd);
+    CAPTURE(got);
+    CHECK(got.starts_with("HTTP/1.1 " + row.status + " "));
+    CHECK(got.find("Connection: close\r\n") != std::string::npos);
+    // The head the answer to GET would have, Content-Length included, and nothing after it.
+    const size_t end = got.find("\r\n\r\n");
+    REQUIRE(end != std::string::npos);
+    CHECK(got.size() == end + 4);
+    CHECK(got.find("Content-Length: 0\r\n") == std::string::npos);
+  }
+  // A GET refused alike still has its body.
+  const int fd = connect_with_timeout(server);
+  const std::string get = "GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n";
+  REQUIRE(::send(fd, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size()));
+  const std::string got = read_to_end(fd);
+  ::close(fd);
+  CHECK(got.ends_with("}"));
+}
+
+// More than a request's worth sent behind a request whose answer is still to come: the connection
+// was read no more, but its answer still said keep-alive and the connection stayed, every request
+// after it unanswered, until the idle timeout's 408 (helper 38). It now ends after the answer.
+TEST_CASE("a connection sent too much behind an answer ends once that answer is written") {
+  Server server({"--max-request-bytes", "65536"});
+  const std::string base = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: \r\n\r\n";
+  auto padded = [&](size_t bytes) {
+    return "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(bytes - base.size(), 'p') +
+           "\r\n\r\n";
+  };
+  int ended = 0;
+  for (int round = 0; round < 5; ++round) {
+    CAPTURE(round);
+    const int fd = connect_with_timeout(server);
+    // A request that fills one read of the server's, then 20 more of 60,000 bytes each.
+    std::string bytes = padded(4096);
+    for (int i = 0; i < 20; ++i) bytes += padded(60000);
+    REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(bytes.size()));
+    const std::string got = read_to_end(fd);
+    CAPTURE(got.substr(0, 200));
+    CHECK(got.starts_with("HTTP/1.1 200 "));
+    // Then the end of the stream, not a wait for the idle timeout (2 s without a byte here).
+    char byte;
+    const ssize_t n = ::recv(fd, &byte, 1, 0);
+    CHECK(n == 0);
+    ended += n == 0 ? 1 : 0;
+    ::close(fd);
+  }
+  CHECK(ended == 5);
 }
 
 // Sends GETs as team `api` until one is 429 or `limit` requests were sent; returns the statuses.
