@@ -153,6 +153,11 @@ void AresResolver::lookup_cname(std::string name, std::string owner, Callback ca
   callback(CnameAnswer{CnameAnswer::Status::kCancelled, "", "resolver stopped"});
 }
 
+size_t AresResolver::waiting() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->waiting.size();
+}
+
 void AresResolver::run() {
   name_this_thread("gw-dns");
   State& s = *state_;

@@ -36,6 +36,7 @@ class AresResolver final : public Resolver {
   ~AresResolver() override;
 
   void lookup_cname(std::string name, std::string owner, Callback callback, Wanted wanted) override;
+  size_t waiting() const override;
 
   struct State;
 

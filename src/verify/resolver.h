@@ -38,6 +38,8 @@ class Resolver {
   // owner, so one owner's many lookups do not hold back another owner's.
   virtual void lookup_cname(std::string name, std::string owner, Callback callback,
                             Wanted wanted) = 0;
+  // Lookups queued and waiting for room to start (for /metrics).
+  virtual size_t waiting() const = 0;
 };
 
 // What a DNS response message (wire format, RFC 1035) says of the CNAME of `owner`.

@@ -144,6 +144,10 @@ std::string Verifier::render_metrics() const {
   out << "# HELP gatewayd_verifier_queue_depth Verification requests seen and not yet answered.\n"
       << "# TYPE gatewayd_verifier_queue_depth gauge\n"
       << "gatewayd_verifier_queue_depth " << queue_depth() << "\n"
+      << "# HELP gatewayd_verifier_lookups_waiting DNS lookups waiting for one of the resolver's "
+         "slots.\n"
+      << "# TYPE gatewayd_verifier_lookups_waiting gauge\n"
+      << "gatewayd_verifier_lookups_waiting " << resolver_.waiting() << "\n"
       << "# HELP gatewayd_verifier_scans_total Scans of the open-request queue.\n"
       << "# TYPE gatewayd_verifier_scans_total counter\n"
       << "gatewayd_verifier_scans_total " << scans_.load(std::memory_order_relaxed) << "\n";

@@ -347,6 +347,8 @@ TEST_CASE(
   INFO(text);
   CHECK(text.find("# TYPE gatewayd_verifier_queue_depth gauge") != std::string::npos);
   CHECK(sample(text, "gatewayd_verifier_queue_depth").has_value());
+  CHECK(text.find("# TYPE gatewayd_verifier_lookups_waiting gauge") != std::string::npos);
+  CHECK(sample(text, "gatewayd_verifier_lookups_waiting") == 0);  // all answered
   CHECK(text.find("# TYPE gatewayd_verifier_lookups_total counter") != std::string::npos);
   CHECK(sample(text, lookups("verified")).value_or(-1) >= 3);
   CHECK(sample(text, outcomes("verified")).value_or(-1) >= 3);
@@ -576,6 +578,12 @@ TEST_CASE("verify: lookups waiting for a slot take turns by team") {
   env.dns.pause();
   for (const Domain& d : flood) request_verify(b, d);
   request_verify(a, mine);
+  // Every lookup is with the resolver before DNS goes on: 100 held, 201 waiting. A verifier
+  // behind the requests (a loaded machine) had team_a's lookup queued only after more of team_b's
+  // had started, and 201 of their outcomes came first.
+  const std::string waiting =
+      metrics_once(*env.server, {{"gatewayd_verifier_lookups_waiting", kFlood - 100 + 1}});
+  REQUIRE(sample(waiting, "gatewayd_verifier_lookups_waiting") == kFlood - 100 + 1);
   env.dns.resume();
   Events events = wait_outcomes(a, mine.id);
   Events out = outcomes_of(events, mine.id);
