@@ -333,6 +333,14 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
   const int line = r.getLineNumber();
   if (auto p = reads_env(r)) return p;
   if (auto p = rx_with_macro(r)) return p;
+  if (auto* rule = dynamic_cast<modsecurity::RuleWithOperator*>(&r)) {
+    // An operator is one quoted string on one line: a parameter with a line break in it is text
+    // the engine's lexer swallowed past the operator's end (a comment line's, or the actions'
+    // that the scan read).
+    const auto* op = reinterpret_cast<const EngineOperator*>(rule->*member_of(OperatorOf{}));
+    if (op == nullptr || op->param.find_first_of("\r\n") != std::string::npos)
+      return std::string(kAmbiguous);
+  }
   for (modsecurity::actions::Action* a : r.*member_of(RuntimeList{})) {
     std::string_view name = a->m_name ? std::string_view(*a->m_name) : std::string_view();
     if (!waf::allowed_runtime_action(name))
@@ -344,7 +352,14 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
   counts->line = line;
   counts->variables = engine_variables(r).size();
   counts->runtime = (r.*member_of(RuntimeList{})).size();
-  counts->transformations = (r.*member_of(TransformationList{})).size();
+  for (const auto* transformation : r.*member_of(TransformationList{})) {
+    // actions::transformations::Transformation, whose header libmodsecurity does not install,
+    // derives from Action alone. The engine names a transformation as written: "t:lowerCase".
+    const auto* t = reinterpret_cast<const modsecurity::actions::Action*>(transformation);
+    std::string_view name = t->m_name ? std::string_view(*t->m_name) : std::string_view();
+    if (!name.starts_with("t:")) return std::string(kAmbiguous);
+    counts->transformations.push_back(ascii_lower(name.substr(2)));
+  }
   counts->setvars = (r.*member_of(SetVarList{})).size();
   counts->tags = (r.*member_of(TagList{})).size();
   return std::nullopt;

@@ -311,14 +311,28 @@ Problem split_directives(std::string_view text, std::vector<Directive>* out) {
       size_t first = phys.find_first_not_of(" \t");
       if (first != std::string_view::npos && phys[first] == '#') {
         // The engine's lexer takes a comment that starts with SecRule or SecAction and ends in a
-        // backslash (blanks after it included) as continued, and skips the next line with it.
-        size_t last = phys.find_last_not_of(" \t");
-        if (phys[last] == '\\') return "must not end a comment with a backslash" + at(line);
+        // backslash (blanks after it included) as continued, and skips the next line with it;
+        // and it counted `#SecAction a\ b` (a backslash, blanks and a character) as two lines,
+        // which made up for a line it swallowed elsewhere (helper 39). Other comments may hold a
+        // backslash (`# blocks /admin\.php`), but not at their end.
+        const size_t last = phys.find_last_not_of(" \t");
+        const std::string lower = ascii_lower(phys);
+        const bool names_rule = lower.find("secrule") != std::string::npos ||
+                                lower.find("secaction") != std::string::npos;
+        if (phys[last] == '\\' || (names_rule && phys.find('\\') != std::string_view::npos))
+          return "must not put a backslash at the end of a comment, or in one that names "
+                 "SecRule or SecAction" +
+                 at(line);
         continue;
       }
       logical_line = line;
     }
     if (continued) {
+      // A continued line with nothing on it but blanks: after one such line, the engine's lexer
+      // read a quoted operator up to the next blank, quotes and line ends included, and took the
+      // next comment line's text for the rule's actions (helper 39).
+      if (phys.find_first_not_of(" \t") == phys.size() - 1)
+        return "must not continue a line that holds nothing but blanks" + at(line);
       logical.append(phys.substr(0, phys.size() - 1));
       joins.push_back(logical.size());
       logical.push_back(' ');
@@ -505,7 +519,7 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
              at(line);  // the engine splits quoted setvar at commas and has no rev with one
     }
     if (listed(kRuntimeActions, a.name)) ++counts->runtime;
-    if (a.name == "t") ++counts->transformations;
+    if (a.name == "t") counts->transformations.push_back(ascii_lower(a.value));
     if (a.name == "setvar") ++counts->setvars;
     if (a.name == "tag") ++counts->tags;
     if (a.name == "id") {

@@ -113,7 +113,9 @@ struct LinkActions {
   int line = 0;        // the line the link starts on
   size_t variables = 0;  // in its variable list, but exclusions (`!`); a SecAction has none
   size_t runtime = 0;  // what the engine runs after a match: ctl, log, skip, status, block, ...
-  size_t transformations = 0;  // t:
+  // The names of its t: actions (lower case), in order: a hidden action list with as many
+  // transformations (t:hexEncode in place of t:lowercase) shows up as names that differ.
+  std::vector<std::string> transformations = {};
   size_t setvars = 0;
   size_t tags = 0;
   bool operator==(const LinkActions&) const = default;

@@ -857,7 +857,7 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {R"(SecRule ARGS "@rx a)", "unterminated quoted string"},
       {"SecRule ARGS \"@rx a\nb\" \"id:1,deny\"", "unterminated quoted string (line 1)"},
       {R"("SecRule" ARGS "@rx a" "id:1,deny")", "must not quote a directive name"},
-      {"# harmless \\\nInclude /etc/hostname", "must not end a comment with a backslash (line 1)"},
+      {"# harmless \\\nInclude /etc/hostname", "must not put a backslash at the end of a comment"},
       {"SecRule ARGS \"@rx a\" \"id:1,deny\" \\", "must not end with a line continuation"},
       {"SecAction \"id:1,pass\"\rInclude /etc/hostname", "carriage return"},
       {std::string("SecAction \"id:1,pass\"\0Include /etc/hostname", 42), "control characters"},
@@ -926,8 +926,9 @@ TEST_CASE("waf_directives refuses text the engine reads differently after a % or
       {rule + "logdata:'%{tx.a'\"", "needs macros written %{NAME}"},
       {"SecRule REQUEST_URI \"@rx .\" \"id:1,phase:1,pass,nolog,skipAfter:END\"\n"
        "# SecRule x \\ \nSecMarker END",
-       "must not end a comment with a backslash (line 2)"},
-      {"# SecAction x \\\t\nSecAction \"id:1,pass\"", "must not end a comment with a backslash"},
+       "must not put a backslash at the end of a comment"},
+      {"# SecAction x \\\t\nSecAction \"id:1,pass\"",
+       "must not put a backslash at the end of a comment"},
       {"# Include tokens\nSecAction \"id:1,pass\"", "directive Include"},
       {"# include the admin paths below\nSecAction \"id:21,pass\"", "directive Include"},
       {"SecMarker END\nSecRule ARGS \"@rx a\" \"id:1,phase:1,pass,skipAfter:END\"",
@@ -1421,11 +1422,60 @@ TEST_CASE("waf_directives' audit refuses a text the engine's lexer dropped chara
       waf::engine_check("SecRule ARGS \"@rx z\" \"id:1,phase:2,pass,setvar:tx.b=1\"", setvar_rule));
   expect_ok(waf_directives("SecRule ARGS \"@rx z\" \"id:1,phase:2,pass,setvar:tx.b=1\""));
   // One line continuation after SecAction or a SecRule's variables is read alike (the engine
-  // does not count its line break); with a second one there the engine drops the text between.
+  // does not count its line break); with a second one there the engine drops the text between,
+  // or reads the operator on (below). The scan refuses a continued line of blanks; the audit
+  // stands behind it.
   expect_bad(waf_directives("SecAction \\\n \\\n \"id:1,phase:1,pass\""),
-             "(the engine skipped \"\\\n\")");
+             "must not continue a line that holds nothing but blanks (line 2)");
   expect_bad(waf_directives("SecRule ARGS \\\n \\\n \"@rx a\" \"id:1,phase:1,pass\""),
-             "could not be read unambiguously");
+             "must not continue a line that holds nothing but blanks (line 2)");
+  waf::ScanResult action_only;
+  action_only.rules = {{1, {waf::LinkActions{.line = 1}}}};
+  action_only.directives = 1;
+  action_only.uncounted_line_breaks = 1;
+  expect_bad(waf::engine_check("SecAction \\\n \\\n \"id:1,phase:1,pass\"", action_only),
+             "(the engine skipped \"\\\n\")");
+}
+
+// After two line continuations with a line of blanks between them, the engine read the quoted
+// operator up to the next blank, quotes and line breaks included, and took a comment line's text
+// for the rule's actions; a last comment line made its line count come out as the scan's. The
+// counts the audit compared were equal (one rule, id 1, 30 transformations), so 30 t:hexEncode,
+// hidden behind 30 t:lowercase the scan read, were accepted: one request with one argument then
+// took 37.5 s and 2.6 GB of the gateway every tenant shares (helper 39).
+TEST_CASE("waf_directives: a comment line cannot give a rule its actions") {
+  auto repeated = [](const std::string& action, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += "," + action;
+    return out;
+  };
+  const std::string text = "SecRule ARGS \\\n  \\\n  \"abc\"\t\"id:1,phase:1,pass,nolog" +
+                           repeated("t:lowercase", 30) + "\"\n# \"id:1,phase:1,pass,nolog" +
+                           repeated("t:hexEncode", 30) + "\"\n#SecAction a\\ b";
+  expect_bad(waf_directives(text), "must not continue a line that holds nothing but blanks");
+  // The audit alone, given what the scan read, refuses it too: the engine's operator holds the
+  // line break it read on over, and its transformations are not the ones the scan read.
+  waf::ScanResult scanned;
+  scanned.rules = {{1, {waf::LinkActions{.line = 1, .variables = 1}}}};
+  scanned.rules[0].links[0].transformations.assign(30, "lowercase");
+  scanned.directives = 1;
+  scanned.uncounted_line_breaks = 1;
+  expect_bad(waf::engine_check(text, scanned), "could not be read unambiguously");
+  // A comment that names SecAction holds no backslash.
+  expect_bad(waf_directives("SecAction \"id:1,pass\"\n#SecAction a\\ b"),
+             "must not put a backslash at the end of a comment, or in one that names SecRule");
+  expect_ok(waf_directives("# blocks /admin\\.php\nSecAction \"id:1,pass\""));
+  // The transformations are compared by name: the same rule as the scan reads it passes, one
+  // with other transformations than the scan's does not.
+  waf::ScanResult two;
+  two.rules = {{1, {waf::LinkActions{.line = 1, .variables = 1}}}};
+  two.rules[0].links[0].transformations = {"lowercase", "trim"};
+  two.directives = 1;
+  expect_ok(
+      waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,phase:1,pass,t:lowerCase,t:trim\"", two));
+  expect_bad(
+      waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,phase:1,pass,t:hexEncode,t:trim\"", two),
+      "could not be read unambiguously");
 }
 
 // expirevar's value, as the engine lexes it, runs on over the actions after it up to the last '='
