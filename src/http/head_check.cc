@@ -1,5 +1,8 @@
 #include "http/head_check.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -36,6 +39,46 @@ constexpr std::array<uint8_t, 256> make_classes() {
 }
 
 constexpr std::array<uint8_t, 256> kClasses = make_classes();
+
+bool is_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+// A Host value (RFC 9112 3.2, RFC 3986 3.2.2 and 3.2.3): empty, or uri-host [ ":" port ], where
+// uri-host is an IP literal in brackets (an IPv6 address) or a reg-name (IPv4 addresses
+// included) of unreserved characters, sub-delims and %XX escapes, and port is digits. The
+// characters alone let `a:b`, `[::1`, `a:80:80` and `a%zz` pass (helper 38).
+bool valid_host(std::string_view host) {
+  std::string_view name = host;
+  std::string_view port;
+  if (host.starts_with('[')) {
+    const size_t close = host.find(']');
+    if (close == std::string_view::npos) return false;
+    const std::string address(host.substr(1, close - 1));
+    in6_addr parsed{};
+    if (::inet_pton(AF_INET6, address.c_str(), &parsed) != 1) return false;
+    name = {};
+    const std::string_view rest = host.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') return false;
+      port = rest.substr(1);
+    }
+  } else if (const size_t colon = host.find(':'); colon != std::string_view::npos) {
+    name = host.substr(0, colon);
+    port = host.substr(colon + 1);
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '%') {
+      if (i + 2 >= name.size() || !is_hex(name[i + 1]) || !is_hex(name[i + 2])) return false;
+      i += 2;
+    } else if (c == ':' || c == '[' || c == ']' ||
+               (kClasses[static_cast<unsigned char>(c)] & kHostChar) == 0) {
+      return false;
+    }
+  }
+  return std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 
 bool all_of_class(std::string_view s, uint8_t cls) {
   for (char ch : s) {
@@ -147,7 +190,7 @@ Result<Head> parse_head(std::string_view head) {
     std::optional<Error> twice;
     if (ascii_iequals(name, "Host")) {
       if (++hosts > 1) return bad("the Host header is given more than once");
-      if (!all_of_class(value, kHostChar)) return bad("the Host header is not a valid host");
+      if (!valid_host(value)) return bad("the Host header is not a valid host");
     } else if (ascii_iequals(name, "Content-Length")) {
       if (content_length && *content_length != value) {
         return bad("Content-Length is given more than once, with different values");
