@@ -260,7 +260,14 @@ class Handler final : public P::Http::Handler {
       // At most a request's worth; past that the connection is read no more, and ends once the
       // answer it waits for is written (end_after_answer). Left open, it answered that request
       // with keep-alive and then nothing more, until the idle timeout's 408.
-      if (h.bytes.size() + len > kMaxHeadBytes + state_->max_request_bytes) {
+      // Empty lines before the next request (a CRLF after the one answered) are no part of it:
+      // counted, a request of the largest size after one was dropped.
+      size_t empty = h.bytes.find_first_not_of("\r\n");
+      if (empty == std::string::npos) {
+        empty =
+            h.bytes.size() + std::min(len, std::string_view(data, len).find_first_not_of("\r\n"));
+      }
+      if (h.bytes.size() + len - empty > kMaxHeadBytes + state_->max_request_bytes) {
         std::string().swap(h.bytes);
         h.overflowed = true;
         mark_closing(peer);

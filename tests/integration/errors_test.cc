@@ -1121,6 +1121,37 @@ TEST_CASE("HEAD is answered without a body; the next request on the connection r
   ::close(fd);
 }
 
+// Empty lines held behind an answer still to come counted towards the request's worth held: a
+// create of the largest size (64 KiB of head, --max-request-bytes of body) after a CRLF was
+// dropped, and its connection ended after the first answer (helper 43).
+TEST_CASE("a request of the largest size after an empty line, behind an answer, is served") {
+  Server server({"--max-request-bytes", "4096"});
+  Api api(server, kTeamA);
+  std::string body = kWebhook.body(kTeamA, 1);
+  body.resize(4096, ' ');
+  std::string head = "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                     server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) +
+                     "\r\nContent-Type: application/json\r\nContent-Length: 4096\r\nX-Pad: ";
+  head += std::string(65536 - head.size() - 4, 'p') + "\r\n\r\n";
+  REQUIRE(head.size() == 65536);
+  const int fd = connect_with_timeout(server);
+  // The create before it waits for its WAF check, so its answer is still to come.
+  const pid_t zygote = stop_zygote(server);
+  send_until_read(
+      server, fd,
+      raw_post(server, kTeamA, "/v1/gateway_security_profile", custom_waf_body(kTeamA, "held")) +
+          "\r");
+  const std::string largest = "\n" + head + body;
+  REQUIRE(::send(fd, largest.data(), largest.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(largest.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // read behind the answer
+  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  CHECK(read_response(fd).starts_with("HTTP/1.1 201 "));
+  CHECK(read_response(fd).starts_with("HTTP/1.1 201 "));
+  ::close(fd);
+  CHECK(total(api, kWebhook) == 1);
+}
+
 // Everything a connection sends until it ends (or 2 s without a byte).
 std::string read_to_end(int fd) {
   timeval short_wait{2, 0};
