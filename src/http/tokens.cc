@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <openssl/rand.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -238,6 +239,12 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0)
     return make_error(Code::kUnavailable, "cannot open " + path + ": " + std::strerror(errno));
+  // One append at a time: a failed one puts the file back to the size it had, which must not
+  // cut off a line another gatewayctl appended meanwhile.
+  if (::flock(fd, LOCK_EX) != 0) {
+    ::close(fd);
+    return make_error(Code::kUnavailable, "cannot lock " + path + ": " + std::strerror(errno));
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
@@ -251,10 +258,28 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
   char last = '\n';
   if (st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n')
     line.insert(line.begin(), '\n');
-  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
-            ::fsync(fd) == 0;
+  int error = 0;
+  for (size_t done = 0; done < line.size() && error == 0;) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n == 0) {
+      error = ENOSPC;
+    } else if (errno != EINTR) {
+      error = errno;  // a write cut short is followed by one that says why
+    }
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (error != 0) {
+    // Part of a line (a full disk took the write up to the end of its last block) that gatewayd
+    // would name at every read: the file is put back to what it was.
+    const bool restored = ::ftruncate(fd, st.st_size) == 0 && ::fsync(fd) == 0;
+    ::close(fd);
+    return make_error(Code::kUnavailable,
+                      "cannot write " + path + ": " + std::strerror(error) +
+                          (restored ? "" : "; the file may end in part of a line"));
+  }
   ::close(fd);
-  if (!ok) return make_error(Code::kUnavailable, "cannot write " + path);
   return token;
 }
 

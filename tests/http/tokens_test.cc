@@ -2,10 +2,13 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +81,39 @@ TEST_CASE("out of descriptors, the tokens read before stay accepted until the fi
   auto added = file.store.find(second);
   REQUIRE(added.has_value());
   CHECK(added->tenant == "team_b");
+  CHECK(file.store.find(file.first).has_value());
+}
+
+// A full disk took part of the new line (up to the end of its last block): the file ended in a
+// line without a name or a newline, which gatewayd named at every read (helper 44). The limit
+// on file size stands in for the full disk here.
+TEST_CASE("a token that cannot be written leaves the tokens file as it was, and says why") {
+  OneToken file;
+  auto contents = [&] {
+    std::ostringstream read;
+    read << std::ifstream(file.path).rdbuf();
+    return read.str();
+  };
+  const std::string before = contents();
+  struct sigaction ignore {
+  }, saved{};
+  ignore.sa_handler = SIG_IGN;
+  REQUIRE(::sigaction(SIGXFSZ, &ignore, &saved) == 0);  // past the limit: EFBIG, not the signal
+  rlimit limit{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &limit) == 0);
+  const rlimit unlimited = limit;
+  limit.rlim_cur = before.size() + 10;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
+  auto added = create_token(file.path, "team_b", "second");
+  ::setrlimit(RLIMIT_FSIZE, &unlimited);
+  ::sigaction(SIGXFSZ, &saved, nullptr);
+  REQUIRE_FALSE(added.ok());
+  CHECK(added.error().code == Code::kUnavailable);
+  CHECK(added.error().detail == "cannot write " + file.path + ": File too large");
+  CHECK(contents() == before);
+  // The next one goes on the line after the last whole one.
+  const std::string next = file.make("team_b", "third");
+  CHECK(file.store.find(next).has_value());
   CHECK(file.store.find(file.first).has_value());
 }
 
