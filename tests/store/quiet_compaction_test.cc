@@ -153,5 +153,44 @@ TEST_CASE("a compaction of L0 in progress ends at stop_background_work and chang
   CHECK(testing::projections_as_read(*reopened) == before);
 }
 
+// Wraps the real Env; while `full` is set, no table file can be made, as on a full disk.
+class FullDiskEnv final : public rocksdb::EnvWrapper {
+ public:
+  FullDiskEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
+  const char* Name() const override { return "FullDiskEnv"; }
+  std::atomic<bool> full{false};
+
+  rocksdb::Status NewWritableFile(const std::string& name,
+                                  std::unique_ptr<rocksdb::WritableFile>* result,
+                                  const rocksdb::EnvOptions& options) override {
+    if (full.load() && name.ends_with(".sst")) return rocksdb::Status::NoSpace("full (test)");
+    return target()->NewWritableFile(name, result, options);
+  }
+};
+
+// A failed compaction was tried again at every pause: on an idle server whose disk was full,
+// about twice a second, each with an error line in RocksDB's LOG (helper 44). It is tried again
+// once writes came and paused again.
+TEST_CASE("a failed compaction of L0 is tried again only after writes come and pause again") {
+  testing::ScratchDir dir;
+  FullDiskEnv env;
+  auto store = std::move(Store::open(dir.path(), &env).value());
+  write_level0(*store, 4);
+  env.full.store(true);
+  std::atomic<uint64_t> batches{0};
+  QuietCompaction quiet(
+      *store, [&] { return batches.load(); }, quick());
+  quiet.start();
+  REQUIRE(eventually([&] { return quiet.failures() == 1; }));
+  std::this_thread::sleep_for(milliseconds(600));  // six pauses of 100 ms, no write among them
+  CHECK(quiet.failures() == 1);
+  CHECK(store->level0_files(Cf::kProjections) == 4);
+  // Writes come (the disk has room again) and pause: it is tried again.
+  env.full.store(false);
+  batches.fetch_add(1);
+  CHECK(eventually([&] { return quiet.compactions() + quiet.failures() >= 2; }));
+  quiet.stop();
+}
+
 }  // namespace
 }  // namespace gw
