@@ -290,6 +290,20 @@ TEST_CASE("events writes the stored bytes of the events after a sequence number"
   CHECK(all.str() == file);
 }
 
+// A full disk (/dev/full) said "cannot write the events" and no more (helper 44).
+TEST_CASE("events and replay that cannot write say why") {
+  FixtureDir fx;
+  auto ro = open_read_only(fx.path());
+  std::ofstream events("/dev/full");
+  auto written = write_events(ro->store(), 0, events);
+  REQUIRE_FALSE(written.ok());
+  CHECK(written.error().detail == "cannot write the events: No space left on device");
+  std::ofstream replay("/dev/full");
+  auto records = write_replay(ro->store(), 7, replay);
+  REQUIRE_FALSE(records.ok());
+  CHECK(records.error().detail == "cannot write the records: No space left on device");
+}
+
 TEST_CASE("rebuild refuses a data dir that is open for writing") {
   FixtureDir fx;
   auto store = open_store(fx.path());
