@@ -209,6 +209,7 @@ class Handler final : public P::Http::Handler {
       // Out of memory while holding a request: it is dropped, and nothing more is read from the
       // connection, whose write side is shut once what is queued on it is written.
       held_.erase(peer.get());
+      cr_left_ = false;
       mark_closing(peer);
       shut_when_written(peer);
     }
@@ -389,7 +390,6 @@ class Handler final : public P::Http::Handler {
     const std::string_view after = bytes.substr(end + body_bytes);
     const bool pipelined = after.find_first_not_of("\r\n") != std::string_view::npos;
     serve(peer, head.value(), bytes.substr(end, body_bytes), pipelined);
-    cr_left_ = !pipelined && after.ends_with('\r');
     // Pistache keeps a parser for each connection (Http::Handler::onConnection) that is never
     // given a byte, but whose clock its transport still reads once a second: it ends a connection
     // (408) once the idle timeout (ServerConfig::idle_timeout, 60 s) has passed since the parser
@@ -402,6 +402,9 @@ class Handler final : public P::Http::Handler {
     if (std::chrono::steady_clock::now() - parser->time() > std::chrono::seconds(1)) {
       parser->reset();
     }
+    // Last, so that nothing that may throw comes between this and its reader (read, below
+    // take's callers), which would leave it set for another connection's read.
+    cr_left_ = !pipelined && after.ends_with('\r');
     return std::nullopt;
   }
 
