@@ -261,13 +261,12 @@ class Handler final : public P::Http::Handler {
       // At most a request's worth; past that the connection is read no more, and ends once the
       // answer it waits for is written (end_after_answer). Left open, it answered that request
       // with keep-alive and then nothing more, until the idle timeout's 408.
-      // Empty lines before the next request (a CRLF after the one answered) are no part of it:
-      // counted, a request of the largest size after one was dropped.
-      size_t empty = h.bytes.find_first_not_of("\r\n");
-      if (empty == std::string::npos) {
-        empty =
-            h.bytes.size() + std::min(len, std::string_view(data, len).find_first_not_of("\r\n"));
-      }
+      // One empty line before the next request (the CRLF after the one answered) is no part of
+      // it: counted, a request of the largest size after one was dropped. Only one: uncounted,
+      // empty lines piled up without bound behind a slow answer.
+      std::string first = h.bytes.substr(0, 2);
+      first.append(data, std::min(len, 2 - first.size()));
+      const size_t empty = first == "\r\n" ? 2 : 0;
       if (h.bytes.size() + len - empty > kMaxHeadBytes + state_->max_request_bytes) {
         std::string().swap(h.bytes);
         h.overflowed = true;

@@ -1234,6 +1234,32 @@ TEST_CASE("a connection sent too much behind an answer ends once that answer is 
   CHECK(ended == 5);
 }
 
+// Behind an answer still to come, every CR and LF went uncounted in the request's worth held, so
+// empty lines piled up without bound for as long as the answer took (review). One is uncounted
+// now; past a request's worth of them the connection ends after the answer, as for any bytes.
+TEST_CASE("empty lines sent behind an answer still to come are held within a request's worth") {
+  Server server({"--max-request-bytes", "4096"});
+  const int fd = connect_with_timeout(server);
+  const pid_t zygote = stop_zygote(server);
+  send_until_read(
+      server, fd,
+      raw_post(server, kTeamA, "/v1/gateway_security_profile", custom_waf_body(kTeamA, "slow")) +
+          "\r");
+  // The LF that ends the held CR's line, then 200 KB of empty lines: three requests' worth.
+  std::string lines = "\n";
+  for (int i = 0; i < 100000; ++i) lines += "\r\n";
+  REQUIRE(::send(fd, lines.data(), lines.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(lines.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // read behind the answer
+  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  const std::string got = read_to_end(fd);
+  CHECK(got.starts_with("HTTP/1.1 201 "));
+  CHECK(got.find("HTTP/1.1 ", 1) == std::string::npos);  // that answer alone
+  char byte;
+  CHECK(::recv(fd, &byte, 1, 0) == 0);  // the end of the stream, not a wait
+  ::close(fd);
+}
+
 // Sends GETs as team `api` until one is 429 or `limit` requests were sent; returns the statuses.
 std::vector<long> burst(Api& api, int limit) {
   std::vector<long> statuses;
