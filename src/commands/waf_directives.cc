@@ -390,8 +390,16 @@ Problem engine_updates(const modsecurity::RulesExceptions& ex, const waf::ScanRe
   for (const auto& [id, variable] : ex.m_variable_update_target_by_id) {
     if (is_env(variable.get())) return waf::refused("variable ENV", 0);
   }
+  // The transformations the updates add, by name (as a rule's own are, engine_link).
+  std::vector<std::string> transformations;
+  for (const auto& [id, t] : ex.m_action_pre_update_target_by_id) {
+    std::string_view name = t && t->m_name ? std::string_view(*t->m_name) : std::string_view();
+    if (!name.starts_with("t:")) return std::string(kAmbiguous);
+    transformations.push_back(ascii_lower(name.substr(2)));
+  }
+  std::sort(transformations.begin(), transformations.end());
   if (ex.m_variable_update_target_by_id.size() != scan.updates.targets ||
-      ex.m_action_pre_update_target_by_id.size() != scan.updates.transformations ||
+      transformations != scan.updates.transformations ||
       ex.m_action_pos_update_target_by_id.size() != scan.updates.actions) {
     return std::string(kAmbiguous);
   }

@@ -596,8 +596,13 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
         return "must not add skipAfter with SecRuleUpdateActionById" + at(line);
       scan->skip_targets.emplace_back(a.value, line);
     }
-    if (role == Role::kUpdate)
-      ++(a.name == "t" ? scan->updates.transformations : scan->updates.actions);
+    if (role == Role::kUpdate && a.name == "t") {
+      const std::string name = ascii_lower(a.value);
+      auto& names = scan->updates.transformations;
+      names.insert(std::upper_bound(names.begin(), names.end(), name), name);
+    } else if (role == Role::kUpdate) {
+      ++scan->updates.actions;
+    }
   }
   return std::nullopt;
 }

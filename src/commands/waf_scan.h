@@ -129,8 +129,9 @@ struct ScannedRule {
 
 // What the SecRuleUpdate*ById directives add, counted as the engine keeps them.
 struct UpdateCounts {
-  size_t targets = 0;          // variables of SecRuleUpdateTargetById
-  size_t transformations = 0;  // t: of SecRuleUpdateActionById
+  size_t targets = 0;  // variables of SecRuleUpdateTargetById
+  // The names of the t: of SecRuleUpdateActionById (lower case), of every update, sorted.
+  std::vector<std::string> transformations = {};
   size_t actions = 0;          // its other actions
 };
 

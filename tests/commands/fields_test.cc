@@ -1345,6 +1345,18 @@ TEST_CASE("waf_directives' audit refuses an engine view the scan did not see") {
           "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"msg:'%{env.a}'\"",
           updating),
       "variable ENV is not allowed");
+  // The transformations an update adds are compared by name too, as a rule's own are: an engine
+  // that read other ones than the scan (as a comment line gave a rule 30 t:hexEncode) is caught
+  // (review).
+  waf::ScanResult transforming = one_rule;
+  transforming.updates.transformations = {"lowercase", "trim"};
+  expect_ok(waf::engine_check(
+      "SecRule ARGS \"@rx a\" \"id:1,pass\"\nSecRuleUpdateActionById 1 \"t:trim,t:lowerCase\"",
+      transforming));
+  expect_bad(waf::engine_check("SecRule ARGS \"@rx a\" \"id:1,pass\"\n"
+                               "SecRuleUpdateActionById 1 \"t:trim,t:hexEncode\"",
+                               transforming),
+             "could not be read unambiguously");
   // ENV among the targets an update added, as the engine built them.
   waf::ScanResult targeting = one_rule;
   targeting.updates.targets = 1;
