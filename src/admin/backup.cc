@@ -123,7 +123,12 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
   }
   if (!report.ok()) {
     // Everything in out_dir is ours: it was empty or missing, and this backup made the marker.
-    for (const auto& entry : fs::directory_iterator(out_dir, ec)) fs::remove_all(entry.path(), ec);
+    // The marker goes last: while it is there no other backup starts in out_dir, whose files
+    // this would remove.
+    for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+      if (entry.path().filename() != Store::kUnfinishedBackup) fs::remove_all(entry.path(), ec);
+    }
+    fs::remove(marker, ec);
     if (!existed) fs::remove(out_dir, ec);
     return report;
   }
