@@ -21,8 +21,10 @@ Result<uint64_t> last_seq(const Store& store) {
   return decode_u64(std::string_view(it->key().data(), 8));
 }
 
-// ": <strerror>" of the errno a failed write of a stream left (a full disk), or "".
-std::string os_reason() { return errno != 0 ? std::string(": ") + std::strerror(errno) : ""; }
+// ": <strerror>" of `error`, the errno a failed write of a stream left (a full disk), or "".
+std::string os_reason(int error) {
+  return error != 0 ? std::string(": ") + std::strerror(error) : "";
+}
 
 }  // namespace
 
@@ -30,15 +32,21 @@ Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& 
   if (after == UINT64_MAX) return uint64_t{0};  // no seq is greater (and after + 1 would be 0)
   auto it = store.iterate(Cf::kEvents);
   uint64_t written = 0;
-  errno = 0;
+  int error = 0;  // taken as a write fails, before the store's reads can change errno
   for (it->Seek(encode_u64(after + 1)); it->Valid() && out; it->Next()) {
+    errno = 0;
     out.write(it->value().data(), static_cast<std::streamsize>(it->value().size()));
     out.put('\n');
+    if (!out) error = errno;
     ++written;
   }
   if (!it->status().ok()) return io_error(it->status());
-  out.flush();
-  if (!out) return make_error(Code::kUnavailable, "cannot write the events" + os_reason());
+  if (out) {
+    errno = 0;
+    out.flush();
+    if (!out) error = errno;
+  }
+  if (!out) return make_error(Code::kUnavailable, "cannot write the events" + os_reason(error));
   return written;
 }
 
@@ -55,7 +63,7 @@ Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostre
   auto it = store.iterate(Cf::kEvents);
   it->SeekToFirst();
   if (auto r = fold_events(*it, until_seq, fold); !r.ok()) return std::move(r.error());
-  errno = 0;
+  errno = 0;  // nothing but the writes below may set it
   out << "{\"until_seq\":" << until_seq << ",\"records\":[";
   uint64_t records = 0;
   for (const auto& a : fold.aggregates()) {
@@ -64,7 +72,7 @@ Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostre
   }
   out << "\n]}\n";
   out.flush();
-  if (!out) return make_error(Code::kUnavailable, "cannot write the records" + os_reason());
+  if (!out) return make_error(Code::kUnavailable, "cannot write the records" + os_reason(errno));
   return records;
 }
 
