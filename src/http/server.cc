@@ -209,7 +209,6 @@ class Handler final : public P::Http::Handler {
       // Out of memory while holding a request: it is dropped, and nothing more is read from the
       // connection, whose write side is shut once what is queued on it is written.
       held_.erase(peer.get());
-      cr_left_ = false;
       mark_closing(peer);
       shut_when_written(peer);
     }
@@ -245,15 +244,12 @@ class Handler final : public P::Http::Handler {
         // Sent before the answer to the request before it, in a read of its own: read once that
         // answer is on its way, so that answers go out in the order of their requests (RFC 9112
         // 9.3.2). Read at once, a GET was answered before a POST sent ahead of it.
-        hold(peer, bytes, Wait{.after_answer = true});
-        wait_for_answer(*peer);
+        hold_behind_answer(peer, bytes);
         return;
       }
-      if (auto wait = take(peer, bytes, 0, 0)) {
-        hold(peer, bytes, *wait);
-      } else if (std::exchange(cr_left_, false)) {
-        hold_cr(peer);
-      }
+      const Taken taken = take(peer, bytes, 0, 0);
+      if (taken.wait) hold(peer, bytes, *taken.wait);
+      if (taken.cr_left) hold_cr(peer);
       return;
     }
     Held& h = held->second;
@@ -289,13 +285,20 @@ class Handler final : public P::Http::Handler {
       }
     }
     if (h.wait.head_end != 0 && h.bytes.size() < h.wait.head_end + h.wait.body_bytes) return;
-    if (auto wait = take(peer, h.bytes, searched, h.wait.head_end)) {
-      h.wait = *wait;
-      h.bytes.reserve(wait->head_end + wait->body_bytes);  // what is still to come, at once
+    const Taken taken = take(peer, h.bytes, searched, h.wait.head_end);
+    if (taken.wait) {
+      h.wait = *taken.wait;
+      h.bytes.reserve(h.wait.head_end + h.wait.body_bytes);  // what is still to come, at once
       return;
     }
     held_.erase(held);
-    if (std::exchange(cr_left_, false)) hold_cr(peer);
+    if (taken.cr_left) hold_cr(peer);
+  }
+
+  // Holds `bytes` until the answer pending on the connection is on its way (wait_for_answer).
+  void hold_behind_answer(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes) {
+    hold(peer, bytes, Wait{.after_answer = true});
+    wait_for_answer(*peer);
   }
 
   // A CR after a request served, the last byte of its read: the first half of an empty line
@@ -304,8 +307,7 @@ class Handler final : public P::Http::Handler {
   void hold_cr(const std::shared_ptr<P::Tcp::Peer>& peer) {
     if (marked_closing(*peer)) return;  // its answer closes: nothing more is read
     if (answer_pending(*peer)) {
-      hold(peer, "\r", Wait{.after_answer = true});
-      wait_for_answer(*peer);
+      hold_behind_answer(peer, "\r");
     } else {
       hold(peer, "\r", Wait{});
     }
@@ -340,13 +342,20 @@ class Handler final : public P::Http::Handler {
     bool overflowed = false;  // more came behind the answer than is held: read no more
   };
 
+  // What take() leaves: the rest of a request still to come (`wait`); or, once it served one,
+  // whether its read ended in a CR after it (`cr_left`, see hold_cr).
+  struct Taken {
+    std::optional<Wait> wait = std::nullopt;
+    bool cr_left = false;
+  };
+
   // Reads a connection's request from `bytes`, all that has come of it (`searched` of them were
   // searched for the head's end before; `head_end`, if not 0, is where the head, read and
   // checked before, ends). Serves or refuses the request once it has all come; otherwise
   // returns what it waits for. Bytes after a whole request are a pipelined request: it is not
   // read, and the reply to this one closes the connection.
-  std::optional<Wait> take(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes,
-                           size_t searched, size_t head_end_at) {
+  Taken take(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes, size_t searched,
+             size_t head_end_at) {
     size_t end = head_end_at;
     if (end == 0) {
       end = head_end(bytes, searched);
@@ -354,26 +363,26 @@ class Handler final : public P::Http::Handler {
         refuse(peer, bytes,
                problem(make_error(Code::kBadRequest,
                                   "the lines of a request head must end in CRLF, not a bare LF")));
-        return std::nullopt;
+        return {};
       }
-      if (end == std::string_view::npos && bytes.size() <= kMaxHeadBytes) return Wait{};
+      if (end == std::string_view::npos && bytes.size() <= kMaxHeadBytes) return {Wait{}};
       if (end == std::string_view::npos || end > kMaxHeadBytes) {
         refuse(peer, bytes,
                problem(make_error(Code::kHeadersTooLarge, "the request line and headers exceed " +
                                                               std::to_string(kMaxHeadBytes) +
                                                               " bytes")));
-        return std::nullopt;
+        return {};
       }
     }
     auto head = parse_head(bytes.substr(0, end));
     if (!head.ok()) {
       refuse(peer, bytes, problem(head.error()));
-      return std::nullopt;
+      return {};
     }
     const uint64_t body_bytes = head.value().content_length;
     if (body_bytes > state_->max_request_bytes) {
       refuse(peer, bytes, body_too_large(state_->max_request_bytes));
-      return std::nullopt;
+      return {};
     }
     if (bytes.size() - end < body_bytes) {
       // Once, when the head has just come: a client that asked waits for this before it sends
@@ -383,7 +392,7 @@ class Handler final : public P::Http::Handler {
         write += "HTTP/1.1 100 Continue\r\n\r\n";
         queue_write(peer, std::move(write), /*shut_after=*/false);
       }
-      return Wait{end, body_bytes};
+      return {Wait{end, body_bytes}};
     }
     // An empty line after it is not a request (see onInput).
     const std::string_view after = bytes.substr(end + body_bytes);
@@ -401,10 +410,7 @@ class Handler final : public P::Http::Handler {
     if (std::chrono::steady_clock::now() - parser->time() > std::chrono::seconds(1)) {
       parser->reset();
     }
-    // Last, so that nothing that may throw comes between this and its reader (read, below
-    // take's callers), which would leave it set for another connection's read.
-    cr_left_ = !pipelined && after.ends_with('\r');
-    return std::nullopt;
+    return {.cr_left = !pipelined && after.ends_with('\r')};
   }
 
   void hold(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes, Wait wait) {
@@ -634,8 +640,6 @@ class Handler final : public P::Http::Handler {
   std::shared_ptr<Server::State> state_;
   std::unordered_map<const P::Tcp::Peer*, Held> held_;
   std::unordered_map<const P::Tcp::Peer*, Lingering> lingering_;
-  // Set by take() when the read it served a request from ended in a CR after it (hold_cr).
-  bool cr_left_ = false;
   size_t linger_sweep_at_ = 64;
   size_t sweep_at_ = 64;
 };
