@@ -38,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <typeinfo>
@@ -323,6 +324,15 @@ Problem rx_with_macro(modsecurity::RuleWithActions& link) {
   return std::nullopt;
 }
 
+// The name of a transformation as the scan keeps it ("lowercase"), from the engine's
+// ("t:lowerCase", as written); nullopt if the action is no transformation.
+std::optional<std::string> transformation_name(const modsecurity::actions::Action* t) {
+  const std::string_view name =
+      t != nullptr && t->m_name ? std::string_view(*t->m_name) : std::string_view();
+  if (!name.starts_with("t:")) return std::nullopt;
+  return ascii_lower(name.substr(2));
+}
+
 // One link of a rule as the engine built it: its action counts, after checking what only the
 // engine's copy can show (a runtime action or ctl value the policy refuses, a rev or ver that
 // ran past a quote or a line end).
@@ -354,11 +364,11 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
   counts->runtime = (r.*member_of(RuntimeList{})).size();
   for (const auto* transformation : r.*member_of(TransformationList{})) {
     // actions::transformations::Transformation, whose header libmodsecurity does not install,
-    // derives from Action alone. The engine names a transformation as written: "t:lowerCase".
-    const auto* t = reinterpret_cast<const modsecurity::actions::Action*>(transformation);
-    std::string_view name = t->m_name ? std::string_view(*t->m_name) : std::string_view();
-    if (!name.starts_with("t:")) return std::string(kAmbiguous);
-    counts->transformations.push_back(ascii_lower(name.substr(2)));
+    // derives from Action alone.
+    auto name =
+        transformation_name(reinterpret_cast<const modsecurity::actions::Action*>(transformation));
+    if (!name) return std::string(kAmbiguous);
+    counts->transformations.push_back(std::move(*name));
   }
   counts->setvars = (r.*member_of(SetVarList{})).size();
   counts->tags = (r.*member_of(TagList{})).size();
@@ -393,9 +403,9 @@ Problem engine_updates(const modsecurity::RulesExceptions& ex, const waf::ScanRe
   // The transformations the updates add, by name (as a rule's own are, engine_link).
   std::vector<std::string> transformations;
   for (const auto& [id, t] : ex.m_action_pre_update_target_by_id) {
-    std::string_view name = t && t->m_name ? std::string_view(*t->m_name) : std::string_view();
-    if (!name.starts_with("t:")) return std::string(kAmbiguous);
-    transformations.push_back(ascii_lower(name.substr(2)));
+    auto name = transformation_name(t.get());
+    if (!name) return std::string(kAmbiguous);
+    transformations.push_back(std::move(*name));
   }
   std::sort(transformations.begin(), transformations.end());
   if (ex.m_variable_update_target_by_id.size() != scan.updates.targets ||
