@@ -1121,6 +1121,21 @@ TEST_CASE("HEAD is answered without a body; the next request on the connection r
   ::close(fd);
 }
 
+// Sends `after` on `fd` behind a create whose read ends in a CR and whose answer is still to
+// come (its WAF check waits: the zygote is stopped), waits for gatewayd to read it, then lets the
+// check go on.
+void send_behind_held_answer(const Server& server, int fd, const std::string& after) {
+  const pid_t zygote = stop_zygote(server);
+  send_until_read(
+      server, fd,
+      raw_post(server, kTeamA, "/v1/gateway_security_profile", custom_waf_body(kTeamA, "held")) +
+          "\r");
+  REQUIRE(::send(fd, after.data(), after.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(after.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // read behind the answer
+  REQUIRE(::kill(zygote, SIGCONT) == 0);
+}
+
 // Empty lines held behind an answer still to come counted towards the request's worth held: a
 // create of the largest size (64 KiB of head, --max-request-bytes of body) after a CRLF was
 // dropped, and its connection ended after the first answer (helper 43).
@@ -1135,17 +1150,7 @@ TEST_CASE("a request of the largest size after an empty line, behind an answer, 
   head += std::string(65536 - head.size() - 4, 'p') + "\r\n\r\n";
   REQUIRE(head.size() == 65536);
   const int fd = connect_with_timeout(server);
-  // The create before it waits for its WAF check, so its answer is still to come.
-  const pid_t zygote = stop_zygote(server);
-  send_until_read(
-      server, fd,
-      raw_post(server, kTeamA, "/v1/gateway_security_profile", custom_waf_body(kTeamA, "held")) +
-          "\r");
-  const std::string largest = "\n" + head + body;
-  REQUIRE(::send(fd, largest.data(), largest.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(largest.size()));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // read behind the answer
-  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  send_behind_held_answer(server, fd, "\n" + head + body);
   CHECK(read_response(fd).starts_with("HTTP/1.1 201 "));
   CHECK(read_response(fd).starts_with("HTTP/1.1 201 "));
   ::close(fd);
@@ -1240,18 +1245,10 @@ TEST_CASE("a connection sent too much behind an answer ends once that answer is 
 TEST_CASE("empty lines sent behind an answer still to come are held within a request's worth") {
   Server server({"--max-request-bytes", "4096"});
   const int fd = connect_with_timeout(server);
-  const pid_t zygote = stop_zygote(server);
-  send_until_read(
-      server, fd,
-      raw_post(server, kTeamA, "/v1/gateway_security_profile", custom_waf_body(kTeamA, "slow")) +
-          "\r");
   // The LF that ends the held CR's line, then 200 KB of empty lines: three requests' worth.
   std::string lines = "\n";
   for (int i = 0; i < 100000; ++i) lines += "\r\n";
-  REQUIRE(::send(fd, lines.data(), lines.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(lines.size()));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // read behind the answer
-  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  send_behind_held_answer(server, fd, lines);
   const std::string got = read_to_end(fd);
   CHECK(got.starts_with("HTTP/1.1 201 "));
   CHECK(got.find("HTTP/1.1 ", 1) == std::string::npos);  // that answer alone

@@ -109,18 +109,23 @@ TEST_CASE("L0 files are compacted once writes pause, not while they go on") {
   quiet.stop();
 }
 
-// Wraps the real Env; while `table_files` is shut, a table file to be made waits in
-// NewWritableFile: a compaction is then in progress, at its first output file.
-class HoldingEnv final : public rocksdb::EnvWrapper {
+// Wraps the real Env for the making of table files. While `table_files` is shut, a table file
+// to be made waits in NewWritableFile: a compaction is then in progress, at its first output
+// file. While `full` is set, none can be made, as on a full disk.
+class TableFilesEnv final : public rocksdb::EnvWrapper {
  public:
-  HoldingEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
-  const char* Name() const override { return "HoldingEnv"; }
+  TableFilesEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
+  const char* Name() const override { return "TableFilesEnv"; }
   testing::Gate table_files;
+  std::atomic<bool> full{false};
 
   rocksdb::Status NewWritableFile(const std::string& name,
                                   std::unique_ptr<rocksdb::WritableFile>* result,
                                   const rocksdb::EnvOptions& options) override {
-    if (name.ends_with(".sst")) table_files.pass();
+    if (name.ends_with(".sst")) {
+      if (full.load()) return rocksdb::Status::NoSpace("full (test)");
+      table_files.pass();
+    }
     return target()->NewWritableFile(name, result, options);
   }
 };
@@ -128,7 +133,7 @@ class HoldingEnv final : public rocksdb::EnvWrapper {
 TEST_CASE("a compaction of L0 in progress ends at stop_background_work and changes nothing") {
   // gatewayd's stop: without this it waited seconds for a compaction of a large L0 to end.
   testing::ScratchDir dir;
-  HoldingEnv env;
+  TableFilesEnv env;
   auto store = std::move(Store::open(dir.path(), &env).value());
   write_level0(*store, 5);
   const auto before = testing::projections_as_read(*store);
@@ -153,27 +158,12 @@ TEST_CASE("a compaction of L0 in progress ends at stop_background_work and chang
   CHECK(testing::projections_as_read(*reopened) == before);
 }
 
-// Wraps the real Env; while `full` is set, no table file can be made, as on a full disk.
-class FullDiskEnv final : public rocksdb::EnvWrapper {
- public:
-  FullDiskEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
-  const char* Name() const override { return "FullDiskEnv"; }
-  std::atomic<bool> full{false};
-
-  rocksdb::Status NewWritableFile(const std::string& name,
-                                  std::unique_ptr<rocksdb::WritableFile>* result,
-                                  const rocksdb::EnvOptions& options) override {
-    if (full.load() && name.ends_with(".sst")) return rocksdb::Status::NoSpace("full (test)");
-    return target()->NewWritableFile(name, result, options);
-  }
-};
-
 // A failed compaction was tried again at every pause: on an idle server whose disk was full,
 // about twice a second, each with an error line in RocksDB's LOG (helper 44). It is tried again
 // once writes came and paused again.
 TEST_CASE("a failed compaction of L0 is tried again only after writes come and pause again") {
   testing::ScratchDir dir;
-  FullDiskEnv env;
+  TableFilesEnv env;
   auto store = std::move(Store::open(dir.path(), &env).value());
   write_level0(*store, 4);
   env.full.store(true);
