@@ -427,6 +427,63 @@ Problem check_ctl(std::string_view value, int line) {
   return std::nullopt;
 }
 
+// libmodsecurity 3.0.9's parse_pm_content (src/utils/acmp.cc), then Pm::init's split of what it
+// returns at blanks (an istream's >>). It strips one pair of double quotes, makes a byte of two hex
+// digits between '|' (it takes a-f, A-F and the bytes 1 to 9 for digits, and drops everything
+// else there), and keeps the character after a backslash if it is one of : ; \\ ". It writes what
+// it makes over the front of its copy of the parameter but never ends the text there: what it
+// returns goes on with the copy's last characters, as many as it made fewer. So "ab|ab|" makes
+// "ab\xAB" and then "b|", one phrase "ab\xABb|"; pipes alone make nothing and come back whole. On
+// an escape it does not know, or with nothing left after the quotes, it returns nothing, and
+// Pm::init splits the parameter as it is.
+std::vector<std::string> pm_phrases(std::string_view param) {
+  param = param.substr(0, param.find('\0'));  // the engine reads the parameter as a C string
+  std::string_view text = param.substr(std::min(param.find_first_not_of(" \t"), param.size()));
+  if (text.size() >= 2 && text.front() == '"' && text.back() == '"')
+    text = text.substr(1, text.size() - 2);
+  std::string made(text);
+  size_t x = 0;
+  bool hex = false, escaped = false, known = !made.empty();
+  std::array<char, 3> digits{};  // two digits and the end of the C string strtol reads
+  size_t held = 0;
+  for (size_t i = 0; i < made.size() && known; ++i) {
+    const char c = made[i];
+    if (c == '|') {
+      hex = !hex;
+    } else if (!escaped && c == '\\') {
+      escaped = true;
+    } else if (hex) {
+      // Its digits: '0' to '9' are not among them, the bytes 1 to 9 are (it compares with 1..9).
+      if ((c >= 1 && c <= 9) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')) {
+        digits[held++] = c;
+        if (held == 2) {
+          made[x++] = static_cast<char>(strtol(digits.data(), nullptr, 16) & 0xff);
+          held = 0;
+        }
+      }
+    } else if (escaped) {
+      known = c == ':' || c == ';' || c == '\\' || c == '"';
+      made[x++] = c;
+      escaped = false;
+    } else {
+      made[x++] = c;
+    }
+  }
+  if (!known) made = param;
+  made.resize(std::min(made.find('\0'), made.size()));  // a byte 0 it made ends its C string
+  std::vector<std::string> phrases;
+  size_t start = 0;
+  auto blank = [](char c) { return isspace(static_cast<unsigned char>(c)) != 0; };
+  while (start < made.size()) {
+    while (start < made.size() && blank(made[start])) ++start;
+    size_t end = start;
+    while (end < made.size() && !blank(made[end])) ++end;
+    if (end > start) phrases.emplace_back(made.substr(start, end - start));
+    start = end;
+  }
+  return phrases;
+}
+
 namespace {
 
 // Whether every macro in `text` (each well formed: check_percent) names what matched:
@@ -796,10 +853,8 @@ Problem check_regex(std::string_view pattern, int line) {
   return regex_problem(pattern, 0, line);
 }
 
-// The longest phrase @pm's parameter can make, in bytes of the text: an upper bound of what
-// libmodsecurity 3.0.9 makes of it (parse_pm_content, then phrases split at blanks). A '|' opens
-// or closes a hex block, which makes a byte of two of its characters and which blanks do not
-// split; an escape makes one byte of two.
+// The longest phrase @pm's parameter makes: the longer of the engine's own (pm_phrases) and a
+// count that reads every hex block's two digits as two bytes and never splits one at a blank.
 size_t longest_pm_phrase(std::string_view param) {
   size_t longest = 0, current = 0;
   bool hex = false;
@@ -812,6 +867,7 @@ size_t longest_pm_phrase(std::string_view param) {
       longest = std::max(longest, ++current);
     }
   }
+  for (const std::string& phrase : pm_phrases(param)) longest = std::max(longest, phrase.size());
   return longest;
 }
 

@@ -173,6 +173,11 @@ bool allowed_update_action(std::string_view engine_name);
 // engine's own copy of it.
 Problem check_ctl(std::string_view value, int line);
 
+// The phrases the engine makes of an @pm's parameter (the text after "@pm "), in order, as
+// libmodsecurity 3.0.9 does: not always the parameter's words (a hex block's pipes can make it
+// repeat the parameter's end). Each costs the engine memory growing with the square of its length.
+std::vector<std::string> pm_phrases(std::string_view param);
+
 // The second and third steps of fields::waf_directives (waf_directives.cc): parses `text` with
 // libmodsecurity and audits what the engine built against `scan`, the scan's result for the
 // same text. Tests call it with a scan result of their own to reach the audit directly.

@@ -4,6 +4,10 @@
 #include "commands/waf_scan.h"
 
 #include <doctest/doctest.h>
+#include <modsecurity/intervention.h>
+#include <modsecurity/modsecurity.h>
+#include <modsecurity/rules_set.h>
+#include <modsecurity/transaction.h>
 #include <rapidjson/document.h>
 
 #include <chrono>
@@ -1033,13 +1037,77 @@ TEST_CASE("waf_directives refuses @pm phrases over 128 bytes, counted as the eng
       {pm(std::string(14000, 'a')), "at most 128 bytes"},
       // A hex block is one phrase whatever blanks it holds: 140 bytes of two hex digits each.
       {pm("x |" + repeat("ab", 70) + " " + repeat("cd", 70) + "| y"), "at most 128 bytes"},
+      // The engine goes on after what it made with as many of the parameter's last characters as
+      // it made fewer (pm_phrases): a hex block of 32 bytes before 128 a's makes 162 a's, pipes
+      // after a letter one phrase of all of them, and 60 hex blocks of one byte before the a's a
+      // phrase of 179 bytes. The three were accepted before; the second took 206 MB to load.
+      {pm("|" + std::string(64, 'a') + "| " + at_most), "at most 128 bytes"},
+      {pm("b" + std::string(14000, '|')), "at most 128 bytes"},
+      {pm(repeat("|ab|", 60) + " " + at_most), "at most 128 bytes"},
   };
   for (const auto& b : bad) {
     CAPTURE(b.in);
     expect_bad(fields::waf_directives(b.in), b.why);
   }
   expect_ok(fields::waf_directives(pm(at_most + " " + at_most + " " + at_most)));
-  expect_ok(fields::waf_directives(pm("|" + std::string(64, 'a') + "| " + at_most)));
+  // After the last phrase, the characters the hex block made fewer are its own.
+  expect_ok(fields::waf_directives(pm(at_most + " |" + std::string(64, 'a') + "|")));
+}
+
+// `value` with every byte percent-encoded, for a query string.
+std::string percent_encoded(std::string_view value) {
+  std::string out;
+  for (unsigned char c : value) {
+    out += '%';
+    out += "0123456789ABCDEF"[c >> 4];
+    out += "0123456789ABCDEF"[c & 15];
+  }
+  return out;
+}
+
+// Whether libmodsecurity denies a request whose argument `a` is `value`, by a rule of
+// `@pm param` on it: whether `value` holds one of the phrases the engine made of `param`.
+bool engine_pm_matches(const std::string& param, std::string_view value) {
+  modsecurity::ModSecurity engine;
+  modsecurity::RulesSet rules;
+  const std::string text =
+      "SecRuleEngine On\nSecRule ARGS:a \"@pm " + param + "\" \"id:1,phase:1,deny,status:403\"\n";
+  REQUIRE(rules.load(text.c_str()) == 1);
+  modsecurity::Transaction tx(&engine, &rules, nullptr);
+  tx.processConnection("192.0.2.1", 40000, "192.0.2.2", 80);
+  tx.processURI(("/?a=" + percent_encoded(value)).c_str(), "GET", "1.1");
+  tx.processRequestHeaders();
+  modsecurity::ModSecurityIntervention it;
+  modsecurity::intervention::clean(&it);
+  tx.intervention(&it);
+  modsecurity::intervention::free(&it);
+  return it.status == 403;
+}
+
+// pm_phrases is the engine's reading, not the parameter's words: for each parameter, the engine
+// matches each phrase whole and not the word the parameter shows in its place.
+TEST_CASE("pm_phrases are the phrases the WAF engine matches") {
+  struct Case {
+    std::string param;
+    std::vector<std::string> phrases;
+    std::string not_a_phrase;  // a word of the parameter the engine does not match
+  };
+  const Case cases[] = {
+      {"xyz abc", {"xyz", "abc"}, "xy"},
+      {"|ab| xyz", {"\xab", "xyzxyz"}, "xyz"},
+      {"b|||", {"b|||"}, "b"},
+      {"ab\\:c", {"ab:cc"}, "ab:c"},
+      {"|41|", {"|41|"}, "A"},             // '0' to '9' are no hex digits to it: nothing made
+      {"a\\qb c", {"a\\qb", "c"}, "aqb"},  // an escape it does not know: the words as written
+      // Blanks in a hex block make nothing; "cd| y" follows what it made.
+      {"x |ab cd| y", {"x", "\xab\xcd", "ycd|", "y"}, "cd|"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.param);
+    CHECK(waf::pm_phrases(c.param) == c.phrases);
+    for (const auto& phrase : c.phrases) CHECK(engine_pm_matches(c.param, phrase));
+    CHECK_FALSE(engine_pm_matches(c.param, c.not_a_phrase));
+  }
 }
 
 // PCRE2's JIT compile of a recursion into a group took time growing with the number of calls
