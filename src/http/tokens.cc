@@ -96,8 +96,10 @@ std::string from_hex(std::string_view hex) {
 
 }  // namespace
 
-TokenStore::TokenStore(std::string path)
-    : path_(std::move(path)), map_(std::make_shared<const Map>()) {
+TokenStore::TokenStore(std::string path, std::chrono::milliseconds keep_last_for)
+    : path_(std::move(path)),
+      keep_last_ms_(keep_last_for.count()),
+      map_(std::make_shared<const Map>()) {
   maybe_reload(true);
 }
 
@@ -191,10 +193,22 @@ void TokenStore::maybe_reload(bool force) {
     }
   }
   // Out of descriptors or memory for a moment (a flood of connections, say): that says nothing of
-  // the file, so the tokens read before stay accepted until it can be read. Every other failure
-  // (the file missing, unsafe, unreadable by its mode, damaged) accepts no token.
-  const bool keep_last = is_resource_shortage(error);
-  read_again = read_again || keep_last;
+  // the file, so the tokens read before stay accepted until it can be read, but not for longer
+  // than keep_last_ms_: the file may have changed to take a token away. Every other failure (the
+  // file missing, unsafe, unreadable by its mode, damaged) accepts no token.
+  bool keep_last = false;
+  if (is_resource_shortage(error)) {
+    read_again = true;
+    if (short_since_ms_ < 0) short_since_ms_ = now;
+    keep_last = now - short_since_ms_ <= keep_last_ms_;
+    if (!keep_last) {
+      problem +=
+          " for over " + (keep_last_ms_ % 1000 == 0 ? std::to_string(keep_last_ms_ / 1000) + " s"
+                                                    : std::to_string(keep_last_ms_) + " ms");
+    }
+  } else {
+    short_since_ms_ = -1;
+  }
   if (!problem.empty() && (stamp != problem_stamp_ || problem != problem_)) {
     if (keep_last) {
       std::fprintf(stderr,

@@ -3,13 +3,15 @@
 // TokenStore re-reads the file when it changes (checked at most every 250 ms, and at once when a
 // presented token is unknown, so a token created with gatewayctl works immediately; a file it
 // could not read is tried again at every check; while it cannot be read for want of descriptors or
-// memory, the tokens read before stay accepted). It accepts no token from a file that group or
+// memory, the tokens read before stay accepted, for at most kKeepLastFor: a token removed meanwhile
+// is not accepted for longer than that). It accepts no token from a file that group or
 // others may write or that a user other than root or its own owns: they could add one for any
 // tenant. A digest on two lines that disagree on the tenant or name is accepted from neither.
 // Thread-safe: lookups read an immutable snapshot published through an atomic shared_ptr.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <istream>
 #include <memory>
 #include <mutex>
@@ -29,7 +31,11 @@ struct TokenInfo {
 
 class TokenStore {
  public:
-  explicit TokenStore(std::string path);
+  // How long the tokens read before stay accepted while the file cannot be read for want of
+  // descriptors or memory; after that, none is until it can be read.
+  static constexpr std::chrono::milliseconds kKeepLastFor{60'000};
+
+  explicit TokenStore(std::string path, std::chrono::milliseconds keep_last_for = kKeepLastFor);
 
   // The token's owner, if the token (the raw secret, as presented) is known.
   std::optional<TokenInfo> find(std::string_view token);
@@ -44,12 +50,14 @@ class TokenStore {
   void read_lines(std::istream& in, Map* map) const;
 
   std::string path_;
+  int64_t keep_last_ms_;
   std::atomic<std::shared_ptr<const Map>> map_;
   std::atomic<int64_t> last_check_ms_{0};
   std::mutex reload_mu_;            // serializes reloads only; never held by lookups
   std::string file_stamp_;          // GUARDED_BY(reload_mu_): what tells a change (stamp_of)
   std::string problem_;             // GUARDED_BY(reload_mu_): why no token is accepted, or ""
   std::string problem_stamp_;       // GUARDED_BY(reload_mu_): the stamp problem_ was said for
+  int64_t short_since_ms_ = -1;     // GUARDED_BY(reload_mu_): since when reads have run short
 };
 
 // Appends a new token for `tenant` to the tokens file (created 0600 if missing; an existing file

@@ -84,6 +84,29 @@ TEST_CASE("out of descriptors, the tokens read before stay accepted until the fi
   CHECK(file.store.find(file.first).has_value());
 }
 
+// The tokens read before stayed accepted for as long as the shortage lasted, a token taken out of
+// the file meanwhile with them (helper 44). Now for at most the store's keep_last_for.
+TEST_CASE("out of descriptors for longer than the store keeps the last tokens, none is accepted") {
+  testing::TempDir dir;
+  const std::string path = dir.file("tokens");
+  auto removed = create_token(path, "team_a", "removed");
+  REQUIRE(removed.ok());
+  TokenStore store(path, std::chrono::milliseconds(500));
+  REQUIRE(store.find(removed.value()).has_value());
+  {
+    std::ofstream(path, std::ios::trunc) << "";  // the token is taken out of the file
+    DescriptorsTaken taken;
+    let_the_next_check_come();
+    CHECK(store.find(removed.value()).has_value());  // the shortage has just begun
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    CHECK_FALSE(store.find(removed.value()).has_value());
+  }
+  CHECK_FALSE(store.find(removed.value()).has_value());
+  auto added = create_token(path, "team_b", "added");
+  REQUIRE(added.ok());
+  CHECK(store.find(added.value()).has_value());
+}
+
 // A full disk took part of the new line (up to the end of its last block): the file ended in a
 // line without a name or a newline, which gatewayd named at every read (helper 44). The limit
 // on file size stands in for the full disk here.
