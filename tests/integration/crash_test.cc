@@ -140,6 +140,11 @@ TEST_CASE("a failed disk write stops writes, fails the health checks, and a rest
   REQUIRE(server.stop().success());
   server.restart({.max_file_bytes = 256 * 1024});  // a new write-ahead log, full after about 256 KB
   CHECK(unauthenticated(server, "/healthz").status == 200);
+  const Headers key{{"Idempotency-Key", "before-the-failure"}};
+  const std::string keyed_body = webhook_body(kTeamA, "keyed");
+  Response keyed = api.post("/v1/webhook", keyed_body, key);
+  REQUIRE(keyed.status == 201);
+  acked.emplace_back(str(json(keyed), "webhook_id"), keyed.body);
 
   Response failed;
   for (int n = 0; n < 20000 && failed.status == 0; ++n) {
@@ -169,6 +174,11 @@ TEST_CASE("a failed disk write stops writes, fails the health checks, and a rest
           "gatewayd to recover");
   }
   CHECK(api.get(item_path(kWebhook, acked.back().first)).status == 200);
+  // A retry of a create that was written gets its answer, as before the failure (it was 503).
+  Response replayed = api.post("/v1/webhook", keyed_body, key);
+  CHECK(replayed.status == 201);
+  CHECK(replayed.body == keyed.body);
+  check_problem(api.post("/v1/webhook", webhook_body(kTeamA, "other"), key), 503, "unavailable");
   CHECK(
       server.wait_for_line("gatewayd: writes stopped: cannot write a batch: IO error").has_value());
   CHECK(server.stop().success());  // SIGTERM exits 0 after a failed write too
