@@ -585,7 +585,7 @@ void Api::create(const std::shared_ptr<Context>& ctx, Kind kind) {
   // passed the check when it was first sent, and a retry should not wait for a check thread
   // again, nor be refused because too many wait. Nor be refused because writes have stopped: the
   // create it repeats was written, and the writer would answer 503 without looking.
-  if ((!spec || !writable_()) && idempotency) {
+  if (idempotency && (!spec || !writable_())) {
     if (auto kept = service_.written_replay(*idempotency)) {
       return write_reply(ctx, kind, 201)(std::move(*kept));
     }
