@@ -184,6 +184,13 @@ struct Action {
 };
 
 // What the scan saw, for cross-checks after the scan and (rules) against the engine.
+// What a text's regexes compiled to so far (PCRE2_INFO_SIZE): all of them, and those with
+// recursions or subroutine calls.
+struct RegexBytes {
+  size_t all = 0;
+  size_t calling = 0;
+};
+
 struct Scan {
   // Per SecRule/SecAction that starts a rule: its id and the actions of each link.
   std::vector<ScannedRule> rules;
@@ -192,6 +199,7 @@ struct Scan {
   int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
   UpdateCounts updates;
   size_t setvar_bytes = 0;  // the text of every setvar so far (name and value, as written)
+  RegexBytes regex_bytes;
   // Line breaks before the directive being checked that the engine's line count misses
   // (uncounted_breaks): the engine numbers its lines that many lower.
   int line_shift = 0;
@@ -686,11 +694,13 @@ size_t regex_calls(std::string_view pattern) {
 }
 
 // Why `pattern` does not compile as the engine compiles its regexes (PCRE2, DOTALL | MULTILINE,
-// plus `options`), or nothing; or that it holds too many recursions to compile at every load.
-Problem regex_problem(std::string_view pattern, uint32_t options, int line) {
+// plus `options`), or nothing; or that it holds too many recursions to compile at every load, or
+// takes the text's compiled regexes (`spent`, what they compiled to so far) past their bounds.
+Problem regex_problem(std::string_view pattern, uint32_t options, int line, RegexBytes* spent) {
   // PCRE2 10.42's JIT compile of a recursion into a group takes time growing with the number of
   // calls times the group's size: 9,285 alternatives of \S(?R) took 3 s at each load of the text.
-  if (regex_calls(pattern) > kMaxRegexCalls) {
+  const size_t calls = regex_calls(pattern);
+  if (calls > kMaxRegexCalls) {
     return "needs a regular expression with at most " + std::to_string(kMaxRegexCalls) +
            " recursions or subroutine calls ((?R), (?1), (?&name), \\g<...>): compiling one "
            "takes time growing with their number times the size of what they call" +
@@ -702,7 +712,31 @@ Problem regex_problem(std::string_view pattern, uint32_t options, int line) {
       pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                     PCRE2_DOTALL | PCRE2_MULTILINE | options, &error, &offset, nullptr);
   if (code != nullptr) {
+    size_t size = 0;
+    pcre2_pattern_info(code, PCRE2_INFO_SIZE, &size);
     pcre2_code_free(code);
+    // A repeat copies what it repeats into the compiled regex: 13 bytes of (?:a|b){5000} compile
+    // to 64 KB, which the engine keeps (and its JIT code) for as long as the text is loaded;
+    // 1,500 of them took 100 MB. And the count of calls in the text misses those a repeat copies:
+    // (?R){21000} is one call written and 21,000 compiled, whose JIT compile took 3.2 s at every
+    // load. The compiled size bounds both: each call takes bytes of it.
+    spent->all += size;
+    if (spent->all > kMaxRegexBytes) {
+      return "needs its regular expressions to compile to at most " +
+             std::to_string(kMaxRegexBytes >> 10) +
+             " KiB in all: the WAF engine keeps each compiled, and a repeat makes copies of what "
+             "it repeats ((?:a|b){5000} compiles to 64 KB)" +
+             at(line);
+    }
+    if (calls > 0) spent->calling += size;
+    if (spent->calling > kMaxCallingRegexBytes) {
+      return "needs its regular expressions with recursions or subroutine calls to compile to "
+             "at most " +
+             std::to_string(kMaxCallingRegexBytes >> 10) +
+             " KiB in all: compiling one takes time growing with its calls times its size, and a "
+             "repeat makes copies of the calls it repeats ((?R){21000} makes 21,000)" +
+             at(line);
+    }
     return std::nullopt;
   }
   PCRE2_UCHAR message[256] = {};
@@ -759,7 +793,8 @@ bool regex_key_ends_at(std::string_view vars, size_t key_at, size_t end) {
 
 // `count` gets each variable; `kept`, if given, each but the exclusions (`!`), which the engine
 // keeps apart from a rule's variables.
-Problem check_variables(const Arg& arg, int line, size_t* count, size_t* kept = nullptr) {
+Problem check_variables(const Arg& arg, int line, RegexBytes* spent, size_t* count,
+                        size_t* kept = nullptr) {
   if (arg.escaped_quote) return "must not use escaped quotes in variables" + at(line);
   // A blank ends the variables for the engine even inside quotes; what follows may be a directive.
   if (arg.text.find_first_of(" \t") != std::string::npos)
@@ -802,7 +837,8 @@ Problem check_variables(const Arg& arg, int line, size_t* count, size_t* kept = 
       // that reads the variable crashes the engine (it matches with no compiled pattern).
       const std::string_view key = std::string_view(arg.text).substr(key_at, end - key_at);
       if (key.size() >= 2 && key.front() == '/' && key.back() == '/') {
-        if (auto p = regex_problem(key.substr(1, key.size() - 2), PCRE2_CASELESS, line)) return p;
+        if (auto p = regex_problem(key.substr(1, key.size() - 2), PCRE2_CASELESS, line, spent))
+          return p;
       }
     }
     ++*count;
@@ -848,9 +884,9 @@ bool byte_ranges(std::string_view s) {
 // (libmodsecurity 3.0.9's Rx::evaluate), for every request and variable: with `%{ARGS.a}` a
 // client's value is the regex, and one request of 50 KB of recursions took 42 s of CPU in
 // libmodsecurity 3.0.9.
-Problem check_regex(std::string_view pattern, int line) {
+Problem check_regex(std::string_view pattern, int line, RegexBytes* spent) {
   if (pattern.find("%{") != std::string_view::npos) return rx_with_macro(line);
-  return regex_problem(pattern, 0, line);
+  return regex_problem(pattern, 0, line, spent);
 }
 
 // The longest phrase @pm's parameter makes: the longer of the engine's own (pm_phrases) and a
@@ -871,7 +907,7 @@ size_t longest_pm_phrase(std::string_view param) {
   return longest;
 }
 
-Problem check_operator(const Arg& arg, int line) {
+Problem check_operator(const Arg& arg, int line, RegexBytes* spent) {
   if (arg.ambiguous_quote)
     return "must put an ordinary character before an escaped quote (\\\") in an operator" +
            at(line);
@@ -890,7 +926,7 @@ Problem check_operator(const Arg& arg, int line) {
   if (opens_with_blank(op) || (op.starts_with('!') && opens_with_blank(op.substr(1))))
     return "must not start the operator with a blank or a line continuation" + at(line);
   if (op.starts_with('!')) op.remove_prefix(1);
-  if (!op.starts_with('@')) return check_regex(op, line);
+  if (!op.starts_with('@')) return check_regex(op, line, spent);
   size_t end = 1;
   while (end < op.size() && isalnum(static_cast<unsigned char>(op[end]))) ++end;
   std::string_view name = op.substr(1, end - 1);
@@ -915,7 +951,7 @@ Problem check_operator(const Arg& arg, int line) {
     return "needs @validateByteRange with bytes or byte ranges in 0..255, e.g. 9,10,32-126" +
            at(line);
   }
-  if (lowered == "rx") return check_regex(rest.substr(1), line);
+  if (lowered == "rx") return check_regex(rest.substr(1), line, spent);
   // Each phrase takes the engine memory growing with the square of its length (its trie keeps a
   // copy of the phrase's whole length at every letter): one of 14,000 bytes took 190 MB in the
   // gateway that loads it, one of 15,000 more than the check's 256 MiB.
@@ -952,8 +988,9 @@ Problem check_directive(const Directive& d, Scan* scan) {
     counts.line = line - scan->line_shift;  // as the engine numbers it
     if (rule) {
       size_t all = 0;
-      if (auto p = check_variables(args[0], line, &all, &counts.variables)) return p;
-      if (auto p = check_operator(args[1], line)) return p;
+      if (auto p = check_variables(args[0], line, &scan->regex_bytes, &all, &counts.variables))
+        return p;
+      if (auto p = check_operator(args[1], line, &scan->regex_bytes)) return p;
     }
     if (args.size() == 1 || args.size() == 3) {
       // Unquoted, the engine skips ahead to the next double quote, the next lines included.
@@ -1001,7 +1038,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
         return "must put SecRuleUpdateTargetById's targets in double quotes when a key is a "
                "regex /.../ (unquoted, the WAF engine reads it on over the line break)" +
                at(line);
-      return check_variables(args[1], line, &scan->updates.targets);
+      return check_variables(args[1], line, &scan->regex_bytes, &scan->updates.targets);
     }
     // Unquoted, the engine reads a value (msg:x) on over line breaks to the next comma or
     // quote, so a line the scan takes for a comment added actions (setvar:ip.x=1).

@@ -1143,6 +1143,43 @@ TEST_CASE("waf_directives refuses regexes with more than 64 recursions or subrou
   expect_ok(fields::waf_directives(rx(alternatives("(?-i)a(?i)b(?(R)c|d)", 100))));
 }
 
+// A repeat copies what it repeats into the compiled regex, calls too, and the count of calls in
+// the text missed those (helper 46): one `(?R){21000}` took 3.2 s of JIT compile at every load,
+// three were accepted in 7 s; 1,500 rules of `(?:a|b){5000}` (64 KB compiled each) took 100 MB,
+// and 3,200 regex keys of `(?:.?){8100}` 210 MB. Every refused row was accepted before.
+TEST_CASE("waf_directives bounds what a text's regexes compile to, in all") {
+  auto rx = [](const std::string& regex, int id) {
+    return "SecRule ARGS \"@rx " + regex + "\" \"id:" + std::to_string(id) + ",phase:2,deny\"\n";
+  };
+  auto rules = [&](const std::string& regex, int n) {
+    std::string text;
+    for (int id = 1; id <= n; ++id) text += rx(regex, id);
+    return text;
+  };
+  const Bad bad[] = {
+      {rx("(?R){21000}", 1),
+       "needs its regular expressions with recursions or subroutine calls to compile to at most "
+       "8 KiB in all"},
+      {rx("(a(?1)?){3000}", 1), "with recursions or subroutine calls to compile to at most 8 KiB"},
+      // 5.5 KB each: the second goes past 8 KiB.
+      {rules("(?R){2000}", 2), "makes 21,000) (line 2)"},
+      {rules("(?:a|b){5000}", 17),
+       "needs its regular expressions to compile to at most 1024 KiB "
+       "in all"},
+      {"SecRule " + repeat("ARGS:/(?:.?){8100}/", 17, "|") + " \"@rx a\" \"id:1,phase:2,deny\"",
+       "to compile to at most 1024 KiB in all"},
+      {"SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"\nSecRuleUpdateTargetById 1 \"" +
+           repeat("ARGS:/(?:.?){8100}/", 17, "|") + "\"",
+       "(?:a|b){5000} compiles to 64 KB) (line 2)"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.in.substr(0, 200));
+    expect_bad(fields::waf_directives(b.in), b.why);
+  }
+  expect_ok(fields::waf_directives(rx("(?R){500}", 1)));
+  expect_ok(fields::waf_directives(rules("(?:a|b){5000}", 15)));
+}
+
 // t:hexEncode doubles a value's length, and the engine applies a rule's transformations in turn:
 // 27 of them on any request took 17.8 s and 2 GB, 32 ended the process (std::bad_alloc), in the
 // gateway every tenant shares. Each refused row was accepted before.
