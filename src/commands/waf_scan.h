@@ -21,7 +21,7 @@
 // - Costs: no macro in @rx (the engine compiles the macro's value at every match); @pm phrases of
 //   at most kMaxPmPhraseBytes; at most kMaxRegexCalls recursions in a regex compiled at load,
 //   such regexes compiled to at most kMaxCallingRegexBytes in all, and every regex compiled at
-//   load to at most kMaxRegexBytes in all; at
+//   load to at most kMaxRegexBytes in all; each network once in an @ipMatch; at
 //   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
 //   SecRuleUpdateActionById; XML read only whole, as XML:/* or as XML://@* (any other key is an
 //   XPath expression evaluated at every request), but in an exclusion; at most kMaxSetvarBytes
