@@ -21,7 +21,8 @@
 // - Costs: no macro in @rx (the engine compiles the macro's value at every match); @pm phrases of
 //   at most kMaxPmPhraseBytes; at most kMaxRegexCalls recursions in a regex compiled at load,
 //   such regexes compiled to at most kMaxCallingRegexBytes in all, and every regex compiled at
-//   load to at most kMaxRegexBytes in all; each network once in an @ipMatch; at
+//   load to at most kMaxRegexBytes in all; each network once in an @ipMatch; at most
+//   kMaxVariables variables in all; at
 //   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
 //   SecRuleUpdateActionById; XML read only whole, as XML:/* or as XML://@* (any other key is an
 //   XPath expression evaluated at every request), but in an exclusion; at most kMaxSetvarBytes
@@ -108,6 +109,9 @@ inline constexpr size_t kMaxRegexCalls = 64;
 // regexes with recursions or subroutine calls compile to, in all.
 inline constexpr size_t kMaxRegexBytes = 1 << 20;
 inline constexpr size_t kMaxCallingRegexBytes = 8 << 10;
+// The most variables a text's rules name (exclusions included) and its SecRuleUpdateTargetById
+// add, in all.
+inline constexpr size_t kMaxVariables = 2000;
 // The most text in all of a text's setvar actions (name=value, macros as written).
 inline constexpr size_t kMaxSetvarBytes = 2048;
 
