@@ -21,8 +21,9 @@
 // - Costs: no macro in @rx (the engine compiles the macro's value at every match); @pm phrases of
 //   at most kMaxPmPhraseBytes; at most kMaxRegexCalls recursions in a regex compiled at load,
 //   such regexes compiled to at most kMaxCallingRegexBytes in all, and every regex compiled at
-//   load to at most kMaxRegexBytes in all; each network once in an @ipMatch; at most
-//   kMaxVariables variables in all; at
+//   load (JIT code included) to at most kMaxRegexBytes in all; no macro in @pm or @ipMatch, and
+//   each masked address once in an @ipMatch; at most kMaxVariables variables in all; msg, logdata
+//   and severity once in a rule; at
 //   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
 //   SecRuleUpdateActionById; XML read only whole, as XML:/* or as XML://@* (any other key is an
 //   XPath expression evaluated at every request), but in an exclusion; at most kMaxSetvarBytes
@@ -105,8 +106,9 @@ inline constexpr long kMaxLocalId = 99999;
 inline constexpr size_t kMaxPmPhraseBytes = 128;
 // The most recursions and subroutine calls ((?R), (?1), ...) in one regex the engine compiles.
 inline constexpr size_t kMaxRegexCalls = 64;
-// The most bytes PCRE2 compiles a text's regexes to (PCRE2_INFO_SIZE), in all; and the most its
-// regexes with recursions or subroutine calls compile to, in all.
+// The most bytes PCRE2 compiles a text's regexes to (PCRE2_INFO_SIZE and PCRE2_INFO_JITSIZE), in
+// all; and the most its regexes with recursions or subroutine calls compile to (PCRE2_INFO_SIZE),
+// in all.
 inline constexpr size_t kMaxRegexBytes = 1 << 20;
 inline constexpr size_t kMaxCallingRegexBytes = 8 << 10;
 // The most variables a text's rules name (exclusions included) and its SecRuleUpdateTargetById
