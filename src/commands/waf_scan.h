@@ -23,7 +23,7 @@
 //   such regexes compiled to at most kMaxCallingRegexBytes in all, and every regex compiled at
 //   load (JIT code included) to at most kMaxRegexBytes in all; no macro in @pm or @ipMatch, and
 //   each masked address once in an @ipMatch; at most kMaxVariables variables in all; msg, logdata
-//   and severity once in a rule; at
+//   and severity once in a rule; at most kMaxMacros macros in all; at
 //   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
 //   SecRuleUpdateActionById; XML read only whole, as XML:/* or as XML://@* (any other key is an
 //   XPath expression evaluated at every request), but in an exclusion; at most kMaxSetvarBytes
@@ -114,6 +114,8 @@ inline constexpr size_t kMaxCallingRegexBytes = 8 << 10;
 // The most variables a text's rules name (exclusions included) and its SecRuleUpdateTargetById
 // add, in all.
 inline constexpr size_t kMaxVariables = 2000;
+// The most macros (%{...}) in a text's directives, in all.
+inline constexpr size_t kMaxMacros = 2000;
 // The most text in all of a text's setvar actions (name=value, macros as written).
 inline constexpr size_t kMaxSetvarBytes = 2048;
 
