@@ -205,6 +205,11 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
     for (int i = 0; i < n; ++i) out += R"(|\\S(?R))";
     return out;
   };
+  auto repeated = [](std::string_view one, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += one;
+    return out;
+  };
   const std::string rejected[] = {
       R"("Include /etc/modsecurity/other.conf")",
       R"("SecRuleEngine Off")",
@@ -280,6 +285,18 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       // 116 MB (was 201).
       R"("SecRule REQUEST_BODY|REQUEST_BODY \"@rx ^\" )"
       R"(\"id:33,phase:2,pass,nolog,setvar:tx.n=+1,setvar:tx.v%{tx.n}=%{MATCHED_VAR}\"")",
+      // One phrase of 14,001 bytes the engine makes of `b` and 14,000 pipes, 206 MB (was 201).
+      R"("SecRule ARGS \"@pm b)" + std::string(14000, '|') + R"(\" \"id:34,phase:2,deny\"")",
+      // The same network 5,000 times: memory growing with the square of the repeats, lost at
+      // every load (was 201).
+      R"("SecRule REMOTE_ADDR \"@ipMatch ::/1)" + repeated(",::/1", 5000) +
+          R"(\" \"id:35,phase:1,deny\"")",
+      // 3 MB lost at every load for 10,916 of them in one rule (was 201).
+      R"("SecRule ARGS \"@rx a\" \"id:36,phase:2,deny,msg:a,msg:b\"")",
+      // 3.1 MB of JIT code from 62 KB compiled; counted only where the check's process can
+      // JIT-compile as the gateway does (was 201).
+      R"("SecRule ARGS \"@rx (*UTF)(*UCP)(?<=)" + repeated("\\\\w", 16) +
+          R"(){1100}x\" \"id:37,phase:2,deny\"")",
   };
   int n = 2;
   for (const std::string& d : rejected) {
@@ -288,6 +305,10 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
     check_problem(r, 422, "validation_failed");
     CHECK(has_field(error_fields(r), "waf_custom_directives"));
   }
+  // The last one is refused for its JIT code: the sandbox's worker JIT-compiles as the gateway
+  // does, or the bound would count no machine code.
+  Response jit = custom(n++, rejected[std::size(rejected) - 1]);
+  CHECK(jit.body.find("JIT code included") != std::string::npos);
   // Every answer above is the check's own: no worker crashed, none was killed by the sandbox's
   // seccomp filter (a system call a parse needs and the filter lacks would show here).
   CHECK_MESSAGE(server.output().find("waf sandbox:") == std::string::npos, server.output());
