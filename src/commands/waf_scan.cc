@@ -915,20 +915,9 @@ Problem check_regex(std::string_view pattern, int line, RegexBytes* spent) {
   return regex_problem(pattern, 0, line, spent);
 }
 
-// The longest phrase @pm's parameter makes: the longer of the engine's own (pm_phrases) and a
-// count that reads every hex block's two digits as two bytes and never splits one at a blank.
+// The longest phrase @pm's parameter makes, as the engine makes them (pm_phrases).
 size_t longest_pm_phrase(std::string_view param) {
-  size_t longest = 0, current = 0;
-  bool hex = false;
-  for (char c : param) {
-    if (c == '|') {
-      hex = !hex;
-    } else if (!hex && isspace(static_cast<unsigned char>(c))) {
-      current = 0;
-    } else {
-      longest = std::max(longest, ++current);
-    }
-  }
+  size_t longest = 0;
   for (const std::string& phrase : pm_phrases(param)) longest = std::max(longest, phrase.size());
   return longest;
 }

@@ -1035,7 +1035,7 @@ TEST_CASE("waf_directives refuses @pm phrases over 128 bytes, counted as the eng
       {pm(over), "needs @pm with phrases of at most 128 bytes"},
       {pm("short " + over + " words"), "at most 128 bytes"},
       {pm(std::string(14000, 'a')), "at most 128 bytes"},
-      // A hex block is one phrase whatever blanks it holds: 140 bytes of two hex digits each.
+      // Blanks in a hex block make nothing: 140 bytes of two hex digits each are one phrase.
       {pm("x |" + repeat("ab", 70) + " " + repeat("cd", 70) + "| y"), "at most 128 bytes"},
       // The engine goes on after what it made with as many of the parameter's last characters as
       // it made fewer (pm_phrases): a hex block of 32 bytes before 128 a's makes 162 a's, pipes
@@ -1056,6 +1056,12 @@ TEST_CASE("waf_directives refuses @pm phrases over 128 bytes, counted as the eng
   expect_ok(fields::waf_directives(pm(at_most + " " + at_most + " " + at_most)));
   // After the last phrase, the characters the hex block made fewer are its own.
   expect_ok(fields::waf_directives(pm(at_most + " |" + std::string(64, 'a') + "|")));
+  // Hex blocks over 128 bytes of text whose phrases are short, as the engine makes them (both
+  // were refused when the text's hex block counted as one phrase): 60 bytes 0xAB then the blocks'
+  // last characters, "ab" 39 times and "ab|"; and nothing made ('0' to '9' are no digits to it),
+  // so the words as written, "|41", "41" and "41|".
+  expect_ok(fields::waf_directives(pm("|" + repeat("ab", 60, " ") + "|")));
+  expect_ok(fields::waf_directives(pm("|" + repeat("41", 60, " ") + "|")));
 }
 
 // `value` with every byte percent-encoded, for a query string.
@@ -1105,6 +1111,14 @@ TEST_CASE("pm_phrases are the phrases the WAF engine matches") {
       {"a\\qb c", {"a\\qb", "c"}, "aqb"},  // an escape it does not know: the words as written
       // Blanks in a hex block make nothing; "cd| y" follows what it made.
       {"x |ab cd| y", {"x", "\xab\xcd", "ycd|", "y"}, "cd|"},
+      {"|" + repeat("ab", 60, " ") + "|",
+       [] {
+         std::vector<std::string> phrases{std::string(60, '\xab')};
+         phrases.insert(phrases.end(), 39, "ab");
+         phrases.emplace_back("ab|");
+         return phrases;
+       }(),
+       "\xab\xab"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.param);

@@ -304,6 +304,11 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
   // does, or the bound would count no machine code.
   Response jit = custom(n++, rejected[std::size(rejected) - 1]);
   CHECK(jit.body.find("JIT code included") != std::string::npos);
+  // A hex block of 179 bytes of text, phrases of at most 60 bytes as the engine makes them: 0xAB
+  // 60 times, then "ab" (was 422: the block counted as one phrase).
+  Response hex = custom(
+      n++, R"("SecRule ARGS \"@pm |)" + repeated("ab ", 59) + R"(ab|\" \"id:38,phase:2,deny\"")");
+  CHECK_MESSAGE(hex.status == 201, hex.body);
   // Every answer above is the check's own: no worker crashed, none was killed by the sandbox's
   // seccomp filter (a system call a parse needs and the filter lacks would show here).
   CHECK_MESSAGE(server.output().find("waf sandbox:") == std::string::npos, server.output());
