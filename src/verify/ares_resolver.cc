@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,7 @@ struct Query {
 
 // `name` with the case of each letter chosen at random (DNS 0x20, draft-vixie-dnsext-dns0x20).
 // A server copies the question into its reply letter for letter, so a forged reply must guess
-// one bit per letter besides c-ares's 16-bit query id; c-ares 1.18 sends every query to a server
-// from one port, so the id would be all a forger has to guess.
+// one bit per letter besides c-ares's 16-bit query id and the lookup's source port.
 std::string mixed_case(std::string_view name) {
   std::string out(name);
   std::vector<unsigned char> bits((out.size() + 7) / 8);
@@ -80,8 +80,13 @@ CnameAnswer answer_of(int status, const unsigned char* abuf, int alen, std::stri
 
 }  // namespace
 
+// c-ares 1.18 asks a server from one UDP socket for as long as any lookup to it is in flight (a
+// review saw 300 queries leave from one port), so a forged reply had only the query id and the
+// name's case to guess; its ARES_OPT_UDP_MAX_QUERIES came in 1.20. So every lookup has a channel
+// of its own, a copy of `model` (ares_dup), whose socket the kernel binds to a port of its own: no
+// two lookups in flight share a port, and each port is one of the ephemeral range's, at random.
 struct AresResolver::State {
-  ares_channel channel = nullptr;
+  ares_channel model = nullptr;  // configured once; never asks anything itself
   int wake_fd = -1;
   int max_in_flight = 100;
   bool mixed_case = true;
@@ -91,7 +96,7 @@ struct AresResolver::State {
   int in_flight = 0;        // loop thread only
 
   ~State() {
-    if (channel != nullptr) ares_destroy(channel);
+    if (model != nullptr) ares_destroy(model);
     if (wake_fd >= 0) ::close(wake_fd);
   }
 };
@@ -110,10 +115,10 @@ Result<std::unique_ptr<AresResolver>> AresResolver::create(const ResolverConfig&
   // the next server after such an answer).
   options.flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOCHECKRESP;
   int mask = ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS;
-  int rc = ares_init_options(&state->channel, &options, mask);
+  int rc = ares_init_options(&state->model, &options, mask);
   if (rc != ARES_SUCCESS) return make_error(Code::kUnavailable, ares_strerror(rc));
   if (!config.servers.empty()) {
-    rc = ares_set_servers_ports_csv(state->channel, config.servers.c_str());
+    rc = ares_set_servers_ports_csv(state->model, config.servers.c_str());
     if (rc != ARES_SUCCESS) {
       return make_error(Code::kValidationFailed,
                         "cannot use DNS servers '" + config.servers + "': " + ares_strerror(rc));
@@ -161,11 +166,21 @@ size_t AresResolver::waiting() const {
 void AresResolver::run() {
   name_this_thread("gw-dns");
   State& s = *state_;
-  struct Pending {
+  // A lookup in flight, on its own channel; its callback runs once, then the channel goes.
+  struct Lookup {
     State* state;
     std::string name;
     std::string asked;  // the name as sent: mixed case, or empty when case is not checked
     Callback callback;
+    ares_channel channel = nullptr;
+    bool done = false;
+  };
+  std::vector<std::unique_ptr<Lookup>> live;
+  auto answer = [](void* arg, int status, int /*timeouts*/, unsigned char* abuf, int alen) {
+    auto* l = static_cast<Lookup*>(arg);
+    l->done = true;
+    --l->state->in_flight;
+    l->callback(answer_of(status, abuf, alen, l->name, l->state->mixed_case ? &l->asked : nullptr));
   };
   for (;;) {
     // Start waiting lookups while there is room, in turns by owner.
@@ -189,54 +204,69 @@ void AresResolver::run() {
         skipped = true;
         continue;
       }
+      ares_channel channel = nullptr;
+      const int rc = ares_dup(&channel, s.model);
+      if (rc != ARES_SUCCESS) {
+        q.callback(CnameAnswer{CnameAnswer::Status::kUnreachable, "",
+                               std::string("cannot start a lookup: ") + ares_strerror(rc)});
+        skipped = true;
+        continue;
+      }
+      auto l = std::make_unique<Lookup>(Lookup{&s, q.name,
+                                               s.mixed_case ? mixed_case(q.name) : std::string(),
+                                               std::move(q.callback), channel});
       ++s.in_flight;
-      auto* pending = new Pending{&s, q.name, s.mixed_case ? mixed_case(q.name) : std::string(),
-                                  std::move(q.callback)};
-      ares_query(
-          s.channel, s.mixed_case ? pending->asked.c_str() : q.name.c_str(), ns_c_in, ns_t_cname,
-          [](void* arg, int status, int /*timeouts*/, unsigned char* abuf, int alen) {
-            std::unique_ptr<Pending> p(static_cast<Pending*>(arg));
-            --p->state->in_flight;
-            p->callback(
-                answer_of(status, abuf, alen, p->name, p->state->mixed_case ? &p->asked : nullptr));
-          },
-          pending);
+      ares_query(channel, s.mixed_case ? l->asked.c_str() : l->name.c_str(), ns_c_in, ns_t_cname,
+                 answer, l.get());
+      live.push_back(std::move(l));
     }
+    // Lookups answered at once (a channel that could not send) are let go before waiting.
+    std::erase_if(live, [](const std::unique_ptr<Lookup>& l) {
+      if (l->done) ares_destroy(l->channel);
+      return l->done;
+    });
     // Lookups skipped left room: the queue is looked at again before waiting.
     if (skipped) continue;
-    // Wait for sockets, the wake-up fd or the next c-ares timeout.
-    ares_socket_t socks[ARES_GETSOCK_MAXNUM];
-    int bits = ares_getsock(s.channel, socks, ARES_GETSOCK_MAXNUM);
+    // Wait for the lookups' sockets, the wake-up fd or the first c-ares timeout.
     std::vector<pollfd> fds;
+    std::vector<Lookup*> owners;  // owners[i] asks through fds[i + 1]
     fds.push_back(pollfd{s.wake_fd, POLLIN, 0});
-    for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
-      short events = 0;
-      if (ARES_GETSOCK_READABLE(bits, i)) events |= POLLIN;
-      if (ARES_GETSOCK_WRITABLE(bits, i)) events |= POLLOUT;
-      if (events != 0) fds.push_back(pollfd{socks[i], events, 0});
-    }
     timeval max{1, 0};
-    timeval tv{};
-    timeval* t = ares_timeout(s.channel, &max, &tv);
-    int timeout_ms = static_cast<int>(t->tv_sec * 1000 + t->tv_usec / 1000);
-    ::poll(fds.data(), fds.size(), timeout_ms);
+    for (const auto& l : live) {
+      ares_socket_t socks[ARES_GETSOCK_MAXNUM];
+      const int bits = ares_getsock(l->channel, socks, ARES_GETSOCK_MAXNUM);
+      for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
+        short events = 0;
+        if (ARES_GETSOCK_READABLE(bits, i)) events |= POLLIN;
+        if (ARES_GETSOCK_WRITABLE(bits, i)) events |= POLLOUT;
+        if (events == 0) continue;
+        fds.push_back(pollfd{socks[i], events, 0});
+        owners.push_back(l.get());
+      }
+      timeval tv{};
+      max = *ares_timeout(l->channel, &max, &tv);
+    }
+    ::poll(fds.data(), fds.size(), static_cast<int>(max.tv_sec * 1000 + max.tv_usec / 1000));
     if (fds[0].revents & POLLIN) {
       uint64_t count = 0;
       [[maybe_unused]] auto n = ::read(s.wake_fd, &count, sizeof(count));
     }
-    bool any = false;
     for (size_t i = 1; i < fds.size(); ++i) {
       ares_socket_t r =
           (fds[i].revents & (POLLIN | POLLERR | POLLHUP)) ? fds[i].fd : ARES_SOCKET_BAD;
       ares_socket_t w = (fds[i].revents & POLLOUT) ? fds[i].fd : ARES_SOCKET_BAD;
-      if (r != ARES_SOCKET_BAD || w != ARES_SOCKET_BAD) {
-        ares_process_fd(s.channel, r, w);
-        any = true;
-      }
+      Lookup* l = owners[i - 1];
+      if ((r != ARES_SOCKET_BAD || w != ARES_SOCKET_BAD) && !l->done)
+        ares_process_fd(l->channel, r, w);
     }
-    if (!any) ares_process_fd(s.channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD);  // timeouts
+    // Timeouts, and the channels of lookups answered.
+    std::erase_if(live, [](const std::unique_ptr<Lookup>& l) {
+      if (!l->done) ares_process_fd(l->channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+      if (l->done) ares_destroy(l->channel);
+      return l->done;
+    });
   }
-  // Answer what is still waiting; ares_destroy (in ~State) cancels what is in flight.
+  // Answer what is still waiting; cancelling a lookup in flight answers it kCancelled.
   TakingTurns<Query> left;
   {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -244,7 +274,10 @@ void AresResolver::run() {
   }
   while (!left.empty())
     left.pop().callback(CnameAnswer{CnameAnswer::Status::kCancelled, "", "resolver stopped"});
-  ares_cancel(s.channel);
+  for (const auto& l : live) {
+    ares_cancel(l->channel);
+    ares_destroy(l->channel);
+  }
 }
 
 }  // namespace gw

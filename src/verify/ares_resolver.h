@@ -1,5 +1,6 @@
-// The c-ares resolver: one event-loop thread owns one c-ares channel; lookups submitted from any
-// thread queue up and at most `max_in_flight` run at once (c-ares drops packets past about 100).
+// The c-ares resolver: one event-loop thread runs every lookup, each on a c-ares channel (and so a
+// UDP socket and port) of its own; lookups submitted from any thread queue up and at most
+// `max_in_flight` run at once (each holds a descriptor while it runs).
 // Queued lookups start in turns by owner: a free slot goes to the next owner with lookups waiting,
 // one lookup each, so an owner waits for at most one slot to free per other owner waiting, however
 // many lookups those owners queued. Every query has a bounded timeout and number of tries.

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "integration/fixture.h"
@@ -663,6 +664,42 @@ TEST_CASE("verify: names are asked in mixed case; a reply must repeat the name l
   const std::vector<std::string> plain = folds_too.names();
   REQUIRE(plain.size() == 1);
   CHECK(plain[0] == dc.vhost);
+}
+
+// c-ares 1.18 asks a server from one UDP port for as long as any lookup is in flight: a review saw
+// 300 queries leave from one port, so a forger had only the query id and the name's case to
+// guess. Every lookup now asks from a socket of its own. dnsmasq logs each query's source port.
+TEST_CASE("verify: lookups in flight together ask from ports of their own") {
+  Env env({"--dns-timeout-ms", "20000", "--dns-tries", "1"});
+  Api api(*env.server, kTeamA);
+  // One lookup more than the resolver's 100 slots: once one waits, the other 100 are in flight.
+  constexpr size_t kDomains = 101;
+  std::vector<Domain> domains;
+  for (size_t i = 0; i < kDomains; ++i)
+    domains.push_back(create_domain(api, "p" + std::to_string(i) + ".ports.example.com"));
+  DnsRecords records;
+  records.extra.push_back("log-queries=extra");  // "N 127.0.0.1/PORT query[CNAME] NAME from ..."
+  env.dns.restart(records);
+  env.dns.pause();
+  for (const Domain& d : domains) request_verify(api, d);
+  const std::string held = metrics_once(*env.server, {{"gatewayd_verifier_lookups_waiting", 1}});
+  REQUIRE(sample(held, "gatewayd_verifier_lookups_waiting") == 1);
+  env.dns.resume();
+  for (const Domain& d : domains) wait_outcomes(api, d.id);
+  // The source port of each query dnsmasq logged, in the order it read them: the first 100 were
+  // all in flight at once.
+  const std::string log = env.dns.output();
+  std::vector<int> ports;
+  for (size_t at = log.find("query[CNAME]"); at != std::string::npos;
+       at = log.find("query[CNAME]", at + 1)) {
+    const size_t slash = log.rfind("127.0.0.1/", at);
+    REQUIRE(slash != std::string::npos);
+    ports.push_back(std::atoi(log.c_str() + slash + 10));
+  }
+  INFO(log);
+  REQUIRE(ports.size() == kDomains);
+  const std::set<int> distinct(ports.begin(), ports.begin() + 100);
+  CHECK(distinct.size() == 100);
 }
 
 TEST_CASE("verify: a deleted domain's outcome is superseded") {
