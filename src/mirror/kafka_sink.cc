@@ -1,8 +1,17 @@
 #include "mirror/kafka_sink.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <rapidjson/document.h>
 
 namespace gw::mirror {
 
@@ -17,32 +26,43 @@ void log_line(const rd_kafka_t* rk, int /*level*/, const char* facility, const c
   std::fprintf(stderr, "gatewayd: kafka: %s: %s\n", facility, text);
 }
 
+using Settings = std::initializer_list<std::pair<const char*, const char*>>;
+
+// Sets each of `settings` on `conf`; on the first one refused, destroys `conf` and says why.
+std::optional<std::string> configure(rd_kafka_conf_t* conf, Settings settings) {
+  char why[512];
+  for (const auto& [name, value] : settings) {
+    if (rd_kafka_conf_set(conf, name, value, why, sizeof why) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return std::string(name) + ": " + why;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<KafkaSink>> KafkaSink::create(const KafkaConfig& config) {
   std::unique_ptr<KafkaSink> sink(new KafkaSink());
+  sink->config_ = config;
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char why[512];
   const std::string max_bytes = std::to_string(config.max_message_bytes);
-  const std::pair<const char*, const char*> settings[] = {
-      {"bootstrap.servers", config.brokers.c_str()},
-      {"client.id", "gatewayd"},
-      {"enable.idempotence", "true"},
-      {"enable.gapless.guarantee", "true"},
-      {"message.timeout.ms", "0"},
-      {"linger.ms", "5"},
-      {"compression.type", "lz4"},
-      {"partitioner", "murmur2_random"},
-      {"message.max.bytes", max_bytes.c_str()},
-      {"queue.buffering.max.messages", "100000"},
-      {"reconnect.backoff.max.ms", "1000"},
-      {"log.connection.close", "false"},
-  };
-  for (const auto& [name, value] : settings) {
-    if (rd_kafka_conf_set(conf, name, value, why, sizeof why) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      return make_error(Code::kValidationFailed, std::string("kafka setting ") + name + ": " + why);
-    }
+  if (auto refused = configure(conf, {
+                                         {"bootstrap.servers", config.brokers.c_str()},
+                                         {"client.id", "gatewayd"},
+                                         {"enable.idempotence", "true"},
+                                         {"enable.gapless.guarantee", "true"},
+                                         {"message.timeout.ms", "0"},
+                                         {"linger.ms", "5"},
+                                         {"compression.type", "lz4"},
+                                         {"partitioner", "murmur2_random"},
+                                         {"message.max.bytes", max_bytes.c_str()},
+                                         {"queue.buffering.max.messages", "100000"},
+                                         {"reconnect.backoff.max.ms", "1000"},
+                                         {"log.connection.close", "false"},
+                                     })) {
+    return make_error(Code::kValidationFailed, "kafka setting " + *refused);
   }
   rd_kafka_conf_set_opaque(conf, sink.get());
   rd_kafka_conf_set_dr_msg_cb(conf, &KafkaSink::on_report);
@@ -98,6 +118,106 @@ std::optional<std::string> KafkaSink::cluster_id() {
   std::string out(id);
   rd_kafka_mem_free(rk_, id);
   return out;
+}
+
+namespace {
+
+void quiet_log(const rd_kafka_t* /*rk*/, int /*level*/, const char* /*facility*/,
+               const char* /*text*/) {}
+
+struct Consumer {
+  rd_kafka_t* rk = nullptr;
+  rd_kafka_topic_t* topic = nullptr;
+  ~Consumer() {
+    if (topic != nullptr) rd_kafka_topic_destroy(topic);
+    if (rk != nullptr) rd_kafka_destroy(rk);
+  }
+};
+
+// `seq` and `hash` of a stored event's JSON; false for anything else.
+bool event_of(const rd_kafka_message_t* m, Sink::Tail* out) {
+  if (m->payload == nullptr) return false;  // a message without a value
+  rapidjson::Document doc;
+  doc.Parse(static_cast<const char*>(m->payload), m->len);
+  if (!doc.IsObject()) return false;
+  auto seq = doc.FindMember("seq");
+  auto hash = doc.FindMember("hash");
+  if (seq == doc.MemberEnd() || !seq->value.IsUint64() || hash == doc.MemberEnd() ||
+      !hash->value.IsString()) {
+    return false;
+  }
+  out->seq = seq->value.GetUint64();
+  out->hash.assign(hash->value.GetString(), hash->value.GetStringLength());
+  return true;
+}
+
+}  // namespace
+
+Result<Sink::Tail> KafkaSink::tail(std::chrono::milliseconds timeout) {
+  // Every call below waits for what is left of `timeout`, at least 1 ms.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left = [deadline] {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<int64_t>(1, ms.count()));
+  };
+  auto unavailable = [this](const std::string& what) {
+    return make_error(Code::kUnavailable,
+                      "cannot read the newest event of topic " + config_.topic + ": " + what);
+  };
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  if (auto refused = configure(conf, {
+                                         {"bootstrap.servers", config_.brokers.c_str()},
+                                         {"client.id", "gatewayd-tail"},
+                                         {"enable.partition.eof", "true"},
+                                         {"log.connection.close", "false"},
+                                     })) {
+    return unavailable(*refused);
+  }
+  char why[512];
+  rd_kafka_conf_set_log_cb(conf, &quiet_log);
+  Consumer c;
+  c.rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
+  if (c.rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return unavailable(why);
+  }
+  c.topic = rd_kafka_topic_new(c.rk, config_.topic.c_str(), nullptr);
+  if (c.topic == nullptr) return unavailable(rd_kafka_err2str(rd_kafka_last_error()));
+  const rd_kafka_metadata_t* metadata = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(c.rk, 0, c.topic, &metadata, left());
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return unavailable(rd_kafka_err2str(err));
+  std::unique_ptr<const rd_kafka_metadata_t, void (*)(const rd_kafka_metadata_t*)> held(
+      metadata, &rd_kafka_metadata_destroy);
+  Tail newest;
+  if (metadata->topic_cnt != 1) return unavailable("no metadata for the topic");
+  const rd_kafka_metadata_topic_t& topic = metadata->topics[0];
+  if (topic.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return newest;  // none yet
+  if (topic.err != RD_KAFKA_RESP_ERR_NO_ERROR) return unavailable(rd_kafka_err2str(topic.err));
+  for (int i = 0; i < topic.partition_cnt; ++i) {
+    const int32_t partition = topic.partitions[i].id;
+    int64_t low = 0, high = 0;
+    err = rd_kafka_query_watermark_offsets(c.rk, config_.topic.c_str(), partition, &low, &high,
+                                           left());
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return unavailable(rd_kafka_err2str(err));
+    if (high <= low) continue;  // an empty partition
+    if (rd_kafka_consume_start(c.topic, partition, high - 1) != 0)
+      return unavailable(rd_kafka_err2str(rd_kafka_last_error()));
+    rd_kafka_message_t* m = rd_kafka_consume(c.topic, partition, left());
+    std::optional<std::string> failed;
+    if (m == nullptr) {
+      failed = "no answer from partition " + std::to_string(partition);
+    } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      failed = rd_kafka_message_errstr(m);
+    } else {
+      Tail t;
+      if (event_of(m, &t) && t.seq > newest.seq) newest = std::move(t);
+    }
+    if (m != nullptr) rd_kafka_message_destroy(m);
+    rd_kafka_consume_stop(c.topic, partition);
+    if (failed) return unavailable(*failed);
+  }
+  return newest;
 }
 
 void KafkaSink::poll(std::chrono::milliseconds timeout, const DeliveryFn& on_delivery) {

@@ -46,6 +46,9 @@ class KafkaSink : public Sink {
   bool broken() const override { return broken_; }
   // The cluster id from the producer's metadata (rd_kafka_clusterid without waiting).
   std::optional<std::string> cluster_id() override;
+  // The last message of each of the topic's partitions, read by a consumer of its own; the one
+  // with the highest `seq` among those that are gatewayd events.
+  Result<Tail> tail(std::chrono::milliseconds timeout) override;
   // True from the start of the destructor (librdkafka's threads read it to silence its close).
   bool closing() const { return closing_.load(); }
 
@@ -54,6 +57,7 @@ class KafkaSink : public Sink {
   static void on_report(rd_kafka_t* rk, const rd_kafka_message_t* message, void* opaque);
   static void on_error(rd_kafka_t* rk, int err, const char* reason, void* opaque);
 
+  KafkaConfig config_;
   rd_kafka_t* rk_ = nullptr;
   rd_kafka_topic_t* topic_ = nullptr;
   const DeliveryFn* reports_ = nullptr;  // set only while poll() runs

@@ -15,6 +15,8 @@ namespace {
 // The checkpoint of a data dir from before checkpoints were kept per topic.
 constexpr char kOneCheckpointKey[] = "mirror/checkpoint";
 constexpr auto kSaveEvery = std::chrono::milliseconds(100);
+// How long check_tail() waits for the topic's newest event (a stop waits for it too).
+constexpr auto kTailTimeout = std::chrono::milliseconds(2000);
 
 void write_metric(std::ostream& out, const char* name, const char* type, const char* help,
                   uint64_t value) {
@@ -87,6 +89,10 @@ void Publisher::run() {
     on_delivery(seq, ok, error);
   };
   while (!stopping_.load()) {
+    if (halted_.load(std::memory_order_relaxed)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
     if (!sink_) {
       if (std::chrono::steady_clock::now() < retry_at_) {
         std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
@@ -103,11 +109,16 @@ void Publisher::run() {
       }
       sink_ = std::move(made.value());
       cluster_seen_ = false;
+      tail_checked_ = false;
     }
     if (!same_cluster()) {
       // Waiting for the producer to learn the cluster's id (serving its callbacks meanwhile).
       if (sink_) sink_->poll(std::chrono::milliseconds(10), report);
       continue;
+    }
+    if (!tail_checked_) {
+      if (!check_tail()) continue;
+      tail_checked_ = true;
     }
     const bool sent_all = fill();
     // Caught up and idle: no need to wait here (the wait below sleeps until the next commit).
@@ -244,6 +255,49 @@ bool Publisher::same_cluster() {
   return false;
 }
 
+bool Publisher::check_tail() {
+  auto read = sink_->tail(kTailTimeout);
+  if (!read.ok()) {
+    start_over(read.error().detail);
+    return false;
+  }
+  const Sink::Tail& tail = read.value();
+  if (tail.seq == 0) return true;  // the topic holds no event
+  // Events are sent only once they are durable, so a topic this log published to holds none
+  // beyond its end, and each of its events has the hash this log has at that number.
+  const uint64_t last = writer_.last_seq();
+  const std::string seq = std::to_string(tail.seq);
+  std::string problem;
+  if (tail.seq > last) {
+    problem = "holds event " + seq + ", beyond this log's end (" + std::to_string(last) + ")";
+  } else {
+    auto stored = store_.get(Cf::kEvents, encode_u64(tail.seq));
+    if (!stored.ok()) {
+      start_over("cannot read event " + seq + ": " + stored.error().detail);
+      return false;
+    }
+    std::string hash;
+    rapidjson::Document doc;
+    if (stored.value()) doc.Parse(stored.value()->data(), stored.value()->size());
+    if (doc.IsObject() && doc.HasMember("hash") && doc["hash"].IsString())
+      hash.assign(doc["hash"].GetString(), doc["hash"].GetStringLength());
+    if (hash == tail.hash) return true;
+    problem = "holds another event " + seq + " than this log (hash " + tail.hash + ", here " +
+              (hash.empty() ? std::string("none") : hash) + ")";
+  }
+  // Halted before it is said: whoever reads the line then sees gatewayd_mirror_halted 1.
+  halted_.store(true, std::memory_order_release);
+  std::fprintf(stderr,
+               "gatewayd: mirror: topic %s %s: this data dir is behind what was published to it "
+               "(restored from an older backup, or another gatewayd's), and its events would take "
+               "sequence numbers the topic already holds. Nothing is sent to %s; to publish this "
+               "log, mirror it to a new topic (--kafka-topic), which gets it from its first "
+               "event\n",
+               config_.destination.c_str(), problem.c_str(), config_.destination.c_str());
+  sink_.reset();
+  return false;
+}
+
 void Publisher::save_checkpoint(bool force) {
   const uint64_t checkpoint = checkpoint_.load(std::memory_order_relaxed);
   if (checkpoint == saved_ && cluster_ == saved_cluster_) return;
@@ -286,6 +340,9 @@ std::string Publisher::render_metrics() const {
          delivered_.load(std::memory_order_relaxed));
   metric("gatewayd_mirror_delivery_failures_total", "counter", "Deliveries that failed.",
          failures_.load(std::memory_order_relaxed));
+  metric("gatewayd_mirror_halted", "gauge",
+         "1 when the topic holds an event this log does not, and nothing more is sent to it.",
+         halted_.load(std::memory_order_acquire) ? 1 : 0);
   metric("gatewayd_mirror_restarts_total", "counter",
          "Times the producer was replaced and sending restarted from the checkpoint.",
          restarts_.load(std::memory_order_relaxed));

@@ -16,6 +16,13 @@
 // own thread, wakes on the writer's commits, and keeps at most `max_in_flight` events queued in
 // the sink. With the broker down, events wait in the log, not in memory.
 //
+// Before sending anything to a topic, each new sink reads the topic's newest event: if the topic
+// holds an event this log does not (its sequence number beyond the log's end, or another hash at
+// that number), the data dir is behind what was published to that topic (restored from an older
+// backup, or another gatewayd's), and its new events would take sequence numbers the topic already
+// holds. The mirror then halts: nothing more is sent to that topic, and stderr and
+// gatewayd_mirror_halted say so. The API goes on.
+//
 // A failed delivery or a broken sink replaces the sink (a fresh idempotent producer) after a
 // backoff of 100 ms doubling to 10 s; an event that can never be delivered (too large for the
 // broker) therefore stalls the mirror, visibly in the metrics and the log, rather than being lost.
@@ -97,6 +104,10 @@ class Publisher {
   // The sink knows its cluster: false if nothing may be sent yet (its id is not known) or sending
   // starts over (another cluster than the checkpoint's).
   bool same_cluster();
+  // The topic's newest event against this log, before the first send of each sink: true if
+  // sending may go on from the checkpoint; false to try again later, or when the topic holds an
+  // event this log does not (halted_).
+  bool check_tail();
   void save_checkpoint(bool force);
 
   Store& store_;
@@ -119,6 +130,7 @@ class Publisher {
   std::string key_;            // the checkpoint's key in kMeta
   std::string cluster_;        // the cluster the checkpoint was confirmed by ("" not known yet)
   bool cluster_seen_ = false;  // the current sink has said its cluster's id
+  bool tail_checked_ = false;  // the current sink's topic has passed check_tail()
   uint64_t saved_ = 0;
   std::string saved_cluster_;
   std::chrono::steady_clock::time_point saved_at_{};
@@ -129,6 +141,8 @@ class Publisher {
   std::atomic<uint64_t> delivered_{0};
   std::atomic<uint64_t> failures_{0};
   std::atomic<uint64_t> restarts_{0};
+  // The topic holds events this log does not: nothing more is sent to it (check_tail).
+  std::atomic<bool> halted_{false};
 };
 
 }  // namespace gw::mirror

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/error.h"
 #include "mirror/cloud_event.h"
 
 namespace gw::mirror {
@@ -38,6 +39,14 @@ class Sink {
   // Empty for a destination without such an identity. A checkpoint is kept per cluster: another
   // cluster (a new or rebuilt one behind the same addresses) has none of the events sent before.
   virtual std::optional<std::string> cluster_id() { return std::string(); }
+
+  // The newest event the destination holds, read from it: its sequence number and hash (seq 0
+  // when it holds none). Waits up to `timeout`; kUnavailable when it cannot be read.
+  struct Tail {
+    uint64_t seq = 0;
+    std::string hash;
+  };
+  virtual Result<Tail> tail(std::chrono::milliseconds /*timeout*/) { return Tail{}; }
 };
 
 }  // namespace gw::mirror

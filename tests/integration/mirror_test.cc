@@ -8,6 +8,7 @@
 
 #include "integration/fixture.h"
 #include "support/kafka.h"
+#include "support/process.h"
 
 namespace gw::itest {
 namespace {
@@ -295,6 +296,86 @@ TEST_CASE("after a SIGKILL of gatewayd mid-stream, publishing resumes from the c
                                               log.size(), std::chrono::seconds(10));
   size_t duplicates = check_topic(messages, log);
   MESSAGE(log.size(), " events, ", messages.size(), " messages, ", duplicates, " duplicates");
+}
+
+// A data dir restored from an older backup published its new events under sequence numbers the
+// topic already held: a review saw two events 4 on the topic, both after hash 3, and nothing said
+// so. Each new producer now reads the topic's newest event first; the mirror halts when the topic
+// holds one this log does not, and another topic gets the log from its first event.
+TEST_CASE("a data dir behind its topic, restored from an older backup, publishes nothing to it") {
+  Broker broker;
+  Server server(broker.flags());
+  Api api(server, kTeamA);
+  testing::TempDir parent;
+  const std::string backup = parent.file("backup");
+  for (int n = 0; n < 5; ++n) {
+    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
+    if (n == 2) {  // a backup of events 1 to 3
+      testing::CommandResult made = testing::run_command(
+          {GATEWAYCTL_PATH, "backup", "--data-dir", server.data_dir(), "--out", backup}, {},
+          std::chrono::seconds(60));
+      REQUIRE_MESSAGE(made.status.success(), made.out, made.err);
+    }
+  }
+  wait_mirrored(server);
+  const std::vector<std::string> log = all_events(api);
+  REQUIRE(log.size() == 5);
+  REQUIRE(server.stop().success());
+
+  // The backup, restored and mirrored to the same topic, against the same cluster.
+  std::vector<std::string> flags = broker.flags();
+  flags.insert(flags.end(), {"--tokens-file", server.tokens_file()});
+  testing::Gatewayd restored;
+  restored.start(GATEWAYD_PATH, backup, flags, {"GATEWAY_DNS_SERVERS=127.0.0.1:1"});
+  const std::string topic = broker.mock.topic();
+  CHECK(restored.wait_for_line("gatewayd: mirror: topic " + topic +
+                                   " holds event 5, beyond this log's end (3): this data dir is "
+                                   "behind what was published to it",
+                               std::chrono::seconds(20)));
+  // Its API goes on: events 4 and 5 of its own log.
+  testing::HttpClient http;
+  const testing::Headers as_a = {{"Authorization", "Bearer " + server.token(kTeamA)},
+                                 {"X-Tenant-ID", std::string(kTeamA)},
+                                 {"Content-Type", "application/json"}};
+  for (const char* workload : {"restored-1", "restored-2"}) {
+    CHECK(http.request("POST", restored.base_url() + "/v1/webhook", as_a,
+                       webhook_body(kTeamA, workload))
+              .status == 201);
+  }
+  auto gauge = [&](std::string_view series) {
+    return testing::sample(http.request("GET", restored.base_url() + "/metrics").body, series)
+        .value_or(-1);
+  };
+  CHECK(gauge("gatewayd_mirror_halted") == 1);
+  CHECK(gauge("gatewayd_mirror_delivered_total") == 0);
+  // Started again, its log as long as the topic's: event 5 is another one than the topic's.
+  REQUIRE(restored.stop().success());
+  restored.start(GATEWAYD_PATH, backup, flags, {"GATEWAY_DNS_SERVERS=127.0.0.1:1"});
+  CHECK(restored.wait_for_line("gatewayd: mirror: topic " + topic +
+                                   " holds another event 5 "
+                                   "than this log (hash ",
+                               std::chrono::seconds(20)));
+  CHECK(gauge("gatewayd_mirror_halted") == 1);
+  // The topic holds the first server's five events, each once: nothing of the restored log.
+  std::vector<testing::KafkaMessage> messages =
+      testing::kcat_read_all(broker.mock.bootstrap(), topic);
+  CHECK(messages.size() == log.size());
+  CHECK(check_topic(messages, log) == 0);
+
+  // Mirrored to another topic, the restored log is published from its first event.
+  REQUIRE(restored.stop().success());
+  restored.start(GATEWAYD_PATH, backup,
+                 {"--kafka-brokers", broker.mock.bootstrap(), "--kafka-topic", "restored.events",
+                  "--tokens-file", server.tokens_file()},
+                 {"GATEWAY_DNS_SERVERS=127.0.0.1:1"});
+  for (int i = 0; i < 300 && gauge("gatewayd_mirror_lag_events") != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(gauge("gatewayd_mirror_halted") == 0);
+  CHECK(gauge("gatewayd_mirror_checkpoint_seq") == 5);
+  CHECK(testing::kcat_read_at_least(broker.mock.bootstrap(), "restored.events", 5,
+                                    std::chrono::seconds(10))
+            .size() == 5);
+  CHECK(restored.stop().success());
 }
 
 }  // namespace

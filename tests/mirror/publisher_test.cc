@@ -1,6 +1,7 @@
 // The outbox publisher against a fake sink: the checkpoint advances only over confirmed
 // deliveries, failures start over from it, and nothing is ever skipped.
 #include <doctest/doctest.h>
+#include <rapidjson/document.h>
 
 #include <future>
 #include <mutex>
@@ -48,6 +49,9 @@ struct FakeBroker {
   int sinks_made = 0;
   bool break_current = false;
   std::optional<std::string> cluster = std::string();  // what cluster_id() says
+  Sink::Tail tail;                                     // what tail() says: the topic's newest event
+  bool tail_fails = false;                             // tail() answers kUnavailable
+  int tails_read = 0;
 
   // Reports `seq` (which must be unanswered) as delivered or failed on the next poll.
   void report(uint64_t seq, bool ok) {
@@ -96,6 +100,12 @@ class FakeSink final : public Sink {
   std::optional<std::string> cluster_id() override {
     std::lock_guard<std::mutex> lock(b_.mu);
     return b_.cluster;
+  }
+  Result<Tail> tail(milliseconds /*timeout*/) override {
+    std::lock_guard<std::mutex> lock(b_.mu);
+    ++b_.tails_read;
+    if (b_.tail_fails) return make_error(Code::kUnavailable, "no answer from partition 0");
+    return b_.tail;
   }
   ~FakeSink() override {
     std::lock_guard<std::mutex> lock(b_.mu);
@@ -158,6 +168,83 @@ struct Fixture {
 };
 
 using testing::eventually;
+
+// The `hash` of event `seq` as the store holds it.
+std::string stored_hash(Store& store, uint64_t seq) {
+  auto raw = store.get(Cf::kEvents, encode_u64(seq));
+  REQUIRE(raw.ok());
+  REQUIRE(raw.value());
+  rapidjson::Document doc;
+  doc.Parse(raw.value()->data(), raw.value()->size());
+  REQUIRE(doc.IsObject());
+  return doc["hash"].GetString();
+}
+
+// A data dir restored from an older backup published its new events under sequence numbers the
+// topic already held. Each new sink's topic is read first: one that holds an event this log does
+// not (beyond its end, or another hash at that number) gets nothing more.
+TEST_CASE("a topic holding an event this log does not halts the mirror; a failed read is retried") {
+  struct Case {
+    std::string what;
+    uint64_t seq;
+    bool same_hash;
+    bool halts;
+  };
+  const Case cases[] = {
+      {"an empty topic", 0, false, false},
+      {"the log's own event 2", 2, true, false},
+      {"the log's own last event", 3, true, false},
+      {"another event 2", 2, false, true},
+      {"event 4, beyond the log's end", 4, false, true},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    Fixture f;
+    f.append(3);
+    {
+      std::lock_guard<std::mutex> lock(f.broker.mu);
+      f.broker.auto_confirm = true;
+      f.broker.tail = {c.seq, c.same_hash ? stored_hash(*f.store, c.seq) : std::string(64, 'f')};
+    }
+    auto p = f.publisher();
+    REQUIRE(p->start().ok());
+    if (c.halts) {
+      REQUIRE(eventually([&] {
+        return p->render_metrics().find("gatewayd_mirror_halted 1\n") != std::string::npos;
+      }));
+      f.append(1);  // written, never sent
+      std::this_thread::sleep_for(milliseconds(50));
+      CHECK(f.broker.sent_copy().empty());
+      CHECK(p->checkpoint() == 0);
+      CHECK(f.broker.sinks_made == 1);
+    } else {
+      CHECK(eventually([&] { return p->checkpoint() == 3; }));
+      CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3});
+      CHECK(p->render_metrics().find("gatewayd_mirror_halted 0\n") != std::string::npos);
+    }
+  }
+  // A topic that cannot be read: a new sink reads it again after a backoff; nothing is sent before.
+  Fixture f;
+  f.append(2);
+  {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    f.broker.auto_confirm = true;
+    f.broker.tail_fails = true;
+  }
+  auto p = f.publisher();
+  REQUIRE(p->start().ok());
+  REQUIRE(eventually([&] {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    return f.broker.tails_read >= 3;
+  }));
+  CHECK(f.broker.sent_copy().empty());
+  {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    f.broker.tail_fails = false;
+  }
+  CHECK(eventually([&] { return p->checkpoint() == 2; }));
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2});
+}
 
 TEST_CASE("the checkpoint advances only over an unbroken run of confirmed deliveries") {
   Fixture f;
