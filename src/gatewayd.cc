@@ -6,11 +6,13 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "commands/fields.h"
@@ -90,20 +92,46 @@ std::string dns_server_list_problem(const std::string& list) {
   return "";
 }
 
+// Whether `host` is a broker's host: an IPv6 address in brackets, or a DNS name or IPv4 address,
+// dot-separated labels of letters, digits, '-' and '_' (none empty, none starting or ending with
+// '-'; one dot may end the name). librdkafka took "[zz]" or "a..b" and failed to resolve it for
+// ever (helper 48).
+bool broker_host_ok(std::string host) {
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    in6_addr v6{};
+    return ::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &v6) == 1;
+  }
+  if (host.size() > 1 && host.back() == '.') host.pop_back();
+  if (host.empty() || host.size() > 253) return false;
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = host.find('.', start);
+    const std::string_view label =
+        std::string_view(host).substr(start, dot == std::string::npos ? dot : dot - start);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
+      return false;
+    for (char c : label) {
+      if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '-' && c != '_') return false;
+    }
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
+  }
+}
+
 // Whether `entry` is a Kafka bootstrap server: host:port, a port 1..65535.
 bool broker_ok(const std::string& entry) {
   std::string host;
   uint16_t port = 0;
-  return gw::split_host_port(entry, &host, &port) && port != 0 &&
-         host.find_first_of(" \t") == std::string::npos;
+  return gw::split_host_port(entry, &host, &port) && port != 0 && broker_host_ok(host);
 }
 
 // Why `list` is no list of Kafka bootstrap servers (`host:port[,host:port...]`), or "". librdkafka
 // takes almost anything and then retries forever, so a typo would look like a broker that is down.
 std::string broker_list_problem(const std::string& list) {
   if (auto bad = first_bad_entry(list, broker_ok)) {
-    return "must be host:port[,host:port...] with ports 1..65535; \"" + *bad +
-           "\" is not host:port";
+    return "must be host:port[,host:port...] with ports 1..65535 (a host is a DNS name, an IPv4 "
+           "address or an IPv6 address in brackets); \"" +
+           *bad + "\" is not host:port";
   }
   return "";
 }

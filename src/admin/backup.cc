@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -85,13 +86,27 @@ Result<BackupReport> copy_database(const std::string& data_dir, const std::strin
 
 Result<BackupReport> backup(const std::string& data_dir, const std::string& out_dir) {
   std::error_code ec;
+  // A copy inside the data dir would be a second database among gatewayd's own files, and copied
+  // into the next backup of that dir (helper 48).
+  const fs::path store = fs::weakly_canonical(data_dir, ec);
+  const fs::path copy = fs::weakly_canonical(out_dir, ec);
+  if (!ec &&
+      std::mismatch(store.begin(), store.end(), copy.begin(), copy.end()).first == store.end()) {
+    return make_error(Code::kValidationFailed,
+                      out_dir + " is inside the data dir " + data_dir + "; back up outside it");
+  }
+  ec.clear();
   // `existed`: not made by this backup (also when another made it since the look).
   bool existed = fs::exists(out_dir, ec);
   if (!existed) {
     existed = !fs::create_directories(out_dir, ec);
     if (ec) return make_error(Code::kUnavailable, "cannot create " + out_dir + ": " + ec.message());
   }
-  if (existed && (!fs::is_directory(out_dir, ec) || !fs::is_empty(out_dir, ec))) {
+  if (existed && !fs::is_directory(out_dir, ec)) {
+    return make_error(Code::kPreconditionFailed,
+                      out_dir + " exists and is not a directory; back up into a new one");
+  }
+  if (existed && !fs::is_empty(out_dir, ec)) {
     return make_error(Code::kPreconditionFailed,
                       out_dir + " exists and is not an empty directory; back up into a new one");
   }

@@ -755,6 +755,21 @@ TEST_CASE("backup refuses a directory that is not empty") {
   CHECK(r.err.find("exists and is not an empty directory") != std::string::npos);
   CHECK(fs::exists(out + "/keep.txt"));
   CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 1);
+  // A file is no directory to back up into.
+  r = ctl({"backup", "--data-dir", server.data_dir(), "--out", out + "/keep.txt"});
+  CHECK(r.status.code == 1);
+  CHECK(r.err.find("keep.txt exists and is not a directory") != std::string::npos);
+  // Nor is the data dir, or a directory under it: the copy was made there, a second database
+  // among gatewayd's files (helper 48).
+  for (const std::string& inside :
+       {server.data_dir() + "/backup", server.data_dir(), server.data_dir() + "/./x/../copy"}) {
+    CAPTURE(inside);
+    r = ctl({"backup", "--data-dir", server.data_dir(), "--out", inside});
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("is inside the data dir") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(server.data_dir() + "/backup"));
+  CHECK_FALSE(fs::exists(server.data_dir() + "/copy"));
 }
 
 TEST_CASE("backup of a store with no events says it holds none") {

@@ -705,6 +705,12 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
       {"--kafka-brokers", "127.0.0.1:9092,", "\"\" is not host:port"},
       {"--kafka-brokers", "127.0.0.1:0", "--kafka-brokers must be host:port"},
       {"--kafka-brokers", "::1:9092", "--kafka-brokers must be host:port"},
+      // Hosts librdkafka failed to resolve for ever (helper 48).
+      {"--kafka-brokers", "[zz]:9092", "\"[zz]:9092\" is not host:port"},
+      {"--kafka-brokers", "[192.0.2.1]:9092", "(a host is a DNS name, an IPv4 address or an IPv6"},
+      {"--kafka-brokers", "kafka..internal:9092", "\"kafka..internal:9092\" is not"},
+      {"--kafka-brokers", "-kafka:9092", "\"-kafka:9092\" is not"},
+      {"--kafka-brokers", "kafka.internal:9092,.:9092", "\".:9092\" is not"},
       // c-ares took a port past 65535 modulo 65536 (99999 is 34463), and port 0, so every
       // verification timed out; and its own error named no flag.
       {"--dns-servers", "127.0.0.1:99999", "--dns-servers must be ip[:port][,ip[:port]...]"},
