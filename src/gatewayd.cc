@@ -278,6 +278,12 @@ int main(int argc, char** argv) {
   if (const std::string& brokers = flags.get("kafka-brokers"); !brokers.empty()) {
     if (auto problem = broker_list_problem(brokers); !problem.empty())
       return fail(flags.named("kafka-brokers") + " " + problem);
+  } else if (flags.given("kafka-topic")) {
+    // The mirror was off, and nothing said so (helper 48): a misspelt broker variable looked
+    // like a mirror that was on.
+    return fail(flags.named("kafka-topic") +
+                " is given but --kafka-brokers (GATEWAY_KAFKA_BROKERS) is not, and without "
+                "brokers nothing is mirrored: give both, or neither");
   }
   server_config.threads = static_cast<int>(*threads);
   server_config.max_request_bytes = static_cast<size_t>(*max_bytes);

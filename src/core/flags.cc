@@ -11,7 +11,10 @@ Result<bool> Flags::parse(int argc, char** argv, int first) {
     // An empty variable counts as unset (compose files and unit files often pass VAR= through).
     const char* env = s.env.empty() ? nullptr : std::getenv(s.env.c_str());
     values_[s.name] = env != nullptr && *env != '\0' ? env : s.value;
-    if (env != nullptr && *env != '\0') from_env_[s.name] = s.env;
+    if (env != nullptr && *env != '\0') {
+      from_env_[s.name] = s.env;
+      given_.insert(s.name);
+    }
   }
   std::set<std::string> given;
   for (int i = first; i < argc; ++i) {
@@ -40,6 +43,7 @@ Result<bool> Flags::parse(int argc, char** argv, int first) {
     }
     values_[name] = *value;
     from_env_.erase(name);
+    given_.insert(name);
   }
   return true;
 }

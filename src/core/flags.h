@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,8 @@ class Flags {
   // How to name flag `name` in a message about its value: "--name", or "GATEWAY_X (--name)" when
   // the value came from its environment variable.
   std::string named(const std::string& name) const;
+  // Whether flag `name` was given, on the command line or by its environment variable.
+  bool given(const std::string& name) const { return given_.count(name) != 0; }
   bool help_requested() const { return help_; }
   std::string usage() const;
 
@@ -38,6 +41,7 @@ class Flags {
   std::vector<FlagSpec> specs_;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::string> from_env_;  // flag -> its variable, for values read from one
+  std::set<std::string> given_;                  // flags given on the command line or by variable
   bool help_ = false;
 };
 

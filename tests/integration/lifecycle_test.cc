@@ -753,6 +753,17 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
       run({"--listen", "127.0.0.1:0", "--data-dir", dir.path()}, {"GATEWAY_DNS_SERVERS=bad list"}),
       "GATEWAY_DNS_SERVERS (--dns-servers) must be ip[:port]");
 
+  // A topic without brokers: the mirror was off, and nothing said so (helper 48).
+  refused(run({"--listen", "127.0.0.1:0", "--data-dir", dir.path(), "--kafka-topic", "audit"}),
+          "--kafka-topic is given but --kafka-brokers (GATEWAY_KAFKA_BROKERS) is not");
+  refused(run({"--listen", "127.0.0.1:0", "--data-dir", dir.path()}, {"GATEWAY_KAFKA_TOPIC=audit"}),
+          "GATEWAY_KAFKA_TOPIC (--kafka-topic) is given but --kafka-brokers");
+  // The forms of broker hosts librdkafka resolves start (nothing listens there: the mirror waits).
+  {
+    Server broker_forms({"--kafka-brokers", "kafka_1.internal.:9092,[::1]:9092,192.0.2.1:9092",
+                         "--kafka-topic", "audit"});
+    CHECK(Api(broker_forms, kTeamA).get("/healthz").status == 200);
+  }
   // The forms c-ares takes start.
   {
     Server dns_forms({"--dns-servers", "127.0.0.1,127.0.0.2:5353,::1,[::1]:53"});
