@@ -16,7 +16,7 @@ Result<bool> Flags::parse(int argc, char** argv, int first) {
       given_.insert(s.name);
     }
   }
-  std::set<std::string> given;
+  std::set<std::string> on_command_line;
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -34,7 +34,7 @@ Result<bool> Flags::parse(int argc, char** argv, int first) {
     if (values_.count(name) == 0)
       return make_error(Code::kValidationFailed, "unknown flag --" + name);
     // Of two values, which one was meant is a guess; a script that repeats a flag is wrong.
-    if (!given.insert(name).second) {
+    if (!on_command_line.insert(name).second) {
       return make_error(Code::kValidationFailed, "--" + name + " is given more than once");
     }
     if (!value) {

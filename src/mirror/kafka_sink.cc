@@ -1,6 +1,7 @@
 #include "mirror/kafka_sink.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -10,8 +11,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-
-#include <rapidjson/document.h>
 
 namespace gw::mirror {
 
@@ -134,21 +133,21 @@ struct Consumer {
   }
 };
 
-// `seq` and `hash` of a stored event's JSON; false for anything else.
-bool event_of(const rd_kafka_message_t* m, Sink::Tail* out) {
-  if (m->payload == nullptr) return false;  // a message without a value
-  rapidjson::Document doc;
-  doc.Parse(static_cast<const char*>(m->payload), m->len);
-  if (!doc.IsObject()) return false;
-  auto seq = doc.FindMember("seq");
-  auto hash = doc.FindMember("hash");
-  if (seq == doc.MemberEnd() || !seq->value.IsUint64() || hash == doc.MemberEnd() ||
-      !hash->value.IsString()) {
-    return false;
+// The sequence number in a message's `ce_sequence` header (to_cloud_event's), 0 without one.
+uint64_t sequence_of(rd_kafka_message_t* m) {
+  rd_kafka_headers_t* headers = nullptr;
+  const void* value = nullptr;
+  size_t size = 0;
+  if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+      rd_kafka_header_get_last(headers, "ce_sequence", &value, &size) !=
+          RD_KAFKA_RESP_ERR_NO_ERROR ||
+      value == nullptr) {
+    return 0;
   }
-  out->seq = seq->value.GetUint64();
-  out->hash.assign(hash->value.GetString(), hash->value.GetStringLength());
-  return true;
+  const char* text = static_cast<const char*>(value);
+  uint64_t seq = 0;
+  auto [end, error] = std::from_chars(text, text + size, seq);
+  return error == std::errc() && end == text + size ? seq : 0;
 }
 
 }  // namespace
@@ -209,9 +208,9 @@ Result<Sink::Tail> KafkaSink::tail(std::chrono::milliseconds timeout) {
       failed = "no answer from partition " + std::to_string(partition);
     } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       failed = rd_kafka_message_errstr(m);
-    } else {
-      Tail t;
-      if (event_of(m, &t) && t.seq > newest.seq) newest = std::move(t);
+    } else if (const uint64_t seq = sequence_of(m); seq > newest.seq) {
+      newest.seq = seq;
+      newest.event.assign(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
     }
     if (m != nullptr) rd_kafka_message_destroy(m);
     rd_kafka_consume_stop(c.topic, partition);

@@ -47,7 +47,7 @@ class KafkaSink : public Sink {
   // The cluster id from the producer's metadata (rd_kafka_clusterid without waiting).
   std::optional<std::string> cluster_id() override;
   // The last message of each of the topic's partitions, read by a consumer of its own; the one
-  // with the highest `seq` among those that are gatewayd events.
+  // with the highest `ce_sequence` among those that carry one.
   Result<Tail> tail(std::chrono::milliseconds timeout) override;
   // True from the start of the destructor (librdkafka's threads read it to silence its close).
   bool closing() const { return closing_.load(); }

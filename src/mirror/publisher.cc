@@ -264,7 +264,7 @@ bool Publisher::check_tail() {
   const Sink::Tail& tail = read.value();
   if (tail.seq == 0) return true;  // the topic holds no event
   // Events are sent only once they are durable, so a topic this log published to holds none
-  // beyond its end, and each of its events has the hash this log has at that number.
+  // beyond its end, and each of its events is this log's at that number.
   const uint64_t last = writer_.last_seq();
   const std::string seq = std::to_string(tail.seq);
   std::string problem;
@@ -276,14 +276,12 @@ bool Publisher::check_tail() {
       start_over("cannot read event " + seq + ": " + stored.error().detail);
       return false;
     }
-    std::string hash;
-    rapidjson::Document doc;
-    if (stored.value()) doc.Parse(stored.value()->data(), stored.value()->size());
-    if (doc.IsObject() && doc.HasMember("hash") && doc["hash"].IsString())
-      hash.assign(doc["hash"].GetString(), doc["hash"].GetStringLength());
-    if (hash == tail.hash) return true;
-    problem = "holds another event " + seq + " than this log (hash " + tail.hash + ", here " +
-              (hash.empty() ? std::string("none") : hash) + ")";
+    // Sent as stored, byte for byte (to_cloud_event).
+    if (stored.value() && *stored.value() == tail.event) return true;
+    auto hash = [](std::optional<std::string> h) { return h ? *h : std::string("none"); };
+    problem = "holds another event " + seq + " than this log (hash " +
+              hash(event_hash(tail.event)) + ", here " +
+              hash(stored.value() ? event_hash(*stored.value()) : std::nullopt) + ")";
   }
   // Halted before it is said: whoever reads the line then sees gatewayd_mirror_halted 1.
   halted_.store(true, std::memory_order_release);

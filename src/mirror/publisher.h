@@ -17,7 +17,7 @@
 // the sink. With the broker down, events wait in the log, not in memory.
 //
 // Before sending anything to a topic, each new sink reads the topic's newest event: if the topic
-// holds an event this log does not (its sequence number beyond the log's end, or another hash at
+// holds an event this log does not (its sequence number beyond the log's end, or other bytes at
 // that number), the data dir is behind what was published to that topic (restored from an older
 // backup, or another gatewayd's), and its new events would take sequence numbers the topic already
 // holds. The mirror then halts: nothing more is sent to that topic, and stderr and

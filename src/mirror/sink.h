@@ -40,11 +40,11 @@ class Sink {
   // cluster (a new or rebuilt one behind the same addresses) has none of the events sent before.
   virtual std::optional<std::string> cluster_id() { return std::string(); }
 
-  // The newest event the destination holds, read from it: its sequence number and hash (seq 0
-  // when it holds none). Waits up to `timeout`; kUnavailable when it cannot be read.
+  // The newest event the destination holds, read from it: its sequence number and its stored
+  // bytes (seq 0 when it holds none). Waits up to `timeout`; kUnavailable when it cannot be read.
   struct Tail {
     uint64_t seq = 0;
-    std::string hash;
+    std::string event;
   };
   virtual Result<Tail> tail(std::chrono::milliseconds /*timeout*/) { return Tail{}; }
 };

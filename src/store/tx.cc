@@ -1,5 +1,6 @@
 #include "store/tx.h"
 
+#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -17,6 +18,15 @@ rocksdb::Slice slice(std::string_view s) { return rocksdb::Slice(s.data(), s.siz
 size_t index_of(Cf which) { return static_cast<size_t>(which); }
 
 }  // namespace
+
+std::optional<std::string> event_hash(std::string_view stored) {
+  rapidjson::Document doc;
+  doc.Parse(stored.data(), stored.size());
+  if (doc.HasParseError() || !doc.IsObject()) return std::nullopt;
+  auto hash = doc.FindMember("hash");
+  if (hash == doc.MemberEnd() || !hash->value.IsString()) return std::nullopt;
+  return std::string(hash->value.GetString(), hash->value.GetStringLength());
+}
 
 std::string encode_event(uint64_t seq, const std::string& event_id, const EventDraft& d,
                          const std::string& prev_hash, std::string* hash_out) {

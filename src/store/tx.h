@@ -53,6 +53,8 @@ inline constexpr char kGenesisHash[] =
 // hash = hex(SHA-256(prev_hash || canonical bytes)).
 std::string encode_event(uint64_t seq, const std::string& event_id, const EventDraft& draft,
                          const std::string& prev_hash, std::string* hash_out);
+// The `hash` member of a stored event, or nullopt for bytes that are no stored event.
+std::optional<std::string> event_hash(std::string_view stored);
 
 // Which keys a Tx must be able to scan in key order (see Tx::scan). nullptr: every key.
 using ScannedKeys = bool (*)(Cf which, std::string_view key);

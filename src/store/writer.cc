@@ -3,8 +3,6 @@
 #include <cstdio>
 #include <sstream>
 
-#include <rapidjson/document.h>
-
 #include "core/deferral.h"
 #include "core/thread_name.h"
 
@@ -23,14 +21,12 @@ Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids, Sc
   auto it = store.iterate(Cf::kEvents);
   it->SeekToLast();
   if (it->Valid()) {
-    rapidjson::Document doc;
-    doc.Parse(it->value().data(), it->value().size());
-    if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("hash") ||
-        !doc["hash"].IsString() || it->key().size() != 8) {
+    auto last = event_hash(std::string_view(it->value().data(), it->value().size()));
+    if (!last || it->key().size() != 8) {
       return make_error(Code::kInternal, "the last event in the log cannot be read");
     }
     seq = decode_u64(std::string_view(it->key().data(), 8));
-    hash = doc["hash"].GetString();
+    hash = std::move(*last);
   } else if (!it->status().ok()) {
     return make_error(Code::kUnavailable, it->status().ToString());
   }

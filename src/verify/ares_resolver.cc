@@ -92,8 +92,7 @@ struct AresResolver::State {
   bool mixed_case = true;
   std::mutex mu;
   TakingTurns<Query> waiting;  // lookups waiting for a slot; GUARDED_BY(mu)
-  bool stopping = false;    // GUARDED_BY(mu)
-  int in_flight = 0;        // loop thread only
+  bool stopping = false;       // GUARDED_BY(mu)
 
   ~State() {
     if (model != nullptr) ares_destroy(model);
@@ -168,19 +167,18 @@ void AresResolver::run() {
   State& s = *state_;
   // A lookup in flight, on its own channel; its callback runs once, then the channel goes.
   struct Lookup {
-    State* state;
     std::string name;
     std::string asked;  // the name as sent: mixed case, or empty when case is not checked
     Callback callback;
     ares_channel channel = nullptr;
     bool done = false;
   };
+  // In flight, but for those answered since the loop last let them go (at its top, none).
   std::vector<std::unique_ptr<Lookup>> live;
   auto answer = [](void* arg, int status, int /*timeouts*/, unsigned char* abuf, int alen) {
     auto* l = static_cast<Lookup*>(arg);
     l->done = true;
-    --l->state->in_flight;
-    l->callback(answer_of(status, abuf, alen, l->name, l->state->mixed_case ? &l->asked : nullptr));
+    l->callback(answer_of(status, abuf, alen, l->name, l->asked.empty() ? nullptr : &l->asked));
   };
   for (;;) {
     // Start waiting lookups while there is room, in turns by owner.
@@ -190,7 +188,7 @@ void AresResolver::run() {
       std::lock_guard<std::mutex> lock(s.mu);
       stopping = s.stopping;
       while (!s.waiting.empty() &&
-             s.in_flight + static_cast<int>(starting.size()) < s.max_in_flight) {
+             static_cast<int>(live.size() + starting.size()) < s.max_in_flight) {
         starting.push_back(s.waiting.pop());
       }
     }
@@ -212,12 +210,11 @@ void AresResolver::run() {
         skipped = true;
         continue;
       }
-      auto l = std::make_unique<Lookup>(Lookup{&s, q.name,
-                                               s.mixed_case ? mixed_case(q.name) : std::string(),
-                                               std::move(q.callback), channel});
-      ++s.in_flight;
-      ares_query(channel, s.mixed_case ? l->asked.c_str() : l->name.c_str(), ns_c_in, ns_t_cname,
-                 answer, l.get());
+      auto l =
+          std::make_unique<Lookup>(Lookup{q.name, s.mixed_case ? mixed_case(q.name) : std::string(),
+                                          std::move(q.callback), channel});
+      ares_query(channel, l->asked.empty() ? l->name.c_str() : l->asked.c_str(), ns_c_in,
+                 ns_t_cname, answer, l.get());
       live.push_back(std::move(l));
     }
     // Lookups answered at once (a channel that could not send) are let go before waiting.
