@@ -250,6 +250,7 @@ class Handler final : public P::Http::Handler {
       const Taken taken = take(peer, bytes, 0, 0);
       if (taken.wait) hold(peer, bytes, *taken.wait);
       if (taken.cr_left) hold_cr(peer);
+      if (taken.pipelined) read_no_more(peer);
       return;
     }
     Held& h = held->second;
@@ -293,6 +294,7 @@ class Handler final : public P::Http::Handler {
     }
     held_.erase(held);
     if (taken.cr_left) hold_cr(peer);
+    if (taken.pipelined) read_no_more(peer);
   }
 
   // Holds `bytes` until the answer pending on the connection is on its way (wait_for_answer).
@@ -313,9 +315,21 @@ class Handler final : public P::Http::Handler {
     }
   }
 
-  // The answer that a connection read no more (too much sent behind it) waited for has been
-  // taken: its write side is shut once that answer is written, and its client's end is waited
-  // for, as after a refusal.
+  // A request served with more behind it in its read (pipelined): its answer says `Connection:
+  // close`, and nothing more is read (serve). Its client may still be sending the rest, so the
+  // connection does not end as that answer is written: what came next would reset it, which can
+  // take the answer with it (RFC 9112 9.6). As when too much came behind an answer, its client's
+  // end is waited for once the answer is taken (end_after_answer).
+  void read_no_more(const std::shared_ptr<P::Tcp::Peer>& peer) {
+    sweep_ended(held_, &sweep_at_);
+    held_.insert_or_assign(peer.get(),
+                           Held{peer, {}, Wait{.after_answer = true}, /*overflowed=*/true});
+    wait_for_answer(*peer);
+  }
+
+  // The answer that a connection read no more (too much sent behind it, or a pipelined request)
+  // waited for has been taken: its write side is shut once that answer is written, and its
+  // client's end is waited for, as after a refusal.
   void end_after_answer(const std::shared_ptr<P::Tcp::Peer>& peer) {
     const auto held = held_.find(peer.get());
     if (held == held_.end() || !held->second.overflowed) return;
@@ -343,10 +357,12 @@ class Handler final : public P::Http::Handler {
   };
 
   // What take() leaves: the rest of a request still to come (`wait`); or, once it served one,
-  // whether its read ended in a CR after it (`cr_left`, see hold_cr).
+  // whether its read ended in a CR after it (`cr_left`, see hold_cr) or held more after it
+  // (`pipelined`, see read_no_more).
   struct Taken {
     std::optional<Wait> wait = std::nullopt;
     bool cr_left = false;
+    bool pipelined = false;
   };
 
   // Reads a connection's request from `bytes`, all that has come of it (`searched` of them were
@@ -410,7 +426,7 @@ class Handler final : public P::Http::Handler {
     if (std::chrono::steady_clock::now() - parser->time() > std::chrono::seconds(1)) {
       parser->reset();
     }
-    return {.cr_left = !pipelined && after.ends_with('\r')};
+    return {.cr_left = !pipelined && after.ends_with('\r'), .pipelined = pipelined};
   }
 
   void hold(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes, Wait wait) {
@@ -429,7 +445,7 @@ class Handler final : public P::Http::Handler {
     // answered and then something threw.
     auto exchange = std::make_shared<Exchange>(
         peer, head.http11 ? P::Http::Version::Http11 : P::Http::Version::Http10,
-        head.method == "HEAD", close, state_);
+        head.method == "HEAD", close, pipelined, state_);
     // A connection whose reply said `Connection: close` takes no further request (RFC 9112 9.6):
     // any sent on it after that one is neither applied nor answered. Only the connection's own
     // HTTP thread reads or sets the mark.
@@ -488,7 +504,7 @@ class Handler final : public P::Http::Handler {
       // Sent as every other answer is; the write side is shut once it is written. An answer to
       // HEAD has no body (RFC 9110 9.3.2), refusals included: a client reads none.
       send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true,
-           /*with_body=*/!head.starts_with("HEAD "), /*read_whole=*/false);
+           /*with_body=*/!head.starts_with("HEAD "), /*end_at_once=*/false);
       // Its client's end is waited for, within the bounds of Linger.
       linger(peer);
     } catch (const std::exception&) {
@@ -510,14 +526,22 @@ class Handler final : public P::Http::Handler {
   }
 
   struct Exchange {
-    Exchange(std::weak_ptr<P::Tcp::Peer> p, P::Http::Version v, bool h, bool c,
+    Exchange(std::weak_ptr<P::Tcp::Peer> p, P::Http::Version v, bool h, bool c, bool m,
              std::shared_ptr<Server::State> s)
-        : peer(std::move(p)), version(v), head_request(h), closing(c), state(std::move(s)) {}
+        : peer(std::move(p)),
+          version(v),
+          head_request(h),
+          more_sent(m),
+          closing(c),
+          state(std::move(s)) {}
     const std::weak_ptr<P::Tcp::Peer> peer;
     const P::Http::Version version;  // the request's, which the status line repeats
     // A HEAD request: its answer has the head an answer to GET would have, and no body
     // (RFC 9110 9.3.2); the client reads none.
     const bool head_request;
+    // More came behind the request (pipelined): the connection closes after its answer, once its
+    // client's end has come (read_no_more), not as the answer is written.
+    const bool more_sent;
     // The request asked for the connection to close, or its reply does.
     std::atomic<bool> closing;
     std::atomic<bool> answered{false};
@@ -554,7 +578,8 @@ class Handler final : public P::Http::Handler {
     if (exchange.answered.exchange(true)) return;
     if (reply.close) exchange.closing.store(true, std::memory_order_release);
     send(exchange.peer, exchange.version, std::move(reply),
-         exchange.closing.load(std::memory_order_acquire), !exchange.head_request);
+         exchange.closing.load(std::memory_order_acquire), !exchange.head_request,
+         /*end_at_once=*/!exchange.more_sent);
     exchange.state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
 
@@ -599,16 +624,17 @@ class Handler final : public P::Http::Handler {
 
   // From any thread. Pistache keeps the connection after a reply that says `Connection: close`;
   // once such a reply is written, the write side is shut, so the client reads the end of the
-  // stream and closes, and Pistache then closes its side. The answer to a request read whole
-  // (`read_whole`) then ends the connection at once if the client sent nothing more; a refusal
-  // waits for the client's end, since the rest of what it refused (a body) may still come.
+  // stream and closes, and Pistache then closes its side. With `end_at_once` (a request read
+  // whole, nothing after it), the connection then ends at once if the client sent nothing more;
+  // a refusal, or a pipelined request's answer, waits for the client's end instead, since the
+  // rest of what it refused (a body) or of its pipeline may still come.
   static void send(const std::weak_ptr<P::Tcp::Peer>& to, P::Http::Version version, Reply reply,
-                   bool close, bool with_body = true, bool read_whole = true) {
+                   bool close, bool with_body = true, bool end_at_once = true) {
     try {
       const std::shared_ptr<P::Tcp::Peer> peer = to.lock();
       if (!peer) return;  // the client went away
       queue_write(peer, wire(version, reply, close, with_body), /*shut_after=*/close,
-                  /*answer=*/true, /*end_after=*/read_whole);
+                  /*answer=*/true, /*end_after=*/end_at_once);
     } catch (const std::exception&) {
       // The connection broke while answering; nothing more can be done for this client.
     }

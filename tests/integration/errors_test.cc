@@ -1252,6 +1252,48 @@ TEST_CASE("a connection sent too much behind an answer ends once that answer is 
   CHECK(ended == 5);
 }
 
+// The answer to a request with more behind it in the same read says `Connection: close`; once it
+// was written, gatewayd shut the connection for reading too if nothing more had come by then, and
+// ended it at its next read. A client still sending the rest of its pipeline was reset: what it
+// sent next met a closed socket, and a reset can take the answer with it before the client reads
+// it (RFC 9112 9.6). That was the cause of the rare failure of the test above, whose first read
+// sometimes held the start of its second request. The client's end is now waited for, as after a
+// refusal, within --lingering-timeout-ms.
+TEST_CASE("a client still sending behind a pipelined request's answer is not reset") {
+  Server server({"--lingering-timeout-ms", "500"});
+  Api api(server, kTeamA);
+  const size_t sockets_before = sockets_at_rest(server, api);
+  const std::string health = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  const int fd = connect_with_timeout(server);
+  const std::string sent = health + "GET /healthz HTTP/1.1\r\n";
+  REQUIRE(::send(fd, sent.data(), sent.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(sent.size()));
+  // The answer and the end of the stream: written, and the write side shut.
+  const std::string got = read_to_end(fd);
+  CAPTURE(got);
+  CHECK(got.starts_with("HTTP/1.1 200 "));
+  CHECK(got.find("Connection: close") != std::string::npos);
+  // The rest of the pipeline, 1 MB in 16 sends 20 ms apart, all of them taken.
+  const std::string line = "X-Pad: " + std::string(65000, 'p') + "\r\n";
+  for (int i = 0; i < 16; ++i) {
+    const ssize_t n = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
+    const int error = n < 0 ? errno : 0;
+    CAPTURE(i);
+    CAPTURE(error);
+    CHECK(n == static_cast<ssize_t>(line.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  char byte = 0;
+  errno = 0;
+  const ssize_t n = ::recv(fd, &byte, 1, 0);
+  const int error = n < 0 ? errno : 0;
+  CAPTURE(error);
+  CHECK(n == 0);  // the end of the stream, not a reset
+  // The client keeps its side open and sends nothing more: gatewayd's descriptor goes once it has
+  // been quiet for the lingering timeout.
+  CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
+  ::close(fd);
+}
+
 // Behind an answer still to come, every CR and LF went uncounted in the request's worth held, so
 // empty lines piled up without bound for as long as the answer took (review). One is uncounted
 // now; past a request's worth of them the connection ends after the answer, as for any bytes.
