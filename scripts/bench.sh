@@ -100,6 +100,11 @@ mkdir -p "$BUILD"
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGATEWAY_SANITIZE=OFF >&2
 fi
+# The code measured, as it was when built: src/ may change while the runs go on.
+BUILT_FROM="commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [[ -n "$(git status --porcelain -- src 2>/dev/null)" ]]; then
+  BUILT_FROM+=" with uncommitted changes in src/"
+fi
 cmake --build "$BUILD" -j"$(nproc)" --target gatewayd gatewayctl >&2
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 {
@@ -557,7 +562,7 @@ COMMAND+=" scripts/bench.sh"
   echo "## gatewayd benchmark $STAMP"
   echo
   echo "\`$COMMAND\` on $(nproc) cores, wrk -t$WRK_THREADS on the same machine;" \
-    "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$( [[ -n "$(git status --porcelain -- src 2>/dev/null)" ]] && echo ' with uncommitted changes in src/');" \
+    "$BUILT_FROM;" \
     "load average $LOAD_START before, $LOAD_END after; $(((T_END - T_START) / 1000000000)) s."
   echo "Median of $RUNS runs of ${DURATION} s. Phase A: $RECORDS_A webhooks preloaded" \
     "(GET and PUT cycle over $IDS_A ids; list page $LIST_PAGE, per_page=20)."
