@@ -196,10 +196,15 @@ class Handler final : public P::Http::Handler {
   void onInput(const char* data, size_t len, const std::shared_ptr<P::Tcp::Peer>& peer) override {
     if (marked_closing(*peer)) {
       // Dropped: the rest of a refused request, or what came after a closing answer.
-      if (len > 0) {
-        lingered(peer);
-      } else {
-        end_after_answer(peer);
+      try {
+        if (len > 0) {
+          dropped(peer);
+        } else {
+          end_after_answer(peer);
+        }
+      } catch (const std::exception&) {
+        // Out of memory: the connection is not watched, and ends with its client's end or
+        // Pistache's own idle limit.
       }
       return;
     }
@@ -325,6 +330,7 @@ class Handler final : public P::Http::Handler {
     held_.insert_or_assign(peer.get(),
                            Held{peer, {}, Wait{.after_answer = true}, /*overflowed=*/true});
     wait_for_answer(*peer);
+    client_sends_more(*peer);
   }
 
   // The answer that a connection read no more (too much sent behind it, or a pipelined request)
@@ -445,7 +451,7 @@ class Handler final : public P::Http::Handler {
     // answered and then something threw.
     auto exchange = std::make_shared<Exchange>(
         peer, head.http11 ? P::Http::Version::Http11 : P::Http::Version::Http10,
-        head.method == "HEAD", close, pipelined, state_);
+        head.method == "HEAD", close, state_);
     // A connection whose reply said `Connection: close` takes no further request (RFC 9112 9.6):
     // any sent on it after that one is neither applied nor answered. Only the connection's own
     // HTTP thread reads or sets the mark.
@@ -526,22 +532,14 @@ class Handler final : public P::Http::Handler {
   }
 
   struct Exchange {
-    Exchange(std::weak_ptr<P::Tcp::Peer> p, P::Http::Version v, bool h, bool c, bool m,
+    Exchange(std::weak_ptr<P::Tcp::Peer> p, P::Http::Version v, bool h, bool c,
              std::shared_ptr<Server::State> s)
-        : peer(std::move(p)),
-          version(v),
-          head_request(h),
-          more_sent(m),
-          closing(c),
-          state(std::move(s)) {}
+        : peer(std::move(p)), version(v), head_request(h), closing(c), state(std::move(s)) {}
     const std::weak_ptr<P::Tcp::Peer> peer;
     const P::Http::Version version;  // the request's, which the status line repeats
     // A HEAD request: its answer has the head an answer to GET would have, and no body
     // (RFC 9110 9.3.2); the client reads none.
     const bool head_request;
-    // More came behind the request (pipelined): the connection closes after its answer, once its
-    // client's end has come (read_no_more), not as the answer is written.
-    const bool more_sent;
     // The request asked for the connection to close, or its reply does.
     std::atomic<bool> closing;
     std::atomic<bool> answered{false};
@@ -578,8 +576,7 @@ class Handler final : public P::Http::Handler {
     if (exchange.answered.exchange(true)) return;
     if (reply.close) exchange.closing.store(true, std::memory_order_release);
     send(exchange.peer, exchange.version, std::move(reply),
-         exchange.closing.load(std::memory_order_acquire), !exchange.head_request,
-         /*end_at_once=*/!exchange.more_sent);
+         exchange.closing.load(std::memory_order_acquire), !exchange.head_request);
     exchange.state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
 
@@ -625,9 +622,9 @@ class Handler final : public P::Http::Handler {
   // From any thread. Pistache keeps the connection after a reply that says `Connection: close`;
   // once such a reply is written, the write side is shut, so the client reads the end of the
   // stream and closes, and Pistache then closes its side. With `end_at_once` (a request read
-  // whole, nothing after it), the connection then ends at once if the client sent nothing more;
-  // a refusal, or a pipelined request's answer, waits for the client's end instead, since the
-  // rest of what it refused (a body) or of its pipeline may still come.
+  // whole), the connection then ends at once if the client sent nothing more (client_sends_more);
+  // a refusal waits for the client's end, since the rest of what it refused (a body) may still
+  // come.
   static void send(const std::weak_ptr<P::Tcp::Peer>& to, P::Http::Version version, Reply reply,
                    bool close, bool with_body = true, bool end_at_once = true) {
     try {
@@ -647,13 +644,26 @@ class Handler final : public P::Http::Handler {
     std::shared_ptr<Linger::LastInput> last_input;
   };
 
-  // The client of `peer`, a connection refused, has just sent something.
-  void lingered(const std::shared_ptr<P::Tcp::Peer>& peer) {
-    if (lingering_.empty()) return;
-    const auto found = lingering_.find(peer.get());
-    if (found == lingering_.end()) return;
-    if (!same_connection(found->second.peer, peer)) return;  // an ended one's
-    found->second.last_input->store(Linger::now(), std::memory_order_relaxed);
+  // The client of `peer`, a connection that reads no more, has just sent something, which was
+  // dropped. A refused one's end is waited for already; after a request whose answer closes
+  // (`Connection: close`, HTTP/1.0), the client's end is waited for once that answer is taken,
+  // or from now if it was (read_no_more, Linger): the connection did not end once the answer was
+  // written, or the client went on sending behind a request that asked for the close.
+  void dropped(const std::shared_ptr<P::Tcp::Peer>& peer) {
+    const auto found = lingering_.empty() ? lingering_.end() : lingering_.find(peer.get());
+    if (found != lingering_.end() && same_connection(found->second.peer, peer)) {
+      found->second.last_input->store(Linger::now(), std::memory_order_relaxed);
+      return;
+    }
+    if (const auto held = held_.find(peer.get()); held != held_.end() && held->second.overflowed &&
+                                                  same_connection(held->second.peer, peer)) {
+      return;  // waits for its answer (end_after_answer)
+    }
+    if (answer_pending(*peer)) {
+      read_no_more(peer);
+    } else {
+      linger(peer);
+    }
   }
 
   // Has the linger thread watch the refused connection `peer`.

@@ -58,13 +58,15 @@ GW_EXPOSE(EventFdTag, &WriteQueue::event_fd);
 // connection they are for; kShutAfter, the write side is shut once they are written; kEndAfter,
 // then the connection ends if nothing it was sent is unread; kAnswer, they answer a request
 // expect_answer() was told of; kEndNow, the connection is shut both ways once they are written and
-// ends at its HTTP thread's next read, whatever its client sent that was not read (end_connection).
+// ends at its HTTP thread's next read, whatever its client sent that was not read (end_connection);
+// kWaited, set as they wait for the socket to take more (a client that reads slowly).
+constexpr int kWaited = 1 << 25;
 constexpr int kEndNow = 1 << 26;
 constexpr int kEndAfter = 1 << 27;
 constexpr int kAnswer = 1 << 28;
 constexpr int kIdentified = 1 << 29;
 constexpr int kShutAfter = 1 << 30;
-constexpr int kOurFlags = kEndNow | kEndAfter | kAnswer | kIdentified | kShutAfter;
+constexpr int kOurFlags = kWaited | kEndNow | kEndAfter | kAnswer | kIdentified | kShutAfter;
 
 // A monotonic clock in milliseconds, read cheaply (to within a few): it tells whether an answer
 // took more than a second.
@@ -85,6 +87,7 @@ struct Expected {
   bool read_ended = false;
   bool input_waits = false;  // the handler holds bytes until the answers are taken
   bool ending = false;       // to end at its next read (kEndNow)
+  bool sends_more = false;   // no end at once after a closing answer (client_sends_more)
   int64_t asked_ms = 0;      // when the last answer was expected (coarse_ms)
 };
 
@@ -124,21 +127,31 @@ WriteEntry make_entry(Pistache::Fd fd, std::string bytes, int flags) {
 // What Pistache's own 408 is replaced with (answer_timeouts_with); nullptr: kept as it is.
 std::atomic<TimeoutAnswer> timeout_answer{nullptr};
 
+// On a transport's own thread: whether bytes are queued on descriptor `fd`, still to be written.
+bool writing(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  std::lock_guard<std::mutex> guard(transport.*member_of(ToWriteLockTag{}));
+  auto& to_write = transport.*member_of(ToWriteTag{});
+  const auto queued = to_write.find(fd);
+  return queued != to_write.end() && !queued->second.empty();
+}
+
 // On the transport's own thread, for a write of Pistache's own (one that names no connection) on
 // the connection `peer`: whether it is to be written. The 408 of Pistache's timer
 // (Http::TransportImpl::closePeer, Pistache's only answer once gatewayd reads requests itself),
 // on which Pistache then ends the connection (its promise's continuation), gets the bytes of
 // timeout_answer instead; or, while an answer is still expected on the connection (a request
-// served whose answer takes longer than the timeout, such as a write whose WAF check waits), it
-// is dropped, since the connection is not idle: Pistache's clock of it restarts, and its mark of
-// the connection as idle, set as it made the 408, is taken back (marked, the connection would
-// get Pistache's keep-alive limit of 300 s, ended without an answer, instead of the timeout).
-bool take_own_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, WriteEntry& write) {
+// served whose answer takes longer than the timeout, such as a write whose WAF check waits) or
+// still being written (a client that reads a large answer slowly), it is dropped, since the
+// connection is not idle: Pistache's clock of it restarts, and its mark of the connection as
+// idle, set as it made the 408, is taken back (marked, the connection would get Pistache's
+// keep-alive limit of 300 s, ended without an answer, instead of the timeout).
+bool take_own_write(Pistache::Tcp::Transport& transport,
+                    const std::shared_ptr<Pistache::Tcp::Peer>& peer, WriteEntry& write) {
   if (!write.buffer.isRaw()) return true;
   const Pistache::RawBuffer& bytes = write.buffer.*member_of(BufferBytesTag{});
   if (!std::string_view(bytes.data()).starts_with("HTTP/1.1 408 ")) return true;
   const Expected* e = expected_of(peer->fd(), peer->getID());
-  if (e != nullptr && e->answers > 0) {
+  if ((e != nullptr && e->answers > 0) || writing(transport, peer->fd())) {
     peer->setIdle(false);
     Pistache::Http::Handler::getParser(peer)->reset();
     return false;
@@ -171,7 +184,7 @@ void deliver(Pistache::Tcp::Transport& transport, WriteEntry write) {
   if (peer == peers.end()) return;
   bool resume = false;
   if ((write.flags & kIdentified) == 0) {
-    if (!take_own_write(peer->second, write)) return;
+    if (!take_own_write(transport, peer->second, write)) return;
   } else {
     size_t id = 0;
     std::memcpy(&id, (write.buffer.*member_of(BufferBytesTag{})).data().data(), sizeof id);
@@ -273,6 +286,26 @@ void end_now(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
   ::shutdown(fd, SHUT_RDWR);
 }
 
+// On a transport's own thread, as a closing answer with kEndAfter is written on descriptor `fd`:
+// whether its client sent more behind the request (client_sends_more).
+bool sends_more(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return false;
+  const Expected* e = expected_of(fd, peer->second->getID());
+  return e != nullptr && e->sends_more;
+}
+
+// On a transport's own thread, once a write on descriptor `fd` that waited for the socket
+// (kWaited) is all written: the connection's idle clock (Pistache's parser's) restarts, so that a
+// client that read a large answer slowly has the whole idle timeout for its next request, counted
+// from the answer's end.
+void written_after_wait(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer != peers.end()) Pistache::Http::Handler::getParser(peer->second)->reset();
+}
+
 // On a connection's HTTP thread: whether its end was queued (end_connection) and written.
 bool ending(const Pistache::Tcp::Peer& peer) {
   const Expected* e = expected_of(peer.fd(), peer.getID());
@@ -324,6 +357,8 @@ bool answer_pending(const Pistache::Tcp::Peer& peer) {
 }
 
 void wait_for_answer(const Pistache::Tcp::Peer& peer) { entry_of(peer).input_waits = true; }
+
+void client_sends_more(const Pistache::Tcp::Peer& peer) { entry_of(peer).sends_more = true; }
 
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
                  bool shut_after, bool answer, bool end_after) {
@@ -387,14 +422,19 @@ void Transport::asyncWriteImpl(Fd fd) {
       if (entry.buffer.isFile()) ::close(entry.buffer.fd());
       if ((entry.flags & gw::http::kShutAfter) != 0) ::shutdown(fd, SHUT_WR);
       if ((entry.flags & gw::http::kEndAfter) != 0) {
-        // Shut for reading too, unless the client sent something not read yet (closed with
-        // bytes unread, the connection would be reset, which could take the answer with it):
-        // the next read finds the end and the connection ends there (handleIncoming), instead
-        // of waiting for a client that keeps its side open until Pistache's 300 s idle limit.
+        // Shut for reading too, unless the client sent something not read yet or dropped
+        // (closed with bytes unread, the connection would be reset, which could take the answer
+        // with it): the next read finds the end and the connection ends there (handleIncoming),
+        // instead of waiting for a client that keeps its side open until Pistache's 300 s idle
+        // limit. One that sent more is waited for by the handler (client_sends_more).
         int unread = 0;
-        if (::ioctl(fd, FIONREAD, &unread) == 0 && unread == 0) ::shutdown(fd, SHUT_RD);
+        if (!gw::http::sends_more(*this, fd) && ::ioctl(fd, FIONREAD, &unread) == 0 &&
+            unread == 0) {
+          ::shutdown(fd, SHUT_RD);
+        }
       }
       if ((entry.flags & gw::http::kEndNow) != 0) gw::http::end_now(*this, fd);
+      if ((entry.flags & gw::http::kWaited) != 0) gw::http::written_after_wait(*this, fd);
       Async::Deferred<ssize_t> done = std::move(entry.deferred);
       queue.pop_front();
       // Drained: the connection is watched for reading only already. This call comes either from
@@ -410,6 +450,7 @@ void Transport::asyncWriteImpl(Fd fd) {
     const int error = errno;
     if (error == EAGAIN || error == EWOULDBLOCK) {
       entry.buffer.*member_of(BufferOffsetTag{}) = static_cast<off_t>(written);
+      entry.flags |= gw::http::kWaited;
       // A connection whose client has ended its side is readable for good (the end of the
       // stream), and Pistache takes an event that is both readable and writable as a read: it is
       // watched for writing only, or the rest of the answer would never be written.
@@ -485,12 +526,7 @@ void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n == 0) {
-      bool writing = false;
-      {
-        std::lock_guard<std::mutex> guard(toWriteLock);
-        const auto queued = toWrite.find(fd);
-        writing = queued != toWrite.end() && !queued->second.empty();
-      }
+      const bool writing = gw::http::writing(*this, fd);
       if (gw::http::stay_for_answers(*peer, writing)) {
         // The end of the stream stays readable, and Pistache takes an event that is both
         // readable and writable as a read: a connection with an answer waiting for the socket

@@ -58,6 +58,13 @@ void expect_answer(const Pistache::Tcp::Peer& peer);
 // that come meanwhile are held (wait_for_answer), not read.
 bool answer_pending(const Pistache::Tcp::Peer& peer);
 
+// On `peer`'s HTTP thread: its client sent something behind a request whose answer closes the
+// connection (dropped unread, or left behind the request in its read). Once that answer is
+// written, the connection does not end at once, even if nothing is left unread then: what the
+// client sends next would reset it, which can take the answer with it (RFC 9112 9.6). Its end is
+// waited for instead (the handler's lingering close).
+void client_sends_more(const Pistache::Tcp::Peer& peer);
+
 // On `peer`'s HTTP thread: once the pending answer is taken (queued to be written, after
 // everything before it), the thread's handler is given the connection again as a read of no
 // bytes (Tcp::Handler::onInput with length 0), so that it goes on with what it held.

@@ -1294,6 +1294,129 @@ TEST_CASE("a client still sending behind a pipelined request's answer is not res
   ::close(fd);
 }
 
+// Bytes that came in reads of their own behind a request whose answer closes (`Connection:
+// close`, HTTP/1.0 without keep-alive) were dropped, and once that answer was written nothing was
+// left unread, so gatewayd ended the connection at once: the client's next send met a closed
+// socket and was reset (helper 49, 10 of 10). The client's end is now waited for, as after a
+// pipelined request.
+TEST_CASE("a client still sending behind a request that asked for the close is not reset") {
+  Server server({"--lingering-timeout-ms", "500"});
+  Api api(server, kTeamA);
+  const size_t sockets_before = sockets_at_rest(server, api);
+  const std::string close_asked =
+      raw_post(server, kTeamA, "/v1/gateway_security_profile", custom_waf_body(kTeamA, "closing"),
+               "Connection: close\r\n");
+  std::string http10 =
+      raw_post(server, kTeamA, "/v1/gateway_security_profile", custom_waf_body(kTeamA, "http10"));
+  http10.replace(http10.find("HTTP/1.1"), 8, "HTTP/1.0");
+  int round = 0;
+  for (const std::string& request : {close_asked, http10}) {
+    CAPTURE(round);
+    // The answer is held (its WAF check waits) while a request comes in a send of its own.
+    const pid_t zygote = stop_zygote(server);
+    const int fd = connect_with_timeout(server);
+    send_until_read(server, fd, request);
+    const std::string more = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_until_read(server, fd, more);
+    REQUIRE(::kill(zygote, SIGCONT) == 0);
+    const std::string got = read_to_end(fd);
+    CAPTURE(got.substr(0, 200));
+    CHECK((got.starts_with("HTTP/1.1 201 ") || got.starts_with("HTTP/1.0 201 ")));
+    CHECK(got.find("Connection: close") != std::string::npos);
+    CHECK(got.find(" 200 ") == std::string::npos);  // the GET behind it is not answered
+    // The client goes on sending for a while, then waits for the end of the stream.
+    for (int i = 0; i < 8; ++i) {
+      const ssize_t n = ::send(fd, more.data(), more.size(), MSG_NOSIGNAL);
+      const int error = n < 0 ? errno : 0;
+      CAPTURE(i);
+      CAPTURE(error);
+      CHECK(n == static_cast<ssize_t>(more.size()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    char byte = 0;
+    const ssize_t n = ::recv(fd, &byte, 1, 0);
+    const int error = n < 0 ? errno : 0;
+    CAPTURE(error);
+    CHECK(n == 0);  // the end of the stream, not a reset
+    // Quiet for the lingering timeout, the connection goes.
+    CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
+    ::close(fd);
+    ++round;
+  }
+  CHECK(total(api, kProfile) == 2);  // the two creates, and nothing behind them
+}
+
+// Pistache's idle clock of a connection ran from the request, not from the end of its answer:
+// a client reading a large answer slowly was sent a 408 right behind it once the idle timeout had
+// passed, and its next request was refused (helper 49: a 4 MB list page read at 64 KB per 50 ms).
+// The clock now waits while an answer is being written, and restarts once it is.
+TEST_CASE("a client reading a large answer slowly gets no 408 behind it") {
+  Server server({"--idle-timeout-ms", "3000"});
+  Api api(server, kTeamA);
+  // Ten profiles of about 60 KB each: a list page of about 600 KB.
+  std::string rules;
+  while (rules.size() < 60000) rules += "# " + std::string(200, 'c') + "\\n";
+  rules += "SecRule ARGS \\\"@contains a\\\" \\\"id:1,phase:2,pass\\\"";
+  for (int i = 0; i < 10; ++i) {
+    const std::string body = testing::json_with(
+        testing::json_with(profile_body(kTeamA, "slow" + std::to_string(i) + ".example.com"),
+                           "waf_template", R"("custom")"),
+        "waf_custom_directives", "\"" + rules + "\"");
+    Response created = api.post("/v1/gateway_security_profile", body);
+    INFO(created.body);
+    REQUIRE(created.status == 201);
+  }
+  // A client with small segments and a small receive buffer, so that the answer waits for it.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  const int small_segment = 536;
+  const int small_buffer = 4096;
+  REQUIRE(::setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &small_segment, sizeof small_segment) == 0);
+  REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small_buffer, sizeof small_buffer) == 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const std::string list =
+      "GET /v1/gateway_security_profile?per_page=100 HTTP/1.1\r\nHost: x\r\n"
+      "Authorization: Bearer " +
+      server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\n\r\n";
+  REQUIRE(::send(fd, list.data(), list.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(list.size()));
+  // Read at about 100 KB/s: the answer takes over 5 s, past the idle timeout.
+  const auto asked = std::chrono::steady_clock::now();
+  std::string got;
+  char buf[2048];
+  for (;;) {
+    const size_t head_end = got.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      const size_t at = got.find("Content-Length: ");
+      REQUIRE(at != std::string::npos);
+      if (got.size() >= head_end + 4 + std::stoul(got.substr(at + 16))) break;
+    }
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto took = std::chrono::steady_clock::now() - asked;
+  CAPTURE(got.size());
+  CHECK(got.starts_with("HTTP/1.1 200 "));
+  CHECK(got.find("Connection: keep-alive") != std::string::npos);
+  CHECK(took > std::chrono::milliseconds(3500));  // the case this test is about
+  // The next request on the connection is answered, and nothing came before its answer.
+  const std::string health = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  REQUIRE(::send(fd, health.data(), health.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(health.size()));
+  const std::string next = read_response(fd);
+  CAPTURE(next.substr(0, 200));
+  CHECK(next.starts_with("HTTP/1.1 200 "));
+  CHECK(next.find("Connection: keep-alive") != std::string::npos);
+  ::close(fd);
+}
+
 // Behind an answer still to come, every CR and LF went uncounted in the request's worth held, so
 // empty lines piled up without bound for as long as the answer took (review). One is uncounted
 // now; past a request's worth of them the connection ends after the answer, as for any bytes.
