@@ -21,6 +21,25 @@ std::string to_hex(std::string_view bytes) {
   return out;
 }
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::optional<std::string> from_hex(std::string_view hex) {
+  if (hex.size() % 2 != 0) return std::nullopt;
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int high = hex_digit(hex[2 * i]);
+    const int low = hex_digit(hex[2 * i + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out[i] = static_cast<char>((high << 4) | low);
+  }
+  return out;
+}
+
 // OpenSSL 3's one-shot SHA256() looks the algorithm up in its provider store (under a lock) and
 // allocates a context on every call; every authenticated request hashes its token. So the
 // algorithm is fetched once and each thread reuses one context.

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/expose.h"
+#include "core/hex.h"
 #include "core/text.h"
 #include "http/head_check.h"
 #include "http/linger.h"
@@ -52,13 +53,6 @@ struct Server::State {
 };
 
 namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 enum class Part { kPath, kQuery };
 
@@ -82,9 +76,9 @@ std::string percent_decode(std::string_view in, Part part) {
   std::string out;
   out.reserve(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
-    const int escaped = (in[i] == '%' && i + 2 < in.size() && hex_value(in[i + 1]) >= 0 &&
-                         hex_value(in[i + 2]) >= 0)
-                            ? hex_value(in[i + 1]) * 16 + hex_value(in[i + 2])
+    const int escaped = (in[i] == '%' && i + 2 < in.size() && hex_digit(in[i + 1]) >= 0 &&
+                         hex_digit(in[i + 2]) >= 0)
+                            ? hex_digit(in[i + 1]) * 16 + hex_digit(in[i + 2])
                             : -1;
     if (part == Part::kQuery && in[i] == '+') {
       out.push_back(' ');

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
 
@@ -75,23 +76,11 @@ const char* name_problem(std::string_view name) {
   return charset ? nullptr : "must be 1-64 characters of A-Z a-z 0-9 _ . -";
 }
 
-// A SHA-256 digest in hex, either case (`sha256sum` writes lower case, other tools upper).
-bool is_hex_digest(std::string_view s) {
-  if (s.size() != 64) return false;
-  for (char c : s) {
-    const char l = ascii_lower(c);
-    if (!((l >= '0' && l <= '9') || (l >= 'a' && l <= 'f'))) return false;
-  }
-  return true;
-}
-
-std::string from_hex(std::string_view hex) {
-  std::string out(hex.size() / 2, '\0');
-  auto nibble = [](char c) { return c <= '9' ? c - '0' : ascii_lower(c) - 'a' + 10; };
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<char>((nibble(hex[2 * i]) << 4) | nibble(hex[2 * i + 1]));
-  }
-  return out;
+// The raw SHA-256 digest a line's first field spells in hex, either case (`sha256sum` writes
+// lower case, other tools upper); nullopt if it is not one.
+std::optional<std::string> digest_of(std::string_view field) {
+  if (field.size() != 64) return std::nullopt;
+  return from_hex(field);
 }
 
 }  // namespace
@@ -119,7 +108,7 @@ void TokenStore::read_lines(std::istream& in, Map* map) const {
     std::string why;
     if (!(fields >> digest >> tenant >> name) || (fields >> extra)) {
       why = "expected three fields: <sha256 hex> <tenant> <name>";
-    } else if (!is_hex_digest(digest)) {
+    } else if (!digest_of(digest)) {
       why = "the first field is not a SHA-256 digest in hex (64 characters 0-9 a-f)";
     } else if (!valid_tenant_id(tenant)) {
       why = "the tenant is not 1-128 characters of A-Z a-z 0-9 _ . -";
@@ -128,7 +117,7 @@ void TokenStore::read_lines(std::istream& in, Map* map) const {
     }
     std::string raw;
     if (why.empty()) {
-      raw = from_hex(digest);
+      raw = *digest_of(digest);
       auto [seen, first] = lines.emplace(raw, number);
       // A digest seen before is in the map unless an earlier conflict took it out.
       if (!first && (conflicting.count(raw) != 0 || map->at(raw).info.tenant != tenant ||

@@ -45,5 +45,24 @@ TEST_CASE("constant_time_equal compares whole byte strings") {
   CHECK_FALSE(constant_time_equal("abc", "abcd"));
 }
 
+TEST_CASE("from_hex reads an even number of hex digits of either case, and nothing else") {
+  CHECK(from_hex("") == std::string());
+  CHECK(from_hex("00ff7F80") == std::string("\x00\xff\x7f\x80", 4));
+  CHECK(from_hex(to_hex(sha256("abc"))) == sha256("abc"));
+  CHECK(from_hex("ABCDEF") == from_hex("abcdef"));
+  CHECK_FALSE(from_hex("abc").has_value());  // odd
+  CHECK_FALSE(from_hex("0g").has_value());
+  CHECK_FALSE(from_hex("g0").has_value());
+  CHECK_FALSE(from_hex(" 0").has_value());
+  CHECK_FALSE(from_hex("0x12").has_value());
+  CHECK(hex_digit('9') == 9);
+  CHECK(hex_digit('a') == 10);
+  CHECK(hex_digit('F') == 15);
+  CHECK(hex_digit('G') == -1);
+  CHECK(hex_digit('/') == -1);
+  CHECK(hex_digit(':') == -1);
+  CHECK(hex_digit('\0') == -1);
+}
+
 }  // namespace
 }  // namespace gw
