@@ -72,7 +72,9 @@ class Result {
 
 // Collects field errors while validating; converts to one kValidationFailed Error.
 // At most kMaxFieldErrors are kept, so a hostile body cannot make the reply huge, and at most
-// kMaxPerField for one field, so that a long bad list does not hide every other field's problems.
+// kMaxPerField for one field, so that a long bad list does not hide every other field's problems:
+// the items of a list are one field (`geo_policy.countries[0]` and `[1]` are both
+// `geo_policy.countries`), and so is one member of every object of a list.
 // The detail says when some were left out.
 class FieldErrors {
  public:
@@ -80,7 +82,7 @@ class FieldErrors {
   static constexpr size_t kMaxPerField = 10;
   void add(std::string field, std::string message) {
     size_t same = 0;
-    for (const auto& e : list_) same += e.field == field ? 1 : 0;
+    for (const auto& e : list_) same += same_field(e.field, field) ? 1 : 0;
     if (list_.size() >= kMaxFieldErrors || same >= kMaxPerField) {
       left_out_ = true;
       return;
@@ -105,6 +107,23 @@ class FieldErrors {
   }
 
  private:
+  // Whether paths `a` and `b` name one field, their list indexes aside ("x[1].y" and "x[7].y").
+  static bool same_field(std::string_view a, std::string_view b) {
+    size_t i = 0, j = 0;
+    while (i < a.size() && j < b.size()) {
+      if (a[i] == '[' && b[j] == '[') {
+        i = a.find(']', i);
+        j = b.find(']', j);
+        if (i == std::string_view::npos || j == std::string_view::npos) return false;
+      } else if (a[i] != b[j]) {
+        return false;
+      }
+      ++i;
+      ++j;
+    }
+    return i == a.size() && j == b.size();
+  }
+
   std::vector<FieldError> list_;
   bool left_out_ = false;
 };

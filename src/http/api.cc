@@ -96,9 +96,18 @@ bool has_unpaired_low_surrogate(std::string_view json) {
 // The invalid_json detail of a body RapidJSON refused: what is wrong, and where. A number beyond
 // a double's range (1e400) is JSON by its grammar; it cannot be kept, so it is refused as well, and
 // so is one RapidJSON's check of the text refuses whatever its value (0e309: an exponent over 308
-// plus the digits of its fraction).
-std::string json_error_detail(rapidjson::ParseErrorCode code, size_t offset) {
+// plus the digits of its fraction). RapidJSON calls a control character written as is in a
+// string (which must be escaped) an invalid escape, as it calls `\x`; the detail tells them apart.
+std::string json_error_detail(rapidjson::ParseErrorCode code, size_t offset,
+                              std::string_view body) {
   const std::string at = " (at byte " + std::to_string(offset) + ")";
+  if (code == rapidjson::kParseErrorStringEscapeInvalid && offset < body.size() &&
+      static_cast<unsigned char>(body[offset]) < 0x20) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    const auto byte = static_cast<unsigned char>(body[offset]);
+    return std::string("the body is not valid UTF-8 JSON: a control character (U+00") +
+           kDigits[byte >> 4] + kDigits[byte & 15] + ") in a string must be escaped" + at;
+  }
   if (code == rapidjson::kParseErrorNumberTooBig) {
     return "the body has a number beyond the range of a double, or with an exponent over 308 "
            "plus its fraction's digits" +
@@ -139,7 +148,8 @@ std::optional<Error> parse_json_body(const Request& request, rapidjson::Document
           : parse_exact<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(
                 doc, request.body);
   if (parsed.IsError()) {
-    return make_error(Code::kInvalidJson, json_error_detail(parsed.Code(), parsed.Offset()));
+    return make_error(Code::kInvalidJson,
+                      json_error_detail(parsed.Code(), parsed.Offset(), request.body));
   }
   if (has_unpaired_low_surrogate(request.body)) {
     return make_error(Code::kInvalidJson,

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <string>
 
+#include "core/hex.h"
 #include "core/text.h"
 
 namespace gw::http {
@@ -151,6 +152,15 @@ Result<Head> parse_head(std::string_view head) {
   if (!known_method(out.method)) return bad("the request method is not one this server knows");
   if (out.target.empty() || !all_of_class(out.target, kTarget)) {
     return bad("the request target must be visible ASCII characters");
+  }
+  // A `%` starts an escape of two hex digits (RFC 3986 2.1). One that did not was read as itself,
+  // so that `?workload_id=%ZZ` filtered on a value no client meant.
+  for (size_t at = out.target.find('%'); at != std::string_view::npos;
+       at = out.target.find('%', at + 1)) {
+    if (at + 2 >= out.target.size() || hex_digit(out.target[at + 1]) < 0 ||
+        hex_digit(out.target[at + 2]) < 0) {
+      return bad("a '%' in the request target must start an escape of two hex digits");
+    }
   }
   out.http11 = version == "HTTP/1.1";
   if (!out.http11 && version != "HTTP/1.0") {

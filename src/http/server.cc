@@ -71,7 +71,8 @@ std::string_view origin_path(std::string_view target) {
 
 // Percent-decoding of the path and of query parameters. In a query, '+' is a
 // space. In a path, "%2F" stays as it is: an escaped slash is part of a segment, and decoding it
-// would make "/v1/webhook/ID%2Fhistory" the history's path. Invalid escapes stay as they are.
+// would make "/v1/webhook/ID%2Fhistory" the history's path. An invalid escape stays as it is
+// (parse_head refuses a request target with one).
 std::string percent_decode(std::string_view in, Part part) {
   std::string out;
   out.reserve(in.size());

@@ -208,6 +208,45 @@ TEST_CASE("a long bad list does not hide other fields' problems, and a cut list 
   CHECK(few.error().detail == "the request body breaks one or more field rules");
 }
 
+// The cap of 10 for one field counted each item of a list as a field of its own
+// (`geo_policy.countries[0]`, `[1]` ...): 120 bad countries filled the 100 entries and hid the
+// other fields' problems (helper 52).
+TEST_CASE("the items of a list count as one field towards the cap of 10") {
+  std::string countries, ids, exclusions;
+  for (int i = 0; i < 120; ++i) countries += (i ? "," : "") + std::string(R"("xx")");
+  for (int i = 0; i < 200; ++i) ids += (i ? "," : "") + std::string("0");
+  for (int i = 0; i < 5; ++i) {
+    exclusions +=
+        (i ? "," : "") + std::string(R"({"path_prefix":"nope","remove_rule_ids":[)") + ids + "]}";
+  }
+  const std::string body =
+      R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,"force_https":true,)"
+      R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"off","waf_template":"nextjs",)"
+      R"("cors_origins":"ftp://x","geo_policy":{"mode":"allow","countries":[)" +
+      countries + R"(]},"waf_rule_exclusions":[)" + exclusions + "]}";
+  auto r = parse(Kind::kProfile, body.c_str());
+  REQUIRE_FALSE(r.ok());
+  std::map<std::string, int> by_field;
+  for (const auto& e : r.error().errors) {
+    std::string field;
+    for (size_t i = 0; i < e.field.size(); ++i) {
+      if (e.field[i] == '[') {
+        i = e.field.find(']', i);
+      } else {
+        field += e.field[i];
+      }
+    }
+    ++by_field[field];
+  }
+  CAPTURE(r.error().errors.size());
+  CHECK(by_field["geo_policy.countries"] == 10);
+  CHECK(by_field["waf_rule_exclusions.remove_rule_ids"] == 10);
+  CHECK(by_field["waf_rule_exclusions.path_prefix"] == 5);
+  CHECK(by_field["cors_origins"] == 1);
+  CHECK(r.error().errors.size() == 26);
+  CHECK(r.error().detail.ends_with("at most 10 for a field and 100 in all)"));
+}
+
 TEST_CASE("an integer field says its range for whole numbers beyond 64 bits") {
   const std::string head =
       R"({"team_id":"team_a","hostname":"a.example.com","enabled":true,"force_https":true,)"
