@@ -315,11 +315,12 @@ class Handler final : public P::Http::Handler {
     }
   }
 
-  // A request served with more behind it in its read (pipelined): its answer says `Connection:
-  // close`, and nothing more is read (serve). Its client may still be sending the rest, so the
-  // connection does not end as that answer is written: what came next would reset it, which can
-  // take the answer with it (RFC 9112 9.6). As when too much came behind an answer, its client's
-  // end is waited for once the answer is taken (end_after_answer).
+  // A request whose answer closes the connection, with more from its client behind it: in its
+  // read (pipelined, which closes it) or in reads of its own since (dropped). Nothing more is
+  // read. The client may still be sending, so the connection does not end as that answer is
+  // written: what came next would reset it, which can take the answer with it (RFC 9112 9.6). As
+  // when too much came behind an answer, its client's end is waited for once the answer is taken
+  // (end_after_answer).
   void read_no_more(const std::shared_ptr<P::Tcp::Peer>& peer) {
     sweep_ended(held_, &sweep_at_);
     held_.insert_or_assign(peer.get(),

@@ -1252,6 +1252,27 @@ TEST_CASE("a connection sent too much behind an answer ends once that answer is 
   CHECK(ended == 5);
 }
 
+// After a closing answer: the client sends `piece` `sends` times, 20 ms apart, and every send is
+// taken; then it reads the end of the stream, not a reset; then, as it stays quiet, gatewayd's
+// socket goes (--lingering-timeout-ms) and the count is back to `sockets_before`.
+void check_not_reset(const Server& server, int fd, const std::string& piece, int sends,
+                     size_t sockets_before) {
+  for (int i = 0; i < sends; ++i) {
+    const ssize_t n = ::send(fd, piece.data(), piece.size(), MSG_NOSIGNAL);
+    const int error = n < 0 ? errno : 0;
+    CAPTURE(i);
+    CAPTURE(error);
+    CHECK(n == static_cast<ssize_t>(piece.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  char byte = 0;
+  const ssize_t n = ::recv(fd, &byte, 1, 0);
+  const int error = n < 0 ? errno : 0;
+  CAPTURE(error);
+  CHECK(n == 0);  // the end of the stream, not a reset
+  CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
+}
+
 // The answer to a request with more behind it in the same read says `Connection: close`; once it
 // was written, gatewayd shut the connection for reading too if nothing more had come by then, and
 // ended it at its next read. A client still sending the rest of its pipeline was reset: what it
@@ -1272,25 +1293,9 @@ TEST_CASE("a client still sending behind a pipelined request's answer is not res
   CAPTURE(got);
   CHECK(got.starts_with("HTTP/1.1 200 "));
   CHECK(got.find("Connection: close") != std::string::npos);
-  // The rest of the pipeline, 1 MB in 16 sends 20 ms apart, all of them taken.
-  const std::string line = "X-Pad: " + std::string(65000, 'p') + "\r\n";
-  for (int i = 0; i < 16; ++i) {
-    const ssize_t n = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
-    const int error = n < 0 ? errno : 0;
-    CAPTURE(i);
-    CAPTURE(error);
-    CHECK(n == static_cast<ssize_t>(line.size()));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  char byte = 0;
-  errno = 0;
-  const ssize_t n = ::recv(fd, &byte, 1, 0);
-  const int error = n < 0 ? errno : 0;
-  CAPTURE(error);
-  CHECK(n == 0);  // the end of the stream, not a reset
-  // The client keeps its side open and sends nothing more: gatewayd's descriptor goes once it has
-  // been quiet for the lingering timeout.
-  CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
+  // The rest of the pipeline, 1 MB in 16 sends; then the client keeps its side open and sends
+  // nothing more.
+  check_not_reset(server, fd, "X-Pad: " + std::string(65000, 'p') + "\r\n", 16, sockets_before);
   ::close(fd);
 }
 
@@ -1325,21 +1330,7 @@ TEST_CASE("a client still sending behind a request that asked for the close is n
     CHECK(got.find("Connection: close") != std::string::npos);
     CHECK(got.find(" 200 ") == std::string::npos);  // the GET behind it is not answered
     // The client goes on sending for a while, then waits for the end of the stream.
-    for (int i = 0; i < 8; ++i) {
-      const ssize_t n = ::send(fd, more.data(), more.size(), MSG_NOSIGNAL);
-      const int error = n < 0 ? errno : 0;
-      CAPTURE(i);
-      CAPTURE(error);
-      CHECK(n == static_cast<ssize_t>(more.size()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    char byte = 0;
-    const ssize_t n = ::recv(fd, &byte, 1, 0);
-    const int error = n < 0 ? errno : 0;
-    CAPTURE(error);
-    CHECK(n == 0);  // the end of the stream, not a reset
-    // Quiet for the lingering timeout, the connection goes.
-    CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
+    check_not_reset(server, fd, more, 8, sockets_before);
     ::close(fd);
     ++round;
   }
