@@ -79,6 +79,22 @@ std::string client_text(std::string_view s, size_t max_bytes) {
   return out;
 }
 
+bool is_plain_text(std::string_view s) {
+  while (!s.empty()) {
+    const auto lead = static_cast<unsigned char>(s[0]);
+    if (lead < 0x80) {
+      if (lead < 0x20 || lead == 0x7F) return false;
+      s.remove_prefix(1);
+      continue;
+    }
+    const size_t n = utf8_sequence(s);
+    // U+0080-U+009F, the C1 controls, are 0xC2 0x80 to 0xC2 0x9F.
+    if (n == 0 || (lead == 0xC2 && static_cast<unsigned char>(s[1]) < 0xA0)) return false;
+    s.remove_prefix(n);
+  }
+  return true;
+}
+
 std::string http_date(int64_t unix_seconds) {
   static constexpr char kDays[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
   static constexpr char kMonths[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",

@@ -23,6 +23,8 @@ std::string_view trim_blanks(std::string_view s);
 // (overlong forms, surrogates and code points above U+10FFFF included) becomes U+FFFD, and the
 // result is cut to at most `max_bytes` bytes of whole characters, "..." marking a cut.
 std::string client_text(std::string_view s, size_t max_bytes);
+// Whether `s` is well-formed UTF-8 without control characters (U+0000-U+001F, U+007F-U+009F).
+bool is_plain_text(std::string_view s);
 // `unix_seconds` as an HTTP date (RFC 9110 5.6.7, IMF-fixdate): "Sun, 06 Nov 1994 08:49:37 GMT".
 std::string http_date(int64_t unix_seconds);
 

@@ -311,6 +311,14 @@ struct Api::Context {
           return false;
         }
       }
+      // Decoded, a value could hold any byte (`%00`, `%FF`); no field holds such a value, so a
+      // filter on one matched nothing and said nothing.
+      if (!is_plain_text(query[i].second)) {
+        fail(make_error(Code::kInvalidQuery, "query parameter \"" + name +
+                                                 "\" must be UTF-8 text without control "
+                                                 "characters"));
+        return false;
+      }
     }
     return true;
   }

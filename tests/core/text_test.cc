@@ -52,6 +52,25 @@ TEST_CASE("client_text replaces what is not UTF-8 and cuts at whole characters")
 }
 
 }  // namespace
+TEST_CASE("is_plain_text takes well-formed UTF-8 without control characters") {
+  CHECK(is_plain_text(""));
+  CHECK(is_plain_text("team_a wl-1 ~"));
+  CHECK(is_plain_text("\xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80"));
+  CHECK(is_plain_text("\xC2\xA0"));  // U+00A0, the first after the C1 controls
+  CHECK_FALSE(is_plain_text(std::string("a\0b", 3)));
+  CHECK_FALSE(is_plain_text("a\tb"));
+  CHECK_FALSE(is_plain_text("\x1F"));
+  CHECK_FALSE(is_plain_text("\x7F"));
+  CHECK_FALSE(is_plain_text("\xC2\x80"));  // U+0080
+  CHECK_FALSE(is_plain_text("\xC2\x85"));  // U+0085 (NEL)
+  CHECK_FALSE(is_plain_text("\xC2\x9F"));  // U+009F
+  CHECK_FALSE(is_plain_text("a\xFF"));
+  CHECK_FALSE(is_plain_text("\xC3"));              // cut short
+  CHECK_FALSE(is_plain_text("\xED\xB0\x80"));      // an encoded surrogate
+  CHECK_FALSE(is_plain_text("\xC0\xAF"));          // overlong '/'
+  CHECK_FALSE(is_plain_text("\xF4\x90\x80\x80"));  // above U+10FFFF
+}
+
 TEST_CASE("http_date writes the IMF-fixdate of RFC 9110") {
   CHECK(http_date(0) == "Thu, 01 Jan 1970 00:00:00 GMT");
   CHECK(http_date(784111777) == "Sun, 06 Nov 1994 08:49:37 GMT");  // RFC 9110's own example

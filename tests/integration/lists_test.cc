@@ -131,6 +131,18 @@ TEST_CASE("bad page, per_page and unknown query parameters are 400 invalid_query
     check_problem(r, 400, "invalid_query");
     CHECK(r.body.find(named) != std::string::npos);
   }
+  // A value that decodes to a control character or to bytes that are not UTF-8 (helper 52: they
+  // were filters that matched nothing); one that decodes to other UTF-8 text is a filter.
+  for (const std::string q : {"?workload_id=%00", "?workload_id=%FF", "?workload_id=a%0Ab",
+                              "?workload_id=%C2%85", "?status=%7F", "?page=1%00"}) {
+    CAPTURE(q);
+    Response r = api.get("/v1/webhook" + q);
+    check_problem(r, 400, "invalid_query");
+  }
+  Response bad_text = api.get("/v1/webhook?workload_id=%FF");
+  CHECK(str(json(bad_text), "detail") ==
+        R"(query parameter "workload_id" must be UTF-8 text without control characters)");
+  CHECK(api.get("/v1/webhook?workload_id=%C3%A9t%C3%A9").status == 200);
   // Empty segments (a leading, doubled or trailing `&`) name no parameter.
   for (const std::string q : {"?&per_page=1", "?page=1&&per_page=1", "?per_page=1&", "?&"}) {
     CAPTURE(q);
