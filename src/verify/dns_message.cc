@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kHeaderBytes = 12;
 constexpr int kTypeCname = 5;
+constexpr int kClassIn = 1;
 
 int u16(const unsigned char* p) { return (p[0] << 8) | p[1]; }
 
@@ -51,11 +52,13 @@ CnameInMessage cname_in_message(const unsigned char* message, int length, std::s
     long n = expand_name(p, message, length, &name);
     if (n < 0 || end - p < n + 10) return CnameInMessage::kMalformed;
     p += n;
-    int type = u16(p);
-    int rdlength = u16(p + 8);
+    const int type = u16(p);
+    const int record_class = u16(p + 2);
+    const int rdlength = u16(p + 8);
     p += 10;  // type, class, ttl, rdlength
     if (end - p < rdlength) return CnameInMessage::kMalformed;
-    if (i < answers && type == kTypeCname) {
+    // The question asks for class IN: a CNAME of another class (CH, ANY) is no answer to it.
+    if (i < answers && type == kTypeCname && record_class == kClassIn) {
       std::string cname;
       if (expand_name(p, message, length, &cname) != rdlength) return CnameInMessage::kMalformed;
       // Of several (a name has one CNAME, RFC 2181 10.1), the first counts.

@@ -33,6 +33,7 @@ struct Answer {
   int type;            // 1 (A) or 5 (CNAME)
   std::string target;  // a CNAME's target
   std::string owner;   // empty: a compressed pointer to the question's name
+  int record_class = 1;  // IN
 };
 
 // A response to a CNAME query for `qname` with the given answers.
@@ -55,7 +56,7 @@ std::vector<unsigned char> response(const std::string& qname, const std::vector<
       put_name(&m, a.owner);
     }
     put16(&m, a.type);
-    put16(&m, 1);
+    put16(&m, a.record_class);
     put16(&m, 0);
     put16(&m, 60);
     std::vector<unsigned char> rdata;
@@ -73,6 +74,23 @@ std::vector<unsigned char> response(const std::string& qname, const std::vector<
 CnameInMessage read(const std::vector<unsigned char>& m, std::string_view owner,
                     std::string* target, size_t length = SIZE_MAX) {
   return cname_in_message(m.data(), static_cast<int>(std::min(length, m.size())), owner, target);
+}
+
+// A CNAME of class CH or ANY counted as the proof (helper 53): only class IN, which the question
+// asks for, does.
+TEST_CASE("only a CNAME of class IN counts") {
+  const std::string q = "_gateway-verify.shop.example.com";
+  std::string target;
+  for (const int record_class : {3, 4, 254, 255}) {
+    CAPTURE(record_class);
+    CHECK(read(response(q, {{5, "gv-1.verify.platform.test", "", record_class}}), q, &target) ==
+          CnameInMessage::kNone);
+  }
+  // An IN one after one of another class is the one read.
+  auto m = response(
+      q, {{5, "gv-ch.verify.platform.test", "", 3}, {5, "gv-in.verify.platform.test", "", 1}});
+  REQUIRE(read(m, q, &target) == CnameInMessage::kFound);
+  CHECK(target == "gv-in.verify.platform.test");
 }
 
 TEST_CASE("the CNAME of the asked name is read, compressed owner names included") {
