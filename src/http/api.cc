@@ -11,6 +11,7 @@
 #include "commands/fields.h"
 #include "core/clock.h"
 #include "core/flags.h"
+#include "core/hex.h"
 #include "core/json_numbers.h"
 #include "core/text.h"
 #include "http/openapi.h"
@@ -103,10 +104,8 @@ std::string json_error_detail(rapidjson::ParseErrorCode code, size_t offset,
   const std::string at = " (at byte " + std::to_string(offset) + ")";
   if (code == rapidjson::kParseErrorStringEscapeInvalid && offset < body.size() &&
       static_cast<unsigned char>(body[offset]) < 0x20) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    const auto byte = static_cast<unsigned char>(body[offset]);
-    return std::string("the body is not valid UTF-8 JSON: a control character (U+00") +
-           kDigits[byte >> 4] + kDigits[byte & 15] + ") in a string must be escaped" + at;
+    return "the body is not valid UTF-8 JSON: a control character (U+00" +
+           to_hex(body.substr(offset, 1)) + ") in a string must be escaped" + at;
   }
   if (code == rapidjson::kParseErrorNumberTooBig) {
     return "the body has a number beyond the range of a double, or with an exponent over 308 "

@@ -77,10 +77,9 @@ std::string percent_decode(std::string_view in, Part part) {
   std::string out;
   out.reserve(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
-    const int escaped = (in[i] == '%' && i + 2 < in.size() && hex_digit(in[i + 1]) >= 0 &&
-                         hex_digit(in[i + 2]) >= 0)
-                            ? hex_digit(in[i + 1]) * 16 + hex_digit(in[i + 2])
-                            : -1;
+    const int high = in[i] == '%' && i + 2 < in.size() ? hex_digit(in[i + 1]) : -1;
+    const int low = high >= 0 ? hex_digit(in[i + 2]) : -1;
+    const int escaped = low >= 0 ? high * 16 + low : -1;
     if (part == Part::kQuery && in[i] == '+') {
       out.push_back(' ');
     } else if (escaped >= 0 && (part == Part::kQuery || escaped != '/')) {

@@ -106,26 +106,25 @@ void TokenStore::read_lines(std::istream& in, Map* map) const {
     std::istringstream fields(line);
     std::string digest, tenant, name, extra;
     std::string why;
+    std::optional<std::string> raw;
     if (!(fields >> digest >> tenant >> name) || (fields >> extra)) {
       why = "expected three fields: <sha256 hex> <tenant> <name>";
-    } else if (!digest_of(digest)) {
+    } else if (!(raw = digest_of(digest))) {
       why = "the first field is not a SHA-256 digest in hex (64 characters 0-9 a-f)";
     } else if (!valid_tenant_id(tenant)) {
       why = "the tenant is not 1-128 characters of A-Z a-z 0-9 _ . -";
     } else if (const char* bad = name_problem(name)) {
       why = std::string("the name ") + bad;
     }
-    std::string raw;
     if (why.empty()) {
-      raw = *digest_of(digest);
-      auto [seen, first] = lines.emplace(raw, number);
+      auto [seen, first] = lines.emplace(*raw, number);
       // A digest seen before is in the map unless an earlier conflict took it out.
-      if (!first && (conflicting.count(raw) != 0 || map->at(raw).info.tenant != tenant ||
-                     map->at(raw).info.name != name)) {
+      if (!first && (conflicting.count(*raw) != 0 || map->at(*raw).info.tenant != tenant ||
+                     map->at(*raw).info.name != name)) {
         why = "the same token as line " + std::to_string(seen->second) +
               " with another tenant or name; neither line is accepted";
-        conflicting.insert(raw);
-        map->erase(raw);
+        conflicting.insert(*raw);
+        map->erase(*raw);
       }
     }
     if (!why.empty()) {
@@ -133,7 +132,7 @@ void TokenStore::read_lines(std::istream& in, Map* map) const {
                    why.c_str());
       continue;
     }
-    (*map)[raw] = Entry{raw, TokenInfo{tenant, name}};
+    (*map)[*raw] = Entry{*raw, TokenInfo{tenant, name}};
   }
 }
 

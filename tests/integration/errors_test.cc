@@ -247,6 +247,13 @@ int connect_with_timeout(const Server& server) {
   return fd;
 }
 
+// The bytes of a GET of team A's first page of 100 profiles, with its token.
+std::string profile_page_request(const Server& server) {
+  return "GET /v1/gateway_security_profile?per_page=100 HTTP/1.1\r\nHost: x\r\n"
+         "Authorization: Bearer " +
+         server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\n\r\n";
+}
+
 // exchange_on() on a new connection, closed afterwards.
 std::string raw_exchange(const Server& server, const std::string& request) {
   const int fd = connect_with_timeout(server);
@@ -346,10 +353,7 @@ TEST_CASE("a half-closed client gets the whole of an answer larger than the sock
   REQUIRE(fd >= 0);
   timeval timeout{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  const std::string request =
-      "GET /v1/gateway_security_profile?per_page=100 HTTP/1.1\r\nHost: "
-      "x\r\nAuthorization: Bearer " +
-      server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\n\r\n";
+  const std::string request = profile_page_request(server);
   REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(request.size()));
   REQUIRE(::shutdown(fd, SHUT_WR) == 0);
@@ -1373,10 +1377,7 @@ TEST_CASE("a client reading a large answer slowly gets no 408 behind it") {
   REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
   timeval timeout{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  const std::string list =
-      "GET /v1/gateway_security_profile?per_page=100 HTTP/1.1\r\nHost: x\r\n"
-      "Authorization: Bearer " +
-      server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\n\r\n";
+  const std::string list = profile_page_request(server);
   REQUIRE(::send(fd, list.data(), list.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(list.size()));
   // The client reads nothing until the idle timeout has passed (checked once a second), so the
   // answer waits for the socket meanwhile: the kernel's buffers hold little of it (small segments,
