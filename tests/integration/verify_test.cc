@@ -234,19 +234,35 @@ std::string outcomes(std::string_view outcome) {
   return R"(gatewayd_verifier_outcomes_total{outcome=")" + std::string(outcome) + R"("})";
 }
 
+// /metrics once `holds` is true of it, or after 10 s.
+std::string metrics_when(const Server& server,
+                         const std::function<bool(const std::string&)>& holds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    std::string text = metrics(server);
+    if (holds(text) || std::chrono::steady_clock::now() > deadline) return text;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 // The verifier counts an outcome once its write is durable, which may be a moment after the event
 // can be read. /metrics once each `series` is at least its value, or after 10 s.
 std::string metrics_once(const Server& server,
                          const std::vector<std::pair<std::string, double>>& at_least) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (;;) {
-    std::string text = metrics(server);
-    const bool all = std::all_of(at_least.begin(), at_least.end(), [&](const auto& want) {
+  return metrics_when(server, [&](const std::string& text) {
+    return std::all_of(at_least.begin(), at_least.end(), [&](const auto& want) {
       return sample(text, want.first).value_or(-1) >= want.second;
     });
-    if (all || std::chrono::steady_clock::now() > deadline) return text;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  });
+}
+
+// /metrics once the lookups waiting for a resolver slot are exactly `n`, or after 10 s. The count
+// passes through other values on its way: the verifier can queue several lookups before the
+// resolver's thread starts them.
+std::string metrics_waiting(const Server& server, double n) {
+  return metrics_when(server, [&](const std::string& text) {
+    return sample(text, "gatewayd_verifier_lookups_waiting") == n;
+  });
 }
 
 // Verifies `d` (whose record resolves to nothing) and waits for its outcome: after it, every
@@ -582,8 +598,7 @@ TEST_CASE("verify: lookups waiting for a slot take turns by team") {
   // Every lookup is with the resolver before DNS goes on: 100 held, 201 waiting. A verifier
   // behind the requests (a loaded machine) had team_a's lookup queued only after more of team_b's
   // had started, and 201 of their outcomes came first.
-  const std::string waiting =
-      metrics_once(*env.server, {{"gatewayd_verifier_lookups_waiting", kFlood - 100 + 1}});
+  const std::string waiting = metrics_waiting(*env.server, kFlood - 100 + 1);
   REQUIRE(sample(waiting, "gatewayd_verifier_lookups_waiting") == kFlood - 100 + 1);
   env.dns.resume();
   Events events = wait_outcomes(a, mine.id);
@@ -600,10 +615,13 @@ TEST_CASE("verify: lookups waiting for a slot take turns by team") {
       "team_b's outcomes");
   size_t before = 0;
   for (const Event& e : theirs) before += is_outcome(e.type) && e.seq < out[0].seq ? 1 : 0;
-  // In turns, team_a's lookup takes the first or second slot to free: about 100 of team_b's
-  // outcomes come before it. In arrival order it came after all 300.
+  // In turns, team_a's lookup takes the first or second slot to free: it starts once at least one
+  // of team_b's held lookups is answered, and about 100 of their outcomes come before its own. How
+  // many exactly depends on how the resolver's thread reads the held answers: when it starts
+  // lookups slowly, team_a's answer is read with the last of them (about 50 came first when each
+  // start took 2 ms). In arrival order it came after all 300.
   INFO("team_b outcomes before team_a's: ", before);
-  CHECK(before >= 100);
+  CHECK(before >= 1);
   CHECK(before <= 150);
 }
 
@@ -682,7 +700,7 @@ TEST_CASE("verify: lookups in flight together ask from ports of their own") {
   env.dns.restart(records);
   env.dns.pause();
   for (const Domain& d : domains) request_verify(api, d);
-  const std::string held = metrics_once(*env.server, {{"gatewayd_verifier_lookups_waiting", 1}});
+  const std::string held = metrics_waiting(*env.server, 1);
   REQUIRE(sample(held, "gatewayd_verifier_lookups_waiting") == 1);
   env.dns.resume();
   for (const Domain& d : domains) wait_outcomes(api, d.id);
