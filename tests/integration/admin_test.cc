@@ -3,6 +3,7 @@
 // schema-1 log served with scope subtree.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -677,7 +678,16 @@ TEST_CASE("a command stopped by SIGTERM or SIGINT leaves no scratch directory or
       if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     REQUIRE(started);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // Writing once output is in the pipe, with the store open: a fixed 300 ms could end a slow
+    // command still opening it, and a file made after the cleanup would stay. (It then blocks
+    // once the pipe is full, at 55998 bytes here: the writes do not fill whole pages.)
+    int queued = 0;
+    for (int i = 0; i < 400 && queued < 32768; ++i) {
+      if (::ioctl(held, FIONREAD, &queued) != 0) queued = 0;
+      if (queued < 32768) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    CAPTURE(queued);
+    REQUIRE(queued >= 32768);
     REQUIRE(::kill(child.pid(), sig) == 0);
     auto status = child.wait(std::chrono::seconds(10));
     INFO(child.output());
@@ -708,9 +718,11 @@ TEST_CASE("backup under write load holds every record acknowledged before it beg
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Some writes acknowledged first (waited for: a fixed 500 ms assumed the machine's speed).
   std::vector<std::pair<std::string, std::string>> before;
-  {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (before.size() <= 10 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::lock_guard<std::mutex> lock(mu);
     before = acknowledged;
   }
