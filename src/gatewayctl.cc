@@ -84,7 +84,9 @@ std::optional<int> parse(gw::Flags& flags, int argc, char** argv, int first,
   }
   for (const auto& name : required) {
     if (flags.get(name).empty()) {
-      std::cerr << "gatewayctl: --" << name << " is required\n";
+      // Given empty (`--out ""`, or its variable set to nothing) is not the same as left out.
+      std::cerr << "gatewayctl: " << flags.named(name)
+                << (flags.given(name) ? " must not be empty\n" : " is required\n");
       return usage();
     }
   }
@@ -125,6 +127,25 @@ int events(int argc, char** argv) {
   return 0;
 }
 
+// `path` with its symlinks followed to the file they end at, whether or not that file exists yet
+// (at most 40 of them, as the kernel follows), its directories made canonical.
+std::optional<std::string> follow_links(std::filesystem::path path, std::error_code& ec) {
+  namespace fs = std::filesystem;
+  for (int links = 0; links <= 40; ++links) {
+    std::error_code absent;  // a path that does not exist is where the links end, not an error
+    if (!fs::is_symlink(fs::symlink_status(path, absent))) {
+      fs::path end = fs::weakly_canonical(path, ec);
+      if (ec) return std::nullopt;
+      return end.string();
+    }
+    fs::path target = fs::read_symlink(path, ec);
+    if (ec) return std::nullopt;
+    path = target.is_absolute() ? target : path.parent_path() / target;
+  }
+  ec = std::make_error_code(std::errc::too_many_symbolic_link_levels);
+  return std::nullopt;
+}
+
 int replay(int argc, char** argv) {
   gw::Flags flags({kDataDir,
                    {"until-seq", "", "", "the event to stop after (0 = before the first)"},
@@ -142,11 +163,16 @@ int replay(int argc, char** argv) {
   const bool direct = std::filesystem::exists(out_status) &&
                       !std::filesystem::is_regular_file(out_status) &&
                       !std::filesystem::is_directory(out_status);
-  if (!direct && std::filesystem::is_symlink(std::filesystem::symlink_status(out_path, ec)) &&
-      std::filesystem::is_regular_file(out_status)) {
-    // A symlink's file is replaced, not the link.
-    out_path = std::filesystem::canonical(out_path, ec).string();
-    if (ec) return fail("cannot write " + flags.get("out") + ": " + ec.message());
+  if (!direct && std::filesystem::is_symlink(std::filesystem::symlink_status(out_path, ec))) {
+    // A symlink's file is replaced (or made), not the link: a rename over the link replaced it
+    // with a regular file when its file did not exist yet, or was a directory.
+    auto end = follow_links(out_path, ec);
+    if (!end) return fail("cannot write " + flags.get("out") + ": " + ec.message());
+    out_path = *end;
+  }
+  // Refused before the replay is written; the rename would refuse it after.
+  if (std::filesystem::is_directory(out_status)) {
+    return fail("cannot write " + out_path + ": it is a directory");
   }
   // Otherwise written next to FILE and renamed over it, so FILE is the old one or the whole new
   // one. The name is this process's own: two replays into one FILE do not write into one file.

@@ -155,6 +155,13 @@ TEST_CASE("events prints the log as NDJSON, the same events /v1/events serves") 
   CHECK(unknown.err.starts_with("gatewayctl: unknown command evnets\nusage:\n"));
   CHECK(ctl({"token", "revoke"}).err.starts_with("gatewayctl: unknown command token revoke\n"));
   CHECK(twice.out.empty());
+  // A required flag given empty is named as such, not as left out (helper 56).
+  auto left_out = ctl({"events"});
+  CHECK(left_out.status.code == 2);
+  CHECK(left_out.err.starts_with("gatewayctl: --data-dir is required\n"));
+  auto empty = ctl({"events", "--data-dir", ""});
+  CHECK(empty.status.code == 2);
+  CHECK(empty.err.starts_with("gatewayctl: --data-dir must not be empty\n"));
   // Sequence numbers go up to 2^64 - 1, as in /v1/events?after=.
   for (std::string after : {"9223372036854775808", "18446744073709551615"}) {
     CAPTURE(after);
@@ -388,6 +395,34 @@ TEST_CASE("replay --until-seq gives the records as the API showed them at that p
   std::ostringstream replaced;
   replaced << std::ifstream(target).rdbuf();
   CHECK(replaced.str().starts_with("{\"until_seq\":1,"));
+  // A link whose file does not exist yet (a relative one, into a directory of its own, through a
+  // second link) gets that file, and the links stay; one to a directory is refused like the
+  // directory. Both links were replaced by a regular file (helper 56).
+  fs::create_directory(out_dir.file("sub"));
+  const std::string first = out_dir.file("first.json");
+  fs::create_symlink("second.json", first);
+  fs::create_symlink("sub/new.json", out_dir.file("second.json"));
+  auto dangling =
+      ctl({"replay", "--data-dir", server.data_dir(), "--until-seq", "1", "--out", first});
+  INFO(dangling.err);
+  CHECK(dangling.status.code == 0);
+  CHECK(fs::is_symlink(first));
+  CHECK(fs::is_symlink(out_dir.file("second.json")));
+  std::ostringstream created;
+  created << std::ifstream(out_dir.file("sub/new.json")).rdbuf();
+  CHECK(created.str().starts_with("{\"until_seq\":1,"));
+  CHECK(fs::status(out_dir.file("sub/new.json")).permissions() ==
+        (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK(dangling.out.find("written to " + fs::canonical(out_dir.file("sub")).string() +
+                          "/new.json") != std::string::npos);
+  const std::string to_dir = out_dir.file("dir-link");
+  fs::create_symlink(dir_out, to_dir);
+  auto via_dir_link =
+      ctl({"replay", "--data-dir", server.data_dir(), "--until-seq", "1", "--out", to_dir});
+  CHECK(via_dir_link.status.code == 1);
+  CHECK(via_dir_link.err.find("is a directory") != std::string::npos);
+  CHECK(fs::is_symlink(to_dir));
+  CHECK(fs::is_empty(dir_out));
   const std::string to_stdout = out_dir.file("stdout");
   fs::create_symlink("/proc/self/fd/1", to_stdout);
   auto piped =
