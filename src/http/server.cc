@@ -235,11 +235,20 @@ class Handler final : public P::Http::Handler {
       if (!bytes.empty()) read(bytes.data(), bytes.size(), peer);
       return;
     }
+    // While an answer waits for the socket (a client that does not read it), what comes is held
+    // within a request's worth (below) and read once it is written: served at once, each answer
+    // was queued in memory behind the one waiting, without bound. A request held in part before
+    // is read again from its start then.
+    const bool socket_full = answer_waits_for_socket(*peer);
+    if (socket_full && held != held_.end() && !held->second.wait.after_answer) {
+      held->second.wait = Wait{.after_answer = true};
+      wait_for_answer(*peer);
+    }
     if (held == held_.end()) {
       std::string_view bytes(data, len);
       bytes.remove_prefix(empty_lines(bytes));
       if (bytes.empty()) return;
-      if (answer_pending(*peer)) {
+      if (answer_pending(*peer) || socket_full) {
         // Sent before the answer to the request before it, in a read of its own: read once that
         // answer is on its way, so that answers go out in the order of their requests (RFC 9112
         // 9.3.2). Read at once, a GET was answered before a POST sent ahead of it.
@@ -645,6 +654,11 @@ class Handler final : public P::Http::Handler {
   // or from now if it was (read_no_more, Linger): the connection did not end once the answer was
   // written, or the client went on sending behind a request that asked for the close.
   void dropped(const std::shared_ptr<P::Tcp::Peer>& peer) {
+    // Whatever waits for its client's end below, the connection does not end at once as a closing
+    // answer is written: an answer taken and still waiting for the socket as this came was not
+    // pending below, and its connection ended once written, resetting the client that went on
+    // sending (helper 57).
+    client_sends_more(*peer);
     const auto found = lingering_.empty() ? lingering_.end() : lingering_.find(peer.get());
     if (found != lingering_.end() && same_connection(found->second.peer, peer)) {
       found->second.last_input->store(Linger::now(), std::memory_order_relaxed);

@@ -88,7 +88,15 @@ struct Expected {
   bool input_waits = false;  // the handler holds bytes until the answers are taken
   bool ending = false;       // to end at its next read (kEndNow)
   bool sends_more = false;   // no end at once after a closing answer (client_sends_more)
-  int64_t asked_ms = 0;      // when the last answer was expected (coarse_ms)
+  // A write waits for the socket to take more (EAGAIN: a client that reads slowly, or not at all):
+  // nothing more is read meanwhile (answer_waits_for_socket). `progress` counts the times such a
+  // write went on; a 408 of Pistache's timer is dropped while it waits, unless the one before was
+  // dropped too and it has not gone on since (`timed_out`, `progress_at_timeout`).
+  bool blocked = false;
+  bool timed_out = false;
+  uint64_t progress = 0;
+  uint64_t progress_at_timeout = 0;
+  int64_t asked_ms = 0;  // when the last answer was expected (coarse_ms)
 };
 
 thread_local std::vector<Expected> expected;
@@ -145,13 +153,31 @@ bool writing(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
 // connection is not idle: Pistache's clock of it restarts, and its mark of the connection as
 // idle, set as it made the 408, is taken back (marked, the connection would get Pistache's
 // keep-alive limit of 300 s, ended without an answer, instead of the timeout).
+//
+// A connection whose answer waits for the socket is ended instead (shut both ways, and ended at
+// its HTTP thread's next read, as end_now does) once a whole timeout has passed since the 408
+// dropped before, without a byte more taken by its client: a client that never read its answer
+// held the connection, and the answer's memory, for good (nothing else bounds that wait; no 408
+// can be written behind it).
 bool take_own_write(Pistache::Tcp::Transport& transport,
                     const std::shared_ptr<Pistache::Tcp::Peer>& peer, WriteEntry& write) {
   if (!write.buffer.isRaw()) return true;
   const Pistache::RawBuffer& bytes = write.buffer.*member_of(BufferBytesTag{});
   if (!std::string_view(bytes.data()).starts_with("HTTP/1.1 408 ")) return true;
   const Expected* e = expected_of(peer->fd(), peer->getID());
-  if ((e != nullptr && e->answers > 0) || writing(transport, peer->fd())) {
+  const bool waited_for = e != nullptr && e->answers > 0;
+  const bool waits = writing(transport, peer->fd());
+  if (waits && !waited_for) {
+    Expected& w = entry_of(*peer);
+    if (w.timed_out && w.progress == w.progress_at_timeout) {
+      w.ending = true;
+      ::shutdown(peer->fd(), SHUT_RDWR);
+      return false;
+    }
+    w.timed_out = true;
+    w.progress_at_timeout = w.progress;
+  }
+  if (waited_for || waits) {
     peer->setIdle(false);
     Pistache::Http::Handler::getParser(peer)->reset();
     return false;
@@ -299,11 +325,52 @@ bool sends_more(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
 // On a transport's own thread, once a write on descriptor `fd` that waited for the socket
 // (kWaited) is all written: the connection's idle clock (Pistache's parser's) restarts, so that a
 // client that read a large answer slowly has the whole idle timeout for its next request, counted
-// from the answer's end.
+// from the answer's end; and it went on (take_own_write).
 void written_after_wait(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
   auto& peers = transport.*member_of(PeersTag{});
   const auto peer = peers.find(fd);
-  if (peer != peers.end()) Pistache::Http::Handler::getParser(peer->second)->reset();
+  if (peer == peers.end()) return;
+  Pistache::Http::Handler::getParser(peer->second)->reset();
+  ++entry_of(*peer->second).progress;
+}
+
+// On a transport's own thread: the entry of the connection on descriptor `fd` if a write of it
+// waits for the socket (blocked); else nullptr. Only the descriptor's entry is looked at unless it
+// is marked, so this costs next to nothing on every write.
+Expected* blocked_entry(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  if (fd < 0 || static_cast<size_t>(fd) >= expected.size()) return nullptr;
+  if (!expected[static_cast<size_t>(fd)].blocked) return nullptr;
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return nullptr;
+  return expected_of(fd, peer->second->getID());
+}
+
+// On a transport's own thread, as a write on descriptor `fd` finds the socket full (EAGAIN): the
+// connection reads nothing more until it is written (answer_waits_for_socket); `went_on`, it wrote
+// some of it since it last waited.
+void write_waits(Pistache::Tcp::Transport& transport, Pistache::Fd fd, bool went_on) {
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return;
+  Expected& e = entry_of(*peer->second);
+  e.blocked = true;
+  if (went_on) ++e.progress;
+}
+
+// On a transport's own thread, once nothing is left to write on descriptor `fd` (all written, or
+// the connection broke): a connection that read nothing while a write waited for its socket goes
+// on with what its handler held (as deliver() does once an answer is taken).
+void written_all(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  Expected* e = blocked_entry(transport, fd);
+  if (e == nullptr) return;
+  e->blocked = false;
+  e->timed_out = false;
+  ++e->progress;
+  if (e->answers != 0 || !std::exchange(e->input_waits, false)) return;
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer != peers.end()) (transport.*member_of(HandlerTag{}))->onInput(nullptr, 0, peer->second);
 }
 
 // On a connection's HTTP thread: whether its end was queued (end_connection) and written.
@@ -360,6 +427,11 @@ void wait_for_answer(const Pistache::Tcp::Peer& peer) { entry_of(peer).input_wai
 
 void client_sends_more(const Pistache::Tcp::Peer& peer) { entry_of(peer).sends_more = true; }
 
+bool answer_waits_for_socket(const Pistache::Tcp::Peer& peer) {
+  const Expected* e = expected_of(peer.fd(), peer.getID());
+  return e != nullptr && e->blocked;
+}
+
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
                  bool shut_after, bool answer, bool end_after) {
   queue_flagged(peer, std::move(write),
@@ -400,6 +472,7 @@ void Transport::asyncWriteImpl(Fd fd) {
     auto it = toWrite.find(fd);
     if (it == toWrite.end() || it->second.empty()) {
       lock.unlock();
+      gw::http::written_all(*this, fd);
       gw::http::end_if_answered(*this, fd);
       return;
     }
@@ -407,6 +480,7 @@ void Transport::asyncWriteImpl(Fd fd) {
     WriteEntry& entry = queue.front();
     const size_t size = entry.buffer.size();
     size_t written = entry.buffer.offset();
+    const size_t written_before = written;
     const char* bytes =
         entry.buffer.isRaw() ? (entry.buffer.*member_of(BufferBytesTag{})).data().data() : nullptr;
     const int flags = entry.flags & ~gw::http::kOurFlags;
@@ -450,7 +524,9 @@ void Transport::asyncWriteImpl(Fd fd) {
     const int error = errno;
     if (error == EAGAIN || error == EWOULDBLOCK) {
       entry.buffer.*member_of(BufferOffsetTag{}) = static_cast<off_t>(written);
+      const bool went_on = (entry.flags & gw::http::kWaited) != 0 && written > written_before;
       entry.flags |= gw::http::kWaited;
+      gw::http::write_waits(*this, fd, went_on);
       // A connection whose client has ended its side is readable for good (the end of the
       // stream), and Pistache takes an event that is both readable and writable as a read: it is
       // watched for writing only, or the rest of the answer would never be written.
@@ -483,6 +559,7 @@ void Transport::asyncWriteImpl(Fd fd) {
       errno = error;
       d.reject(Pistache::Error::system("Could not write data"));
     }
+    gw::http::written_all(*this, fd);
     gw::http::end_if_answered(*this, fd);
     return;
   }
