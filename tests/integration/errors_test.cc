@@ -1367,8 +1367,8 @@ void create_large_profiles(Api& api) {
 }
 
 // A connection from a client with small segments and a small receive buffer, so that a large
-// answer waits for it to read.
-int slow_reader(const Server& server) {
+// answer waits for it to read; `request` sent on it.
+int slow_reader(const Server& server, const std::string& request) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(fd >= 0);
   const int small_segment = 536;
@@ -1382,6 +1382,8 @@ int slow_reader(const Server& server) {
   REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
   timeval timeout{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
   return fd;
 }
 
@@ -1389,9 +1391,7 @@ TEST_CASE("a client reading a large answer slowly gets no 408 behind it") {
   Server server({"--idle-timeout-ms", "3000"});
   Api api(server, kTeamA);
   create_large_profiles(api);
-  const int fd = slow_reader(server);
-  const std::string list = profile_page_request(server);
-  REQUIRE(::send(fd, list.data(), list.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(list.size()));
+  const int fd = slow_reader(server, profile_page_request(server));
   // The client reads nothing until the idle timeout has passed (checked once a second), so the
   // answer waits for the socket meanwhile: the kernel's buffers hold little of it (small segments,
   // and no acknowledged data for them to grow on). Then it reads it all, as much as has come.
@@ -1424,9 +1424,7 @@ TEST_CASE("a client that never reads a large answer is ended once a whole idle t
   Api api(server, kTeamA);
   create_large_profiles(api);
   const size_t sockets_before = sockets_at_rest(server, api);
-  const int fd = slow_reader(server);
-  const std::string list = profile_page_request(server);
-  REQUIRE(::send(fd, list.data(), list.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(list.size()));
+  const int fd = slow_reader(server, profile_page_request(server));
   // The first timeout is counted from the request, the second from the first (each seen within
   // a second of Pistache's timer): ended within about 8 s.
   // The api's idle connection ends too, at its own first timeout.
@@ -1450,12 +1448,12 @@ TEST_CASE("requests behind an answer that waits for the socket are read once it 
   const std::string series =
       R"(gatewayd_http_requests_total{route="list",kind="gateway_security_profile",status="200"})";
   const double before = sample(metrics(server), series).value_or(0);
-  const int fd = slow_reader(server);
   const std::string list = profile_page_request(server);
-  for (int i = 0; i < 20; ++i) {
+  const int fd = slow_reader(server, list);
+  for (int i = 1; i < 20; ++i) {  // each in a read of its own
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     REQUIRE(::send(fd, list.data(), list.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(list.size()));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   // The first request alone was served while its answer waited.
@@ -1483,10 +1481,9 @@ TEST_CASE("a client still sending behind a closing answer that waits for the soc
   Api api(server, kTeamA);
   create_large_profiles(api);
   const size_t sockets_before = sockets_at_rest(server, api);
-  const int fd = slow_reader(server);
   std::string list = profile_page_request(server);
   list.insert(list.size() - 2, "Connection: close\r\n");
-  REQUIRE(::send(fd, list.data(), list.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(list.size()));
+  const int fd = slow_reader(server, list);
   // The answer is taken and waits for the socket; more comes, and is dropped.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const std::string more = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
