@@ -238,7 +238,8 @@ class Handler final : public P::Http::Handler {
     // While an answer waits for the socket (a client that does not read it), what comes is held
     // within a request's worth (below) and read once it is written: served at once, each answer
     // was queued in memory behind the one waiting, without bound. A request held in part before
-    // is read again from its start then.
+    // is read again from its start then (a second `100 Continue` may go out for it, which RFC 9110
+    // 15.2 allows).
     const bool socket_full = answer_waits_for_socket(*peer);
     if (socket_full && held != held_.end() && !held->second.wait.after_answer) {
       held->second.wait = Wait{.after_answer = true};

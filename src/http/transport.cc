@@ -1,5 +1,6 @@
 #include "http/transport.h"
 
+#include <linux/tcp.h>  // TCP_INFO with tcpi_bytes_acked (glibc's netinet/tcp.h has no such member)
 #include <pistache/http.h>
 #include <pistache/peer.h>
 #include <pistache/stream.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <cassert>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
@@ -96,6 +98,7 @@ struct Expected {
   bool timed_out = false;
   uint64_t progress = 0;
   uint64_t progress_at_timeout = 0;
+  uint64_t acked_at_timeout = 0;  // what the client had acknowledged then (TCP_INFO)
   int64_t asked_ms = 0;  // when the last answer was expected (coarse_ms)
 };
 
@@ -168,14 +171,25 @@ bool take_own_write(Pistache::Tcp::Transport& transport,
   const bool waited_for = e != nullptr && e->answers > 0;
   const bool waits = writing(transport, peer->fd());
   if (waits && !waited_for) {
+    // What the client took shows in the bytes it acknowledged; a write goes on only once the
+    // socket has room for a good part of its buffer again (EPOLLOUT), so a client reading a few KB
+    // per timeout would not show in `progress` alone.
+    tcp_info info{};
+    socklen_t info_size = sizeof info;
+    const uint64_t acked =
+        ::getsockopt(peer->fd(), IPPROTO_TCP, TCP_INFO, &info, &info_size) == 0 &&
+                info_size >= offsetof(tcp_info, tcpi_bytes_acked) + sizeof info.tcpi_bytes_acked
+            ? info.tcpi_bytes_acked
+            : 0;
     Expected& w = entry_of(*peer);
-    if (w.timed_out && w.progress == w.progress_at_timeout) {
+    if (w.timed_out && w.progress == w.progress_at_timeout && acked == w.acked_at_timeout) {
       w.ending = true;
       ::shutdown(peer->fd(), SHUT_RDWR);
       return false;
     }
     w.timed_out = true;
     w.progress_at_timeout = w.progress;
+    w.acked_at_timeout = acked;
   }
   if (waited_for || waits) {
     peer->setIdle(false);
@@ -358,15 +372,20 @@ void write_waits(Pistache::Tcp::Transport& transport, Pistache::Fd fd, bool went
   if (went_on) ++e.progress;
 }
 
-// On a transport's own thread, once nothing is left to write on descriptor `fd` (all written, or
-// the connection broke): a connection that read nothing while a write waited for its socket goes
-// on with what its handler held (as deliver() does once an answer is taken).
-void written_all(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+// On a transport's own thread, once nothing is left to write on descriptor `fd` (all written, or,
+// `broken`, the connection broke): a connection that served nothing more while a write waited for
+// its socket goes on with what its handler held (as deliver() does once an answer is taken). A
+// broken one does not: what it held is dropped as it ends, not served.
+void written_all(Pistache::Tcp::Transport& transport, Pistache::Fd fd, bool broken) {
   Expected* e = blocked_entry(transport, fd);
   if (e == nullptr) return;
   e->blocked = false;
   e->timed_out = false;
   ++e->progress;
+  if (broken) {
+    e->input_waits = false;
+    return;
+  }
   if (e->answers != 0 || !std::exchange(e->input_waits, false)) return;
   auto& peers = transport.*member_of(PeersTag{});
   const auto peer = peers.find(fd);
@@ -472,7 +491,7 @@ void Transport::asyncWriteImpl(Fd fd) {
     auto it = toWrite.find(fd);
     if (it == toWrite.end() || it->second.empty()) {
       lock.unlock();
-      gw::http::written_all(*this, fd);
+      gw::http::written_all(*this, fd, /*broken=*/false);
       gw::http::end_if_answered(*this, fd);
       return;
     }
@@ -559,7 +578,7 @@ void Transport::asyncWriteImpl(Fd fd) {
       errno = error;
       d.reject(Pistache::Error::system("Could not write data"));
     }
-    gw::http::written_all(*this, fd);
+    gw::http::written_all(*this, fd, /*broken=*/true);
     gw::http::end_if_answered(*this, fd);
     return;
   }

@@ -66,10 +66,11 @@ bool answer_pending(const Pistache::Tcp::Peer& peer);
 void client_sends_more(const Pistache::Tcp::Peer& peer);
 
 // On `peer`'s HTTP thread: whether a write on it waits for the socket to take more (a client that
-// reads slowly, or not at all). Nothing more is read from the connection meanwhile (the handler
-// holds what came, wait_for_answer), so that answers do not pile up in memory behind one the
-// client does not read, and TCP holds the client back; once everything is written, the handler is
-// given the connection again as wait_for_answer() says.
+// reads slowly, or not at all). Nothing more is served on the connection meanwhile: the handler
+// holds what comes within a request's worth (wait_for_answer), and past that drops it and ends the
+// connection after the answer, so that answers do not pile up in memory behind one the client
+// does not read. Once everything is written, the handler is given the connection again as
+// wait_for_answer() says.
 bool answer_waits_for_socket(const Pistache::Tcp::Peer& peer);
 
 // On `peer`'s HTTP thread: once the pending answer is taken (queued to be written, after

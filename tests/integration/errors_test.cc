@@ -1436,6 +1436,34 @@ TEST_CASE("a client that never reads a large answer is ended once a whole idle t
   ::close(fd);
 }
 
+// The end above counted a write going on, which happens only once the socket has room for a good
+// part of its buffer again: a client reading a few KB per timeout never showed, and was ended while
+// it read (helper 58). What the client acknowledged counts now (TCP_INFO).
+TEST_CASE("a client reading a large answer a little at a time keeps its connection") {
+  Server server({"--idle-timeout-ms", "3000"});
+  Api api(server, kTeamA);
+  create_large_profiles(api);
+  const int fd = slow_reader(server, profile_page_request(server));
+  // 1 KB every 250 ms for 10 s: past three timeouts.
+  std::string got;
+  char buf[1024];
+  for (int i = 0; i < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) got.append(buf, static_cast<size_t>(n));
+  }
+  CHECK(got.size() < 200000);  // most of the answer still waits for the socket
+  got += read_to_end(fd);
+  CAPTURE(got.size());
+  CHECK(got.starts_with("HTTP/1.1 200 "));
+  const size_t body = got.find("\r\n\r\n");
+  REQUIRE(body != std::string::npos);
+  const size_t length_at = got.find("Content-Length: ");
+  REQUIRE(length_at != std::string::npos);
+  CHECK(got.size() - body - 4 == std::stoul(got.substr(length_at + 16)));  // the whole answer
+  ::close(fd);
+}
+
 // Requests read behind an answer that waits for the socket were served as they came, and each
 // answer queued behind it in gatewayd's memory: a client that sent requests and read nothing had
 // about 600 KB queued for each request of 200 bytes, without bound (helper 57). Nothing more is
