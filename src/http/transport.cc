@@ -620,7 +620,14 @@ void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // Pistache takes an event that is both readable and writable as a read: the socket's room
+      // for a write that waits for it (EPOLLOUT, edge-triggered) came with bytes from the client
+      // and was not seen, and the answer stalled for good (a client sending behind an answer it
+      // was reading, under AddressSanitizer's slower timing). Such a write is tried again here.
+      if (gw::http::answer_waits_for_socket(*peer)) asyncWriteImpl(fd);
+      return;
+    }
     if (n == 0) {
       const bool writing = gw::http::writing(*this, fd);
       if (gw::http::stay_for_answers(*peer, writing)) {
