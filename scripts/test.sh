@@ -40,12 +40,13 @@ stage() {
 }
 
 # Runs ctest in build dir $1; a failure is recorded so the other build still runs. The unit
-# tests and the two halves of the integration tests (CMakeLists.txt) run side by side: each
-# integration case spends most of its time waiting for the processes it starts.
+# tests and the three parts of the integration tests (CMakeLists.txt) run side by side, two per
+# core: an integration case spends most of its time waiting for the processes it starts and their
+# timeouts (the release build's integration tests use about a third of one core).
 run_ctest() {
   local dir=$1 label=$2
   stage "${label}: ctest"
-  if ! ctest --test-dir "$dir" --output-on-failure -j"$JOBS"; then
+  if ! ctest --test-dir "$dir" --output-on-failure -j"$((JOBS * 2))"; then
     FAILED+=("${label} tests")
   fi
 }
