@@ -20,8 +20,6 @@ namespace fs = std::filesystem;
 
 constexpr size_t kBatchBytes = 8 << 20;
 
-Error io_error(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
-
 // Copies one column family; returns the number of keys.
 Result<uint64_t> copy_cf(const Store& from, Store& to, Cf cf) {
   rocksdb::WriteOptions wo;

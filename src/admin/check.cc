@@ -112,7 +112,7 @@ Result<std::string> compare_projections(const Store& store, const LogFold& fold,
     it->Next();
     more = replay(&key, &value);
   }
-  if (!it->status().ok()) return make_error(Code::kUnavailable, it->status().ToString());
+  if (!it->status().ok()) return io_error(it->status());
   return std::string();
 }
 

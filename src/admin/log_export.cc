@@ -10,8 +10,6 @@ namespace gw::admin {
 
 namespace {
 
-Error io_error(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
-
 Result<uint64_t> last_seq(const Store& store) {
   auto it = store.iterate(Cf::kEvents);
   it->SeekToLast();

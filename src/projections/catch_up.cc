@@ -20,8 +20,6 @@ namespace {
 constexpr size_t kEventsPerBatch = 1024;
 constexpr uint64_t kTableFileBytes = 256 << 20;
 
-Error io_error(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
-
 // Writes the sorted `stream` to table files of about kTableFileBytes each, named
 // `<prefix><n>.sst`; returns their paths (none for an empty stream).
 Result<std::vector<std::string>> write_tables(Store& store, const std::string& prefix,
@@ -123,7 +121,7 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {
     if (auto r = fold_log(store, fold); !r.ok()) return std::move(r.error());
     auto any = store.iterate(Cf::kProjections);
     any->SeekToFirst();
-    if (!any->status().ok()) return make_error(Code::kUnavailable, any->status().ToString());
+    if (!any->status().ok()) return io_error(any->status());
     const bool stale = any->Valid();
     any.reset();
     if (stale) {
@@ -150,9 +148,9 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {
     rocksdb::WriteOptions wo;
     wo.sync = true;
     auto s = store.db()->Write(wo, batch.value());
-    if (!s.ok()) return make_error(Code::kUnavailable, s.ToString());
+    if (!s.ok()) return io_error(s);
   }
-  if (!it->status().ok()) return make_error(Code::kUnavailable, it->status().ToString());
+  if (!it->status().ok()) return io_error(it->status());
   return applied;
 }
 

@@ -37,7 +37,7 @@ Result<bool> read_batch(rocksdb::Iterator& it, uint64_t until, Batch& batch) {
     batch.stored.push_back(Batch::Stored{seq, batch.bytes.size(), it.value().size()});
     batch.bytes.append(it.value().data(), it.value().size());
   }
-  if (!it.status().ok()) return make_error(Code::kUnavailable, it.status().ToString());
+  if (!it.status().ok()) return io_error(it.status());
   return true;
 }
 

@@ -12,7 +12,7 @@ namespace {
 
 // What an entry costs beyond its key and value: the list and hash map nodes and the two strings'
 // headers (a rough figure).
-constexpr size_t kEntryOverhead = 160;
+constexpr size_t kReadEntryOverhead = 160;
 
 bool watched(Cf which, std::string_view key) {
   return which == Cf::kProjections && keys::is_record(key);
@@ -54,7 +54,7 @@ bool ReadCache::find(std::string_view key, std::string* value, Ticket* ticket) {
 }
 
 void ReadCache::fill(std::string_view key, const Ticket& ticket, std::string_view value) {
-  const size_t bytes = key.size() + value.size() + kEntryOverhead;
+  const size_t bytes = key.size() + value.size() + kReadEntryOverhead;
   if (bytes > max_shard_bytes_) return;
   Shard& shard = shard_of(key);
   std::lock_guard<std::mutex> lock(shard.mu);

@@ -13,8 +13,6 @@ namespace {
 
 std::string_view view(const rocksdb::Slice& s) { return std::string_view(s.data(), s.size()); }
 
-Error io_error(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
-
 }  // namespace
 
 bool ReadModel::filterable(Kind kind, std::string_view field) {

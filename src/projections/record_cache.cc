@@ -9,7 +9,7 @@ namespace {
 
 // What an entry costs beyond its JSON's length: the list and map nodes, the id and the parsed
 // record's own members (a rough figure; the JSON's length stands for the strings' contents).
-constexpr size_t kEntryOverhead = 256;
+constexpr size_t kRecordEntryOverhead = 256;
 
 }  // namespace
 
@@ -22,7 +22,7 @@ const Stored* RecordCache::find(const std::string& id) {
 
 void RecordCache::put(const std::string& id, Stored stored, size_t json_bytes) {
   erase(id);
-  const size_t bytes = json_bytes + id.size() + kEntryOverhead;
+  const size_t bytes = json_bytes + id.size() + kRecordEntryOverhead;
   if (bytes > max_bytes_) return;
   while (bytes_ + bytes > max_bytes_) drop(std::prev(lru_.end()));
   lru_.push_front(Entry{id, std::move(stored), bytes});

@@ -136,8 +136,6 @@ rocksdb::ColumnFamilyOptions event_options(const std::shared_ptr<rocksdb::Cache>
 
 constexpr char kProjectionsName[] = "projections";
 
-Error unavailable(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
-
 // Why the LOCK of `dir` could not be taken. Held by another process, fcntl refuses it (RocksDB:
 // "While lock file: ...: Resource temporarily unavailable"); held by this one, RocksDB refuses it
 // itself ("lock hold by current process"). Any other failure (a read-only file system, a LOCK that
@@ -147,7 +145,7 @@ Error lock_refused(const std::string& dir, const rocksdb::Status& s) {
   const std::string why = s.ToString();
   if (why.find("While lock file") == std::string::npos &&
       why.find("lock hold by current process") == std::string::npos) {
-    return unavailable(s);
+    return io_error(s);
   }
   return make_error(Code::kUnavailable, std::string(Store::kInUse) +
                                             " (another gatewayd, or gatewayctl rebuild, holds " +
@@ -197,6 +195,8 @@ uint64_t decode_u64(std::string_view bytes) {
   for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[i]);
   return v;
 }
+
+Error io_error(const rocksdb::Status& s) { return make_error(Code::kUnavailable, s.ToString()); }
 
 bool is_spent_counter(std::string_view key, std::string_view value) {
   return !key.empty() && key[0] == 'c' && value.size() == 8 && decode_u64(value) == 0;
@@ -319,7 +319,7 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
       }
     }
   }
-  if (!s.ok()) return unavailable(s);
+  if (!s.ok()) return io_error(s);
   auto store = adopt(dir, raw, handles);
   store->seals_ = std::move(seals);
   store->recovery_note_ = std::move(note);
@@ -337,7 +337,7 @@ Result<std::unique_ptr<Store>> Store::open_secondary(const std::string& dir,
   rocksdb::DB* raw = nullptr;
   auto s =
       rocksdb::DB::OpenAsSecondary(options, dir, scratch_dir, column_families(), &handles, &raw);
-  if (!s.ok()) return unavailable(s);
+  if (!s.ok()) return io_error(s);
   return adopt(dir, raw, handles);
 }
 
@@ -361,7 +361,7 @@ std::optional<Error> Store::check_table_files(const std::string& dir,
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   auto s = rocksdb::DB::OpenForReadOnly(options, dir, column_families(), &handles, &raw);
-  if (!s.ok()) return unavailable(s);
+  if (!s.ok()) return io_error(s);
   for (auto* h : handles) raw->DestroyColumnFamilyHandle(h);
   delete raw;
   return std::nullopt;
@@ -397,7 +397,7 @@ rocksdb::ColumnFamilyHandle* Store::cf(Cf which) const {
 
 Result<bool> Store::flush() {
   auto s = db_->Flush(rocksdb::FlushOptions(), {default_cf_, events_cf_, projections_cf_});
-  if (!s.ok()) return unavailable(s);
+  if (!s.ok()) return io_error(s);
   return true;
 }
 
@@ -426,7 +426,7 @@ Result<bool> Store::compact_level0(Cf which) {
   auto s = db_->CompactFiles(options, cf(which), files, 1);
   if (s.IsAborted() || s.IsInvalidArgument()) return false;  // files taken by RocksDB meanwhile
   if (s.IsShutdownInProgress()) return false;                // stop_background_work()
-  if (!s.ok()) return unavailable(s);
+  if (!s.ok()) return io_error(s);
   return true;
 }
 
@@ -442,10 +442,10 @@ Result<bool> Store::put_meta(
   for (const auto& [key, value] : entries) {
     auto s = batch.Put(default_cf_, rocksdb::Slice(key.data(), key.size()),
                        rocksdb::Slice(value.data(), value.size()));
-    if (!s.ok()) return unavailable(s);
+    if (!s.ok()) return io_error(s);
   }
   auto s = db_->Write(rocksdb::WriteOptions(), &batch);
-  if (!s.ok()) return unavailable(s);
+  if (!s.ok()) return io_error(s);
   return true;
 }
 
@@ -465,7 +465,7 @@ Result<std::optional<std::string>> Store::get(Cf which, std::string_view key,
   auto s = db_->Get(ro, cf(which), rocksdb::Slice(key.data(), key.size()),
                     &value);
   if (s.IsNotFound()) return std::optional<std::string>();
-  if (!s.ok()) return unavailable(s);
+  if (!s.ok()) return io_error(s);
   return std::optional<std::string>(std::move(value));
 }
 
@@ -516,12 +516,12 @@ bool Store::fold_counter_now(std::string_view key) {
 
 Result<bool> Store::reset_projections() {
   auto s = db_->DropColumnFamily(projections_cf_);
-  if (!s.ok()) return unavailable(s);
+  if (!s.ok()) return io_error(s);
   db_->DestroyColumnFamilyHandle(projections_cf_);
   projections_cf_ = nullptr;
   auto cache = rocksdb::NewLRUCache(64 << 20);
   s = db_->CreateColumnFamily(projection_options(cache), kProjectionsName, &projections_cf_);
-  if (!s.ok()) return unavailable(s);
+  if (!s.ok()) return io_error(s);
   std::lock_guard<std::mutex> lock(tally_mu_);
   tally_.clear();
   return true;

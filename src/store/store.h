@@ -29,6 +29,9 @@ namespace gw {
 // owns its keys and writes them itself (the Kafka mirror's checkpoint), not through the Writer.
 enum class Cf { kEvents, kProjections, kMeta };
 
+// A failed RocksDB call as gatewayd's error: kUnavailable with RocksDB's message.
+Error io_error(const rocksdb::Status& s);
+
 // RocksDB counts per-thread perf statistics on every key comparison of a read or write, each
 // count a TLS lookup into the shared library; nothing in gatewayd reads them. Turns them off for
 // the calling thread, once (Store's reads and the writer thread call it).

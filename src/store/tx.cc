@@ -185,7 +185,7 @@ Result<bool> Tx::scan(Cf which, std::string_view prefix, const Visit& visit,
       db->Next();
     }
   }
-  if (!db->status().ok()) return make_error(Code::kUnavailable, db->status().ToString());
+  if (!db->status().ok()) return io_error(db->status());
   return true;
 }
 

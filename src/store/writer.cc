@@ -28,7 +28,7 @@ Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids, Sc
     seq = decode_u64(std::string_view(it->key().data(), 8));
     hash = std::move(*last);
   } else if (!it->status().ok()) {
-    return make_error(Code::kUnavailable, it->status().ToString());
+    return io_error(it->status());
   }
   std::unique_ptr<Writer> w(
       new Writer(store, ids, scanned, watcher, write_only, seq, std::move(hash)));

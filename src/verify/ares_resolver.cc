@@ -18,12 +18,6 @@ namespace gw {
 
 namespace {
 
-struct Query {
-  std::string name;
-  Resolver::Callback callback;
-  Resolver::Wanted wanted;  // may be empty: always wanted
-};
-
 // `name` with the case of each letter chosen at random (DNS 0x20, draft-vixie-dnsext-dns0x20).
 // A server copies the question into its reply letter for letter, so a forged reply must guess
 // one bit per letter besides c-ares's 16-bit query id and the lookup's source port.
@@ -86,6 +80,12 @@ CnameAnswer answer_of(int status, const unsigned char* abuf, int alen, std::stri
 // of its own, a copy of `model` (ares_dup), whose socket the kernel binds to a port of its own: no
 // two lookups in flight share a port, and each port is one of the ephemeral range's, at random.
 struct AresResolver::State {
+  struct Query {
+    std::string name;
+    Resolver::Callback callback;
+    Resolver::Wanted wanted;  // may be empty: always wanted
+  };
+
   ares_channel model = nullptr;  // configured once; never asks anything itself
   int wake_fd = -1;
   int max_in_flight = 100;
@@ -148,7 +148,7 @@ void AresResolver::lookup_cname(std::string name, std::string owner, Callback ca
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->stopping) {
       state_->waiting.push(std::move(owner),
-                           Query{std::move(name), std::move(callback), std::move(wanted)});
+                           State::Query{std::move(name), std::move(callback), std::move(wanted)});
       uint64_t one = 1;
       [[maybe_unused]] auto n = ::write(state_->wake_fd, &one, sizeof(one));
       return;
@@ -182,7 +182,7 @@ void AresResolver::run() {
   };
   for (;;) {
     // Start waiting lookups while there is room, in turns by owner.
-    std::vector<Query> starting;
+    std::vector<State::Query> starting;
     bool stopping = false;
     {
       std::lock_guard<std::mutex> lock(s.mu);
@@ -264,7 +264,7 @@ void AresResolver::run() {
     });
   }
   // Answer what is still waiting; cancelling a lookup in flight answers it kCancelled.
-  TakingTurns<Query> left;
+  TakingTurns<State::Query> left;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     std::swap(left, s.waiting);

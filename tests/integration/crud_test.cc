@@ -11,7 +11,7 @@ using testing::num;
 using testing::str;
 using testing::to_json;
 
-bool quoted(const std::string& etag) {
+bool is_quoted_etag(const std::string& etag) {
   return etag.size() >= 2 && etag.front() == '"' && etag.back() == '"';
 }
 
@@ -25,7 +25,7 @@ TEST_CASE("create, get, put, delete work for every kind and carry ETags") {
     REQUIRE(created.status == 201);
     CHECK(created.header("Content-Type").value_or("").starts_with("application/json"));
     std::string etag = created.header("ETag").value_or("");
-    CHECK(quoted(etag));
+    CHECK(is_quoted_etag(etag));
     rapidjson::Document body = json(created);
     REQUIRE(body.IsObject());
     std::string id = str(body, kind->id_field);
@@ -53,7 +53,7 @@ TEST_CASE("create, get, put, delete work for every kind and carry ETags") {
     CHECK(num(after, "created_at") == num(body, "created_at"));
     CHECK(num(after, "updated_at") >= num(body, "updated_at"));
     std::string new_etag = updated.header("ETag").value_or("");
-    CHECK(quoted(new_etag));
+    CHECK(is_quoted_etag(new_etag));
     CHECK(new_etag != etag);
     Response reread = api.get(item_path(*kind, id));
     CHECK(json(reread) == after);

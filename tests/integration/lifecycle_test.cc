@@ -430,7 +430,7 @@ TEST_CASE("SIGTERM: writes waiting for a WAF check get 503, the one being checke
 
 // Twelve gateway profiles of about 800 KB each, so that a page of them (about 10 MB) is more than
 // the socket buffers of one connection hold.
-void create_large_profiles(Api& api) {
+void create_profiles_with_large_overrides(Api& api) {
   std::string overrides;
   for (int k = 0; k < 8; ++k) {
     overrides += (k == 0 ? "" : ",") + std::string("\"k") + std::to_string(k) + "\":\"" +
@@ -467,7 +467,7 @@ std::string read_large_page(int fd) {
   return read_response(fd);
 }
 
-// A 200 whose page holds the twelve profiles of create_large_profiles, whole.
+// A 200 whose page holds the twelve profiles of create_profiles_with_large_overrides, whole.
 void check_large_page(const std::string& got) {
   REQUIRE(got.starts_with("HTTP/1.1 200 "));
   const size_t head_end = got.find("\r\n\r\n");
@@ -487,7 +487,7 @@ void check_large_page(const std::string& got) {
 TEST_CASE("a client that does not read a large answer holds up no other connection") {
   Server server({"--threads", "1"});
   Api api(server, kTeamA);
-  create_large_profiles(api);
+  create_profiles_with_large_overrides(api);
   const int fd = ask_for_large_page(server, api);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the buffers fill up
   HttpClient other(std::chrono::seconds(5));
@@ -506,7 +506,7 @@ TEST_CASE("a client that does not read a large answer holds up no other connecti
 TEST_CASE("a large answer that waits for the socket arrives whole before the end of the stream") {
   Server server;
   Api api(server, kTeamA);
-  create_large_profiles(api);
+  create_profiles_with_large_overrides(api);
   const int fd = ask_for_large_page(server, api, "Connection: close\r\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the buffers fill up
   const std::string got = read_large_page(fd);
@@ -522,7 +522,7 @@ TEST_CASE("a large answer that waits for the socket arrives whole before the end
 TEST_CASE("SIGTERM stops the server while a client does not read a large answer") {
   Server server;
   Api api(server, kTeamA);
-  create_large_profiles(api);
+  create_profiles_with_large_overrides(api);
   const int fd = ask_for_large_page(server, api);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // never read
   testing::ExitStatus s = server.stop(SIGTERM);  // within 15 s, or SIGKILLed

@@ -117,7 +117,7 @@ class FakeSink final : public Sink {
   FakeBroker& b_;
 };
 
-struct Fixture {
+struct PublisherFixture {
   testing::ScratchDir dir;
   std::unique_ptr<Store> store = std::move(Store::open(dir.path()).value());
   FixedClock clock;
@@ -195,7 +195,7 @@ TEST_CASE("a topic holding an event this log does not halts the mirror; a failed
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
-    Fixture f;
+    PublisherFixture f;
     f.append(3);
     {
       std::lock_guard<std::mutex> lock(f.broker.mu);
@@ -221,7 +221,7 @@ TEST_CASE("a topic holding an event this log does not halts the mirror; a failed
     }
   }
   // A topic that cannot be read: a new sink reads it again after a backoff; nothing is sent before.
-  Fixture f;
+  PublisherFixture f;
   f.append(2);
   {
     std::lock_guard<std::mutex> lock(f.broker.mu);
@@ -244,7 +244,7 @@ TEST_CASE("a topic holding an event this log does not halts the mirror; a failed
 }
 
 TEST_CASE("the checkpoint advances only over an unbroken run of confirmed deliveries") {
-  Fixture f;
+  PublisherFixture f;
   f.append(5);
   auto p = f.publisher();
   REQUIRE(p->start().ok());
@@ -263,7 +263,7 @@ TEST_CASE("the checkpoint advances only over an unbroken run of confirmed delive
 }
 
 TEST_CASE("a failed delivery starts over from the checkpoint with a new producer, in order") {
-  Fixture f;
+  PublisherFixture f;
   f.append(6);
   auto p = f.publisher();
   REQUIRE(p->start().ok());
@@ -282,7 +282,7 @@ TEST_CASE("a failed delivery starts over from the checkpoint with a new producer
 }
 
 TEST_CASE("an event the producer refuses stalls the mirror instead of being skipped") {
-  Fixture f;
+  PublisherFixture f;
   f.append(4);
   {
     std::lock_guard<std::mutex> lock(f.broker.mu);
@@ -305,7 +305,7 @@ TEST_CASE("an event the producer refuses stalls the mirror instead of being skip
 }
 
 TEST_CASE("a full queue and a broken producer lose nothing") {
-  Fixture f;
+  PublisherFixture f;
   f.append(20);  // more than max_in_flight (8)
   {
     std::lock_guard<std::mutex> lock(f.broker.mu);
@@ -343,7 +343,7 @@ TEST_CASE("a full queue and a broken producer lose nothing") {
 TEST_CASE("events in flight are bounded in bytes too, one event at least") {
   size_t event_bytes = 0;  // every event here is about as large
   {
-    Fixture f;
+    PublisherFixture f;
     f.append(1);
     auto stored = f.store->get(Cf::kEvents, encode_u64(1));
     REQUIRE(stored.ok());
@@ -353,7 +353,7 @@ TEST_CASE("events in flight are bounded in bytes too, one event at least") {
   for (const auto& [bound, held] :
        std::vector<std::pair<size_t, size_t>>{{event_bytes * 3 + event_bytes / 2, 3}, {1, 1}}) {
     CAPTURE(bound);
-    Fixture f;
+    PublisherFixture f;
     f.append(6);
     auto p = f.publisher(bound);
     REQUIRE(p->start().ok());
@@ -375,7 +375,7 @@ TEST_CASE("events in flight are bounded in bytes too, one event at least") {
 }
 
 TEST_CASE("the checkpoint is saved, so a restarted publisher resumes after it; new events follow") {
-  Fixture f;
+  PublisherFixture f;
   f.append(3);
   {
     std::lock_guard<std::mutex> lock(f.broker.mu);
@@ -400,7 +400,7 @@ TEST_CASE("the checkpoint is saved, so a restarted publisher resumes after it; n
 // --kafka-topic sent that topic only the events after it (helper 29: events 1 to 44 never
 // reached the new topic, while the metrics said lag 0).
 TEST_CASE("the checkpoint is the topic's: another topic gets the whole log, the first goes on") {
-  Fixture f;
+  PublisherFixture f;
   f.append(3);
   auto first = f.started_to("events");
   REQUIRE(eventually([&] { return first->checkpoint() == 3; }));
@@ -419,7 +419,7 @@ TEST_CASE("the checkpoint is the topic's: another topic gets the whole log, the 
 // A data dir from before kept one checkpoint, `mirror/checkpoint`: it becomes the checkpoint of
 // the topic it is first started with, and of no other.
 TEST_CASE("a data dir's one checkpoint from before becomes the first topic's only") {
-  Fixture f;
+  PublisherFixture f;
   f.append(3);
   REQUIRE(f.store->put_meta("mirror/checkpoint", encode_u64(2)).ok());
   auto first = f.started_to("events");
@@ -435,7 +435,7 @@ TEST_CASE("a data dir's one checkpoint from before becomes the first topic's onl
 // A new or rebuilt cluster behind the same addresses has none of the events: the mirror sent it
 // only those after the checkpoint (helper 29, with the mock cluster restarted on its port).
 TEST_CASE("nothing is sent before the cluster's id is known, and another cluster gets it all") {
-  Fixture f;
+  PublisherFixture f;
   f.append(3);
   f.set_cluster(std::nullopt);
   auto p = f.started_to("events");
@@ -466,7 +466,7 @@ TEST_CASE("nothing is sent before the cluster's id is known, and another cluster
 }
 
 TEST_CASE("lag is reported in events and in seconds since the oldest unconfirmed event") {
-  Fixture f;
+  PublisherFixture f;
   f.append(3);
   auto p = f.publisher();
   REQUIRE(p->start().ok());

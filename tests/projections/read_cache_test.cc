@@ -139,9 +139,9 @@ TEST_CASE("the read cache watches the projections' record keys only") {
   CHECK_FALSE(watched(Cf::kProjections, "r"));
 }
 
-class Fixture {
+class ReadCacheFixture {
  public:
-  Fixture() {
+  ReadCacheFixture() {
     store_ = std::move(Store::open(dir_.path()).value());
     ids_ = make_system_id_generator(clock_);
     writer_ = std::move(
@@ -150,7 +150,7 @@ class Fixture {
     service_ = std::make_unique<Service>(*writer_, clock_, *ids_, "verify.platform.test");
     reads_ = std::make_unique<ReadModel>(*store_, &cache_);
   }
-  ~Fixture() { writer_->stop(); }
+  ~ReadCacheFixture() { writer_->stop(); }
 
   Result<Written> call(const std::function<void(Done)>& f) {
     std::promise<Result<Written>> p;
@@ -202,7 +202,7 @@ class Fixture {
 };
 
 TEST_CASE("a GET through the read cache shows an update as soon as it is acknowledged") {
-  Fixture fx;
+  ReadCacheFixture fx;
   const std::string id = fx.create(1);
   REQUIRE(id.starts_with("whk_"));
   auto first = fx.get(id);
@@ -228,7 +228,7 @@ TEST_CASE("a GET through the read cache shows an update as soon as it is acknowl
 
 TEST_CASE(
     "readers racing updates through the read cache never see an acknowledged version undone") {
-  Fixture fx;
+  ReadCacheFixture fx;
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(fx.create(i));
   std::atomic<bool> stop{false};

@@ -29,15 +29,15 @@ class DescendingIds final : public IdGenerator {
   uint64_t n_ = 0;
 };
 
-class Fixture {
+class ReadModelFixture {
  public:
-  explicit Fixture(std::unique_ptr<IdGenerator> ids = nullptr) {
+  explicit ReadModelFixture(std::unique_ptr<IdGenerator> ids = nullptr) {
     store_ = std::move(Store::open(dir_.path()).value());
     ids_ = ids ? std::move(ids) : make_system_id_generator(clock_);
     writer_ = std::move(Writer::start(*store_, *ids_).value());
     service_ = std::make_unique<Service>(*writer_, clock_, *ids_, "verify.platform.test");
   }
-  ~Fixture() { writer_->stop(); }
+  ~ReadModelFixture() { writer_->stop(); }
 
   template <typename F>
   Result<Written> call(F&& f) {
@@ -73,7 +73,7 @@ class Fixture {
 };
 
 TEST_CASE("lists page oldest first with true totals, filter, and forget deleted records") {
-  Fixture fx;
+  ReadModelFixture fx;
   std::vector<std::string> ids;
   for (int i = 0; i < 25; ++i) {
     ids.push_back(fx.create_domain("team_a", "d" + std::to_string(i) + ".example.com",
@@ -117,7 +117,7 @@ TEST_CASE("lists page oldest first with true totals, filter, and forget deleted 
 }
 
 TEST_CASE("a list with several filters walks the narrowest filter's index") {
-  Fixture fx;
+  ReadModelFixture fx;
   std::vector<std::string> rare;
   for (int i = 0; i < 60; ++i) {
     const bool is_rare = i == 20 || i == 45;
@@ -171,7 +171,7 @@ TEST_CASE("a list with several filters walks the narrowest filter's index") {
 
 TEST_CASE(
     "a list page keeps creation order when ids sort otherwise and other records lie between") {
-  Fixture fx(std::make_unique<DescendingIds>());
+  ReadModelFixture fx(std::make_unique<DescendingIds>());
   std::vector<std::string> ids;
   for (int i = 0; i < 30; ++i) {
     ids.push_back(fx.create_domain("team_a", "a" + std::to_string(i) + ".example.com", "w"));
@@ -197,7 +197,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a list does not step over another tenant's deleted index entries") {
-  Fixture fx;
+  ReadModelFixture fx;
   for (int i = 0; i < 5; ++i)
     fx.create_domain("team_a", "a" + std::to_string(i) + ".example.com", "w");
   // team_b's entries follow team_a's in key order; it creates and deletes 2,000 domains (sent
@@ -250,7 +250,7 @@ TEST_CASE("a list does not step over another tenant's deleted index entries") {
 }
 
 TEST_CASE("the read model rebuilt from the log equals the one kept in step with it") {
-  Fixture fx;
+  ReadModelFixture fx;
   std::vector<std::string> ids;
   for (int i = 0; i < 10; ++i)
     ids.push_back(fx.create_domain("team_a", "r" + std::to_string(i) + ".example.com", "w"));
@@ -309,7 +309,7 @@ TEST_CASE("the read model rebuilt from the log equals the one kept in step with 
 // without a layout) have no checkpoint under today's key, so catch-up drops them and rebuilds
 // from the log: no key of the old layout survives to be misread.
 TEST_CASE("projections of an older layout are dropped and rebuilt from the log") {
-  Fixture fx;
+  ReadModelFixture fx;
   std::string parent = fx.create_domain("team_a", "example.com", "w");
   fx.create_domain("team_a", "shop.example.com", "w");
   auto v = fx.call([&](Done d) {
@@ -345,7 +345,7 @@ TEST_CASE("projections of an older layout are dropped and rebuilt from the log")
 // Layout 2 kept an aggregate's history under `h`, apart from its record; layout 3 keeps it right
 // after the record (keys.h), so that a write's record and history entry land together.
 TEST_CASE("projections of layout 2 (histories under h) are rebuilt with histories by the record") {
-  Fixture fx;
+  ReadModelFixture fx;
   std::string id = fx.create_domain("team_a", "example.com", "w");
   fx.writer_->stop();
   auto before = fx.dump_projections();
@@ -378,7 +378,7 @@ TEST_CASE("projections of layout 2 (histories under h) are rebuilt with historie
 
 // ?as_of walked a record's history from its first version, so its cost grew with the history.
 TEST_CASE("as_of finds the version of a long history in a few point reads") {
-  Fixture fx;
+  ReadModelFixture fx;
   const std::string id = fx.create_domain("team_a", "h.example.com", "w1");
   ReadModel reads(*fx.store_);
   // seq_of[v]: the sequence number of the event that made version v. Another record's event

@@ -52,7 +52,7 @@ TEST_CASE("a RecordCache drops its least recently used records once its bytes ar
   CHECK(cache.bytes() == kEntry);
 }
 
-struct Fixture {
+struct RecordCacheFixture {
   testing::ScratchDir dir;
   std::unique_ptr<Store> store = std::move(Store::open(dir.path()).value());
   SystemClock clock;
@@ -91,7 +91,7 @@ Decision change_of(const Stored& s, std::string status, std::string workload) {
 }
 
 TEST_CASE("TxLookups caches what it reads and what kept jobs change, never a rejected job's") {
-  Fixture f;
+  RecordCacheFixture f;
   const std::string id = "whk_01TESTRECORDCACHE000000000";
   const Actor actor{"team_a", "test"};
   {

@@ -15,7 +15,7 @@ class FixedClock final : public Clock {
   int64_t now_millis() const override { return 0; }
 };
 
-struct Fixture {
+struct IdempotencyFixture {
   testing::ScratchDir dir;
   std::unique_ptr<Store> store = std::move(Store::open(dir.path()).value());
   FixedClock clock;
@@ -67,7 +67,7 @@ constexpr int64_t kT0 = 1'800'000'000;
 constexpr int64_t kLater = kT0 + kIdempotencyWindowSeconds + 10;
 
 IdempotencyKey key_of(std::string tenant, std::string key) {
-  return Fixture::key_of(std::move(tenant), std::move(key));
+  return IdempotencyFixture::key_of(std::move(tenant), std::move(key));
 }
 
 // The tombstones RocksDB stepped over while `f` ran.
@@ -82,7 +82,7 @@ uint64_t deletes_skipped(F f) {
 }
 
 TEST_CASE("an answer is kept for 24 hours per tenant and key") {
-  Fixture f;
+  IdempotencyFixture f;
   IdempotencyKey k = key_of("team_a", "k1");
   f.write([&](Tx& tx) {
     REQUIRE(keep_answer(tx, k, {k.fingerprint, kT0, 3, "{\"a\":1}"}, kT0, f.pruned).ok());
@@ -101,7 +101,7 @@ TEST_CASE("an answer is kept for 24 hours per tenant and key") {
 // find_written_answer reads the store, outside the writer: what a written batch kept, with the
 // same window.
 TEST_CASE("a written answer is found in the store by any thread within its window") {
-  Fixture f;
+  IdempotencyFixture f;
   IdempotencyKey k = key_of("team_a", "k1");
   auto written = [&](const IdempotencyKey& key, int64_t now) {
     auto r = find_written_answer(*f.store, key, now);
@@ -122,7 +122,7 @@ TEST_CASE("a written answer is found in the store by any thread within its windo
 }
 
 TEST_CASE("new answers prune expired ones, but not a key that was used again since") {
-  Fixture f;
+  IdempotencyFixture f;
   for (int i = 0; i < 5; ++i) {
     IdempotencyKey k = key_of("team_a", "old" + std::to_string(i));
     f.write([&](Tx& tx) {
@@ -146,7 +146,7 @@ TEST_CASE("new answers prune expired ones, but not a key that was used again sin
 TEST_CASE("a clock within a day of 1970 prunes no answer that has not expired") {
   // A machine whose clock lost its setting starts in 1970. Its answers expire 24 hours after
   // they were made, as anywhere else; none has expired before the first day is over.
-  Fixture f;
+  IdempotencyFixture f;
   f.keep_one("early", 100);
   f.keep_one("second", 200);
   CHECK(f.meta_keys() == 4);
@@ -160,7 +160,7 @@ TEST_CASE("a clock within a day of 1970 prunes no answer that has not expired") 
 }
 
 TEST_CASE("pruning goes on where it stopped, without stepping over what it pruned before") {
-  Fixture f;
+  IdempotencyFixture f;
   constexpr int kOld = 2000;
   f.keep_many("old", kOld, kT0);
   // Every later keyed write prunes up to 8 expired entries; RocksDB keeps each deleted one as
@@ -192,7 +192,7 @@ TEST_CASE("pruning goes on where it stopped, without stepping over what it prune
 // cursor stayed empty, since only a prune moved it: every keyed write walked all the tombstones
 // again to find nothing to prune.
 TEST_CASE("after a restart only the first keyed write steps over the entries pruned before") {
-  Fixture f;
+  IdempotencyFixture f;
   constexpr int kOld = 400;
   f.keep_many("old", kOld, kT0);
   int n = 0;

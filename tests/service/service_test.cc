@@ -13,7 +13,7 @@
 namespace gw {
 namespace {
 
-struct Fixture {
+struct ServiceFixture {
   testing::ScratchDir dir;
   std::unique_ptr<Store> store = std::move(Store::open(dir.path()).value());
   SystemClock clock;
@@ -63,7 +63,7 @@ TEST_CASE(
 }
 
 TEST_CASE("verification_requests is raised when a request is durable, and for no other write") {
-  Fixture f;
+  ServiceFixture f;
   const Actor actor{"team_a", "test"};
   EventCount& requests = f.service.verification_requests();
   CHECK(requests.current() == 0);

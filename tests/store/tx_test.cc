@@ -16,7 +16,7 @@ namespace {
 
 using Pairs = std::vector<std::pair<std::string, std::string>>;
 
-struct Fixture {
+struct TxFixture {
   testing::ScratchDir dir;
   SystemClock clock;
   std::unique_ptr<IdGenerator> ids = make_system_id_generator(clock);
@@ -53,7 +53,7 @@ std::optional<std::string> read(Tx& tx, std::string_view key) {
 bool only_v_keys(Cf, std::string_view key) { return key.starts_with("v"); }
 
 TEST_CASE("a Tx lists each watched key it writes once, and no other key") {
-  Fixture f;
+  TxFixture f;
   Tx tx(*f.store, *f.ids, 0, kGenesisHash);
   tx.put(Cf::kProjections, "v0", "before watching");
   tx.watch([](Cf which, std::string_view key) {
@@ -74,7 +74,7 @@ TEST_CASE("a Tx lists each watched key it writes once, and no other key") {
 }
 
 TEST_CASE("a Tx reads its own puts and deletes over committed data") {
-  Fixture f;
+  TxFixture f;
   {
     Tx tx(*f.store, *f.ids, 0, kGenesisHash);
     tx.put(Cf::kProjections, "a", "1");
@@ -101,7 +101,7 @@ TEST_CASE("a Tx reads its own puts and deletes over committed data") {
 }
 
 TEST_CASE("a scan merges committed keys with the batch's writes, in key order") {
-  Fixture f;
+  TxFixture f;
   {
     Tx tx(*f.store, *f.ids, 0, kGenesisHash);
     for (const char* k : {"p1", "p3", "p5", "p7", "q0"}) tx.put(Cf::kProjections, k, "old");
@@ -124,7 +124,7 @@ TEST_CASE("a scan merges committed keys with the batch's writes, in key order") 
 }
 
 TEST_CASE("a scan with a prefix ending in 0xff bytes stops at the prefix") {
-  Fixture f;
+  TxFixture f;
   Tx tx(*f.store, *f.ids, 0, kGenesisHash);
   const std::string prefix("a\xff\xff", 3);
   tx.put(Cf::kProjections, prefix + "1", "in");
@@ -136,7 +136,7 @@ TEST_CASE("a scan with a prefix ending in 0xff bytes stops at the prefix") {
 }
 
 TEST_CASE("a Tx told which keys it scans orders only those, and refuses other scans") {
-  Fixture f;
+  TxFixture f;
   Tx tx(*f.store, *f.ids, 0, kGenesisHash, only_v_keys);
   tx.put(Cf::kProjections, "v2", "b");
   tx.put(Cf::kProjections, "v1", "a");
@@ -151,7 +151,7 @@ TEST_CASE("a Tx told which keys it scans orders only those, and refuses other sc
 }
 
 TEST_CASE("a Tx keeps write-only keys in its batch only: written, rolled back, never read") {
-  Fixture f;
+  TxFixture f;
   Tx tx(*f.store, *f.ids, 0, kGenesisHash);
   tx.write_only([](Cf which, std::string_view key) {
     return which == Cf::kProjections && key.starts_with("w");
@@ -187,7 +187,7 @@ TEST_CASE("a Tx keeps write-only keys in its batch only: written, rolled back, n
 }
 
 TEST_CASE("rolling back to the save point undoes writes, counters, seal values and events") {
-  Fixture f;
+  TxFixture f;
   {
     Tx tx(*f.store, *f.ids, 0, kGenesisHash);
     tx.put(Cf::kProjections, "kept", "committed");
@@ -237,7 +237,7 @@ TEST_CASE("rolling back to the save point undoes writes, counters, seal values a
 }
 
 TEST_CASE("counters sum over the batch and read 0 when back at zero; the last seal value wins") {
-  Fixture f;
+  TxFixture f;
   {
     Tx tx(*f.store, *f.ids, 0, kGenesisHash);
     tx.add_to_counter(Cf::kProjections, "n", 2);
@@ -261,7 +261,7 @@ TEST_CASE("counters sum over the batch and read 0 when back at zero; the last se
 }
 
 TEST_CASE("a counter adds up over many batches, across flushes, and compactions drop it at 0") {
-  Fixture f;
+  TxFixture f;
   auto* proj = f.store->cf(Cf::kProjections);
   auto add = [&f](std::string_view key, int64_t delta) {
     Tx tx(*f.store, *f.ids, 0, kGenesisHash);
@@ -345,7 +345,7 @@ class Recorder final : public rocksdb::WriteBatch::Handler {
 };
 
 TEST_CASE("a sealed batch is in column family and key order, with only the last write of a key") {
-  Fixture f;
+  TxFixture f;
   REQUIRE(f.store->db()->Put(rocksdb::WriteOptions(), f.store->cf(Cf::kProjections), "gone", "x")
               .ok());
   Tx tx(*f.store, *f.ids, 0, kGenesisHash);
