@@ -100,7 +100,11 @@ docker-compose -f docker-compose.yml config -q
 # The three builds keep line tables only (-g1): file and line in sanitizer reports and in
 # backtraces, for about a fifth less compile time than full debug information. The
 # ThreadSanitizer build is -O1 (the level its documentation suggests, with -O2): with -g1, about
-# a third less compile time than -O2 -g. Compiling is about two thirds of a fresh clone's run.
+# a third less compile time than -O2 -g. The two sanitizer builds are unity builds (CMake's
+# UNITY_BUILD: each target's sources compiled in batches of 8 per translation unit, so the
+# headers of RocksDB, Pistache, RapidJSON and doctest are parsed once per batch): 161 s against
+# 230 s for the ASan build from nothing. The release build compiles every file on its own, as
+# scripts/run.sh and scripts/bench.sh do, so that a file missing an include fails here too.
 stage "release: configure + build (build/)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGATEWAY_WERROR=ON -DGATEWAY_SANITIZE=OFF \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
@@ -114,7 +118,7 @@ fi
 
 stage "sanitizers: configure + build (build-asan/)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGATEWAY_WERROR=ON -DGATEWAY_SANITIZE=ON \
-  -DCMAKE_CXX_FLAGS_DEBUG="-g1"
+  -DCMAKE_CXX_FLAGS_DEBUG="-g1" -DCMAKE_UNITY_BUILD=ON
 cmake --build build-asan -j"$JOBS"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1"
@@ -127,7 +131,7 @@ run_ctest build-asan sanitizer
 
 stage "thread sanitizer: configure + build (build-tsan/)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGATEWAY_WERROR=ON -DGATEWAY_TSAN=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON
 cmake --build build-tsan -j"$JOBS"
 run_tsan
 
