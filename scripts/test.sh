@@ -36,7 +36,7 @@ trap 'STAGE="${STAGE} (interrupted)"; exit 143' TERM INT
 stage() {
   STAGE=$1
   echo
-  echo "==> ${STAGE}"
+  echo "==> ${STAGE} (at $((SECONDS - START)) s)"
 }
 
 # Runs ctest in build dir $1; a failure is recorded so the other build still runs. The unit
