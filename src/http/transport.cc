@@ -92,11 +92,10 @@ struct Expected {
   bool sends_more = false;   // no end at once after a closing answer (client_sends_more)
   // A write waits for the socket to take more (EAGAIN: a client that reads slowly, or not at all):
   // nothing more is served meanwhile (answer_waits_for_socket). A 408 of Pistache's timer is
-  // dropped while it waits, unless the one before was dropped too (`timed_out`) and the client has
-  // acknowledged no byte more since (`acked_at_timeout`, TCP_INFO).
+  // dropped while it waits, unless the one before was dropped too and the client has
+  // acknowledged no byte more since (`acked_at_timeout`, TCP_INFO, set at the 408 dropped).
   bool blocked = false;
-  bool timed_out = false;
-  uint64_t acked_at_timeout = 0;
+  std::optional<uint64_t> acked_at_timeout = std::nullopt;
   int64_t asked_ms = 0;  // when the last answer was expected (coarse_ms)
 };
 
@@ -181,12 +180,11 @@ bool take_own_write(Pistache::Tcp::Transport& transport,
             ? info.tcpi_bytes_acked
             : 0;
     Expected& w = entry_of(*peer);
-    if (w.timed_out && acked == w.acked_at_timeout) {
+    if (w.acked_at_timeout == acked) {
       w.ending = true;
       ::shutdown(peer->fd(), SHUT_RDWR);
       return false;
     }
-    w.timed_out = true;
     w.acked_at_timeout = acked;
   }
   if (waited_for || waits) {
@@ -367,7 +365,7 @@ void written_all(Pistache::Tcp::Transport& transport, Pistache::Fd fd, bool brok
   Expected* e = expected_of(fd, peer->second->getID());
   if (e == nullptr) return;
   e->blocked = false;
-  e->timed_out = false;
+  e->acked_at_timeout.reset();
   if (broken) {
     e->input_waits = false;
     return;
