@@ -355,8 +355,15 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
   s.verified_at = r.integer("verified_at");
   if (mode == Mode::kCreate) {
     constexpr const char* kServerSet = "is set by the server and cannot be changed";
+    // The verification_hostname a new domain gets follows from its hostname, so it may be sent as
+    // well as left out (as a record's other server fields may be sent with the values they will
+    // have); checked against a hostname refused, it would only repeat that refusal.
+    if (s.verification_hostname && !s.verification_hostname->empty() && valid_hostname &&
+        *s.verification_hostname != verification_hostname(d.hostname)) {
+      r.check("verification_hostname",
+              "is set by the server: " + verification_hostname(d.hostname) + " for this hostname");
+    }
     const std::pair<const char*, const std::optional<std::string>*> echoes[] = {
-        {"verification_hostname", &s.verification_hostname},
         {"verification_value", &s.verification_value},
         {"verification_parent_id", &s.verification_parent_id},
         {"verification_error", &s.verification_error}};

@@ -390,6 +390,25 @@ TEST_CASE("create: domain server fields only with a new domain's starting values
   CHECK(fields_of(r) == "scope,verification_value,status,verified_at");
 }
 
+TEST_CASE("create: verification_hostname may be sent with the one the hostname gives") {
+  auto sent = [](const char* hostname, const char* verification_hostname) {
+    return parse(Kind::kDomain, (std::string(R"({"team_id":"t","hostname":")") + hostname +
+                                 R"(","verification_hostname":")" + verification_hostname + "\"}")
+                                    .c_str());
+  };
+  CHECK(sent("Shop.Example.com.", "_gateway-verify.shop.example.com").ok());
+  CHECK(sent("shop.example.com", "").ok());
+  auto other = sent("shop.example.com", "_gateway-verify.example.com");
+  REQUIRE_FALSE(other.ok());
+  CHECK(fields_of(other) == "verification_hostname");
+  CHECK(other.error().errors.at(0).message ==
+        "is set by the server: _gateway-verify.shop.example.com for this hostname");
+  CHECK(fields_of(sent("shop.example.com", "_GATEWAY-VERIFY.shop.example.com")) ==
+        "verification_hostname");
+  // A hostname refused is reported once, not again through the name that follows from it.
+  CHECK(fields_of(sent("a..com", "_gateway-verify.a.com")) == "hostname");
+}
+
 TEST_CASE("update: server fields are kept for decide to compare with the stored record") {
   rapidjson::Document doc;
   doc.Parse(R"({"team_id":"t","hostname":"a.com","status":"verified","verified_at":5})");

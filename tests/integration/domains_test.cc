@@ -258,6 +258,22 @@ TEST_CASE("domain server-controlled fields may be sent only with their current v
       kPath, json_with(domain_body(kTeamA, "forged.example.com"), "status", R"("verified")"));
   check_problem(create_verified, 422, "validation_failed");
   CHECK(str(json(api.get(path)), "status") == "pending");
+
+  // On create, with the values a new domain gets: verification_hostname follows from the hostname.
+  std::string starting = domain_body(kTeamA, "New.Example.com.");
+  starting = json_with(starting, "status", R"("pending")");
+  starting = json_with(starting, "verification_hostname", R"("_gateway-verify.new.example.com")");
+  starting = json_with(starting, "verification_value", R"("")");
+  starting = json_with(starting, "verified_at", "0");
+  Response created = api.post(kPath, starting);
+  INFO(created.body);
+  REQUIRE(created.status == 201);
+  CHECK(str(json(created), "verification_hostname") == "_gateway-verify.new.example.com");
+  Response other =
+      api.post(kPath, json_with(domain_body(kTeamA, "other.example.com"), "verification_hostname",
+                                R"("_gateway-verify.new.example.com")"));
+  check_problem(other, 422, "validation_failed");
+  CHECK(has_field(error_fields(other), "verification_hostname"));
 }
 
 TEST_CASE("domain PUT keeps scope when omitted and resets other optional fields") {
