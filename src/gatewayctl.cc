@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <ext/stdio_filebuf.h>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -146,6 +147,51 @@ std::optional<std::string> follow_links(std::filesystem::path path, std::error_c
   return std::nullopt;
 }
 
+// The descriptor of this process that `path` names, if it names one: /dev/stdout, /dev/stderr,
+// /dev/fd/N or /proc/self/fd/N, directly or through links, followed one at a time (at most 40).
+// Opened by name, such a path is the file the descriptor is open on, anew: a regular file that
+// stdout was redirected to (`>> log`) was replaced by the rename, or written from its start.
+std::optional<int> named_descriptor(std::filesystem::path path) {
+  namespace fs = std::filesystem;
+  // /dev/fd, /proc/self/fd and /proc/thread-self/fd are links to one of these.
+  const std::string own = "/proc/" + std::to_string(getpid());
+  std::error_code ec;
+  for (int links = 0; links <= 40; ++links) {
+    path = fs::absolute(path, ec).lexically_normal();
+    if (ec) return std::nullopt;
+    const std::string dir = fs::canonical(path.parent_path(), ec).string();
+    if (ec) return std::nullopt;
+    if (dir == own + "/fd" || (dir.starts_with(own + "/task/") && dir.ends_with("/fd"))) {
+      auto n = gw::parse_uint(path.filename().string(), 0, INT32_MAX);
+      if (!n) return std::nullopt;
+      return static_cast<int>(*n);
+    }
+    if (!fs::is_symlink(fs::symlink_status(path, ec))) return std::nullopt;
+    fs::path target = fs::read_symlink(path, ec);
+    if (ec) return std::nullopt;
+    path = target.is_absolute() ? target : path.parent_path() / target;
+  }
+  return std::nullopt;
+}
+
+// Writes the replay into descriptor `fd` as it is open (its offset, O_APPEND), not the file anew.
+int replay_into_descriptor(const gw::Store& store, uint64_t until, int fd,
+                           const std::string& named) {
+  const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (own < 0) return fail("cannot write " + named + ": " + std::strerror(errno));
+  __gnu_cxx::stdio_filebuf<char> buffer(own, std::ios::out, 1 << 16);  // closes `own`
+  std::ostream out(&buffer);
+  auto records = gw::admin::write_replay(store, until, out);
+  out.flush();
+  if (!records.ok()) return fail("replay: " + records.error().detail);
+  if (!out) return fail("replay: cannot write " + named);
+  // Beside the records, the summary would run into them: it goes to the other stream.
+  (fd == STDERR_FILENO ? std::cout : std::cerr)
+      << "replay: " << records.value() << " records live after event " << until << " written to "
+      << named << "\n";
+  return 0;
+}
+
 int replay(int argc, char** argv) {
   gw::Flags flags({kDataDir,
                    {"until-seq", "", "", "the event to stop after (0 = before the first)"},
@@ -156,6 +202,9 @@ int replay(int argc, char** argv) {
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
   if (!store.ok()) return fail(store.error().detail);
   std::string out_path = flags.get("out");
+  if (auto fd = named_descriptor(out_path)) {
+    return replay_into_descriptor(store.value()->store(), *until, *fd, out_path);
+  }
   std::error_code ec;
   const auto out_status = std::filesystem::status(out_path, ec);
   // A device, pipe or socket (`--out /dev/stdout`) is written into, not replaced: a rename would

@@ -432,6 +432,33 @@ TEST_CASE("replay --until-seq gives the records as the API showed them at that p
   CHECK(fs::is_symlink(to_stdout));
   CHECK(piped.out.starts_with("{\"until_seq\":1,"));
   CHECK(piped.err.starts_with("replay: 1 records live after event 1 written to " + to_stdout));
+  // Into stdout redirected to a regular file (`>> log`), the records go where the descriptor
+  // writes, after what the file held, and the summary to stderr. /dev/stdout opened by name is
+  // that file: it was replaced (a new file of mode 0600, "kept" gone) and the summary went into
+  // the file it replaced (helper 62).
+  const std::string log = out_dir.file("log");
+  { std::ofstream(log) << "kept\n"; }
+  fs::permissions(log, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  auto inode_of = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  const ino_t inode = inode_of(log);
+  REQUIRE(inode != 0);
+  auto appended =
+      testing::run_command({"/bin/sh", "-c",
+                            std::string("exec ") + kGatewayctl + " replay --data-dir " +
+                                server.data_dir() + " --until-seq 1 --out /dev/stdout >> " + log},
+                           {}, std::chrono::seconds(120));
+  INFO(appended.err);
+  CHECK(appended.status.code == 0);
+  std::ostringstream logged;
+  logged << std::ifstream(log).rdbuf();
+  CHECK(logged.str().starts_with("kept\n{\"until_seq\":1,"));
+  CHECK(inode_of(log) == inode);
+  CHECK(fs::status(log).permissions() ==
+        (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
+  CHECK(appended.err.starts_with("replay: 1 records live after event 1 written to /dev/stdout"));
 }
 
 // The WAF policy applies to writes: a profile stored under an earlier release's policy keeps its
