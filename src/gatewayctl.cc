@@ -207,8 +207,8 @@ int replay(int argc, char** argv) {
   }
   std::error_code ec;
   const auto out_status = std::filesystem::status(out_path, ec);
-  // A device, pipe or socket (`--out /dev/stdout`) is written into, not replaced: a rename would
-  // put a regular file where the device's name was.
+  // A device, pipe or socket (`--out /dev/null`, a fifo) is written into, not replaced: a rename
+  // would put a regular file where the device's name was.
   const bool direct = std::filesystem::exists(out_status) &&
                       !std::filesystem::is_regular_file(out_status) &&
                       !std::filesystem::is_directory(out_status);
@@ -254,7 +254,7 @@ int replay(int argc, char** argv) {
     std::filesystem::rename(tmp_path, out_path, ec);
     if (ec) return fail("cannot write " + out_path + ": " + ec.message());
   }
-  // Into a device such as stdout the summary would run into the records: it goes to stderr.
+  // Into a device such as a terminal the summary would run into the records: it goes to stderr.
   (direct ? std::cerr : std::cout) << "replay: " << records.value() << " records live after event "
                                    << *until << " written to " << out_path << "\n";
   return 0;
