@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace gw::mirror {
 
@@ -193,12 +194,37 @@ Result<Sink::Tail> KafkaSink::tail(std::chrono::milliseconds timeout) {
   const rd_kafka_metadata_topic_t& topic = metadata->topics[0];
   if (topic.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return newest;  // none yet
   if (topic.err != RD_KAFKA_RESP_ERR_NO_ERROR) return unavailable(rd_kafka_err2str(topic.err));
+  // Each partition's first and next offset, asked as offsets for the times -2 and -1 (earliest
+  // and latest). rd_kafka_query_watermark_offsets, which asks the same, does not end at its
+  // timeout in librdkafka 2.0.2 once a partition's leader does not answer (fixed in 2.3.0,
+  // librdkafka#4460): the mirror's thread, and gatewayd's shutdown with it, waited until the
+  // broker came back.
+  auto offsets = [&](int64_t which) -> Result<std::vector<int64_t>> {
+    std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)>
+        list(rd_kafka_topic_partition_list_new(topic.partition_cnt),
+             &rd_kafka_topic_partition_list_destroy);
+    for (int i = 0; i < topic.partition_cnt; ++i) {
+      rd_kafka_topic_partition_list_add(list.get(), config_.topic.c_str(), topic.partitions[i].id)
+          ->offset = which;
+    }
+    const rd_kafka_resp_err_t asked = rd_kafka_offsets_for_times(c.rk, list.get(), left());
+    if (asked != RD_KAFKA_RESP_ERR_NO_ERROR) return unavailable(rd_kafka_err2str(asked));
+    std::vector<int64_t> out;
+    for (int i = 0; i < topic.partition_cnt; ++i) {
+      const rd_kafka_topic_partition_t& p = list->elems[i];
+      if (p.err != RD_KAFKA_RESP_ERR_NO_ERROR) return unavailable(rd_kafka_err2str(p.err));
+      out.push_back(p.offset);
+    }
+    return out;
+  };
+  auto lows = offsets(RD_KAFKA_OFFSET_BEGINNING);
+  if (!lows.ok()) return lows.error();
+  auto highs = offsets(RD_KAFKA_OFFSET_END);
+  if (!highs.ok()) return highs.error();
   for (int i = 0; i < topic.partition_cnt; ++i) {
     const int32_t partition = topic.partitions[i].id;
-    int64_t low = 0, high = 0;
-    err = rd_kafka_query_watermark_offsets(c.rk, config_.topic.c_str(), partition, &low, &high,
-                                           left());
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return unavailable(rd_kafka_err2str(err));
+    const int64_t low = lows.value()[i];
+    const int64_t high = highs.value()[i];
     if (high <= low) continue;  // an empty partition
     if (rd_kafka_consume_start(c.topic, partition, high - 1) != 0)
       return unavailable(rd_kafka_err2str(rd_kafka_last_error()));

@@ -146,6 +146,27 @@ TEST_CASE("without --kafka-brokers nothing is mirrored and the metrics say so") 
   CHECK_FALSE(sample(text, "gatewayd_mirror_lag_events").has_value());
 }
 
+// The mirror reads the topic's newest event at every start (and after a new producer), asking
+// each partition's leader for its offsets. librdkafka 2.0.2's rd_kafka_query_watermark_offsets did
+// not end at its timeout while a leader did not answer, so the mirror's thread, and a SIGTERM
+// with it, waited until the broker came back: SIGKILLed after the 15 s here, exiting 0 only when
+// a frozen broker was resumed (helper 61).
+TEST_CASE("SIGTERM ends gatewayd while the topic's partition leader cannot be reached") {
+  testing::ChildProcess broker;
+  broker.spawn({KAFKA_MOCK_PATH, "--brokers", "2", "--topic", "gateway-config.events",
+                "--partitions", "2", "--leader-down", "1"});
+  auto bootstrap = broker.wait_for_line("bootstrap ", std::chrono::seconds(10));
+  REQUIRE(bootstrap.has_value());
+  Server server({"--kafka-brokers", bootstrap->substr(bootstrap->find(' ') + 1)});
+  Api api(server, kTeamA);
+  REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w")).status == 201);
+  // The read of the newest event fails at its timeout, and is tried again later.
+  CHECK(server.wait_for_line("cannot read the newest event of topic").has_value());
+  const testing::ExitStatus stopped = server.stop();
+  INFO(server.output());
+  CHECK(stopped.describe() == "exit 0");
+}
+
 TEST_CASE("a frozen broker never blocks writes; the backlog drains in order when it returns") {
   Broker broker;
   Server server(broker.flags());

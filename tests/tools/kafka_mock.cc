@@ -2,6 +2,7 @@
 // a real Kafka-protocol broker over TCP and can freeze it (SIGSTOP) or kill it like a real one.
 //
 //   kafka_mock [--brokers N] [--topic NAME --partitions P] [--clusters-before K] [--port PORT]
+//              [--leader-down 1]
 //
 // Creates the cluster (N brokers on 127.0.0.1, random ports), creates the topic if given, prints
 // one line `bootstrap HOST:PORT[,HOST:PORT...]` and serves until SIGTERM or SIGINT.
@@ -11,6 +12,8 @@
 // tests of another cluster behind the mirror need two ids. With PORT, the cluster's first broker
 // listens on that port of 127.0.0.1 (librdkafka's mock picks one itself; `bind` below gives it
 // PORT instead): a test replaces one cluster with another behind the same address.
+// With --leader-down 1 (N at least 2, a topic), the last broker leads every partition of the topic
+// and is down from the start: the others answer metadata, naming it, and it refuses connections.
 // The mock keeps messages in memory (about 5 MiB per partition at most, see PITFALLS).
 #include <dlfcn.h>
 #include <librdkafka/rdkafka.h>
@@ -31,7 +34,7 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: kafka_mock [--brokers N] [--topic NAME --partitions P] "
-               "[--clusters-before K] [--port PORT]\n");
+               "[--clusters-before K] [--port PORT] [--leader-down 1]\n");
   return 2;
 }
 
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
   int brokers = 1;
   int partitions = 1;
   int clusters_before = 0;
+  bool leader_down = false;
   std::string topic;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -82,12 +86,14 @@ int main(int argc, char** argv) {
       clusters_before = std::atoi(value.c_str());
     } else if (arg == "--port") {
       fixed_port = std::atoi(value.c_str());
+    } else if (arg == "--leader-down" && value == "1") {
+      leader_down = true;
     } else {
       return usage();
     }
   }
   if (brokers < 1 || partitions < 1 || clusters_before < 0 || fixed_port < 0 ||
-      fixed_port > 65535) {
+      fixed_port > 65535 || (leader_down && (brokers < 2 || topic.empty()))) {
     return usage();
   }
   bind_at = clusters_before + 1;
@@ -124,6 +130,12 @@ int main(int argc, char** argv) {
                    rd_kafka_err2str(err));
       return 1;
     }
+  }
+  if (leader_down) {
+    for (int p = 0; p < partitions; ++p) {
+      rd_kafka_mock_partition_set_leader(cluster, topic.c_str(), p, brokers);
+    }
+    rd_kafka_mock_broker_set_down(cluster, brokers);
   }
   std::printf("bootstrap %s\n", rd_kafka_mock_cluster_bootstraps(cluster));
   std::fflush(stdout);
