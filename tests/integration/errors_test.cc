@@ -158,6 +158,10 @@ TEST_CASE("a request target in absolute form is served as its path (RFC 9112 3.2
     check_problem(http.request("GET", server.url(), auth, std::nullopt, authority), 404,
                   "not_found");
   }
+  // Another scheme names no path of gatewayd's.
+  check_problem(
+      http.request("GET", server.url() + item, auth, std::nullopt, "ftp://gateway.example" + item),
+      404, "not_found");
   CHECK(total(api, kWebhook) == 3);
 }
 
