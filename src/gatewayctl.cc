@@ -9,7 +9,6 @@
 #include <cstring>
 #include <ext/stdio_filebuf.h>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -128,68 +127,43 @@ int events(int argc, char** argv) {
   return 0;
 }
 
-// `path` with its symlinks followed to the file they end at, whether or not that file exists yet
-// (at most 40 of them, as the kernel follows), its directories made canonical.
-std::optional<std::string> follow_links(std::filesystem::path path, std::error_code& ec) {
+// `path`, then the target of each of its symlinks in turn, as far as a path that is no symlink
+// or does not exist yet (at most 40 links, as the kernel follows). Empty, with `ec`, on an error.
+std::vector<std::filesystem::path> link_chain(std::filesystem::path path, std::error_code& ec) {
   namespace fs = std::filesystem;
+  std::vector<fs::path> chain{path};
   for (int links = 0; links <= 40; ++links) {
     std::error_code absent;  // a path that does not exist is where the links end, not an error
-    if (!fs::is_symlink(fs::symlink_status(path, absent))) {
-      fs::path end = fs::weakly_canonical(path, ec);
-      if (ec) return std::nullopt;
-      return end.string();
-    }
+    if (!fs::is_symlink(fs::symlink_status(path, absent))) return chain;
     fs::path target = fs::read_symlink(path, ec);
-    if (ec) return std::nullopt;
+    if (ec) return {};
     path = target.is_absolute() ? target : path.parent_path() / target;
+    chain.push_back(path);
   }
   ec = std::make_error_code(std::errc::too_many_symbolic_link_levels);
-  return std::nullopt;
+  return {};
 }
 
-// The descriptor of this process that `path` names, if it names one: /dev/stdout, /dev/stderr,
-// /dev/fd/N or /proc/self/fd/N, directly or through links, followed one at a time (at most 40).
-// Opened by name, such a path is the file the descriptor is open on, anew: a regular file that
-// stdout was redirected to (`>> log`) was replaced by the rename, or written from its start.
-std::optional<int> named_descriptor(std::filesystem::path path) {
+// The descriptor of this process that `path` names, directly or through links: /dev/stdout,
+// /dev/stderr, /dev/fd/N, /proc/self/fd/N. Opened by name, such a path is the file the
+// descriptor is open on, anew: a regular file that stdout was redirected to (`>> log`) was
+// replaced by the rename, or written from its start.
+std::optional<int> named_descriptor(const std::string& path) {
   namespace fs = std::filesystem;
   // /dev/fd, /proc/self/fd and /proc/thread-self/fd are links to one of these.
   const std::string own = "/proc/" + std::to_string(getpid());
   std::error_code ec;
-  for (int links = 0; links <= 40; ++links) {
-    path = fs::absolute(path, ec).lexically_normal();
-    if (ec) return std::nullopt;
-    const std::string dir = fs::canonical(path.parent_path(), ec).string();
+  for (const fs::path& link : link_chain(path, ec)) {
+    const fs::path named = fs::absolute(link, ec).lexically_normal();
+    const std::string dir = fs::canonical(named.parent_path(), ec).string();
     if (ec) return std::nullopt;
     if (dir == own + "/fd" || (dir.starts_with(own + "/task/") && dir.ends_with("/fd"))) {
-      auto n = gw::parse_uint(path.filename().string(), 0, INT32_MAX);
+      auto n = gw::parse_uint(named.filename().string(), 0, INT32_MAX);
       if (!n) return std::nullopt;
       return static_cast<int>(*n);
     }
-    if (!fs::is_symlink(fs::symlink_status(path, ec))) return std::nullopt;
-    fs::path target = fs::read_symlink(path, ec);
-    if (ec) return std::nullopt;
-    path = target.is_absolute() ? target : path.parent_path() / target;
   }
   return std::nullopt;
-}
-
-// Writes the replay into descriptor `fd` as it is open (its offset, O_APPEND), not the file anew.
-int replay_into_descriptor(const gw::Store& store, uint64_t until, int fd,
-                           const std::string& named) {
-  const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  if (own < 0) return fail("cannot write " + named + ": " + std::strerror(errno));
-  __gnu_cxx::stdio_filebuf<char> buffer(own, std::ios::out, 1 << 16);  // closes `own`
-  std::ostream out(&buffer);
-  auto records = gw::admin::write_replay(store, until, out);
-  out.flush();
-  if (!records.ok()) return fail("replay: " + records.error().detail);
-  if (!out) return fail("replay: cannot write " + named);
-  // Beside the records, the summary would run into them: it goes to the other stream.
-  (fd == STDERR_FILENO ? std::cout : std::cerr)
-      << "replay: " << records.value() << " records live after event " << until << " written to "
-      << named << "\n";
-  return 0;
 }
 
 int replay(int argc, char** argv) {
@@ -202,22 +176,22 @@ int replay(int argc, char** argv) {
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
   if (!store.ok()) return fail(store.error().detail);
   std::string out_path = flags.get("out");
-  if (auto fd = named_descriptor(out_path)) {
-    return replay_into_descriptor(store.value()->store(), *until, *fd, out_path);
-  }
   std::error_code ec;
+  // One of this process's descriptors is written through as it is open (its offset, O_APPEND).
+  const std::optional<int> descriptor = named_descriptor(out_path);
   const auto out_status = std::filesystem::status(out_path, ec);
-  // A device, pipe or socket (`--out /dev/null`, a fifo) is written into, not replaced: a rename
-  // would put a regular file where the device's name was.
-  const bool direct = std::filesystem::exists(out_status) &&
-                      !std::filesystem::is_regular_file(out_status) &&
-                      !std::filesystem::is_directory(out_status);
+  // So is a device, pipe or socket (`--out /dev/null`, a fifo): a rename would put a regular file
+  // where the device's name was.
+  const bool direct = descriptor || (std::filesystem::exists(out_status) &&
+                                     !std::filesystem::is_regular_file(out_status) &&
+                                     !std::filesystem::is_directory(out_status));
   if (!direct && std::filesystem::is_symlink(std::filesystem::symlink_status(out_path, ec))) {
     // A symlink's file is replaced (or made), not the link: a rename over the link replaced it
-    // with a regular file when its file did not exist yet, or was a directory.
-    auto end = follow_links(out_path, ec);
-    if (!end) return fail("cannot write " + flags.get("out") + ": " + ec.message());
-    out_path = *end;
+    // with a regular file when its file did not exist yet, or was a directory. Its directories
+    // are made canonical.
+    const auto chain = link_chain(out_path, ec);
+    if (!chain.empty()) out_path = std::filesystem::weakly_canonical(chain.back(), ec).string();
+    if (ec) return fail("cannot write " + flags.get("out") + ": " + ec.message());
   }
   // Refused before the replay is written; the rename would refuse it after.
   if (std::filesystem::is_directory(out_status)) {
@@ -228,13 +202,6 @@ int replay(int argc, char** argv) {
   // One left by a process that died with this pid is stale.
   const std::string tmp_path = direct ? "" : out_path + ".tmp." + std::to_string(getpid());
   const gw::admin::RemovedOnInterrupt removed_on_interrupt(tmp_path);
-  if (!direct) {
-    std::filesystem::remove(tmp_path, ec);
-    // Readable by its owner only: it holds every tenant's records.
-    const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return fail("cannot write " + tmp_path + ": " + std::strerror(errno));
-    ::close(fd);
-  }
   // Whatever goes wrong from here, the temporary file goes; once renamed, it is FILE.
   struct RemoveOnExit {
     const std::string& path;
@@ -244,19 +211,32 @@ int replay(int argc, char** argv) {
     }
   } remove_tmp{tmp_path};
   const std::string& written = direct ? out_path : tmp_path;
-  std::ofstream out(written, std::ios::binary | std::ios::trunc);
-  if (!out) return fail("cannot write " + written + ": " + std::strerror(errno));
+  int fd = -1;
+  if (descriptor) {
+    fd = ::fcntl(*descriptor, F_DUPFD_CLOEXEC, 3);
+  } else if (direct) {
+    fd = ::open(out_path.c_str(), O_WRONLY | O_CLOEXEC);
+  } else {
+    std::filesystem::remove(tmp_path, ec);
+    // Readable by its owner only: it holds every tenant's records.
+    fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) return fail("cannot write " + written + ": " + std::strerror(errno));
+  __gnu_cxx::stdio_filebuf<char> buffer(fd, std::ios::out, 1 << 16);  // closes `fd`
+  std::ostream out(&buffer);
   auto records = gw::admin::write_replay(store.value()->store(), *until, out);
-  out.close();
+  const bool closed = out.flush() && buffer.close() != nullptr;
   if (!records.ok()) return fail("replay: " + records.error().detail);
-  if (!out) return fail("replay: cannot write " + written);
+  if (!closed) return fail("replay: cannot write " + written);
   if (!direct) {
     std::filesystem::rename(tmp_path, out_path, ec);
     if (ec) return fail("cannot write " + out_path + ": " + ec.message());
   }
-  // Into a device such as a terminal the summary would run into the records: it goes to stderr.
-  (direct ? std::cerr : std::cout) << "replay: " << records.value() << " records live after event "
-                                   << *until << " written to " << out_path << "\n";
+  // Written into a descriptor or device (a terminal, stdout) the summary would run into the
+  // records: it goes to stderr, or to stdout when the records go to stderr.
+  (direct && descriptor != STDERR_FILENO ? std::cerr : std::cout)
+      << "replay: " << records.value() << " records live after event " << *until << " written to "
+      << out_path << "\n";
   return 0;
 }
 

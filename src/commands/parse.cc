@@ -358,10 +358,12 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
     // The verification_hostname a new domain gets follows from its hostname, so it may be sent as
     // well as left out (as a record's other server fields may be sent with the values they will
     // have); checked against a hostname refused, it would only repeat that refusal.
-    if (s.verification_hostname && !s.verification_hostname->empty() && valid_hostname &&
-        *s.verification_hostname != verification_hostname(d.hostname)) {
-      r.check("verification_hostname",
-              "is set by the server: " + verification_hostname(d.hostname) + " for this hostname");
+    if (s.verification_hostname && !s.verification_hostname->empty() && valid_hostname) {
+      const std::string starting = verification_hostname(d.hostname);
+      if (*s.verification_hostname != starting) {
+        r.check("verification_hostname",
+                "is set by the server: " + starting + " for this hostname");
+      }
     }
     const std::pair<const char*, const std::optional<std::string>*> echoes[] = {
         {"verification_value", &s.verification_value},
