@@ -309,19 +309,20 @@ Problem reads_env(modsecurity::RuleWithActions& link) {
   return std::nullopt;
 }
 
-// An @rx (or a regex without an operator name) whose parameter holds a macro, as the engine built
-// it: compiled anew from the macro's value at every match. The scan refuses such text; this stands
-// behind it, as the ENV checks do, should the engine's lexer put a macro into a regex the scan saw
-// elsewhere.
-Problem rx_with_macro(modsecurity::RuleWithActions& link) {
+// An operator whose cost the policy bounds, as the engine built it: an @rx (or a regex without an
+// operator name) whose parameter holds a macro, compiled anew from the macro's value at every
+// match; a substring search with a macro or a long parameter (waf::substring_search_problem). The
+// scan refuses such text; this stands behind it, as the ENV checks do, should the engine's lexer
+// put a macro or more text into a parameter than the scan saw there.
+Problem costly_operator(modsecurity::RuleWithActions& link) {
   auto* rule = dynamic_cast<modsecurity::RuleWithOperator*>(&link);
   if (rule == nullptr) return std::nullopt;
   const auto* op = reinterpret_cast<const EngineOperator*>(rule->*member_of(OperatorOf{}));
   if (op == nullptr || op->name != rule->getOperatorName()) return std::string(kAmbiguous);
-  if (strcasecmp(op->name.c_str(), "rx") == 0 && op->string != nullptr &&
-      op->string->contains_macro)
+  const bool has_macro = op->string != nullptr && op->string->contains_macro;
+  if (strcasecmp(op->name.c_str(), "rx") == 0 && has_macro)
     return waf::rx_with_macro(link.getLineNumber());
-  return std::nullopt;
+  return waf::substring_search_problem(op->name, op->param, has_macro, link.getLineNumber());
 }
 
 // The name of a transformation as the scan keeps it ("lowercase"), from the engine's
@@ -342,7 +343,7 @@ Problem engine_link(modsecurity::RuleWithActions& r, waf::LinkActions* counts) {
   }
   const int line = r.getLineNumber();
   if (auto p = reads_env(r)) return p;
-  if (auto p = rx_with_macro(r)) return p;
+  if (auto p = costly_operator(r)) return p;
   if (auto* rule = dynamic_cast<modsecurity::RuleWithOperator*>(&r)) {
     // An operator is one quoted string on one line: a parameter with a line break in it is text
     // the engine's lexer swallowed past the operator's end (a comment line's, or the actions'

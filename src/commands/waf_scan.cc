@@ -62,6 +62,8 @@ constexpr std::string_view kGrowingTransformations =
     " base64encode hexencode urlencode utf8tounicode ";
 constexpr size_t kMaxGrowingTransformations = 2;
 // Operators that take no parameter.
+// Operators libmodsecurity 3.0.9 runs as std::string::find (substring_search_problem).
+constexpr std::string_view kSubstringOperators = " contains containsword strmatch within ";
 constexpr std::string_view kNoParameterOperators =
     " detectsqli detectxss geolookup unconditionalmatch validateurlencoding validateutf8encoding ";
 // The variables of libmodsecurity 3.0.9's parser (seclang-parser.yy), lower-cased, but ENV (the
@@ -1025,6 +1027,9 @@ Problem check_operator(const Arg& arg, int line, RegexBytes* spent) {
            "empty" +
            at(line);
   }
+  if (auto p = substring_search_problem(name, rest.substr(1),
+                                        rest.find("%{") != std::string_view::npos, line))
+    return p;
   if (lowered == "ipmatch") return ip_match_problem(rest.substr(1), line);
   // Each phrase takes the engine memory growing with the square of its length (its trie keeps a
   // copy of the phrase's whole length at every letter): one of 14,000 bytes took 190 MB in the
@@ -1097,7 +1102,9 @@ Problem check_directive(const Directive& d, Scan* scan) {
     }
     scan->rules.push_back({id, {counts}});
   } else if (name == "secmarker") {
-    if (args.size() != 1 || args[0].quoted || args[0].text.empty() || args[0].text.size() > 128 ||
+    // Quoted or not (the Core Rule Set quotes its markers): the engine keeps the name without
+    // its quotes, and the audit compares that with the scan's.
+    if (args.size() != 1 || args[0].text.empty() || args[0].text.size() > 128 ||
         !std::all_of(args[0].text.begin(), args[0].text.end(), [](char c) {
           return isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
         })) {
@@ -1174,6 +1181,27 @@ std::string rx_with_macro(int line) {
          "compile one from the macro's value for every request, so a client could send the "
          "regex; write a literal '%{' as \\x25{" +
          at(line);
+}
+
+Problem substring_search_problem(std::string_view engine_name, std::string_view param,
+                                 bool has_macro, int line) {
+  const std::string name = ascii_lower(engine_name);
+  if (!listed(kSubstringOperators, name)) return std::nullopt;
+  const std::string search =
+      name == "within" ? "the value in the parameter" : "the parameter in the value";
+  if (has_macro) {
+    return "must not use a macro in @" + shown(engine_name) + ": the WAF engine searches for " +
+           search +
+           ", in time growing with the product of their lengths, and with a macro a "
+           "client sends both" +
+           at(line);
+  }
+  if (param.size() > kMaxSubstringParameterBytes) {
+    return "needs @" + shown(engine_name) + " with a parameter of at most " +
+           std::to_string(kMaxSubstringParameterBytes) + " bytes: the WAF engine searches for " +
+           search + ", in time growing with the product of their lengths" + at(line);
+  }
+  return std::nullopt;
 }
 
 bool denied_engine_operator(std::string_view engine_name) {

@@ -657,6 +657,8 @@ TEST_CASE("waf_directives accepts tenant rules") {
       {"SecRule ARGS \"@rx a\" \"id:13,phase:2,pass,skipAfter:END_TENANT\"\nSecAction "
        "\"id:14,phase:2,deny\"\nSecMarker END_TENANT"},
       {"SecAction \"id:15,phase:1,pass,nolog,setvar:tx.limit=10\"\nSecMarker END_15"},
+      // Quoted, as the Core Rule Set writes its markers (was 422).
+      {"SecAction \"id:16,phase:1,pass,nolog,skipAfter:END-16\"\nSecMarker \"END-16\""},
       {"SecRule ARGS \"@rx a\" \"id:16,deny\"\nSecRuleRemoveById 16 20-30 99999"},
       {"SecRuleUpdateTargetById 16 \"!ARGS:password\"\nSecRuleUpdateTargetById 17 !ARGS:token"},
       {"SecRuleUpdateActionById 16 \"pass,nolog\""},
@@ -811,7 +813,11 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {"SecMarker\tEND", "needs exactly one space after SecMarker"},
       {"SecRuleRemoveById  5", "needs exactly one space after SecRuleRemoveById"},
       {"SecRuleUpdateTargetById \\\n 5 ARGS", "needs exactly one space"},
-      {"SecMarker \"END\"", "needs SecMarker NAME"},
+      {"SecMarker \"END X\"", "needs SecMarker NAME"},
+      {"SecMarker \"END", "has an unterminated quoted string"},
+      {"SecMarker 'END'", "needs SecMarker NAME"},
+      {"SecMarker \"\"", "needs SecMarker NAME"},
+      {"SecMarker \"END\" X", "needs SecMarker NAME"},
       {R"(SecAction "id:1,pass,setvar:'tx.a=1,exec:/x.lua'")",
        "must not put commas in setvar values"},
       // ENV and other shared state.
@@ -1008,9 +1014,59 @@ TEST_CASE("waf_directives refuses macros in @rx") {
     CAPTURE(b.in);
     expect_bad(fields::waf_directives(b.in), b.why);
   }
-  // Other operators take macros: they compare, they compile nothing.
+  // Other operators take macros: they compare, they compile nothing, in time linear in the value.
   expect_ok(fields::waf_directives(R"(SecRule ARGS "@streq %{tx.a}" "id:1,phase:2,deny")"));
-  expect_ok(fields::waf_directives(R"(SecRule ARGS "@within %{tx.a}" "id:2,phase:2,deny")"));
+  expect_ok(fields::waf_directives(R"(SecRule ARGS "@beginsWith %{tx.a}" "id:2,phase:2,deny")"));
+  expect_ok(fields::waf_directives(R"(SecRule ARGS "@endsWith %{ARGS.a}" "id:3,phase:2,deny")"));
+}
+
+// libmodsecurity 3.0.9 runs @contains, @containsWord and @strmatch as a search of the parameter in
+// the value, and @within of the value in the parameter (std::string::find), in time growing with
+// the product of the two lengths. With a macro a client sent both: `@contains %{ARGS.a}` on ARGS:b
+// took 2.5 s of CPU for a 400 KB `b` and a 200 KB `a` (helper 63); a tenant's 60,000-byte
+// parameter took 4.5 s on a 1 MB argument. Every refused row was accepted before.
+TEST_CASE("waf_directives refuses macros and long parameters in substring searches") {
+  const Bad bad[] = {
+      {R"(SecRule ARGS:b "@contains %{ARGS.a}" "id:1,phase:2,deny")",
+       "must not use a macro in @contains: the WAF engine searches for the parameter in the value, "
+       "in time growing with the product of their lengths, and with a macro a client sends both "
+       "(line 1)"},
+      {R"(SecRule ARGS "!@containsWord x%{tx.a}" "id:1,phase:2,deny")",
+       "must not use a macro in @containsWord"},
+      {R"(SecRule ARGS "@strmatch %{MATCHED_VAR}" "id:1,phase:2,deny")",
+       "must not use a macro in @strmatch"},
+      {R"(SecRule ARGS "@within %{tx.allowed_methods}" "id:1,phase:2,deny")",
+       "must not use a macro in @within: the WAF engine searches for the value in the parameter"},
+      {R"(SecRule ARGS "@rx a" "id:1,phase:2,deny,chain")"
+       "\nSecRule ARGS \"@CONTAINS %{ARGS.a}\" \"t:none\"",
+       "must not use a macro in @CONTAINS"},
+      {"SecRule ARGS \"@contains " + std::string(1023, 'a') + "bc\" \"id:1,phase:2,deny\"",
+       "needs @contains with a parameter of at most 1024 bytes: the WAF engine searches for the "
+       "parameter in the value, in time growing with the product of their lengths (line 1)"},
+      {"SecRule ARGS \"@within " + std::string(1025, 'w') + "\" \"id:1,phase:2,deny\"",
+       "needs @within with a parameter of at most 1024 bytes"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.in);
+    expect_bad(fields::waf_directives(b.in), b.why);
+  }
+  expect_ok(fields::waf_directives("SecRule ARGS \"@contains " + std::string(1024, 'a') +
+                                   "\" \"id:1,phase:2,deny\""));
+  expect_ok(fields::waf_directives(
+      R"(SecRule REQUEST_METHOD "!@within GET HEAD POST OPTIONS" "id:1,phase:1,deny")"));
+
+  // The audit of what the engine built refuses the same, should a macro or more text reach the
+  // parameter than the scan saw there.
+  waf::ScanResult one_rule;
+  one_rule.rules = {{1, {waf::LinkActions{.line = 1, .variables = 1}}}};
+  one_rule.directives = 1;
+  expect_bad(waf::engine_check("SecRule ARGS \"@strmatch a%{tx.a}\" \"id:1,pass\"", one_rule),
+             "must not use a macro in @StrMatch");  // the engine's name for it
+  expect_bad(
+      waf::engine_check(
+          "SecRule ARGS \"@containsWord " + std::string(1025, 'a') + "\" \"id:1,pass\"", one_rule),
+      "needs @ContainsWord with a parameter of at most 1024 bytes");
+  expect_ok(waf::engine_check("SecRule ARGS \"@streq a%{tx.a}\" \"id:1,pass\"", one_rule));
 }
 
 // `one` `n` times, with `separator` between.
