@@ -50,21 +50,37 @@ Result<Stored> load_own(Kind kind, const std::string& id, const Actor& actor, Lo
   return std::move(*stored);
 }
 
-// 412 unless an If-Match header, if sent, matches the stored version's ETag.
-std::optional<Error> check_if_match(const std::optional<std::string>& if_match, uint64_t version) {
-  if (!if_match) return std::nullopt;
-  switch (evaluate_if_match(*if_match, version)) {
-    case IfMatch::kMatches:
-      return std::nullopt;
-    case IfMatch::kDiffers:
-      return make_error(Code::kPreconditionFailed,
-                        "If-Match does not match the current ETag " + etag_of(version));
-    case IfMatch::kMalformed:
-      break;
+// 412 unless the preconditions sent, if any, hold for the stored version: If-Match matches its
+// ETag, If-None-Match does not (RFC 9110 13.2.2: If-Match first).
+std::optional<Error> check_preconditions(const Preconditions& pre, uint64_t version) {
+  auto failed = [](std::string detail) {
+    return make_error(Code::kPreconditionFailed, std::move(detail));
+  };
+  if (pre.if_match) {
+    switch (evaluate_if_match(*pre.if_match, version)) {
+      case IfMatch::kMatches:
+        break;
+      case IfMatch::kDiffers:
+        return failed("If-Match does not match the current ETag " + etag_of(version));
+      case IfMatch::kMalformed:
+        return failed(
+            "If-Match must be * alone or a list of quoted entity tags, such as \"3\", \"4\"");
+    }
   }
-  return make_error(Code::kPreconditionFailed,
-                    "If-Match must be * alone or a list of quoted entity tags, such as "
-                    "\"3\", \"4\"");
+  if (pre.if_none_match) {
+    switch (evaluate_if_none_match(*pre.if_none_match, version)) {
+      case IfMatch::kDiffers:
+        break;
+      case IfMatch::kMatches:
+        return failed("If-None-Match matches the current ETag " + etag_of(version) +
+                      " (the record exists; * matches any version)");
+      case IfMatch::kMalformed:
+        return failed(
+            "If-None-Match must be * alone or a list of quoted entity tags, such as \"3\", "
+            "W/\"4\"");
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<Claim> other_team_claim(const std::string& hostname, const std::string& team,
@@ -229,7 +245,10 @@ std::string event_type(Kind kind, const char* verb) {
 
 std::string etag_of(uint64_t version) { return "\"" + std::to_string(version) + "\""; }
 
-IfMatch evaluate_if_match(std::string_view header, uint64_t version) {
+namespace {
+
+// A precondition's list against `version`; with `weak`, a weak tag matches as a strong one does.
+IfMatch evaluate_tags(std::string_view header, uint64_t version, bool weak_comparison) {
   std::string_view rest = trim_blanks(header);
   if (rest == "*") return IfMatch::kMatches;
   const std::string want = etag_of(version);
@@ -251,12 +270,22 @@ IfMatch evaluate_if_match(std::string_view header, uint64_t version) {
       return IfMatch::kMalformed;
     }
     tags = true;
-    if (!weak && tag == want) matched = true;
+    if ((!weak || weak_comparison) && tag == want) matched = true;
     rest = trim_blanks(rest.substr(close + 1));
     if (!rest.empty() && rest.front() != ',') return IfMatch::kMalformed;
   }
   if (!tags) return IfMatch::kMalformed;
   return matched ? IfMatch::kMatches : IfMatch::kDiffers;
+}
+
+}  // namespace
+
+IfMatch evaluate_if_match(std::string_view header, uint64_t version) {
+  return evaluate_tags(header, version, /*weak_comparison=*/false);
+}
+
+IfMatch evaluate_if_none_match(std::string_view header, uint64_t version) {
+  return evaluate_tags(header, version, /*weak_comparison=*/true);
 }
 
 Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh& fresh,
@@ -279,13 +308,13 @@ Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh
 }
 
 Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spec,
-                               const Actor& actor, const std::optional<std::string>& if_match,
-                               int64_t now, Lookups& lookups) {
+                               const Actor& actor, const Preconditions& pre, int64_t now,
+                               Lookups& lookups) {
   auto loaded = load_own(kind, id, actor, lookups);
   if (!loaded.ok()) return std::move(loaded.error());
   Stored& stored = loaded.value();
   if (spec_team(spec) != actor.tenant) return team_mismatch();
-  if (auto e = check_if_match(if_match, stored.version)) return std::move(*e);
+  if (auto e = check_preconditions(pre, stored.version)) return std::move(*e);
   if (const auto* ds = std::get_if<DomainSpec>(&spec)) {
     return update_domain(*ds, std::get<Domain>(stored.record), now, lookups);
   }
@@ -315,10 +344,10 @@ Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spe
 }
 
 Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& actor, int64_t now,
-                               Lookups& lookups, const std::optional<std::string>& if_match) {
+                               Lookups& lookups, const Preconditions& pre) {
   auto loaded = load_own(kind, id, actor, lookups);
   if (!loaded.ok()) return std::move(loaded.error());
-  if (auto e = check_if_match(if_match, loaded.value().version)) return std::move(*e);
+  if (auto e = check_preconditions(pre, loaded.value().version)) return std::move(*e);
   Record r = std::move(loaded.value().record);
   Meta& m = meta_of(r);
   m.deleted_at = now;
@@ -329,10 +358,10 @@ Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& ac
 }
 
 Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups,
-                               const std::optional<std::string>& if_match) {
+                               const Preconditions& pre) {
   auto loaded = load_own(Kind::kDomain, id, actor, lookups);
   if (!loaded.ok()) return std::move(loaded.error());
-  if (auto e = check_if_match(if_match, loaded.value().version)) return std::move(*e);
+  if (auto e = check_preconditions(pre, loaded.value().version)) return std::move(*e);
   Record r = std::move(loaded.value().record);
   if (std::get<Domain>(r).status == "verified") return Decision{{}, std::move(r)};
   return Decision{{Change{event_type(Kind::kDomain, "verification_requested"), r}}, std::move(r)};

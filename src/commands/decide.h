@@ -100,20 +100,29 @@ std::string etag_of(uint64_t version);
 // such a header is refused (412), never read as `*` or as the tags that could be made out of it.
 enum class IfMatch { kMatches, kDiffers, kMalformed };
 IfMatch evaluate_if_match(std::string_view header, uint64_t version);
+// An If-None-Match header value, read as If-Match is but with the weak comparison RFC 9110
+// 13.1.2 asks for: `W/"3"` matches version 3 too.
+IfMatch evaluate_if_none_match(std::string_view header, uint64_t version);
+
+// The preconditions a write on one record was sent with (RFC 9110 13.1): the raw If-Match and
+// If-None-Match headers, if sent. Either one that fails is 412 and changes nothing; a malformed
+// one fails.
+struct Preconditions {
+  std::optional<std::string> if_match = std::nullopt;
+  std::optional<std::string> if_none_match = std::nullopt;
+};
 
 // Precondition: `spec` passed parse_spec in Mode::kCreate.
 Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh& fresh,
                                Lookups& lookups);
-// `if_match`: the raw If-Match header, if sent.
 Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spec,
-                               const Actor& actor, const std::optional<std::string>& if_match,
-                               int64_t now, Lookups& lookups);
-// DELETE and verify honour If-Match as PUT does (412 when it does not match).
+                               const Actor& actor, const Preconditions& pre, int64_t now,
+                               Lookups& lookups);
+// DELETE and verify honour the preconditions as PUT does (412 when one fails).
 Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& actor, int64_t now,
-                               Lookups& lookups,
-                               const std::optional<std::string>& if_match = std::nullopt);
+                               Lookups& lookups, const Preconditions& pre = {});
 Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups,
-                               const std::optional<std::string>& if_match = std::nullopt);
+                               const Preconditions& pre = {});
 
 // What a DNS check of a domain's ownership CNAME found: ok, or a failure with a machine-readable
 // code (no_cname, wrong_value, nxdomain, servfail, timeout, unreachable) and a human detail.

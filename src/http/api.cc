@@ -50,6 +50,10 @@ Reply record_reply(int status, Kind kind, Written w) {
   return r;
 }
 
+Preconditions preconditions(const Request& request) {
+  return Preconditions{request.if_match, request.if_none_match};
+}
+
 // JSON texts joined with commas (the inside of an array).
 std::string join(const std::vector<std::string>& items) {
   size_t size = items.size();
@@ -632,8 +636,25 @@ void Api::get(Context& ctx, Kind kind, const std::string& id) {
                           : reads_.get(kind, ctx.caller.tenant, id);
   if (!found.ok()) return ctx.fail(found.error());
   if (!found.value()) return ctx.fail(record_not_found(kind, id));
-  ctx.reply(
-      record_reply(200, kind, Written{std::move(found.value()->json), found.value()->version}));
+  const uint64_t version = found.value()->version;
+  int status = 200;
+  if (ctx.request.if_none_match) {
+    // RFC 9110 13.1.2: a GET whose If-None-Match matches the current tag is 304, with the ETag
+    // and no body (the Content-Length is the 200's, as 8.6 allows). A malformed one fails closed,
+    // as a write's does.
+    switch (evaluate_if_none_match(*ctx.request.if_none_match, version)) {
+      case IfMatch::kMatches:
+        status = 304;
+        break;
+      case IfMatch::kDiffers:
+        break;
+      case IfMatch::kMalformed:
+        return ctx.fail(make_error(Code::kPreconditionFailed,
+                                   "If-None-Match must be * alone or a list of quoted entity "
+                                   "tags, such as \"3\", W/\"4\""));
+    }
+  }
+  ctx.reply(record_reply(status, kind, Written{std::move(found.value()->json), version}));
 }
 
 void Api::update(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {
@@ -641,7 +662,7 @@ void Api::update(const std::shared_ptr<Context>& ctx, Kind kind, const std::stri
   with_spec(ctx, kind, Mode::kUpdate, id,
             [this, kind](const std::shared_ptr<Context>& c, Spec spec, std::string_view at) {
               service_.update(kind, std::string(at), std::move(spec), c->actor(),
-                              c->request.if_match, write_reply(c, kind, 200));
+                              preconditions(c->request), write_reply(c, kind, 200));
             });
 }
 
@@ -654,7 +675,7 @@ void Api::remove(const std::shared_ptr<Context>& ctx, Kind kind, const std::stri
         ctx->reply(json_reply(200, std::string("{\"message\":\"") + kind_name(kind) + " " + id +
                                        " deleted\"}"));
       },
-      ctx->request.if_match);
+      preconditions(ctx->request));
 }
 
 void Api::verify(const std::shared_ptr<Context>& ctx, const std::string& id) {
@@ -678,7 +699,8 @@ void Api::verify(const std::shared_ptr<Context>& ctx, const std::string& id) {
       return ctx->fail(errors.to_error());
     }
   }
-  service_.verify(id, ctx->actor(), write_reply(ctx, Kind::kDomain, 200), ctx->request.if_match);
+  service_.verify(id, ctx->actor(), write_reply(ctx, Kind::kDomain, 200),
+                  preconditions(ctx->request));
 }
 
 void Api::history(Context& ctx, Kind kind, const std::string& id) {

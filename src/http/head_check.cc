@@ -177,6 +177,14 @@ Result<Head> parse_head(std::string_view head) {
     slot = value;
     return std::nullopt;
   };
+  // A list header (RFC 9110 5.3): its lines are one list, joined with ", ".
+  auto add_to_list = [](std::optional<std::string>& slot, std::string_view value) {
+    if (slot) {
+      slot->append(", ").append(value);
+    } else {
+      slot.emplace(value);
+    }
+  };
   size_t at = line_end + 2;
   while (true) {
     const size_t end = head.find("\r\n", at);
@@ -215,11 +223,9 @@ Result<Head> parse_head(std::string_view head) {
     } else if (ascii_iequals(name, "Idempotency-Key")) {
       twice = once(out.idempotency_key, value, "Idempotency-Key");
     } else if (ascii_iequals(name, "If-Match")) {
-      if (out.if_match) {
-        out.if_match->append(", ").append(value);
-      } else {
-        out.if_match.emplace(value);
-      }
+      add_to_list(out.if_match, value);
+    } else if (ascii_iequals(name, "If-None-Match")) {
+      add_to_list(out.if_none_match, value);
     } else if (ascii_iequals(name, "Connection")) {
       read_connection_options(value, &out);
     } else if (ascii_iequals(name, "Expect")) {

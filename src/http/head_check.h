@@ -51,6 +51,7 @@ struct Head {
   std::optional<std::string_view> idempotency_key;
   // A list (RFC 9110 13.1.1): the values of all its lines, joined with ", ".
   std::optional<std::string> if_match;
+  std::optional<std::string> if_none_match;
   uint64_t content_length = 0;  // 0 without one
   // `close` or `keep-alive` among the options of the Connection lines (RFC 9110 7.6.1).
   bool close = false;

@@ -21,6 +21,7 @@ struct Request {
   std::optional<std::string> tenant;
   std::optional<std::string> content_type;
   std::optional<std::string> if_match;
+  std::optional<std::string> if_none_match;
   std::optional<std::string> idempotency_key;
   std::string body;
 };

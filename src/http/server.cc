@@ -495,6 +495,7 @@ class Handler final : public P::Http::Handler {
       request.content_type = copy(head.content_type);
       request.idempotency_key = copy(head.idempotency_key);
       request.if_match = head.if_match;
+      request.if_none_match = head.if_none_match;
       request.body = body;
       state_->api->handle(std::move(request),
                           [exchange](Reply reply) { answer(*exchange, std::move(reply)); });
@@ -585,8 +586,10 @@ class Handler final : public P::Http::Handler {
     if (reply.close || exchange.state->draining.load(std::memory_order_seq_cst)) {
       exchange.closing.store(true, std::memory_order_release);
     }
+    // A 304 has no body (RFC 9110 15.4.5); its Content-Length is the 200's.
+    const bool with_body = !exchange.head_request && reply.status != 304;
     send(exchange.peer, exchange.version, std::move(reply),
-         exchange.closing.load(std::memory_order_acquire), !exchange.head_request);
+         exchange.closing.load(std::memory_order_acquire), with_body);
     exchange.state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
 

@@ -173,31 +173,32 @@ std::optional<Written> Service::written_replay(const IdempotencyKey& idempotency
   return Written{std::move(kept.value()->json), kept.value()->version, true};
 }
 
-void Service::update(Kind kind, std::string id, Spec spec, Actor actor,
-                     std::optional<std::string> if_match, Done done) {
-  run(std::move(actor),
-      [kind, id = std::move(id), spec = std::move(spec), if_match = std::move(if_match)](
+void Service::update(Kind kind, std::string id, Spec spec, Actor actor, Preconditions pre,
+                     Done done) {
+  run(
+      std::move(actor),
+      [kind, id = std::move(id), spec = std::move(spec), pre = std::move(pre)](
           Lookups& lookups, const Actor& a, int64_t now) {
-        return decide_update(kind, id, spec, a, if_match, now, lookups);
+        return decide_update(kind, id, spec, a, pre, now, lookups);
       },
       std::move(done));
 }
 
-void Service::remove(Kind kind, std::string id, Actor actor, Done done,
-                     std::optional<std::string> if_match) {
-  run(std::move(actor),
-      [kind, id = std::move(id), if_match = std::move(if_match)](Lookups& lookups, const Actor& a,
-                                                                 int64_t now) {
-        return decide_delete(kind, id, a, now, lookups, if_match);
+void Service::remove(Kind kind, std::string id, Actor actor, Done done, Preconditions pre) {
+  run(
+      std::move(actor),
+      [kind, id = std::move(id), pre = std::move(pre)](Lookups& lookups, const Actor& a,
+                                                       int64_t now) {
+        return decide_delete(kind, id, a, now, lookups, pre);
       },
       std::move(done));
 }
 
-void Service::verify(std::string id, Actor actor, Done done, std::optional<std::string> if_match) {
-  run(std::move(actor),
-      [id = std::move(id), if_match = std::move(if_match)](Lookups& lookups, const Actor& a,
-                                                           int64_t) {
-        return decide_verify(id, a, lookups, if_match);
+void Service::verify(std::string id, Actor actor, Done done, Preconditions pre) {
+  run(
+      std::move(actor),
+      [id = std::move(id), pre = std::move(pre)](Lookups& lookups, const Actor& a, int64_t) {
+        return decide_verify(id, a, lookups, pre);
       },
       std::move(done));
 }

@@ -49,13 +49,10 @@ class Service {
   // this same request: answering it needs no check of the body. nullopt otherwise (none kept yet,
   // another request's, or the store cannot be read): create() decides.
   std::optional<Written> written_replay(const IdempotencyKey& idempotency) const;
-  void update(Kind kind, std::string id, Spec spec, Actor actor,
-              std::optional<std::string> if_match, Done done);
-  // `if_match`: the raw If-Match header, if sent.
-  void remove(Kind kind, std::string id, Actor actor, Done done,
-              std::optional<std::string> if_match = std::nullopt);
-  void verify(std::string id, Actor actor, Done done,
-              std::optional<std::string> if_match = std::nullopt);
+  // `pre`: the If-Match and If-None-Match headers, if sent (see decide.h).
+  void update(Kind kind, std::string id, Spec spec, Actor actor, Preconditions pre, Done done);
+  void remove(Kind kind, std::string id, Actor actor, Done done, Preconditions pre = {});
+  void verify(std::string id, Actor actor, Done done, Preconditions pre = {});
   // Records the outcome of verification request `request_seq` (see decide_verification_outcome).
   // The request is closed in the same write, so each request gets exactly one outcome.
   // `done` also gets what was written, as verification_outcome_label has it ("" on a failure).

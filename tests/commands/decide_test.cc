@@ -170,7 +170,7 @@ TEST_CASE("update: not found for unknown, deleted and other teams' records") {
   for (const char* id : {"dom_missing", "dom_b", "dom_del"}) {
     CAPTURE(id);
     auto d = decide_update(Kind::kDomain, id, Spec{domain_spec("team_a", "b.example.com")}, kTeamA,
-                           std::nullopt, 2000, given);
+                           {}, 2000, given);
     REQUIRE_FALSE(d.ok());
     CHECK(d.error().code == Code::kNotFound);
   }
@@ -179,7 +179,7 @@ TEST_CASE("update: not found for unknown, deleted and other teams' records") {
   p.meta.id = "gsp_1";
   given.given(p);
   auto wrong_kind = decide_update(Kind::kDomain, "gsp_1", Spec{domain_spec("team_a", "x.com")},
-                                  kTeamA, std::nullopt, 2000, given);
+                                  kTeamA, {}, 2000, given);
   CHECK(wrong_kind.error().code == Code::kNotFound);
 }
 
@@ -187,8 +187,8 @@ TEST_CASE("update domain: hostname cannot change, scope kept when omitted, If-Ma
   testing::FakeLookups given;
   given.given(stored_domain("dom_1", "team_a", "example.com"), 3);
   SUBCASE("hostname change") {
-    auto d = decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "other.com")},
-                           kTeamA, std::nullopt, 2000, given);
+    auto d = decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "other.com")}, kTeamA,
+                           {}, 2000, given);
     REQUIRE_FALSE(d.ok());
     CHECK(d.error().code == Code::kValidationFailed);
     CHECK(d.error().errors[0].field == "hostname");
@@ -197,7 +197,7 @@ TEST_CASE("update domain: hostname cannot change, scope kept when omitted, If-Ma
     DomainSpec s = domain_spec("team_a", "other.com");
     s.status = "verified";
     s.verified_at = 5;
-    auto d = decide_update(Kind::kDomain, "dom_1", Spec{s}, kTeamA, std::nullopt, 2000, given);
+    auto d = decide_update(Kind::kDomain, "dom_1", Spec{s}, kTeamA, {}, 2000, given);
     REQUIRE_FALSE(d.ok());
     CHECK(d.error().code == Code::kValidationFailed);
     std::vector<std::string> fields;
@@ -205,25 +205,25 @@ TEST_CASE("update domain: hostname cannot change, scope kept when omitted, If-Ma
     CHECK(fields == std::vector<std::string>{"hostname", "status", "verified_at"});
   }
   SUBCASE("stale If-Match on delete and verify") {
-    auto del = decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, std::string("\"2\""));
+    auto del = decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, {.if_match = "\"2\""});
     REQUIRE_FALSE(del.ok());
     CHECK(del.error().code == Code::kPreconditionFailed);
-    auto verify = decide_verify("dom_1", kTeamA, given, std::string("\"2\""));
+    auto verify = decide_verify("dom_1", kTeamA, given, {.if_match = "\"2\""});
     REQUIRE_FALSE(verify.ok());
     CHECK(verify.error().code == Code::kPreconditionFailed);
-    CHECK(decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, std::string("\"3\"")).ok());
+    CHECK(decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, {.if_match = "\"3\""}).ok());
   }
   SUBCASE("stale If-Match") {
     auto d = decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "example.com")},
-                           kTeamA, std::string("\"2\""), 2000, given);
+                           kTeamA, {.if_match = "\"2\""}, 2000, given);
     REQUIRE_FALSE(d.ok());
     CHECK(d.error().code == Code::kPreconditionFailed);
   }
   SUBCASE("matching If-Match, scope omitted") {
     DomainSpec s = domain_spec("team_a", "example.com");
     s.domain.redirect_to = "https://www.example.com";
-    auto d = decide_update(Kind::kDomain, "dom_1", Spec{s}, kTeamA, std::string("\"3\""), 2000,
-                           given);
+    auto d =
+        decide_update(Kind::kDomain, "dom_1", Spec{s}, kTeamA, {.if_match = "\"3\""}, 2000, given);
     REQUIRE(d.ok());
     const auto& dom = std::get<Domain>(d.value().result);
     CHECK(d.value().changes[0].type == "domain.updated");
@@ -247,7 +247,7 @@ TEST_CASE("update profile: full replacement keeps id and created_at; new hostnam
 
   Profile next = profile_spec("team_a", "a.example.com");
   next.waf_mode = "block";
-  auto d = decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, std::nullopt, 50, given);
+  auto d = decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, {}, 50, given);
   REQUIRE(d.ok());
   const auto& p = std::get<Profile>(d.value().result);
   CHECK(p.meta == Meta{"gsp_1", "team_a", 10, 50, 0});
@@ -255,7 +255,7 @@ TEST_CASE("update profile: full replacement keeps id and created_at; new hostnam
   CHECK(p.cors_origins.empty());
 
   next.hostname = "b.example.com";
-  auto taken = decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, std::nullopt, 50, given);
+  auto taken = decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, {}, 50, given);
   REQUIRE_FALSE(taken.ok());
   CHECK(taken.error().code == Code::kHostnameConflict);
 }
@@ -270,7 +270,7 @@ TEST_CASE("a profile another team's verified domain came to cover can be deleted
   given.given_claim(Claim{"team_b", "dom_b", "example.com", "subtree"});
   Profile next = profile_spec("team_a", "shop.example.com");
   next.waf_mode = "block";
-  auto d = decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, std::nullopt, 50, given);
+  auto d = decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, {}, 50, given);
   REQUIRE_FALSE(d.ok());
   CHECK(d.error().code == Code::kHostnameConflict);
   CHECK(d.error().detail ==
@@ -281,15 +281,13 @@ TEST_CASE("a profile another team's verified domain came to cover can be deleted
   // Moved to a hostname it may hold, it is changed like any profile (the covered name is freed).
   Profile moved = next;
   moved.hostname = "shop.elsewhere.net";
-  auto d_moved =
-      decide_update(Kind::kProfile, "gsp_1", Spec{moved}, kTeamA, std::nullopt, 50, given);
+  auto d_moved = decide_update(Kind::kProfile, "gsp_1", Spec{moved}, kTeamA, {}, 50, given);
   REQUIRE(d_moved.ok());
   CHECK(std::get<Profile>(d_moved.value().result).hostname == "shop.elsewhere.net");
   CHECK(std::get<Profile>(d_moved.value().result).waf_mode == "block");
   // Moved under the other team's claim, it is refused as a create would be.
   moved.hostname = "other.example.com";
-  auto d_covered =
-      decide_update(Kind::kProfile, "gsp_1", Spec{moved}, kTeamA, std::nullopt, 50, given);
+  auto d_covered = decide_update(Kind::kProfile, "gsp_1", Spec{moved}, kTeamA, {}, 50, given);
   REQUIRE_FALSE(d_covered.ok());
   CHECK(d_covered.error().code == Code::kHostnameConflict);
 
@@ -297,7 +295,7 @@ TEST_CASE("a profile another team's verified domain came to cover can be deleted
   testing::FakeLookups own;
   own.given(old);
   own.given_claim(Claim{"team_a", "dom_a", "example.com", "subtree"});
-  CHECK(decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, std::nullopt, 50, own).ok());
+  CHECK(decide_update(Kind::kProfile, "gsp_1", Spec{next}, kTeamA, {}, 50, own).ok());
 }
 
 TEST_CASE("delete: soft delete event; deleting again is not found") {
@@ -373,18 +371,67 @@ TEST_CASE(
   const std::string star_in_list = "*, \"7\"";
   const std::string word_and_tag = "\"3\", 3";
   auto updated = decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "example.com")},
-                               kTeamA, star_in_list, 2000, given);
+                               kTeamA, {.if_match = star_in_list}, 2000, given);
   REQUIRE_FALSE(updated.ok());
   CHECK(updated.error().code == Code::kPreconditionFailed);
   CHECK(updated.error().detail ==
         "If-Match must be * alone or a list of quoted entity tags, such as \"3\", \"4\"");
-  auto deleted = decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, word_and_tag);
+  auto deleted =
+      decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, {.if_match = word_and_tag});
   REQUIRE_FALSE(deleted.ok());
   CHECK(deleted.error().code == Code::kPreconditionFailed);
-  auto verify = decide_verify("dom_1", kTeamA, given, star_in_list);
+  auto verify = decide_verify("dom_1", kTeamA, given, {.if_match = star_in_list});
   REQUIRE_FALSE(verify.ok());
   CHECK(verify.error().code == Code::kPreconditionFailed);
-  CHECK(decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, std::string("\"3\"")).ok());
+  CHECK(decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, {.if_match = "\"3\""}).ok());
+}
+
+// RFC 9110 13.1.2: If-None-Match compares weakly, so W/"3" matches version 3; * matches any.
+TEST_CASE("If-None-Match: a weak or strong tag of the version, or *, matches") {
+  const std::pair<const char*, IfMatch> cases[] = {
+      {"\"3\"", IfMatch::kMatches},
+      {"W/\"3\"", IfMatch::kMatches},
+      {"\"1\", W/\"3\"", IfMatch::kMatches},
+      {"*", IfMatch::kMatches},
+      {"\"2\"", IfMatch::kDiffers},
+      {"W/\"2\", \"4\"", IfMatch::kDiffers},
+      {"*, \"3\"", IfMatch::kMalformed},
+      {"3", IfMatch::kMalformed},
+      {"", IfMatch::kMalformed},
+  };
+  for (const auto& [header, expected] : cases) {
+    INFO("If-None-Match: [", header, "]");
+    CHECK(evaluate_if_none_match(header, 3) == expected);
+  }
+}
+
+// Before, If-None-Match was not read: `If-None-Match: *` on a PUT (meant as "only if it does not
+// exist yet") changed the record.
+TEST_CASE("update, delete and verify fail with 412 when If-None-Match matches or is malformed") {
+  testing::FakeLookups given;
+  given.given(stored_domain("dom_1", "team_a", "example.com"), 3);
+  auto updated = decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "example.com")},
+                               kTeamA, {std::nullopt, "*"}, 2000, given);
+  REQUIRE_FALSE(updated.ok());
+  CHECK(updated.error().code == Code::kPreconditionFailed);
+  CHECK(updated.error().detail ==
+        "If-None-Match matches the current ETag \"3\" (the record exists; * matches any version)");
+  auto deleted =
+      decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, {std::nullopt, "W/\"3\""});
+  REQUIRE_FALSE(deleted.ok());
+  CHECK(deleted.error().code == Code::kPreconditionFailed);
+  auto verify = decide_verify("dom_1", kTeamA, given, {std::nullopt, "3"});
+  REQUIRE_FALSE(verify.ok());
+  CHECK(verify.error().detail ==
+        "If-None-Match must be * alone or a list of quoted entity tags, such as \"3\", W/\"4\"");
+  // If-Match is checked first (RFC 9110 13.2.2), and both must hold.
+  auto both = decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, {"\"2\"", "\"3\""});
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.error().detail == "If-Match does not match the current ETag \"3\"");
+  CHECK(decide_delete(Kind::kDomain, "dom_1", kTeamA, 2000, given, {"\"3\"", "\"2\""}).ok());
+  CHECK(decide_update(Kind::kDomain, "dom_1", Spec{domain_spec("team_a", "example.com")}, kTeamA,
+                      {std::nullopt, "\"2\", W/\"4\""}, 2000, given)
+            .ok());
 }
 
 }  // namespace

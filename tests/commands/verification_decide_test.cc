@@ -188,7 +188,7 @@ TEST_CASE("narrowing a verified domain to exact revokes its children; widening p
   given.given(domain("dom_p", "team_a", "example.com", "verified", "subtree"));
   given.given(domain("dom_c", "team_a", "a.example.com", "verified", "exact", "dom_p"));
   DomainSpec narrow = scope_change("example.com", "exact");
-  auto d = decide_update(Kind::kDomain, "dom_p", Spec{narrow}, kOwner, std::nullopt, 900, given);
+  auto d = decide_update(Kind::kDomain, "dom_p", Spec{narrow}, kOwner, {}, 900, given);
   REQUIRE(d.ok());
   CHECK(types(d.value()) ==
         std::vector<std::string>{"domain.updated", "domain.verification_revoked"});
@@ -197,7 +197,7 @@ TEST_CASE("narrowing a verified domain to exact revokes its children; widening p
   exact.given(domain("dom_p", "team_a", "example.com", "verified", "exact"));
   exact.given(domain("dom_c", "team_a", "a.example.com", "pending", "exact"));
   DomainSpec widen = scope_change("example.com", "subtree");
-  auto w = decide_update(Kind::kDomain, "dom_p", Spec{widen}, kOwner, std::nullopt, 900, exact);
+  auto w = decide_update(Kind::kDomain, "dom_p", Spec{widen}, kOwner, {}, 900, exact);
   REQUIRE(w.ok());
   CHECK(types(w.value()) ==
         std::vector<std::string>{"domain.updated", "domain.verification_inherited"});
@@ -250,7 +250,7 @@ TEST_CASE("a subtree never covers a name another team has verified") {
     given.given_claim(Claim{"team_a", "dom_p", "example.com", "exact"});
     given.given_claim(b_equal);
     DomainSpec widen = scope_change("example.com", "subtree");
-    auto d = decide_update(Kind::kDomain, "dom_p", Spec{widen}, kOwner, std::nullopt, 900, given);
+    auto d = decide_update(Kind::kDomain, "dom_p", Spec{widen}, kOwner, {}, 900, given);
     REQUIRE_FALSE(d.ok());
     CHECK(d.error().code == Code::kHostnameConflict);
     CHECK(d.error().detail.find("w.example.com") != std::string::npos);

@@ -126,6 +126,7 @@ TEST_CASE("parse_head reads the request line and the headers gatewayd uses") {
                              "Host: x\r\nauthorization:  Bearer t0k \r\nX-TENANT-ID:\tteam_a\t\r\n"
                              "Content-Type: application/json\r\nIdempotency-Key: k1\r\n"
                              "If-Match: \"1\"\r\nX-Other: y\r\nif-match: \"2\", \"3\"\r\n"
+                             "If-None-Match: W/\"4\"\r\nif-none-match: *\r\n"
                              "Connection: keep-alive\r\nContent-Length: 17\r\n");
   auto r = parse_head(h);
   REQUIRE(r.ok());
@@ -139,6 +140,7 @@ TEST_CASE("parse_head reads the request line and the headers gatewayd uses") {
   CHECK(got.idempotency_key == "k1");
   // A list: its lines joined, in order.
   CHECK(got.if_match == R"("1", "2", "3")");
+  CHECK(got.if_none_match == R"(W/"4", *)");
   CHECK(got.content_length == 17);
   CHECK_FALSE(got.close);
   CHECK(got.keep_alive);
@@ -154,6 +156,7 @@ TEST_CASE("parse_head reads the request line and the headers gatewayd uses") {
   CHECK_FALSE(bare.value().keep_alive);
   CHECK_FALSE(bare.value().authorization.has_value());
   CHECK_FALSE(bare.value().if_match.has_value());
+  CHECK_FALSE(bare.value().if_none_match.has_value());
   CHECK(bare.value().content_length == 0);
 
   // Connection is a list too: an option on any of its lines counts.

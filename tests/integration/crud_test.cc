@@ -224,6 +224,62 @@ TEST_CASE("If-Match on DELETE and verify: a stale one is 412 and changes nothing
   }
 }
 
+// If-None-Match was not read: a GET with the current ETag got the whole record again (200), and
+// `If-None-Match: *` on a PUT, meant as "only if it does not exist yet", replaced the record.
+TEST_CASE("If-None-Match: a GET of the current ETag is 304, a write it matches is 412") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    const auto [path, v1] = create_versioned(api, *kind);
+    Response full = api.get(path);
+    REQUIRE(full.status == 200);
+    // 304: the ETag, no body, the 200's Content-Length (RFC 9110 8.6); weak tags match too.
+    for (const std::string& tag : {v1, "W/" + v1, "\"bogus\", " + v1, std::string("*")}) {
+      CAPTURE(tag);
+      Response same = api.get(path, {{"If-None-Match", tag}});
+      CHECK(same.status == 304);
+      CHECK(same.body.empty());
+      CHECK(same.header("ETag") == v1);
+      CHECK(same.header("Content-Length") == std::to_string(full.body.size()));
+    }
+    // The connection goes on after a 304 without a body: the next answer reads whole.
+    Response after = api.get(path, {{"If-None-Match", "\"bogus\""}});
+    CHECK(after.status == 200);
+    CHECK(after.body == full.body);
+    CHECK(after.new_connections == 0);
+    check_problem(api.get(path, {{"If-None-Match", v1 + " x"}}), 412, "precondition_failed");
+
+    const std::string edited = json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value);
+    for (const std::string& tag : {std::string("*"), v1, "W/" + v1}) {
+      CAPTURE(tag);
+      Response refused = api.put(path, edited, {{"If-None-Match", tag}});
+      check_problem(refused, 412, "precondition_failed");
+      CHECK(str(json(refused), "detail").find("If-None-Match matches the current ETag " + v1) !=
+            std::string::npos);
+      check_problem(api.del(path, {{"If-None-Match", tag}}), 412, "precondition_failed");
+    }
+    CHECK(api.get(path).header("ETag") == v1);
+    CHECK(api.get(path + "/history").body.find(".updated") == std::string::npos);
+    if (kind->name == std::string_view("domain")) {
+      check_problem(api.post(path + "/verify", "", {{"If-None-Match", "*"}}), 412,
+                    "precondition_failed");
+      CHECK(api.get(path + "/history").body.find("verification_requested") == std::string::npos);
+    }
+    // A tag of another version does not match: the write goes through, and a GET of the old
+    // tag gets the new record.
+    Response put = api.put(path, edited, {{"If-None-Match", "\"99\""}});
+    REQUIRE(put.status == 200);
+    Response changed = api.get(path, {{"If-None-Match", v1}});
+    CHECK(changed.status == 200);
+    CHECK(changed.header("ETag") == put.header("ETag"));
+    // ?as_of compares with the ETag the record had then.
+    const auto history = json(api.get(path + "/history"));
+    const std::string created = std::to_string(num(at(field(history, "data"), 0), "seq"));
+    CHECK(api.get(path + "?as_of=" + created, {{"If-None-Match", v1}}).status == 304);
+  }
+}
+
 TEST_CASE("response-only fields in a body are ignored, so GET-edit-PUT round trips") {
   Server server;
   Api api(server, kTeamA);

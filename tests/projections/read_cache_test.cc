@@ -177,8 +177,7 @@ class ReadCacheFixture {
 
   uint64_t update(const std::string& id, int n) {
     auto r = call([&](Done d) {
-      service_->update(Kind::kWebhook, id, hook(n % 2 ? "inactive" : "active", n), actor_,
-                       std::nullopt, d);
+      service_->update(Kind::kWebhook, id, hook(n % 2 ? "inactive" : "active", n), actor_, {}, d);
     });
     REQUIRE(r.ok());
     return r.value().version;

@@ -392,8 +392,7 @@ TEST_CASE("as_of finds the version of a long history in a few point reads") {
     s.domain.hostname = "h.example.com";
     s.domain.workload_id = "w" + std::to_string(v);
     auto r = fx.call([&](Done d) {
-      fx.service_->update(Kind::kDomain, id, Spec{s}, Actor{"team_a", "t"}, std::nullopt,
-                          std::move(d));
+      fx.service_->update(Kind::kDomain, id, Spec{s}, Actor{"team_a", "t"}, {}, std::move(d));
     });
     REQUIRE(r.ok());
     REQUIRE(r.value().version == v);
