@@ -63,8 +63,7 @@ std::optional<Error> check_preconditions(const Preconditions& pre, uint64_t vers
       case IfMatch::kDiffers:
         return failed("If-Match does not match the current ETag " + etag_of(version));
       case IfMatch::kMalformed:
-        return failed(
-            "If-Match must be * alone or a list of quoted entity tags, such as \"3\", \"4\"");
+        return malformed_precondition("If-Match");
     }
   }
   if (pre.if_none_match) {
@@ -75,9 +74,7 @@ std::optional<Error> check_preconditions(const Preconditions& pre, uint64_t vers
         return failed("If-None-Match matches the current ETag " + etag_of(version) +
                       " (the record exists; * matches any version)");
       case IfMatch::kMalformed:
-        return failed(
-            "If-None-Match must be * alone or a list of quoted entity tags, such as \"3\", "
-            "W/\"4\"");
+        return malformed_precondition("If-None-Match");
     }
   }
   return std::nullopt;
@@ -279,6 +276,14 @@ IfMatch evaluate_tags(std::string_view header, uint64_t version, bool weak_compa
 }
 
 }  // namespace
+
+Error malformed_precondition(std::string_view header) {
+  // If-None-Match compares weakly: its example shows a weak tag.
+  const char* example = header == "If-None-Match" ? "\"3\", W/\"4\"" : "\"3\", \"4\"";
+  return make_error(
+      Code::kPreconditionFailed,
+      std::string(header) + " must be * alone or a list of quoted entity tags, such as " + example);
+}
 
 IfMatch evaluate_if_match(std::string_view header, uint64_t version) {
   return evaluate_tags(header, version, /*weak_comparison=*/false);

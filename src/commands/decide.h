@@ -104,6 +104,10 @@ IfMatch evaluate_if_match(std::string_view header, uint64_t version);
 // 13.1.2 asks for: `W/"3"` matches version 3 too.
 IfMatch evaluate_if_none_match(std::string_view header, uint64_t version);
 
+// The 412 of an If-Match or If-None-Match header (`header`, its name) that is neither `*` alone nor
+// a list of quoted entity tags.
+Error malformed_precondition(std::string_view header);
+
 // The preconditions a write on one record was sent with (RFC 9110 13.1): the raw If-Match and
 // If-None-Match headers, if sent. Either one that fails is 412 and changes nothing; a malformed
 // one fails.

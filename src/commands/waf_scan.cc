@@ -61,9 +61,9 @@ constexpr std::string_view kOperators =
 constexpr std::string_view kGrowingTransformations =
     " base64encode hexencode urlencode utf8tounicode ";
 constexpr size_t kMaxGrowingTransformations = 2;
-// Operators that take no parameter.
 // Operators libmodsecurity 3.0.9 runs as std::string::find (substring_search_problem).
 constexpr std::string_view kSubstringOperators = " contains containsword strmatch within ";
+// Operators that take no parameter.
 constexpr std::string_view kNoParameterOperators =
     " detectsqli detectxss geolookup unconditionalmatch validateurlencoding validateutf8encoding ";
 // The variables of libmodsecurity 3.0.9's parser (seclang-parser.yy), lower-cased, but ENV (the

@@ -649,9 +649,7 @@ void Api::get(Context& ctx, Kind kind, const std::string& id) {
       case IfMatch::kDiffers:
         break;
       case IfMatch::kMalformed:
-        return ctx.fail(make_error(Code::kPreconditionFailed,
-                                   "If-None-Match must be * alone or a list of quoted entity "
-                                   "tags, such as \"3\", W/\"4\""));
+        return ctx.fail(malformed_precondition("If-None-Match"));
     }
   }
   ctx.reply(record_reply(status, kind, Written{std::move(found.value()->json), version}));
