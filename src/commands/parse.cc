@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string_view>
+#include <type_traits>
 
 #include "commands/challenge.h"
 #include "commands/fields.h"
@@ -451,8 +452,19 @@ void check_domain_update(const DomainSpec& s, const Domain& current, FieldErrors
     if (broken && !errors.has(name)) errors.add(name, why);
   };
   check("hostname", s.domain.hostname != current.hostname, "cannot change after create");
-  auto same = [&check](const char* name, const auto& sent, const auto& held) {
-    check(name, sent && *sent != held, "is set by the server and cannot be changed");
+  // A body read before the verifier's outcome (or another change) holds the values of then: the
+  // message names the value now, so that a GET-edit-PUT that raced a change says what happened.
+  auto same = [&errors](const char* name, const auto& sent, const auto& held) {
+    if (!sent || *sent == held || errors.has(name)) return;
+    std::string now;
+    if constexpr (std::is_same_v<std::decay_t<decltype(held)>, std::string>) {
+      now = "\"" + held + "\"";
+    } else {
+      now = std::to_string(held);
+    }
+    errors.add(name, "is set by the server and cannot be changed: it is " + now +
+                         " now (a body read before the domain last changed holds an older "
+                         "value: read it again, or leave the field out)");
   };
   same("status", s.status, current.status);
   same("verification_hostname", s.verification_hostname, current.verification_hostname);

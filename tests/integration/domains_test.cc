@@ -247,6 +247,15 @@ TEST_CASE("domain server-controlled fields may be sent only with their current v
     CHECK(has_field(error_fields(r), c.field));
     all = json_with(all, c.field, c.value);
   }
+  // The message names the value now: a body read before a change says so (was only "is set by
+  // the server and cannot be changed", though the client sent back what it had read).
+  Response stale =
+      api.put(path, json_with(domain_body(kTeamA, "ctl.example.com"), "status", R"("verified")"));
+  CHECK(stale.body.find(R"(it is \"pending\" now (a body read before the domain last changed)") !=
+        std::string::npos);
+  Response stale_time =
+      api.put(path, json_with(domain_body(kTeamA, "ctl.example.com"), "verified_at", "1700000000"));
+  CHECK(stale_time.body.find("it is 0 now") != std::string::npos);
   Response every = api.put(path, all);
   check_problem(every, 422, "validation_failed");
   auto fields = error_fields(every);
