@@ -117,8 +117,23 @@ Expected& entry_of(const Pistache::Tcp::Peer& peer) {
   return e;
 }
 
+// The writes made by make_entry whose entries are still there: queued for a connection's HTTP
+// thread, or on a connection and not yet written whole (see unwritten_writes).
+std::atomic<int64_t> unwritten{0};
+
+// One for each write, from its making to the end of its entry, whichever way that comes: written
+// whole, dropped as its connection ended (in this program's code or in Pistache's), or destroyed
+// with its transport. Copies count too, so the count is 0 exactly when none is left.
+struct Unwritten {
+  Unwritten() { unwritten.fetch_add(1, std::memory_order_relaxed); }
+  Unwritten(const Unwritten&) : Unwritten() {}
+  Unwritten& operator=(const Unwritten&) = delete;
+  ~Unwritten() { unwritten.fetch_sub(1, std::memory_order_release); }
+};
+
 // A write entry for the connection on descriptor `fd` holding `bytes` (moved in, not copied as
-// Pistache's constructor would). Its promise is dropped: nothing waits for a write gatewayd queues.
+// Pistache's constructor would). Nothing waits for its promise but an Unwritten: the promise's
+// state, held by the entry alone, keeps it until the entry goes.
 WriteEntry make_entry(Pistache::Fd fd, std::string bytes, int flags) {
   std::optional<WriteEntry> entry;
   // Pistache's promise hands its resolver to this function before its constructor returns.
@@ -126,6 +141,7 @@ WriteEntry make_entry(Pistache::Fd fd, std::string bytes, int flags) {
     entry.emplace(std::move(deferred), BufferHolder(Pistache::RawBuffer()), fd, flags);
   });
   assert(entry.has_value());
+  promise.then([counted = Unwritten()](ssize_t) {}, [](std::exception_ptr) {});
   const size_t size = bytes.size();
   entry->buffer.*member_of(BufferBytesTag{}) = Pistache::RawBuffer(std::move(bytes), size);
   entry->buffer.*member_of(BufferSizeTag{}) = size;
@@ -405,6 +421,8 @@ void queue_flagged(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string
 }
 
 }  // namespace
+
+int64_t unwritten_writes() { return unwritten.load(std::memory_order_acquire); }
 
 std::string start_write(size_t payload_bytes) {
   std::string write;

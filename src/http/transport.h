@@ -33,6 +33,10 @@ std::string start_write(size_t payload_bytes);
 void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string write,
                  bool shut_after, bool answer = false, bool end_after = false);
 
+// The writes queue_write and end_connection queued that are not yet written whole nor dropped
+// (their connection ended): 0 once every answer given is out. Callable from any thread.
+int64_t unwritten_writes();
+
 // Pistache's timer ends a connection on which no whole request came within its header timeout
 // (--idle-timeout-ms) with a 408 of its own: no Date, no body, no `Connection: close`. Each
 // such answer is replaced with the bytes `answer` returns (begun by start_write), made on the

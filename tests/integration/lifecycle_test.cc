@@ -544,6 +544,25 @@ TEST_CASE("SIGTERM stops the server while a client does not read a large answer"
   CHECK(num(field(json(list), "pagination"), "total") == 12);
 }
 
+// The drain ended 20 ms after the last answer was queued, whether or not it was written: a page
+// of megabytes that waited for its client to read it was cut there (helper 68: 7 MB of 18 read,
+// then the end of the stream, after a 200 with its Content-Length).
+TEST_CASE("SIGTERM: a large answer given before the signal is written whole before the exit") {
+  Server server;
+  Api api(server, kTeamA);
+  create_profiles_with_large_overrides(api);
+  const int fd = ask_for_large_page(server, api);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the buffers fill up
+  REQUIRE(::kill(server.pid(), SIGTERM) == 0);
+  REQUIRE(server.wait_for_line("gatewayd: signal 15, draining").has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // past the old end of the drain
+  check_large_page(read_large_page(fd));
+  ::close(fd);
+  testing::ExitStatus s = server.stop();
+  INFO(server.output());
+  CHECK(s.describe() == "exit 0");
+}
+
 TEST_CASE("a restart on the same data dir keeps every record, list and event") {
   Server server;
   Api a(server, kTeamA);
