@@ -624,7 +624,9 @@ class Handler final : public P::Http::Handler {
     };
     header("Date", date);
     for (const auto& [name, value] : reply.headers) header(name, value);
-    header("Content-Type", reply.content_type);
+    // A 304 carries no body, nor the metadata of one (RFC 9110 15.4.5); its Content-Length is the
+    // 200's, as 8.6 allows.
+    if (reply.status != 304) header("Content-Type", reply.content_type);
     header("Connection", connection);
     header("Content-Length", length);
     out += "\r\n";
