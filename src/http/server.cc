@@ -884,11 +884,14 @@ void Server::shutdown(int drain_ms) {
     if (listen_fd >= 0) ::shutdown(listen_fd, SHUT_RDWR);
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
-  auto wait_in_flight = [this](std::chrono::steady_clock::time_point until) {
-    while (state_->in_flight.load(std::memory_order_seq_cst) > 0 &&
-           std::chrono::steady_clock::now() < until) {
+  // Polls `busy` until it is false or `until` has passed.
+  auto wait_while = [](auto busy, std::chrono::steady_clock::time_point until) {
+    while (busy() && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+  };
+  auto wait_in_flight = [this, &wait_while](std::chrono::steady_clock::time_point until) {
+    wait_while([this] { return state_->in_flight.load(std::memory_order_seq_cst) > 0; }, until);
   };
   wait_in_flight(deadline);
   // Writes still waiting for a WAF check are answered 503, those being checked finish (bounded by
@@ -903,9 +906,7 @@ void Server::shutdown(int drain_ms) {
   // ms after the last answer was queued (helper 68: 7 MB of 18 read, then the end of the stream).
   // A client that does not read holds the stop that long at most.
   const auto written_by = std::max(deadline, std::chrono::steady_clock::now() + kQueuedWrites);
-  while (unwritten_writes() > 0 && std::chrono::steady_clock::now() < written_by) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  wait_while([] { return unwritten_writes() > 0; }, written_by);
   // Before the transports go: the linger thread queues writes on them.
   state_->linger->stop();
   if (endpoint_) endpoint_->shutdown();
