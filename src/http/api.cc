@@ -236,6 +236,12 @@ Target route(const std::string& method, const std::string& path) {
     }
     t.allowed.push_back(c.spec->method);
     if (c.spec->method == method) t.route = c.spec->route;
+    // Every GET answers HEAD too (RFC 9110 9.3.2): the same answer, whose body the transport
+    // leaves out. It is counted under the GET's route.
+    if (c.spec->method == "GET") {
+      t.allowed.push_back("HEAD");
+      if (method == "HEAD") t.route = c.spec->route;
+    }
   }
   return t;
 }

@@ -281,6 +281,59 @@ TEST_CASE("If-None-Match: a GET of the current ETag is 304, a write it matches i
   }
 }
 
+// HEAD was 405 on every path, although every general-purpose server serves GET and HEAD (RFC 9110
+// 9.1): a client asking whether a record exists, or for its ETag, had to read the whole of it.
+TEST_CASE("HEAD on every GET path is that GET's answer without its body") {
+  Server server;
+  Api api(server, kTeamA);
+  Api other(server, kTeamB);
+  std::vector<std::string> paths = {"/healthz", "/readyz", "/openapi.json", "/v1/events"};
+  std::string a_domain;
+  for (const Kind* kind : kKinds) {
+    const std::string id = create(api, *kind, 1);
+    if (kind->name == std::string_view("domain")) a_domain = item_path(*kind, id);
+    for (const std::string& p : {std::string(kind->path), std::string(kind->path) + "?per_page=1",
+                                 item_path(*kind, id), item_path(*kind, id) + "/history"}) {
+      paths.push_back(p);
+    }
+  }
+  const size_t events = all_events(api).size();
+  for (const std::string& path : paths) {
+    CAPTURE(path);
+    Response full = api.get(path);
+    REQUIRE(full.status == 200);
+    Response head = api.send("HEAD", path, {});
+    CHECK(head.status == 200);
+    CHECK(head.body.empty());
+    CHECK(head.header("Content-Length") == std::to_string(full.body.size()));
+    CHECK(head.header("Content-Type") == full.header("Content-Type"));
+    CHECK(head.header("ETag") == full.header("ETag"));
+    // The connection goes on: no body came that the next answer would be read from.
+    CHECK(head.new_connections == 0);
+    CHECK(api.get(path).body == full.body);
+  }
+  // Preconditions, refusals and another team's record answer as GET does, without a body.
+  Response conditional =
+      api.send("HEAD", a_domain, {{"If-None-Match", api.get(a_domain).header("ETag").value()}});
+  CHECK(conditional.status == 304);
+  CHECK(conditional.body.empty());
+  Response hidden = other.send("HEAD", a_domain, {});
+  CHECK(hidden.status == 404);
+  CHECK(hidden.body.empty());
+  CHECK(hidden.header("Content-Type").value_or("").starts_with("application/problem+json"));
+  CHECK(api.send("HEAD", "/v1/domain?foo=bar", {}).status == 400);
+  CHECK(api.send("HEAD", "/v1/domain/dom_nope", {}).status == 404);
+  CHECK(api.send("HEAD", "/v1/nothing", {}).status == 404);
+  // Verify has no GET, so no HEAD either.
+  Response verify = api.send("HEAD", a_domain + "/verify", {});
+  CHECK(verify.status == 405);
+  CHECK(verify.header("Allow") == "POST");
+  CHECK(all_events(api).size() == events);
+  // Counted under the GET's route: the only 304 of a domain's get was the HEAD's.
+  CHECK(sample(metrics(server),
+               R"(gatewayd_http_requests_total{route="get",kind="domain",status="304"})") == 1);
+}
+
 TEST_CASE("response-only fields in a body are ignored, so GET-edit-PUT round trips") {
   Server server;
   Api api(server, kTeamA);

@@ -177,12 +177,14 @@ TEST_CASE("a known path with the wrong method is 405 with Allow") {
     std::vector<std::string> allow;
   };
   const Case cases[] = {
-      {"PATCH", "/v1/domain", {"GET", "POST"}},
-      {"DELETE", "/v1/webhook", {"GET", "POST"}},
-      {"PUT", "/v1/gateway_security_profile", {"GET", "POST"}},
-      {"POST", "/v1/domain/" + domain_id, {"GET", "PUT", "DELETE"}},
-      {"PATCH", "/v1/webhook/" + webhook_id, {"GET", "PUT", "DELETE"}},
-      {"POST", "/v1/gateway_security_profile/" + profile_id, {"GET", "PUT", "DELETE"}},
+      {"PATCH", "/v1/domain", {"GET", "HEAD", "POST"}},
+      {"DELETE", "/v1/webhook", {"GET", "HEAD", "POST"}},
+      {"PUT", "/v1/gateway_security_profile", {"GET", "HEAD", "POST"}},
+      {"POST", "/v1/domain/" + domain_id, {"GET", "HEAD", "PUT", "DELETE"}},
+      {"PATCH", "/v1/webhook/" + webhook_id, {"GET", "HEAD", "PUT", "DELETE"}},
+      {"POST", "/v1/gateway_security_profile/" + profile_id, {"GET", "HEAD", "PUT", "DELETE"}},
+      {"POST", "/v1/domain/" + domain_id + "/history", {"GET", "HEAD"}},
+      {"POST", "/healthz", {"GET", "HEAD"}},
       {"GET", "/v1/domain/" + domain_id + "/verify", {"POST"}},
       {"DELETE", "/v1/domain/" + domain_id + "/verify", {"POST"}},
   };
@@ -1121,8 +1123,7 @@ TEST_CASE("HEAD is answered without a body; the next request on the connection r
   for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
     got.append(buf, static_cast<size_t>(n));
   CAPTURE(got);
-  CHECK(got.starts_with("HTTP/1.1 405 "));
-  CHECK(got.find("Allow: GET, POST") != std::string::npos);
+  CHECK(got.starts_with("HTTP/1.1 200 "));
   // The head a GET's answer would have, Content-Length included, and nothing after it.
   const size_t end = got.find("\r\n\r\n");
   REQUIRE(end != std::string::npos);
