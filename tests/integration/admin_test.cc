@@ -159,6 +159,16 @@ TEST_CASE("events prints the log as NDJSON, the same events /v1/events serves") 
   auto left_out = ctl({"events"});
   CHECK(left_out.status.code == 2);
   CHECK(left_out.err.starts_with("gatewayctl: --data-dir is required\n"));
+  // The data dir may come from GATEWAY_DATA_DIR, as gatewayd's does; the flag wins.
+  testing::ChildEnv from_env;
+  from_env.add.push_back("GATEWAY_DATA_DIR=" + server.data_dir());
+  auto by_env = testing::run_command({kGatewayctl, "events"}, from_env);
+  CHECK(by_env.status.success());
+  CHECK(by_env.out == all.out);
+  auto flag_wins = testing::run_command(
+      {kGatewayctl, "events", "--data-dir", server.data_dir() + "/absent"}, from_env);
+  CHECK(flag_wins.status.code == 1);
+  CHECK(flag_wins.out.empty());
   auto empty = ctl({"events", "--data-dir", ""});
   CHECK(empty.status.code == 2);
   CHECK(empty.err.starts_with("gatewayctl: --data-dir must not be empty\n"));
