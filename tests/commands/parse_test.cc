@@ -388,6 +388,12 @@ TEST_CASE("create: domain server fields only with a new domain's starting values
                                 R"("scope":"wide","verified_at":5,"verification_value":"x"})");
   REQUIRE_FALSE(r.ok());
   CHECK(fields_of(r) == "scope,verification_value,status,verified_at");
+  // Each names the value the domain will have (only "is set by the server and cannot be
+  // changed" before, unlike an update's, which names the value now).
+  const auto& errors = r.error().errors;
+  CHECK(errors.at(1).message == R"(is set by the server: a new domain starts with "" (empty))");
+  CHECK(errors.at(2).message == R"(is set by the server: a new domain starts with "pending")");
+  CHECK(errors.at(3).message == "is set by the server: a new domain starts with 0");
 }
 
 TEST_CASE("create: verification_hostname may be sent with the one the hostname gives") {
@@ -402,7 +408,7 @@ TEST_CASE("create: verification_hostname may be sent with the one the hostname g
   REQUIRE_FALSE(other.ok());
   CHECK(fields_of(other) == "verification_hostname");
   CHECK(other.error().errors.at(0).message ==
-        "is set by the server: _gateway-verify.shop.example.com for this hostname");
+        R"(is set by the server: a new domain starts with "_gateway-verify.shop.example.com" for this hostname)");
   CHECK(fields_of(sent("shop.example.com", "_GATEWAY-VERIFY.shop.example.com")) ==
         "verification_hostname");
   // A hostname refused is reported once, not again through the name that follows from it.
