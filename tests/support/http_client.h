@@ -46,6 +46,9 @@ class HttpClient {
                    const std::optional<std::string>& body = std::nullopt,
                    const std::optional<std::string>& target = std::nullopt);
 
+  // How long a request may take from now on (the constructor's by default).
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+
  private:
   CURL* curl_;
   std::chrono::milliseconds timeout_;
