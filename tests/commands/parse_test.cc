@@ -408,7 +408,8 @@ TEST_CASE("create: verification_hostname may be sent with the one the hostname g
   REQUIRE_FALSE(other.ok());
   CHECK(fields_of(other) == "verification_hostname");
   CHECK(other.error().errors.at(0).message ==
-        R"(is set by the server: a new domain starts with "_gateway-verify.shop.example.com" for this hostname)");
+        "is set by the server: a new domain starts with "
+        R"("_gateway-verify.shop.example.com" for this hostname)");
   CHECK(fields_of(sent("shop.example.com", "_GATEWAY-VERIFY.shop.example.com")) ==
         "verification_hostname");
   // A hostname refused is reported once, not again through the name that follows from it.
