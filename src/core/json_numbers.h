@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include <rapidjson/document.h>
+#include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
 
 namespace gw {
@@ -87,15 +88,21 @@ class ExactNumbers {
 }  // namespace json_detail
 
 // Parses `json` into `doc` (empty, as made), with RapidJSON's parse flags `kFlags`, every number
-// read exactly (above). Returns RapidJSON's result: check it, not doc.HasParseError(), which this
+// read exactly (above). A UTF-8 byte order mark at the very start is skipped (RFC 8259 8.1);
+// offsets count it. Returns RapidJSON's result: check it, not doc.HasParseError(), which this
 // parse does not set. On an error `doc` is left as it was.
 template <unsigned kFlags = rapidjson::kParseDefaultFlags>
 rapidjson::ParseResult parse_exact(rapidjson::Document& doc, std::string_view json) {
   rapidjson::ParseResult result;
   auto generate = [&](rapidjson::Document& handler) {
     json_detail::ExactNumbers exact(handler);
-    rapidjson::MemoryStream bytes(json.data(), json.size());
-    rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> in(bytes);
+    // The mark is skipped whole or not at all. RapidJSON's EncodedInputStream skips each of its
+    // three bytes that comes next on its own, so a body starting with a lone 0xBF (or 0xEF, 0xBB,
+    // 0xBB 0xBF, ...) was read without those bytes, its invalid UTF-8 unseen (helper 71).
+    rapidjson::MemoryStream in(json.data(), json.size());
+    if (json.starts_with("\xEF\xBB\xBF")) {
+      for (int i = 0; i < 3; ++i) in.Take();
+    }
     // One reader a thread: its stack keeps its memory from one parse to the next.
     thread_local rapidjson::Reader reader;
     result = reader.Parse<kFlags | rapidjson::kParseNumbersAsStringsFlag>(in, exact);

@@ -151,6 +151,27 @@ TEST_CASE("a NUL byte after the root is text after the root, and refused") {
   CHECK(parse_exact(nul_inside, "{\"a\":\"x\0y\"}"s).IsError());
 }
 
+// RapidJSON's EncodedInputStream skipped each byte of the mark that came next on its own, so a
+// body starting with a lone 0xBF, or any other part of the mark, was read as if it were not there
+// (helper 71).
+TEST_CASE("a byte order mark is skipped only whole and only at the start") {
+  using namespace std::string_literals;
+  rapidjson::Document whole;
+  REQUIRE_FALSE(parse_exact(whole, "\xEF\xBB\xBF{\"a\":1}"s).IsError());
+  CHECK(whole["a"].GetInt() == 1);
+  for (const std::string& start : {"\xEF"s, "\xBB"s, "\xBF"s, "\xEF\xBB"s, "\xEF\xBF"s, "\xBB\xBF"s,
+                                   "\xEF\xBB\xBF\xEF\xBB\xBF"s, " \xEF\xBB\xBF"s}) {
+    CAPTURE(start.size());
+    const std::string json = start + "{\"a\":1}";
+    rapidjson::Document doc;
+    CHECK(parse_exact<rapidjson::kParseValidateEncodingFlag>(doc, json).IsError());
+    CHECK(doc.IsNull());
+  }
+  // Offsets count the mark.
+  rapidjson::Document bad;
+  CHECK(parse_exact(bad, "\xEF\xBB\xBF{\"a\":}"s).Offset() == 8);
+}
+
 TEST_CASE("the document is built as RapidJSON builds it") {
   rapidjson::Document doc;
   const std::string json = R"({"a":[1,-2,3.5,"x",true,null,{"b":{}}],"c":"d"})";
