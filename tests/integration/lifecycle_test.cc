@@ -424,6 +424,7 @@ TEST_CASE("SIGTERM: writes waiting for a WAF check get 503, the one being checke
   REQUIRE(::kill(zygote, SIGCONT) == 0);
   const std::string answer = read_response(checked);
   INFO("the checked create's answer: ", answer);
+  INFO("server output: ", server.output());
   CHECK(answer.starts_with("HTTP/1.1 201 "));
   ::close(checked);
   testing::ExitStatus s = server.stop();
