@@ -356,8 +356,8 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
   s.verified_at = r.integer("verified_at");
   if (mode == Mode::kCreate) {
     // Each message names the value the new domain will have, as an update's names the value now.
-    auto starts_with = [](const std::string& value) {
-      return "is set by the server: a new domain starts with " + value;
+    auto set_by_server = [](const std::string& starting_value) {
+      return "is set by the server: a new domain starts with " + starting_value;
     };
     // The verification_hostname a new domain gets follows from its hostname, so it may be sent as
     // well as left out (as a record's other server fields may be sent with the values they will
@@ -365,7 +365,7 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
     if (s.verification_hostname && !s.verification_hostname->empty() && valid_hostname) {
       const std::string starting = verification_hostname(d.hostname);
       if (*s.verification_hostname != starting) {
-        r.check("verification_hostname", starts_with("\"" + starting + "\" for this hostname"));
+        r.check("verification_hostname", set_by_server("\"" + starting + "\" for this hostname"));
       }
     }
     const std::pair<const char*, const std::optional<std::string>*> echoes[] = {
@@ -373,10 +373,10 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
         {"verification_parent_id", &s.verification_parent_id},
         {"verification_error", &s.verification_error}};
     for (const auto& [name, value] : echoes) {
-      if (*value && !(*value)->empty()) r.check(name, starts_with("\"\" (empty)"));
+      if (*value && !(*value)->empty()) r.check(name, set_by_server("\"\" (empty)"));
     }
-    if (s.status && *s.status != "pending") r.check("status", starts_with("\"pending\""));
-    if (s.verified_at && *s.verified_at != 0) r.check("verified_at", starts_with("0"));
+    if (s.status && *s.status != "pending") r.check("status", set_by_server("\"pending\""));
+    if (s.verified_at && *s.verified_at != 0) r.check("verified_at", set_by_server("0"));
   }
   // The rules that need the stored record, so that one 422 lists every problem; the writer checks
   // them again against the record it updates (a body that breaks no other rule is checked there

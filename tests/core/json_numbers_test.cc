@@ -167,6 +167,12 @@ TEST_CASE("a byte order mark is skipped only whole and only at the start") {
     CHECK(parse_exact<rapidjson::kParseValidateEncodingFlag>(doc, json).IsError());
     CHECK(doc.IsNull());
   }
+  // Inside a string its bytes are the character U+FEFF, kept.
+  rapidjson::Document inside;
+  REQUIRE_FALSE(
+      parse_exact<rapidjson::kParseValidateEncodingFlag>(inside, "{\"a\":\"x\xEF\xBB\xBFy\"}"s)
+          .IsError());
+  CHECK(std::string(inside["a"].GetString()) == "x\xEF\xBB\xBFy");
   // Offsets count the mark.
   rapidjson::Document bad;
   CHECK(parse_exact(bad, "\xEF\xBB\xBF{\"a\":}"s).Offset() == 8);
