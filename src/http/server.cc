@@ -759,6 +759,7 @@ bool at_descriptor_ceiling(int listen_fd) {
 // The endpoint's listener and its listening socket, which Server::shutdown shuts.
 GW_EXPOSE(EndpointListenerTag, &P::Http::Endpoint::listener);
 GW_EXPOSE(ListenFdTag, &P::Tcp::Listener::listen_fd);
+GW_EXPOSE(ListenerPollerTag, &P::Tcp::Listener::poller);
 
 // Pistache's own Listener::acceptConnection, found past this program's definition below; called
 // as a function whose first argument is the listener, which is how the Itanium C++ ABI passes
@@ -805,9 +806,9 @@ int accept_connection(const P::Tcp::Listener& listener, sockaddr_storage& peer_a
     socklen_t size = sizeof listening;
     if (::getsockopt(listen_fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) == 0 &&
         listening == 0) {
-      // The listening socket was shut (Server::shutdown): it stays readable (the end of the
-      // stream), at every turn of the listener's loop until that stops, and accept fails on it.
-      // A pause, so that the loop does not spin meanwhile.
+      // The listening socket was shut (Server::shutdown) as the listener was about to accept on
+      // it, and accept fails on it. The listener's loop no longer watches it, so this comes once
+      // at most; the pause is kept all the same.
       std::this_thread::sleep_for(kAcceptPause);
       throw;
     }
@@ -879,9 +880,21 @@ void Server::shutdown(int drain_ms) {
   // and a connection not yet accepted is reset. Left open, it was accepted for the whole drain,
   // and each client that kept connecting had its last request, sent whole, cut by a reset as the
   // listener closed.
+  //
+  // The listener's thread stops watching the socket first: shut, it is a hang-up to epoll, not
+  // readable, so Pistache's loop never calls accept on it and went round again at once, a whole
+  // core spinning for the whole drain (lifecycle_test).
   if (endpoint_) {
-    const int listen_fd = (*endpoint_.*member_of(EndpointListenerTag{})).*member_of(ListenFdTag{});
-    if (listen_fd >= 0) ::shutdown(listen_fd, SHUT_RDWR);
+    P::Tcp::Listener& listener = *endpoint_.*member_of(EndpointListenerTag{});
+    const int listen_fd = listener.*member_of(ListenFdTag{});
+    if (listen_fd >= 0) {
+      try {
+        (listener.*member_of(ListenerPollerTag{})).removeFd(listen_fd);
+      } catch (const std::exception&) {
+        // Not watched (never served): nothing spins on it.
+      }
+      ::shutdown(listen_fd, SHUT_RDWR);
+    }
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_ms);
   // Polls `busy` until it is false or `until` has passed.
