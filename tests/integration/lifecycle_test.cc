@@ -3,8 +3,10 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -388,10 +390,52 @@ TEST_CASE("SIGTERM: new connections are refused while a request in flight is ans
             "total") == 1);
 }
 
+// The threads of process `pid` named `name` (as /proc/PID/task/TID/comm shows them).
+std::vector<pid_t> threads_named(pid_t pid, const std::string& name) {
+  std::vector<pid_t> found;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string got;
+    std::getline(comm, got);
+    if (got == name) found.push_back(static_cast<pid_t>(std::stol(task.path().filename())));
+  }
+  return found;
+}
+
+// One thread of another process held stopped (ptrace) while the rest of it runs, until the
+// holder's end. stopped() tells whether it is.
+class ThreadHold {
+ public:
+  explicit ThreadHold(pid_t tid) : tid_(tid) {
+    attached_ = ::ptrace(PTRACE_SEIZE, tid_, nullptr, nullptr) == 0;
+    int status = 0;
+    stopped_ = attached_ && ::ptrace(PTRACE_INTERRUPT, tid_, nullptr, nullptr) == 0 &&
+               ::waitpid(tid_, &status, __WALL) == tid_ && WIFSTOPPED(status);
+  }
+  ~ThreadHold() {
+    if (attached_) ::ptrace(PTRACE_DETACH, tid_, nullptr, nullptr);
+  }
+  ThreadHold(const ThreadHold&) = delete;
+  ThreadHold& operator=(const ThreadHold&) = delete;
+  bool stopped() const { return stopped_; }
+
+ private:
+  pid_t tid_;
+  bool attached_ = false;
+  bool stopped_ = false;
+};
+
 // Writes waiting for a WAF check when gatewayd drained were never answered (their connections
 // closed at the end of the drain), and checks that ended after main returned used the sandbox it
 // had destroyed (a review saw SIGSEGV in 4 of 10 tries, and ASan a use after free). Now the
 // writes still waiting when the drain ends are answered 503, and those being checked finish.
+//
+// The checked write's batch is then slow to be written: its commit thread is held stopped for
+// 6.5 s, as a disk that syncs slowly under load would hold it. The stop waited at most 5 s for
+// the answers of such writes, then shut the HTTP threads, and the writer's stop applied the write
+// and answered it to a connection no HTTP thread served any more: a 201 lost, as seen once under
+// load.
 TEST_CASE("SIGTERM: writes waiting for a WAF check get 503, the one being checked finishes") {
   Server server({"--threads", "1"});  // one check thread
   const pid_t zygote = stop_zygote(server);
@@ -427,7 +471,14 @@ TEST_CASE("SIGTERM: writes waiting for a WAF check get 503, the one being checke
   }
   char byte = 0;
   CHECK(::recv(checked, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0);  // not answered yet
-  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  const std::vector<pid_t> commit_thread = threads_named(server.pid(), "gw-commit");
+  REQUIRE(commit_thread.size() == 1);
+  {
+    ThreadHold hold(commit_thread[0]);
+    REQUIRE(hold.stopped());
+    REQUIRE(::kill(zygote, SIGCONT) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(6500));
+  }
   const std::string answer = read_response(checked);
   INFO("the checked create's answer: ", answer);
   INFO("server output: ", server.output());
