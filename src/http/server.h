@@ -42,8 +42,11 @@ class Server {
   // Binds and starts serving on background threads; returns the bound port. kUnavailable if the
   // address cannot be bound.
   Result<uint16_t> start();
-  // Refuses new requests (503, connection closed), waits up to `drain_ms` for requests in flight
-  // to be answered, then tells the listener and its threads to stop.
+  // Refuses new connections and new requests (503, connection closed) and waits up to `drain_ms`
+  // for the requests in flight to be answered; then answers 503 the writes still waiting for a
+  // WAF check, waits for every request left in flight (a write until its batch is durable; 60 s
+  // at most) and, until the drain's deadline or 20 ms at least, for the answers given to be
+  // written; then tells the listener and its threads to stop.
   void shutdown(int drain_ms);
   // After shutdown(), once no more answers can come (the writer stopped): waits up to `limit`
   // for the listener's threads to end, and frees them. False if one had not ended by then (busy
