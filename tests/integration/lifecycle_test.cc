@@ -390,19 +390,6 @@ TEST_CASE("SIGTERM: new connections are refused while a request in flight is ans
             "total") == 1);
 }
 
-// The threads of process `pid` named `name` (as /proc/PID/task/TID/comm shows them).
-std::vector<pid_t> threads_named(pid_t pid, const std::string& name) {
-  std::vector<pid_t> found;
-  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
-  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
-    std::ifstream comm(task.path() / "comm");
-    std::string got;
-    std::getline(comm, got);
-    if (got == name) found.push_back(static_cast<pid_t>(std::stol(task.path().filename())));
-  }
-  return found;
-}
-
 // One thread of another process held stopped (ptrace) while the rest of it runs, until the
 // holder's end. stopped() tells whether it is.
 class ThreadHold {
@@ -471,7 +458,7 @@ TEST_CASE("SIGTERM: writes waiting for a WAF check get 503, the one being checke
   }
   char byte = 0;
   CHECK(::recv(checked, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0);  // not answered yet
-  const std::vector<pid_t> commit_thread = threads_named(server.pid(), "gw-commit");
+  const std::vector<pid_t> commit_thread = testing::threads_named(server.pid(), "gw-commit");
   REQUIRE(commit_thread.size() == 1);
   {
     ThreadHold hold(commit_thread[0]);

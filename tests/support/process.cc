@@ -12,11 +12,12 @@
 #include <array>
 #include <cerrno>
 #include <csignal>
-#include <fstream>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 extern char** environ;
 
@@ -330,14 +331,35 @@ std::vector<std::string> open_descriptors(pid_t pid) {
   return out;
 }
 
-std::vector<std::string> thread_names(pid_t pid) {
-  std::vector<std::string> out;
+namespace {
+
+// Each thread of process `pid`, as its id and its name (/proc/PID/task/TID/comm).
+std::vector<std::pair<pid_t, std::string>> threads_of(pid_t pid) {
+  std::vector<std::pair<pid_t, std::string>> out;
   const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
   std::error_code error;
   for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
     std::ifstream in(task.path() / "comm");
     std::string name;
-    if (std::getline(in, name)) out.push_back(name);
+    if (std::getline(in, name)) {
+      out.emplace_back(static_cast<pid_t>(std::stol(task.path().filename().string())), name);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> thread_names(pid_t pid) {
+  std::vector<std::string> out;
+  for (auto& [tid, name] : threads_of(pid)) out.push_back(std::move(name));
+  return out;
+}
+
+std::vector<pid_t> threads_named(pid_t pid, std::string_view name) {
+  std::vector<pid_t> out;
+  for (const auto& [tid, its_name] : threads_of(pid)) {
+    if (its_name == name) out.push_back(tid);
   }
   return out;
 }

@@ -113,6 +113,9 @@ std::vector<pid_t> children_of(pid_t pid);
 // The name of each thread of process `pid` (/proc/PID/task/TID/comm); empty when it is gone.
 std::vector<std::string> thread_names(pid_t pid);
 
+// The ids of the threads of process `pid` named `name`.
+std::vector<pid_t> threads_named(pid_t pid, std::string_view name);
+
 // What each open descriptor of process `pid` refers to (the targets of /proc/PID/fd, such as
 // "socket:[123]" or a path); empty when the process is gone.
 std::vector<std::string> open_descriptors(pid_t pid);
