@@ -42,10 +42,10 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGATEWAY_SANITIZE=OFF -DGATEWAY_
 cmake --build build -j"$(nproc)" --target gatewayd gatewayctl kafka_mock
 
 mkdir -p "${DATA_DIR}" "$(dirname "${TOKENS}")"
-# One dev token at a time: the previous run's is revoked (its line removed; a running gatewayd
-# re-reads the file when it changes). Tokens are stored hashed, so an old one cannot be shown again.
-if [[ -f "${TOKENS}" ]]; then
-  sed -i '/^[0-9a-fA-F]\{64\} team_demo dev$/d' "${TOKENS}"
+# One dev token at a time: the previous run's is revoked (a running gatewayd re-reads the file
+# when it changes). Tokens are stored hashed, so an old one cannot be shown again.
+if [[ -f "${TOKENS}" ]] && grep -q ' team_demo dev$' "${TOKENS}"; then
+  build/gatewayctl token revoke --tokens-file "${TOKENS}" --tenant team_demo --name dev >/dev/null
 fi
 TOKEN=$(build/gatewayctl token create --tokens-file "${TOKENS}" --tenant team_demo --name dev)
 

@@ -33,6 +33,8 @@ constexpr char kUsage[] =
     "usage:\n"
     "  gatewayctl token create --tokens-file FILE --tenant TEAM [--name NAME]\n"
     "      append a new token's hash to FILE and print the token\n"
+    "  gatewayctl token revoke --tokens-file FILE --tenant TEAM --name NAME\n"
+    "      remove every token of TEAM named NAME from FILE (a running gatewayd re-reads it)\n"
     "  gatewayctl events --data-dir D [--after SEQ]\n"
     "      the event log as NDJSON on stdout: the stored bytes of each event with seq > SEQ\n"
     "  gatewayctl replay --data-dir D --until-seq N --out FILE\n"
@@ -93,6 +95,15 @@ std::optional<int> parse(gw::Flags& flags, int argc, char** argv, int first,
   return std::nullopt;
 }
 
+// The exit of a token create or revoke that failed: a flag value that is not what the flag takes
+// (its field errors name the flags) is a usage error.
+int failed_token_change(const gw::Error& error) {
+  if (error.code != gw::Code::kValidationFailed) return fail(error.detail);
+  for (const auto& e : error.errors)
+    std::cerr << "gatewayctl: --" << e.field << " " << e.message << "\n";
+  return 2;
+}
+
 int token_create(int argc, char** argv) {
   gw::Flags flags({
       {"tokens-file", "GATEWAY_TOKENS_FILE", "", "tokens file to append the token's hash to"},
@@ -102,15 +113,26 @@ int token_create(int argc, char** argv) {
   if (auto exit = parse(flags, argc, argv, 3, {"tokens-file", "tenant"})) return *exit;
   auto token =
       gw::http::create_token(flags.get("tokens-file"), flags.get("tenant"), flags.get("name"));
-  if (!token.ok() && token.error().code == gw::Code::kValidationFailed) {
-    // A flag value that is not what the flag takes.
-    for (const auto& e : token.error().errors) {
-      std::cerr << "gatewayctl: --" << e.field << " " << e.message << "\n";
-    }
-    return 2;
-  }
-  if (!token.ok()) return fail(token.error().detail);
+  if (!token.ok()) return failed_token_change(token.error());
   std::cout << token.value() << std::endl;
+  return 0;
+}
+
+int token_revoke(int argc, char** argv) {
+  gw::Flags flags({
+      {"tokens-file", "GATEWAY_TOKENS_FILE", "", "tokens file to remove the tokens from"},
+      {"tenant", "", "", "tenant (team id) of the tokens"},
+      {"name", "", "", "name of the tokens"},
+  });
+  if (auto exit = parse(flags, argc, argv, 3, {"tokens-file", "tenant", "name"})) return *exit;
+  const std::string path = flags.get("tokens-file");
+  // The file's next version, renamed over it; removed if gatewayctl is stopped before that.
+  const std::string scratch = path + ".revoke-" + std::to_string(::getpid());
+  gw::admin::RemovedOnInterrupt removed(scratch);
+  auto revoked = gw::http::revoke_tokens(path, flags.get("tenant"), flags.get("name"), scratch);
+  if (!revoked.ok()) return failed_token_change(revoked.error());
+  std::cout << "revoked " << revoked.value() << (revoked.value() == 1 ? " token" : " tokens")
+            << " of tenant " << flags.get("tenant") << " named " << flags.get("name") << "\n";
   return 0;
 }
 
@@ -334,6 +356,9 @@ int main(int argc, char** argv) {
   const std::string command = argc >= 2 ? argv[1] : "";
   if (command == "token" && argc >= 3 && std::string(argv[2]) == "create") {
     return token_create(argc, argv);
+  }
+  if (command == "token" && argc >= 3 && std::string(argv[2]) == "revoke") {
+    return token_revoke(argc, argv);
   }
   if (command == "events") return events(argc, argv);
   if (command == "replay") return replay(argc, argv);

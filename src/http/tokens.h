@@ -61,11 +61,21 @@ class TokenStore {
 };
 
 // Appends a new token for `tenant` to the tokens file (created 0600 if missing; an existing file
-// keeps its mode) and returns the token. Fails with kValidationFailed for a bad tenant or name
+// keeps its mode), under a lock on the file (flock) taken once the path still names the file
+// locked, and returns the token. Fails with kValidationFailed for a bad tenant or name
 // (its field errors name `tenant` and `name`), kUnavailable if the file cannot be written or may
 // be written by group or others (TokenStore accepts no token from such a file).
 Result<std::string> create_token(const std::string& path, const std::string& tenant,
                                  const std::string& name);
+
+// Removes every token of `tenant` named `name` from the tokens file and returns how many there
+// were: the file is written anew to `scratch` (a new file's path in its directory) and renamed
+// over it, under the lock create_token takes, keeping every other line, its mode and its owner.
+// Fails with kValidationFailed for a bad tenant or name, kNotFound if it holds no such token
+// (nothing is written), kUnavailable if it cannot be read or written (nothing is revoked) or may
+// be written by group or others.
+Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
+                             const std::string& name, const std::string& scratch);
 
 // Parses "Bearer <token>" (scheme case-insensitive); nullopt if malformed.
 std::optional<std::string_view> bearer_token(std::string_view header);

@@ -140,6 +140,44 @@ TEST_CASE("a token that cannot be written leaves the tokens file as it was, and 
   CHECK(file.store.find(file.first).has_value());
 }
 
+TEST_CASE("a revoke that cannot write the file revokes nothing and leaves no file behind") {
+  OneToken file;
+  const std::string kept = file.make("team_b", "kept");
+  std::ostringstream read;
+  read << std::ifstream(file.path).rdbuf();
+  const std::string before = read.str();
+  const std::string scratch = file.path + ".revoke-test";
+  struct sigaction ignore {
+  }, saved{};
+  ignore.sa_handler = SIG_IGN;
+  REQUIRE(::sigaction(SIGXFSZ, &ignore, &saved) == 0);
+  rlimit limit{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &limit) == 0);
+  const rlimit unlimited = limit;
+  limit.rlim_cur = 10;  // the new file's one line does not fit
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
+  auto revoked = revoke_tokens(file.path, "team_a", "first", scratch);
+  ::setrlimit(RLIMIT_FSIZE, &unlimited);
+  ::sigaction(SIGXFSZ, &saved, nullptr);
+  REQUIRE_FALSE(revoked.ok());
+  CHECK(revoked.error().code == Code::kUnavailable);
+  CHECK(revoked.error().detail ==
+        "cannot write " + file.path + ": File too large; no token was revoked");
+  std::ostringstream after;
+  after << std::ifstream(file.path).rdbuf();
+  CHECK(after.str() == before);
+  CHECK(::access(scratch.c_str(), F_OK) != 0);
+  let_the_next_check_come();
+  CHECK(file.store.find(file.first).has_value());
+  // Then it goes, and the other stays.
+  auto done = revoke_tokens(file.path, "team_a", "first", scratch);
+  REQUIRE(done.ok());
+  CHECK(done.value() == 1);
+  let_the_next_check_come();
+  CHECK_FALSE(file.store.find(file.first).has_value());
+  CHECK(file.store.find(kept).has_value());
+}
+
 TEST_CASE("a tokens file that is gone accepts no token, though the tokens read before were") {
   OneToken file;
   REQUIRE(::unlink(file.path.c_str()) == 0);
