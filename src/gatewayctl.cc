@@ -125,7 +125,12 @@ int token_revoke(int argc, char** argv) {
       {"name", "", "", "name of the tokens"},
   });
   if (auto exit = parse(flags, argc, argv, 3, {"tokens-file", "tenant", "name"})) return *exit;
-  const std::string path = flags.get("tokens-file");
+  // The file a symlink leads to is the one replaced: a rename over the symlink itself would put
+  // a file of its own in its place, and the file it led to would keep the tokens.
+  std::error_code unresolved;
+  const std::filesystem::path resolved =
+      std::filesystem::canonical(flags.get("tokens-file"), unresolved);
+  const std::string path = unresolved ? flags.get("tokens-file") : resolved.string();
   // The file's next version, renamed over it; removed if gatewayctl is stopped before that.
   const std::string scratch = path + ".revoke-" + std::to_string(::getpid());
   gw::admin::RemovedOnInterrupt removed(scratch);

@@ -462,6 +462,28 @@ TEST_CASE("gatewayctl token revoke: the tokens of a tenant and name go, every ot
   CHECK(entries > 0);
 }
 
+// A tokens file given by a symlink (a path kept stable across deployments, say) stays one: the
+// file it leads to is the one replaced.
+TEST_CASE("gatewayctl token revoke through a symlink replaces the file it leads to") {
+  Server server;
+  const std::string file = server.tokens_file();
+  const std::string link = server.data_dir() + "/tokens-link";
+  REQUIRE(::symlink(file.c_str(), link.c_str()) == 0);
+  const std::string gone = server.new_token(kTeamA, "gone");
+  testing::CommandResult r =
+      testing::run_command({GATEWAYCTL_PATH, "token", "revoke", "--tokens-file", link, "--tenant",
+                            "team_a", "--name", "gone"},
+                           testing::ChildEnv{{"GATEWAY_"}, {}});
+  INFO(r.err);
+  CHECK(r.status.success());
+  struct stat st {};
+  REQUIRE(::lstat(link.c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+  CHECK_FALSE(holds_token(read_file(file), gone));
+  CHECK(status_once(server, gone, 401) == 401);
+  CHECK(Api(server, kTeamA).get("/v1/webhook").status == 200);
+}
+
 // Whether a process waits for a lock on the file of inode `inode` (a blocked lock of /proc/locks
 // is listed after "->").
 bool lock_waited_for(ino_t inode) {
