@@ -356,6 +356,10 @@ int main(int argc, char** argv) {
   // A reader that goes away (`gatewayctl events | head`) is a failed write, not a signal that
   // would kill gatewayctl before it removes its scratch directory.
   signal(SIGPIPE, SIG_IGN);
+  // A write past the file size limit (`ulimit -f`, systemd's LimitFSIZE) fails with EFBIG, which
+  // the token commands answer by taking back what they wrote, instead of killing gatewayctl
+  // halfway: a token create left part of a line in the file, a revoke its scratch file (helper 75).
+  signal(SIGXFSZ, SIG_IGN);
   // Ctrl-C or a SIGTERM does not leave a scratch directory or a temporary file behind.
   gw::admin::remove_on_interrupt();
   const std::string command = argc >= 2 ? argv[1] : "";

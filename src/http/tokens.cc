@@ -328,7 +328,8 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
 Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
                              const std::string& name, const std::string& scratch) {
   if (auto problems = flag_problems(tenant, name)) return *problems;
-  auto locked = open_locked(path, O_RDONLY);
+  // Without O_NONBLOCK a FIFO in the file's place held the open until a writer came.
+  auto locked = open_locked(path, O_RDONLY | O_NONBLOCK);
   if (!locked.ok()) return locked.error();
   const int fd = locked.value();
   // Closing it lets the next change go on, so only once the file is in place.
@@ -342,6 +343,7 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
     return make_error(Code::kUnavailable, problem);
   }
   std::string text;
+  std::unordered_set<std::string> revoked_digests;
   char buffer[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
@@ -353,30 +355,41 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
       return make_error(Code::kUnavailable, "cannot read " + path + ": " + std::strerror(errno));
     }
   }
-  // Every line but the tokens' of `tenant` named `name` is kept as it is: comments, blank and
-  // damaged lines too.
-  std::string kept;
-  kept.reserve(text.size());
-  size_t revoked = 0;
+  // The lines as gatewayd reads them (read_lines): each token line's digest, or nullopt for a
+  // comment, a blank or a damaged line.
+  std::vector<std::pair<std::string_view, std::optional<std::string>>> lines;
   for (size_t at = 0; at < text.size();) {
     const size_t end = std::min(text.find('\n', at), text.size() - 1) + 1;
     const std::string_view line(text.data() + at, end - at);
     at = end;
+    std::optional<std::string> raw;
     std::istringstream fields{std::string(line)};
     std::string digest, line_tenant, line_name, extra;
     if (!line.starts_with('#') && (fields >> digest >> line_tenant >> line_name) &&
-        !(fields >> extra) && line_tenant == tenant && line_name == name) {
-      ++revoked;
-      continue;
+        !(fields >> extra)) {
+      raw = digest_of(digest);
+      if (raw && line_tenant == tenant && line_name == name) revoked_digests.insert(*raw);
     }
-    kept += line;
+    lines.emplace_back(line, std::move(raw));
   }
-  if (revoked == 0) {
+  if (revoked_digests.empty()) {
     return make_error(Code::kNotFound,
                       "no token of tenant " + tenant + " named " + name + " in " + path);
   }
+  // Every line of a token revoked goes, whatever tenant and name it gives: gatewayd accepts a
+  // digest from none of two lines that disagree, so leaving the other line would have made the
+  // token work for its tenant (helper 75). Every other line is kept as it is: comments, blank
+  // and damaged lines too.
+  std::string kept;
+  kept.reserve(text.size());
+  for (const auto& [line, raw] : lines) {
+    if (!raw || revoked_digests.count(*raw) == 0) kept += line;
+  }
   // The file is replaced whole by a rename, so gatewayd reads either the old file or the new one,
   // never a part; the new one has the old one's mode and owner.
+  // A file already there by that name was left by a gatewayctl of the same process id that was
+  // killed (in another PID namespace, say): only the holder of the lock writes one.
+  ::unlink(scratch.c_str());
   const int out = ::open(scratch.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (out < 0) {
     return make_error(Code::kUnavailable, "cannot create " + scratch + ": " + std::strerror(errno));
@@ -400,7 +413,7 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
     ::fsync(dir_fd);
     ::close(dir_fd);
   }
-  return revoked;
+  return revoked_digests.size();
 }
 
 std::optional<std::string_view> bearer_token(std::string_view header) {

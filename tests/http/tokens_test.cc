@@ -178,6 +178,21 @@ TEST_CASE("a revoke that cannot write the file revokes nothing and leaves no fil
   CHECK(file.store.find(kept).has_value());
 }
 
+// The scratch file's name holds gatewayctl's process id, which a later gatewayctl may have too (in
+// another PID namespace): one left by a gatewayctl killed halfway made every revoke of that id
+// fail with "File exists" (helper 75).
+TEST_CASE("a revoke writes over a scratch file a killed revoke left") {
+  OneToken file;
+  const std::string scratch = file.path + ".revoke-7";
+  std::ofstream(scratch) << "left by a killed revoke";
+  auto done = revoke_tokens(file.path, "team_a", "first", scratch);
+  REQUIRE(done.ok());
+  CHECK(done.value() == 1);
+  CHECK(::access(scratch.c_str(), F_OK) != 0);
+  let_the_next_check_come();
+  CHECK_FALSE(file.store.find(file.first).has_value());
+}
+
 TEST_CASE("a tokens file that is gone accepts no token, though the tokens read before were") {
   OneToken file;
   REQUIRE(::unlink(file.path.c_str()) == 0);

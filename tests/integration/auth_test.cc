@@ -462,6 +462,89 @@ TEST_CASE("gatewayctl token revoke: the tokens of a tenant and name go, every ot
   CHECK(entries > 0);
 }
 
+// A revoke took a damaged line that named the tenant and name as a token, and counted it; and of
+// a token on two lines that disagree, which gatewayd accepts from neither, it took only the line
+// it was asked for, so the token began to work for the other line's tenant (helper 75).
+TEST_CASE("gatewayctl token revoke takes every line of a token it revokes and no damaged line") {
+  Server server;
+  const std::string file = server.tokens_file();
+  const std::string ci = server.new_token(kTeamA, "ci");
+  const std::string digest = sha256_hex(ci);
+  std::ofstream(file, std::ios::app) << digest << " team_b admin\n"
+                                     << digest << " team_a ci\n"
+                                     << "notahex team_a ci\n"
+                                     << "  # team_a ci\n"
+                                     << "# " << digest << " team_a ci\n";
+  REQUIRE(status_once(server, ci, 401) == 401);  // two lines disagree: from neither
+  CHECK(Api(server, ci, std::string(kTeamB)).get("/v1/webhook").status == 401);
+  const std::string before = read_file(file);
+
+  testing::CommandResult r = revoke(server, std::string(kTeamA), "ci");
+  INFO(r.err);
+  CHECK(r.status.success());
+  CHECK(r.out == "revoked 1 token of tenant team_a named ci\n");
+  std::string expected;
+  std::istringstream lines(before);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with(digest)) expected += line + "\n";
+  }
+  CHECK(read_file(file) == expected);
+  CHECK(read_file(file).find("notahex team_a ci\n  # team_a ci\n# " + digest) != std::string::npos);
+  // Refused for every tenant still, now that no line disagrees.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(Api(server, ci, std::string(kTeamB)).get("/v1/webhook").status == 401);
+  CHECK(Api(server, ci, std::string(kTeamA)).get("/v1/webhook").status == 401);
+  // Damaged lines alone are no token to revoke.
+  testing::CommandResult none = revoke(server, std::string(kTeamA), "ci");
+  CHECK(none.status.code == 1);
+  CHECK(read_file(file) == expected);
+}
+
+// gatewayctl was killed by SIGXFSZ at the file size limit (`ulimit -f`), before it could take back
+// what it wrote: a create left part of a line in the file, a revoke its scratch file (helper 75).
+TEST_CASE("at the file size limit, token create and revoke exit 1 and leave the file as it was") {
+  Server server;
+  const std::string file = server.tokens_file();
+  server.new_token(kTeamA, "gone");
+  const std::string before = read_file(file);
+  const std::string limit = "--fsize=" + std::to_string(before.size() + 20);
+  testing::CommandResult created =
+      testing::run_command({"/usr/bin/prlimit", limit, GATEWAYCTL_PATH, "token", "create",
+                            "--tokens-file", file, "--tenant", "team_a", "--name", "late"},
+                           testing::ChildEnv{{"GATEWAY_"}, {}});
+  CHECK(created.status.exited);
+  CHECK(created.status.code == 1);
+  CHECK(created.err == "gatewayctl: cannot write " + file + ": File too large\n");
+  CHECK(read_file(file) == before);
+  testing::CommandResult revoked =
+      testing::run_command({"/usr/bin/prlimit", "--fsize=10", GATEWAYCTL_PATH, "token", "revoke",
+                            "--tokens-file", file, "--tenant", "team_a", "--name", "gone"},
+                           testing::ChildEnv{{"GATEWAY_"}, {}});
+  CHECK(revoked.status.exited);
+  CHECK(revoked.status.code == 1);
+  CHECK(revoked.err ==
+        "gatewayctl: cannot write " + file + ": File too large; no token was revoked\n");
+  CHECK(read_file(file) == before);
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::path(file).parent_path())) {
+    CHECK(e.path().filename().string().find(".revoke-") == std::string::npos);
+  }
+}
+
+// A FIFO in the file's place held a revoke's open until a writer came: for good.
+TEST_CASE("gatewayctl token revoke of a FIFO says it is no regular file") {
+  testing::TempDir dir;
+  const std::string fifo = dir.file("tokens");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  testing::CommandResult r =
+      testing::run_command({GATEWAYCTL_PATH, "token", "revoke", "--tokens-file", fifo, "--tenant",
+                            "team_a", "--name", "x"},
+                           testing::ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(10));
+  CHECK_FALSE(r.status.timed_out);
+  CHECK(r.status.code == 1);
+  CHECK(r.err == "gatewayctl: " + fifo + " is not a regular file\n");
+}
+
 // A tokens file given by a symlink (a path kept stable across deployments, say) stays one: the
 // file it leads to is the one replaced.
 TEST_CASE("gatewayctl token revoke through a symlink replaces the file it leads to") {
