@@ -384,6 +384,7 @@ int main(int argc, char** argv) {
   }
   auto api = std::make_shared<gw::http::Api>(api_config, service, reads, tokens, limiter, metrics,
                                              [w] { return w->writable(); });
+  server_config.writes_unfinished = [w] { return w->has_unfinished(); };
   gw::http::Server server(server_config, api);
   auto port = server.start();
   if (!port.ok()) return fail(port.error().detail);

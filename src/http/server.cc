@@ -710,13 +710,12 @@ namespace {
 // one has closed.
 constexpr std::chrono::milliseconds kAcceptPause{50};
 
-// How long a stop waits at most, after the drain's deadline and the last WAF checks, for the
-// requests still in flight to be answered: a write's answer waits for its batch to be durable,
-// however slowly the disk syncs, since the writer's stop waits for that batch anyway. With a bound
-// of 5 s, a batch held longer was applied by the writer's stop and its 201 queued for a connection
-// no HTTP thread served any more (lifecycle_test holds the commit thread 6.5 s). Only a request
-// that never ends, which none is known to do, meets this bound.
-constexpr std::chrono::seconds kAnswersAfterDeadline{60};
+// How long a stop waits at most, after the drain's deadline and the last WAF checks, for a request
+// still in flight once the writer has no job left unfinished (one on its way to the writer).
+constexpr std::chrono::milliseconds kAnswersAfterWrites{5000};
+
+// After how long of waiting for writes past the drain a stop says so on stderr.
+constexpr std::chrono::milliseconds kSayWaitingForWrites{5000};
 
 // How long a stop waits at least for the answers queued to be written, even past the drain's
 // deadline: those of the last moment (the 503s of the writes left waiting for a check) are
@@ -879,7 +878,7 @@ Result<uint16_t> Server::start() {
 }
 
 void Server::shutdown(int drain_ms) {
-  state_->draining.store(true, std::memory_order_seq_cst);  // see Handler::onRequest
+  state_->draining.store(true, std::memory_order_seq_cst);  // see Handler::serve
   // No new connection is taken while the requests in flight are answered: the listening socket
   // is shut, so a client's connect is refused at once (the port is free for another gatewayd),
   // and a connection not yet accepted is reset. Left open, it was accepted for the whole drain,
@@ -916,15 +915,24 @@ void Server::shutdown(int drain_ms) {
   // the sandbox's limits), while their connections are open; no check runs past this.
   state_->api->stop();
   // A write whose check just finished is with the writer now, as is any write whose batch is slow
-  // to be durable, and answered once it is: waited for here, or its connection ended without the
-  // answer although the write was applied (a 201 lost under load).
-  wait_in_flight(std::chrono::steady_clock::now() + kAnswersAfterDeadline);
-  if (const int64_t left = state_->in_flight.load(std::memory_order_seq_cst); left > 0) {
-    std::fprintf(stderr,
-                 "gatewayd: %lld requests still unanswered %lld s after the drain; stopping "
-                 "without them\n",
-                 static_cast<long long>(left),
-                 static_cast<long long>(kAnswersAfterDeadline.count()));
+  // to be durable, and answered once it is. Its answer is waited for as long as the writer has
+  // jobs unfinished, without a bound: the writer's stop waits for those jobs anyway, so a bound
+  // here made the stop no shorter and lost the answer (with 5 s, a batch held longer was applied
+  // by the writer's stop and its 201 queued for a connection no HTTP thread served any more;
+  // lifecycle_test holds the commit thread 6.5 s). A request not with the writer gets
+  // kAnswersAfterWrites.
+  const auto waits_from = std::chrono::steady_clock::now();
+  const auto others_until = waits_from + kAnswersAfterWrites;
+  bool said = false;
+  while (state_->in_flight.load(std::memory_order_seq_cst) > 0) {
+    const bool writes = config_.writes_unfinished && config_.writes_unfinished();
+    const auto now = std::chrono::steady_clock::now();
+    if (!writes && now >= others_until) break;
+    if (writes && !said && now - waits_from >= kSayWaitingForWrites) {
+      std::fprintf(stderr, "gatewayd: the stop waits for writes not yet durable\n");
+      said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   // Every answer given is written whole before the connections go, up to the drain's deadline:
   // one that waited for a client reading it (a page of megabytes) was cut as the drain ended, 20

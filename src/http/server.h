@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,9 @@ struct ServerConfig {
   // an idle keep-alive connection, or one whose request is still coming. Pistache checks once a
   // second, and the clock restarts at a served request at most once a second: at least 3 s.
   std::chrono::milliseconds idle_timeout{60000};
+  // Whether the writer has jobs it has not finished (Writer::has_unfinished); a stop waits for
+  // the requests in flight while it does. Unset: none.
+  std::function<bool()> writes_unfinished;
 };
 
 class Server {
@@ -44,9 +48,9 @@ class Server {
   Result<uint16_t> start();
   // Refuses new connections and new requests (503, connection closed) and waits up to `drain_ms`
   // for the requests in flight to be answered; then answers 503 the writes still waiting for a
-  // WAF check, waits for every request left in flight (a write until its batch is durable; 60 s
-  // at most) and, until the drain's deadline or 20 ms at least, for the answers given to be
-  // written; then tells the listener and its threads to stop.
+  // WAF check, waits for the requests left in flight (while the writer has jobs unfinished, and
+  // 5 s more at most) and, until the drain's deadline or 20 ms at least, for the answers given
+  // to be written; then tells the listener and its threads to stop.
   void shutdown(int drain_ms);
   // After shutdown(), once no more answers can come (the writer stopped): waits up to `limit`
   // for the listener's threads to end, and frees them. False if one had not ended by then (busy

@@ -5,6 +5,7 @@
 #include <rapidjson/document.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <future>
 #include <latch>
@@ -157,6 +158,37 @@ TEST_CASE("jobs submitted after stop are finished as not committed") {
   writer.value()->submit(std::make_unique<AppendJob>("late", false, std::move(p)));
   CHECK_FALSE(f.get());
   CHECK(all_events(*store.value()).empty());
+}
+
+// A stop waits for the answers of writes while the writer has jobs unfinished (Server::shutdown).
+TEST_CASE("a job is unfinished from its submit until its finish has returned") {
+  testing::ScratchDir dir;
+  SystemClock clock;
+  auto ids = make_system_id_generator(clock);
+  auto store = Store::open(dir.path());
+  REQUIRE(store.ok());
+  auto writer = Writer::start(*store.value(), *ids);
+  REQUIRE(writer.ok());
+  Writer& w = *writer.value();
+  CHECK_FALSE(w.has_unfinished());
+  std::latch gate(1);
+  std::promise<bool> p;
+  auto f = p.get_future();
+  w.submit(std::make_unique<AppendJob>("held", false, std::move(p), &gate));
+  CHECK(w.has_unfinished());
+  gate.count_down();
+  CHECK(f.get());
+  bool finished = false;
+  for (int i = 0; i < 500 && !(finished = !w.has_unfinished()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(finished);
+  w.stop();
+  std::promise<bool> late;
+  auto late_done = late.get_future();
+  w.submit(std::make_unique<AppendJob>("late", false, std::move(late)));
+  CHECK_FALSE(late_done.get());
+  CHECK_FALSE(w.has_unfinished());
 }
 
 TEST_CASE("a second process cannot open the same data dir") {
