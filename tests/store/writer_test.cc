@@ -144,24 +144,8 @@ TEST_CASE("jobs queued during a sync share one batch; a rejected job leaves no t
   CHECK(accepted.value() == "x");
 }
 
-TEST_CASE("jobs submitted after stop are finished as not committed") {
-  testing::ScratchDir dir;
-  SystemClock clock;
-  auto ids = make_system_id_generator(clock);
-  auto store = Store::open(dir.path());
-  REQUIRE(store.ok());
-  auto writer = Writer::start(*store.value(), *ids);
-  REQUIRE(writer.ok());
-  writer.value()->stop();
-  std::promise<bool> p;
-  auto f = p.get_future();
-  writer.value()->submit(std::make_unique<AppendJob>("late", false, std::move(p)));
-  CHECK_FALSE(f.get());
-  CHECK(all_events(*store.value()).empty());
-}
-
 // A stop waits for the answers of writes while the writer has jobs unfinished (Server::shutdown).
-TEST_CASE("a job is unfinished from its submit until its finish has returned") {
+TEST_CASE("a job is unfinished until its finish has returned; after stop, one is not committed") {
   testing::ScratchDir dir;
   SystemClock clock;
   auto ids = make_system_id_generator(clock);
@@ -172,23 +156,26 @@ TEST_CASE("a job is unfinished from its submit until its finish has returned") {
   Writer& w = *writer.value();
   CHECK_FALSE(w.has_unfinished());
   std::latch gate(1);
-  std::promise<bool> p;
-  auto f = p.get_future();
-  w.submit(std::make_unique<AppendJob>("held", false, std::move(p), &gate));
+  std::promise<bool> held;
+  auto held_done = held.get_future();
+  w.submit(std::make_unique<AppendJob>("held", false, std::move(held), &gate));
   CHECK(w.has_unfinished());
   gate.count_down();
-  CHECK(f.get());
+  CHECK(held_done.get());
   bool finished = false;
   for (int i = 0; i < 500 && !(finished = !w.has_unfinished()); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(finished);
+  const size_t written = all_events(*store.value()).size();
+  CHECK(written == 1);
   w.stop();
-  std::promise<bool> late;
-  auto late_done = late.get_future();
-  w.submit(std::make_unique<AppendJob>("late", false, std::move(late)));
-  CHECK_FALSE(late_done.get());
+  std::promise<bool> p;
+  auto f = p.get_future();
+  w.submit(std::make_unique<AppendJob>("late", false, std::move(p)));
+  CHECK_FALSE(f.get());
   CHECK_FALSE(w.has_unfinished());
+  CHECK(all_events(*store.value()).size() == written);
 }
 
 TEST_CASE("a second process cannot open the same data dir") {
