@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "admin/read_only.h"
+#include "core/fsync_dir.h"
 #include "store/store.h"
 
 namespace gw::admin {
@@ -37,14 +38,6 @@ Result<uint64_t> copy_cf(const Store& from, Store& to, Cf cf) {
   if (!it->status().ok()) return io_error(it->status());
   if (auto s = to.db()->Write(wo, &batch); !s.ok()) return io_error(s);
   return keys;
-}
-
-bool fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
 }
 
 Result<BackupReport> copy_database(const std::string& data_dir, const std::string& out_dir) {

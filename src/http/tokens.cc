@@ -19,6 +19,7 @@
 #include "commands/decide.h"
 #include "commands/parse.h"
 #include "core/clock.h"
+#include "core/fsync_dir.h"
 #include "core/hex.h"
 #include "core/text.h"
 
@@ -408,11 +409,7 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
   }
   // The rename made durable: a crash now does not bring the tokens back.
   const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
+  fsync_dir(dir.empty() ? "." : dir);
   return revoked_digests.size();
 }
 
