@@ -86,6 +86,34 @@ std::optional<std::string> digest_of(std::string_view field) {
   return from_hex(field);
 }
 
+// A line of the tokens file that names a token.
+struct TokenLine {
+  std::string digest;  // raw 32-byte SHA-256
+  std::string tenant;
+  std::string name;
+};
+
+// `line` (without its newline) as gatewayd reads it: the token it names, or nullopt with *why
+// empty for a comment or an empty line, or saying why for a damaged one.
+std::optional<TokenLine> parse_token_line(std::string_view line, std::string* why) {
+  why->clear();
+  if (line.empty() || line[0] == '#') return std::nullopt;
+  std::istringstream fields{std::string(line)};
+  std::string digest, tenant, name, extra;
+  std::optional<std::string> raw;
+  if (!(fields >> digest >> tenant >> name) || (fields >> extra)) {
+    *why = "expected three fields: <sha256 hex> <tenant> <name>";
+  } else if (!(raw = digest_of(digest))) {
+    *why = "the first field is not a SHA-256 digest in hex (64 characters 0-9 a-f)";
+  } else if (!valid_tenant_id(tenant)) {
+    *why = "the tenant is not 1-128 characters of A-Z a-z 0-9 _ . -";
+  } else if (const char* bad = name_problem(name)) {
+    *why = std::string("the name ") + bad;
+  }
+  if (!why->empty()) return std::nullopt;
+  return TokenLine{std::move(*raw), std::move(tenant), std::move(name)};
+}
+
 }  // namespace
 
 TokenStore::TokenStore(std::string path, std::chrono::milliseconds keep_last_for)
@@ -105,29 +133,19 @@ void TokenStore::read_lines(std::istream& in, Map* map) const {
   std::unordered_set<std::string> conflicting;
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string digest, tenant, name, extra;
     std::string why;
-    std::optional<std::string> raw;
-    if (!(fields >> digest >> tenant >> name) || (fields >> extra)) {
-      why = "expected three fields: <sha256 hex> <tenant> <name>";
-    } else if (!(raw = digest_of(digest))) {
-      why = "the first field is not a SHA-256 digest in hex (64 characters 0-9 a-f)";
-    } else if (!valid_tenant_id(tenant)) {
-      why = "the tenant is not 1-128 characters of A-Z a-z 0-9 _ . -";
-    } else if (const char* bad = name_problem(name)) {
-      why = std::string("the name ") + bad;
-    }
-    if (why.empty()) {
-      auto [seen, first] = lines.emplace(*raw, number);
+    const std::optional<TokenLine> token = parse_token_line(line, &why);
+    if (!token && why.empty()) continue;  // a comment or an empty line
+    if (token) {
+      auto [seen, first] = lines.emplace(token->digest, number);
       // A digest seen before is in the map unless an earlier conflict took it out.
-      if (!first && (conflicting.count(*raw) != 0 || map->at(*raw).info.tenant != tenant ||
-                     map->at(*raw).info.name != name)) {
+      if (!first && (conflicting.count(token->digest) != 0 ||
+                     map->at(token->digest).info.tenant != token->tenant ||
+                     map->at(token->digest).info.name != token->name)) {
         why = "the same token as line " + std::to_string(seen->second) +
               " with another tenant or name; neither line is accepted";
-        conflicting.insert(*raw);
-        map->erase(*raw);
+        conflicting.insert(token->digest);
+        map->erase(token->digest);
       }
     }
     if (!why.empty()) {
@@ -135,7 +153,7 @@ void TokenStore::read_lines(std::istream& in, Map* map) const {
                    why.c_str());
       continue;
     }
-    (*map)[*raw] = Entry{*raw, TokenInfo{tenant, name}};
+    (*map)[token->digest] = Entry{token->digest, TokenInfo{token->tenant, token->name}};
   }
 }
 
@@ -356,22 +374,21 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
       return make_error(Code::kUnavailable, "cannot read " + path + ": " + std::strerror(errno));
     }
   }
-  // The lines as gatewayd reads them (read_lines): each token line's digest, or nullopt for a
-  // comment, a blank or a damaged line.
+  // The lines as gatewayd reads them (parse_token_line): each token line's digest, or nullopt
+  // for a comment, an empty or a damaged line.
   std::vector<std::pair<std::string_view, std::optional<std::string>>> lines;
   for (size_t at = 0; at < text.size();) {
     const size_t end = std::min(text.find('\n', at), text.size() - 1) + 1;
     const std::string_view line(text.data() + at, end - at);
     at = end;
-    std::optional<std::string> raw;
-    std::istringstream fields{std::string(line)};
-    std::string digest, line_tenant, line_name, extra;
-    if (!line.starts_with('#') && (fields >> digest >> line_tenant >> line_name) &&
-        !(fields >> extra)) {
-      raw = digest_of(digest);
-      if (raw && line_tenant == tenant && line_name == name) revoked_digests.insert(*raw);
+    std::string why;
+    std::optional<TokenLine> token =
+        parse_token_line(line.substr(0, line.size() - (line.ends_with('\n') ? 1 : 0)), &why);
+    if (token && token->tenant == tenant && token->name == name) {
+      revoked_digests.insert(token->digest);
     }
-    lines.emplace_back(line, std::move(raw));
+    lines.emplace_back(line,
+                       token ? std::optional<std::string>(std::move(token->digest)) : std::nullopt);
   }
   if (revoked_digests.empty()) {
     return make_error(Code::kNotFound,
