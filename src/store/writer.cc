@@ -59,7 +59,6 @@ void Writer::submit(std::unique_ptr<Job> job) {
     job->finish(false);
     return;
   }
-  unfinished_.fetch_add(1, std::memory_order_relaxed);
   queue_.push_back(std::move(job));
   ++submitted_;
   // Only a parked writer thread needs waking (otherwise a futex call per request); a busy one
@@ -67,6 +66,11 @@ void Writer::submit(std::unique_ptr<Job> job) {
   const bool wake = parked_;
   lock.unlock();
   if (wake) cv_.notify_one();
+}
+
+bool Writer::has_unfinished() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_.load(std::memory_order_acquire) != submitted_;
 }
 
 void Writer::stop() {
@@ -131,7 +135,7 @@ void Writer::finish_loop() {
       DeferralScope scope;
       for (auto& f : todo) {
         for (auto& job : f.jobs) job->finish(f.committed);
-        unfinished_.fetch_sub(static_cast<int64_t>(f.jobs.size()), std::memory_order_release);
+        finished_.fetch_add(f.jobs.size(), std::memory_order_release);
       }
     }
     todo.clear();  // the jobs are destroyed here too, off the writer and commit threads

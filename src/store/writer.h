@@ -79,7 +79,7 @@ class Writer {
   uint64_t last_seq() const { return published_seq_.load(std::memory_order_acquire); }
   // Whether jobs submitted are not yet finished (their replies not yet given): a stop waits for
   // their answers for as long as this holds, since stop() waits for the jobs themselves anyway.
-  bool has_unfinished() const { return unfinished_.load(std::memory_order_acquire) > 0; }
+  bool has_unfinished();
   // The store it writes, for reads of what it has written.
   const Store& store() const { return store_; }
   // False after a batch failed to be written (disk full, I/O error). The writer then fails every
@@ -141,8 +141,8 @@ class Writer {
   bool commit_wants_ = false;     // GUARDED_BY(mu_)
   // Jobs queued so far; those the writer thread has taken are submitted_ - queue_.size().
   uint64_t submitted_ = 0;        // GUARDED_BY(mu_)
-  // Jobs queued and not yet finished (the finish thread counts them off after their finish()).
-  std::atomic<int64_t> unfinished_{0};
+  // Of the jobs queued, those finished (the finish thread counts them after their finish()).
+  std::atomic<uint64_t> finished_{0};
   uint64_t wanted_upto_ = 0;      // GUARDED_BY(mu_); submitted_ when the commit thread asked
   bool commit_stop_ = false;      // GUARDED_BY(mu_)
   std::shared_ptr<Tx> last_tx_;   // GUARDED_BY(mu_); the newest Tx, the base of the next one
