@@ -1,6 +1,8 @@
 // gatewayctl: administration from the command line. Wiring only: flags in, reports out; the work
 // is done by http/tokens.h and admin/.
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,6 +70,16 @@ int fail(const std::string& message) {
 int bad_value(const std::string& message) {
   std::cerr << "gatewayctl: " << message << "\n";
   return 2;
+}
+
+// Whether `fd` is a pipe whose every reader has closed it, which is what a failed write to it
+// then meant (`gatewayctl events | head`) rather than a full disk: poll reports such a pipe as
+// an error.
+bool reader_gone(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return false;
+  pollfd p{fd, POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
 }
 
 const gw::FlagSpec kDataDir{"data-dir", "GATEWAY_DATA_DIR", "", "gatewayd's data directory"};
@@ -150,7 +162,12 @@ int events(int argc, char** argv) {
   if (!store.ok()) return fail(store.error().detail);
   std::ios::sync_with_stdio(false);
   auto written = gw::admin::write_events(store.value()->store(), *after, std::cout);
-  if (!written.ok()) return fail("events: " + written.error().detail);
+  if (!written.ok()) {
+    // The reader took what it wanted and went: exit 1, as for any write that fails, but without
+    // a line on stderr in an ordinary pipeline (helper 78 found "Broken pipe" there).
+    if (reader_gone(STDOUT_FILENO)) return 1;
+    return fail("events: " + written.error().detail);
+  }
   return 0;
 }
 
@@ -262,8 +279,8 @@ int replay(int argc, char** argv) {
   // Written into a descriptor or device (a terminal, stdout) the summary would run into the
   // records: it goes to stderr, or to stdout when the records go to stderr.
   (direct && descriptor != STDERR_FILENO ? std::cerr : std::cout)
-      << "replay: " << records.value() << " records live after event " << *until << " written to "
-      << out_path << "\n";
+      << "replay: " << records.value() << (records.value() == 1 ? " record" : " records")
+      << " live after event " << *until << " written to " << out_path << "\n";
   return 0;
 }
 

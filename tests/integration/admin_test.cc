@@ -196,11 +196,13 @@ TEST_CASE("events into a pipe its reader closed leaves no scratch directory behi
   const std::string tmp = server.data_dir() + "-tmp";
   std::filesystem::create_directories(tmp);
   auto piped = testing::run_command({"/bin/sh", "-c",
-                                     "TMPDIR=" + tmp + " " + kGatewayctl + " events --data-dir " +
-                                         server.data_dir() + " | head -c 10"},
+                                     "{ TMPDIR=" + tmp + " " + kGatewayctl + " events --data-dir " +
+                                         server.data_dir() + "; echo exit $? >&2; } | head -c 10"},
                                     {}, std::chrono::seconds(60));
   INFO(piped.out, piped.err);
   CHECK(piped.out.starts_with("{\"seq\":1,"));
+  // Exit 1 as for any failed write, but nothing on stderr: the reader only went away.
+  CHECK(piped.err == "exit 1\n");
   CHECK(std::filesystem::is_empty(tmp));
   std::filesystem::remove_all(tmp);
 }
@@ -441,7 +443,7 @@ TEST_CASE("replay --until-seq gives the records as the API showed them at that p
   CHECK(piped.status.code == 0);
   CHECK(fs::is_symlink(to_stdout));
   CHECK(piped.out.starts_with("{\"until_seq\":1,"));
-  CHECK(piped.err.starts_with("replay: 1 records live after event 1 written to " + to_stdout));
+  CHECK(piped.err.starts_with("replay: 1 record live after event 1 written to " + to_stdout));
   // Into stdout redirected to a regular file (`>> log`), the records go where the descriptor
   // writes, after what the file held, and the summary to stderr. /dev/stdout opened by name is
   // that file: it was replaced (a new file of mode 0600, "kept" gone) and the summary went into
@@ -468,7 +470,7 @@ TEST_CASE("replay --until-seq gives the records as the API showed them at that p
   CHECK(inode_of(log) == inode);
   CHECK(fs::status(log).permissions() ==
         (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
-  CHECK(appended.err.starts_with("replay: 1 records live after event 1 written to /dev/stdout"));
+  CHECK(appended.err.starts_with("replay: 1 record live after event 1 written to /dev/stdout"));
 }
 
 // The WAF policy applies to writes: a profile stored under an earlier release's policy keeps its
