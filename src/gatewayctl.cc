@@ -1,8 +1,6 @@
 // gatewayctl: administration from the command line. Wiring only: flags in, reports out; the work
 // is done by http/tokens.h and admin/.
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -72,14 +70,12 @@ int bad_value(const std::string& message) {
   return 2;
 }
 
-// Whether `fd` is a pipe whose every reader has closed it, which is what a failed write to it
-// then meant (`gatewayctl events | head`) rather than a full disk: poll reports such a pipe as
-// an error.
-bool reader_gone(int fd) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return false;
-  pollfd p{fd, POLLOUT, 0};
-  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
+// A command whose output's reader went away (`gatewayctl events | head`) ends with exit 1, as
+// for any failed write, but without a line on stderr: the reader took what it wanted, and the
+// line was noise in an ordinary pipeline (helper 78). Any other failure is told.
+int fail_output(const std::string& command, const gw::Error& error) {
+  if (error.detail == gw::admin::kReaderGone) return 1;
+  return fail(command + ": " + error.detail);
 }
 
 const gw::FlagSpec kDataDir{"data-dir", "GATEWAY_DATA_DIR", "", "gatewayd's data directory"};
@@ -162,12 +158,7 @@ int events(int argc, char** argv) {
   if (!store.ok()) return fail(store.error().detail);
   std::ios::sync_with_stdio(false);
   auto written = gw::admin::write_events(store.value()->store(), *after, std::cout);
-  if (!written.ok()) {
-    // The reader took what it wanted and went: exit 1, as for any write that fails, but without
-    // a line on stderr in an ordinary pipeline (helper 78 found "Broken pipe" there).
-    if (reader_gone(STDOUT_FILENO)) return 1;
-    return fail("events: " + written.error().detail);
-  }
+  if (!written.ok()) return fail_output("events", written.error());
   return 0;
 }
 
@@ -269,9 +260,13 @@ int replay(int argc, char** argv) {
   __gnu_cxx::stdio_filebuf<char> buffer(fd, std::ios::out, 1 << 16);  // closes `fd`
   std::ostream out(&buffer);
   auto records = gw::admin::write_replay(store.value()->store(), *until, out);
+  errno = 0;
   const bool closed = out.flush() && buffer.close() != nullptr;
-  if (!records.ok()) return fail("replay: " + records.error().detail);
-  if (!closed) return fail("replay: cannot write " + written);
+  if (!records.ok()) return fail_output("replay", records.error());
+  if (!closed) {
+    if (errno == EPIPE) return 1;  // as fail_output: the reader went away
+    return fail("replay: cannot write " + written);
+  }
   if (!direct) {
     std::filesystem::rename(tmp_path, out_path, ec);
     if (ec) return fail("cannot write " + out_path + ": " + ec.message());

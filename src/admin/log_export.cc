@@ -19,9 +19,12 @@ Result<uint64_t> last_seq(const Store& store) {
   return decode_u64(std::string_view(it->key().data(), 8));
 }
 
-// ": <strerror>" of `error`, the errno a failed write of a stream left (a full disk), or "".
-std::string os_reason(int error) {
-  return error != 0 ? std::string(": ") + std::strerror(error) : "";
+// The error of a write of `what` that failed with `error`, the errno it left (0: none known).
+Error write_failed(const char* what, int error) {
+  if (error == EPIPE) return make_error(Code::kUnavailable, std::string(kReaderGone));
+  return make_error(Code::kUnavailable,
+                    std::string("cannot write ") + what +
+                        (error != 0 ? std::string(": ") + std::strerror(error) : std::string()));
 }
 
 }  // namespace
@@ -44,7 +47,7 @@ Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& 
     out.flush();
     if (!out) error = errno;
   }
-  if (!out) return make_error(Code::kUnavailable, "cannot write the events" + os_reason(error));
+  if (!out) return write_failed("the events", error);
   return written;
 }
 
@@ -70,7 +73,7 @@ Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostre
   }
   out << "\n]}\n";
   out.flush();
-  if (!out) return make_error(Code::kUnavailable, "cannot write the records" + os_reason(errno));
+  if (!out) return write_failed("the records", errno);
   return records;
 }
 

@@ -6,14 +6,21 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string_view>
 
 #include "core/error.h"
 #include "store/store.h"
 
 namespace gw::admin {
 
+// The detail of the kUnavailable error write_events and write_replay return when `out`'s reader
+// went away (a write failed with EPIPE: `gatewayctl events | head`), which is no failure to
+// report: the reader took what it wanted.
+inline constexpr std::string_view kReaderGone = "the reader of the output went away";
+
 // Writes every event with sequence number > `after` as NDJSON: exactly the stored bytes of each,
-// one per line, in sequence order. Returns the number written; kUnavailable on an I/O error.
+// one per line, in sequence order. Returns the number written; kUnavailable on an I/O error
+// (kReaderGone when the reader went away).
 Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& out);
 
 // Writes every record live right after event `until_seq` (0 = before the first event), each
@@ -24,7 +31,8 @@ Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& 
 //   {...}
 //   ]}
 // Returns the number of records. kValidationFailed when `until_seq` is past the last event;
-// kInternal (naming the event) for a malformed event; kUnavailable on an I/O error.
+// kInternal (naming the event) for a malformed event; kUnavailable on an I/O error (kReaderGone
+// when the reader went away).
 Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostream& out);
 
 }  // namespace gw::admin

@@ -3,7 +3,10 @@
 // hash chain and a read model that differs from a fresh replay; replay and events read the log
 // back; rebuild refuses a data dir in use; backup copies every column family.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <csignal>
+#include <ext/stdio_filebuf.h>
 #include <filesystem>
 #include <fstream>
 #include <latch>
@@ -302,6 +305,29 @@ TEST_CASE("events and replay that cannot write say why") {
   auto records = write_replay(ro->store(), 7, replay);
   REQUIRE_FALSE(records.ok());
   CHECK(records.error().detail == "cannot write the records: No space left on device");
+}
+
+// A reader that went away (EPIPE) is told apart from any other failed write, so gatewayctl can
+// end quietly in `gatewayctl events | head` (helper 78).
+TEST_CASE("events and replay into a pipe without a reader say the reader went away") {
+  FixtureDir fx;
+  auto ro = open_read_only(fx.path());
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  ::close(fds[0]);
+  const auto old_handler = ::signal(SIGPIPE, SIG_IGN);
+  {
+    __gnu_cxx::stdio_filebuf<char> buffer(fds[1], std::ios::out, 1);
+    std::ostream out(&buffer);
+    auto written = write_events(ro->store(), 0, out);
+    REQUIRE_FALSE(written.ok());
+    CHECK(written.error().detail == kReaderGone);
+    out.clear();
+    auto records = write_replay(ro->store(), 7, out);
+    REQUIRE_FALSE(records.ok());
+    CHECK(records.error().detail == kReaderGone);
+  }
+  ::signal(SIGPIPE, old_handler);
 }
 
 TEST_CASE("rebuild refuses a data dir that is open for writing") {

@@ -191,8 +191,10 @@ TEST_CASE("events prints the log as NDJSON, the same events /v1/events serves") 
 TEST_CASE("events into a pipe its reader closed leaves no scratch directory behind") {
   Server server;
   Api a(server, kTeamA);
+  // Each record over 300 bytes: the events and the records are each well over the 64 KiB a pipe
+  // holds, so a write fails once the reader has gone, whenever it goes.
   for (int i = 0; i < 300; ++i)
-    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, "w")).status == 201);
+    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, std::string(128, 'w'))).status == 201);
   const std::string tmp = server.data_dir() + "-tmp";
   std::filesystem::create_directories(tmp);
   auto piped = testing::run_command({"/bin/sh", "-c",
@@ -201,9 +203,26 @@ TEST_CASE("events into a pipe its reader closed leaves no scratch directory behi
                                     {}, std::chrono::seconds(60));
   INFO(piped.out, piped.err);
   CHECK(piped.out.starts_with("{\"seq\":1,"));
-  // Exit 1 as for any failed write, but nothing on stderr: the reader only went away.
+  // Exit 1 as for any failed write, but nothing on stderr: the reader only went away (a line
+  // saying "Broken pipe" was noise in an ordinary pipeline, helper 78).
   CHECK(piped.err == "exit 1\n");
   CHECK(std::filesystem::is_empty(tmp));
+  // So for a replay written into its stdout.
+  auto replayed = testing::run_command(
+      {"/bin/sh", "-c",
+       "{ " + std::string(kGatewayctl) + " replay --data-dir " + server.data_dir() +
+           " --until-seq 300 --out /dev/stdout; echo exit $? >&2; } | head -c 10"},
+      {}, std::chrono::seconds(60));
+  INFO(replayed.err);
+  CHECK(replayed.out == "{\"until_se");
+  CHECK(replayed.err == "exit 1\n");
+  // Any other failed write is told.
+  auto full = testing::run_command(
+      {"/bin/sh", "-c",
+       std::string(kGatewayctl) + " events --data-dir " + server.data_dir() + " > /dev/full"},
+      {}, std::chrono::seconds(60));
+  CHECK(full.status.code == 1);
+  CHECK(full.err == "gatewayctl: events: cannot write the events: No space left on device\n");
   std::filesystem::remove_all(tmp);
 }
 
