@@ -188,7 +188,7 @@ TEST_CASE("events prints the log as NDJSON, the same events /v1/events serves") 
 
 // Killed by SIGPIPE when its reader went away (`| head`), gatewayctl left its scratch directory
 // (the RocksDB secondary's LOG) in the temp directory, one more per run.
-TEST_CASE("events into a pipe its reader closed leaves no scratch directory behind") {
+TEST_CASE("events and replay into a pipe its reader closed exit 1 quietly, scratch removed") {
   Server server;
   Api a(server, kTeamA);
   // Each record over 300 bytes: the events and the records are each well over the 64 KiB a pipe
