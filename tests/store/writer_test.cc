@@ -145,7 +145,7 @@ TEST_CASE("jobs queued during a sync share one batch; a rejected job leaves no t
 }
 
 // A stop waits for the answers of writes while the writer has jobs unfinished (Server::shutdown).
-TEST_CASE("a job is unfinished until its finish has returned; after stop, one is not committed") {
+TEST_CASE("a job is unfinished from its submit until the writer finished it; after stop, none") {
   testing::ScratchDir dir;
   SystemClock clock;
   auto ids = make_system_id_generator(clock);
