@@ -25,9 +25,10 @@ GW_TEST_DEPS=(
   docker-compose
 )
 
-# Only scripts/bench.sh installs these: wrk drives the HTTP load.
+# Only scripts/bench.sh installs these: wrk drives the HTTP load; time (/usr/bin/time) gives the
+# max RSS of the rebuild folded on disk.
 GW_BENCH_DEPS=(
-  wrk
+  wrk time
 )
 
 # Only scripts/test.sh, and only when no `npm` is on PATH: Node.js runs the OpenAPI linter. (Not in

@@ -37,22 +37,25 @@ constexpr char kUsage[] =
     "      remove every token of TEAM named NAME from FILE (a running gatewayd re-reads it)\n"
     "  gatewayctl events --data-dir D [--after SEQ]\n"
     "      the event log as NDJSON on stdout: the stored bytes of each event with seq > SEQ\n"
-    "  gatewayctl replay --data-dir D --until-seq N --out FILE\n"
+    "  gatewayctl replay --data-dir D --until-seq N --out FILE [--fold auto|memory|disk]\n"
     "      every record live right after event N, as JSON, into FILE\n"
-    "  gatewayctl check --data-dir D\n"
+    "  gatewayctl check --data-dir D [--fold auto|memory|disk]\n"
     "      exit 0 only if the hash chain is intact and the read model equals a fresh replay\n"
     "  gatewayctl backup --data-dir D --out DIR\n"
     "      a consistent copy of the database (not the tokens file) into a new or empty DIR;\n"
     "      restore by starting gatewayd with --data-dir DIR and the tokens file\n"
     "      (copied into DIR, or given with --tokens-file)\n"
-    "  gatewayctl rebuild --data-dir D\n"
+    "  gatewayctl rebuild --data-dir D [--fold auto|memory|disk]\n"
     "      drop the read model and replay the whole log (gatewayd must be stopped)\n"
-    "  gatewayctl waf-check --data-dir D\n"
+    "  gatewayctl waf-check --data-dir D [--fold auto|memory|disk]\n"
     "      check every live profile's waf_custom_directives against this release's policy;\n"
     "      exit 0 only if none is refused (a profile stored under an older one keeps its text)\n"
     "events, replay, check, backup and waf-check read a consistent view and work while gatewayd\n"
     "runs.\n"
-    "--data-dir may also come from GATEWAY_DATA_DIR.\n";
+    "--data-dir may also come from GATEWAY_DATA_DIR. --fold (GATEWAY_FOLD, default auto): where\n"
+    "replay, check, rebuild and waf-check fold the log: in memory (fastest, about 1.2 KB per\n"
+    "event), on disk (slower, memory bounded; rebuild's in <data-dir>/fold.tmp, the others' under\n"
+    "$TMPDIR), or auto: in memory if that takes at most half of the memory available.\n";
 
 int usage() {
   std::cerr << kUsage;
@@ -79,6 +82,28 @@ int fail_output(const std::string& command, const gw::Error& error) {
 }
 
 const gw::FlagSpec kDataDir{"data-dir", "GATEWAY_DATA_DIR", "", "gatewayd's data directory"};
+const gw::FlagSpec kFold{"fold", "GATEWAY_FOLD", "auto",
+                         "where the log is folded: memory (fastest, about 1.2 KB per event), disk "
+                         "(a scratch database; slower, memory bounded), or auto (memory if that "
+                         "takes at most half of the memory available)"};
+
+// A --fold value that is not one the flag takes: the usage error's exit.
+std::optional<int> bad_fold(const gw::Flags& flags) {
+  if (gw::parse_fold_place(flags.get("fold"))) return std::nullopt;
+  return bad_value(flags.named("fold") + " must be auto, memory or disk");
+}
+
+// The options of a valid --fold (see bad_fold); a fold on disk goes into `scratch_dir` (a
+// read-only command's goes into its ReadOnlyStore's scratch directory) and says so on stderr.
+gw::FoldOptions fold_options(const gw::Flags& flags, const std::string& scratch_dir) {
+  gw::FoldOptions options;
+  options.place = *gw::parse_fold_place(flags.get("fold"));
+  options.scratch_dir = scratch_dir;
+  options.on_disk_note = [](const std::string& note) {
+    std::cerr << "gatewayctl: " << note << "\n";
+  };
+  return options;
+}
 
 // Parses argv[first..] into `flags`; an exit code when the command must not go on.
 std::optional<int> parse(gw::Flags& flags, int argc, char** argv, int first,
@@ -204,10 +229,12 @@ std::optional<int> named_descriptor(const std::string& path) {
 int replay(int argc, char** argv) {
   gw::Flags flags({kDataDir,
                    {"until-seq", "", "", "the event to stop after (0 = before the first)"},
-                   {"out", "", "", "file to write the records to (replaced)"}});
+                   {"out", "", "", "file to write the records to (replaced)"},
+                   kFold});
   if (auto exit = parse(flags, argc, argv, 2, {"data-dir", "until-seq", "out"})) return *exit;
   auto until = gw::parse_uint(flags.get("until-seq"), 0, UINT64_MAX);
   if (!until) return bad_value("--until-seq must be a whole number from 0 to 18446744073709551615");
+  if (auto exit = bad_fold(flags)) return *exit;
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
   if (!store.ok()) return fail(store.error().detail);
   std::string out_path = flags.get("out");
@@ -260,7 +287,9 @@ int replay(int argc, char** argv) {
   __gnu_cxx::stdio_filebuf<char> buffer(fd, std::ios::out, 1 << 16);  // closes `fd`
   std::ostream out(&buffer);
   // write_replay flushes what it wrote, so a reader gone is its error; the close can only fail.
-  auto records = gw::admin::write_replay(store.value()->store(), *until, out);
+  auto records =
+      gw::admin::write_replay(store.value()->store(), *until, out,
+                              fold_options(flags, store.value()->scratch_dir() + "/fold"));
   const bool closed = out.flush() && buffer.close() != nullptr;
   if (!records.ok()) return fail_output("replay", records.error());
   if (!closed) return fail("replay: cannot write " + written);
@@ -277,13 +306,15 @@ int replay(int argc, char** argv) {
 }
 
 int check(int argc, char** argv) {
-  gw::Flags flags({kDataDir});
+  gw::Flags flags({kDataDir, kFold});
   if (auto exit = parse(flags, argc, argv, 2, {"data-dir"})) return *exit;
+  if (auto exit = bad_fold(flags)) return *exit;
   // A data dir that cannot be opened is a failure of the command (stderr), not a finding about a
   // store; one that cannot be read through (a corrupt block) is a finding.
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
   if (!store.ok()) return fail("check: " + store.error().detail);
-  auto report = gw::admin::check_store(store.value()->store());
+  auto report = gw::admin::check_store(store.value()->store(),
+                                       fold_options(flags, store.value()->scratch_dir() + "/fold"));
   if (!report.ok()) {
     std::cout << "check: FAIL: cannot read the store: " << report.error().detail << "\n";
     return 1;
@@ -316,31 +347,35 @@ int backup(int argc, char** argv) {
 }
 
 int rebuild(int argc, char** argv) {
-  gw::Flags flags({kDataDir});
+  gw::Flags flags({kDataDir, kFold});
   if (auto exit = parse(flags, argc, argv, 2, {"data-dir"})) return *exit;
-  auto report = gw::admin::rebuild(flags.get("data-dir"));
+  if (auto exit = bad_fold(flags)) return *exit;
+  // A fold on disk goes into <data-dir>/fold.tmp (gw::kFoldDir): on the data's disk, not $TMPDIR.
+  auto report = gw::admin::rebuild(flags.get("data-dir"), fold_options(flags, ""));
   if (!report.ok()) return fail("rebuild: " + report.error().detail);
   const auto& r = report.value();
   if (!r.recovery_note.empty()) std::cerr << "gatewayctl: " << r.recovery_note << "\n";
   const double rate = r.seconds > 0 ? static_cast<double>(r.events) / r.seconds : 0;
   std::cout << std::fixed << std::setprecision(3) << "rebuild: " << r.events
             << " events replayed in " << r.seconds << " s (" << std::setprecision(0) << rate
-            << " events/s)\n"
+            << " events/s, folded " << (r.on_disk ? "on disk" : "in memory") << ")\n"
             << "rebuild: " << gw::admin::describe(r.records) << "\n";
   return 0;
 }
 
 int waf_check(int argc, char** argv) {
-  gw::Flags flags({kDataDir});
+  gw::Flags flags({kDataDir, kFold});
   if (auto exit = parse(flags, argc, argv, 2, {"data-dir"})) return *exit;
+  if (auto exit = bad_fold(flags)) return *exit;
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
   if (!store.ok()) return fail("waf-check: " + store.error().detail);
   // Tenants' texts are parsed in the WAF sandbox's workers, as gatewayd parses them.
   auto sandbox = gw::sandbox::start_waf_sandbox();
   if (!sandbox.ok()) return fail("waf-check: " + sandbox.error().detail);
-  auto report = gw::admin::waf_check(store.value()->store(), [&](std::string_view text) {
-    return gw::sandbox::waf_problem(sandbox.value()->run(text));
-  });
+  auto report = gw::admin::waf_check(
+      store.value()->store(),
+      [&](std::string_view text) { return gw::sandbox::waf_problem(sandbox.value()->run(text)); },
+      fold_options(flags, store.value()->scratch_dir() + "/fold"));
   if (!report.ok()) return fail("waf-check: " + report.error().detail);
   const auto& r = report.value();
   for (const auto& f : r.refused) {

@@ -217,6 +217,10 @@ int main(int argc, char** argv) {
       {"kafka-brokers", "GATEWAY_KAFKA_BROKERS", "",
        "bootstrap servers for the Kafka mirror [default: empty = mirroring off]"},
       {"kafka-topic", "GATEWAY_KAFKA_TOPIC", "gateway-config.events", "topic for mirrored events"},
+      {"fold", "GATEWAY_FOLD", "auto",
+       "with no read model at start (a new layout), where the log is folded to rebuild it: "
+       "memory (fastest, about 1.2 KB per event), disk (<data-dir>/fold.tmp; slower, memory "
+       "bounded), or auto (memory if that takes at most half of the memory available)"},
   });
   auto parsed = flags.parse(argc, argv, 1);
   if (!parsed.ok()) return fail(parsed.error().detail + "\n" + flags.usage());
@@ -319,6 +323,16 @@ int main(int argc, char** argv) {
     if (!problem.empty()) return fail(problem);
   }
 
+  gw::FoldOptions fold;
+  if (auto place = gw::parse_fold_place(flags.get("fold"))) {
+    fold.place = *place;
+  } else {
+    return fail(flags.named("fold") + " must be auto, memory or disk");
+  }
+  fold.on_disk_note = [](const std::string& note) {
+    std::fprintf(stderr, "gatewayd: no read model to start with: %s\n", note.c_str());
+  };
+
   raise_open_file_limit();
   auto store = gw::Store::open(data_dir);
   if (!store.ok()) return fail("cannot open " + data_dir + ": " + store.error().detail);
@@ -328,7 +342,7 @@ int main(int argc, char** argv) {
   }
   gw::SystemClock clock;
   auto ids = gw::make_system_id_generator(clock);
-  auto caught_up = gw::catch_up_projections(*store.value(), *ids);
+  auto caught_up = gw::catch_up_projections(*store.value(), *ids, fold);
   if (!caught_up.ok())
     return fail("cannot bring projections up to date: " + caught_up.error().detail);
   std::unique_ptr<gw::ReadCache> read_cache;

@@ -4,7 +4,6 @@
 
 #include "core/hex.h"
 #include "projections/keys.h"
-#include "projections/log_fold.h"
 #include "store/writer.h"
 
 namespace gw::admin {
@@ -76,7 +75,7 @@ class ChainCheck {
 };
 
 // The first difference between the stored projections and the replay's, or "".
-Result<std::string> compare_projections(const Store& store, const LogFold& fold, uint64_t* compared,
+Result<std::string> compare_projections(const Store& store, const Fold& fold, uint64_t* compared,
                                         uint64_t* spent) {
   auto it = store.iterate(Cf::kProjections);
   it->SeekToFirst();
@@ -113,6 +112,7 @@ Result<std::string> compare_projections(const Store& store, const LogFold& fold,
     more = replay(&key, &value);
   }
   if (!it->status().ok()) return io_error(it->status());
+  if (auto ended = fold.stream_error()) return std::move(*ended);
   return std::string();
 }
 
@@ -130,23 +130,22 @@ std::string describe_key(std::string_view key) {
   return out;
 }
 
-Result<CheckReport> check_store(const Store& store) {
+Result<CheckReport> check_store(const Store& store, const FoldOptions& options) {
   CheckReport report;
-  LogFold fold;
   ChainCheck chain;
-  auto it = store.iterate(Cf::kEvents);
-  it->SeekToFirst();
-  auto folded = fold_events(*it, UINT64_MAX, fold, std::ref(chain));
-  report.events = fold.events();
-  if (!folded.ok()) {
-    if (folded.error().code == Code::kUnavailable) return std::move(folded.error());
-    report.failure = folded.error().detail;
+  auto fold = Fold::of_log(store, UINT64_MAX, options, std::ref(chain), &report.events);
+  if (!fold.ok()) {
+    if (fold.error().code == Code::kUnavailable) return std::move(fold.error());
+    report.failure = fold.error().detail;
     return report;
   }
-  auto diff = compare_projections(store, fold, &report.projection_keys, &report.spent_counters);
+  auto diff =
+      compare_projections(store, *fold.value(), &report.projection_keys, &report.spent_counters);
   if (!diff.ok()) return std::move(diff.error());
   report.failure = diff.value();
-  report.records = count_records(fold);
+  auto counts = count_records(*fold.value());
+  if (!counts.ok()) return std::move(counts.error());
+  report.records = counts.value();
   return report;
 }
 

@@ -5,7 +5,7 @@
 //    `,"prev_hash":...` plus `}` (see encode_event in store/writer.h): recomputed from the bytes
 //    as stored, never from a re-serialization;
 //  - the projections column family equals, key for key and byte for byte, what a fresh replay of
-//    the log writes (projections/log_fold.h), computed in memory.
+//    the log writes, folded in memory or on disk (projections/fold.h).
 // `store` must not change during the call: a ReadOnlyStore's (whose view is fixed at its open,
 // also while gatewayd runs) or one no writer is running on. Safe to call from any thread.
 #pragma once
@@ -16,6 +16,7 @@
 
 #include "admin/counts.h"
 #include "core/error.h"
+#include "projections/fold.h"
 #include "store/store.h"
 
 namespace gw::admin {
@@ -34,7 +35,8 @@ struct CheckReport {
 };
 
 // kUnavailable on an I/O error; a damaged log or read model is a report with `failure` set.
-Result<CheckReport> check_store(const Store& store);
+// The fold goes where `options` say (a fold on disk needs their scratch_dir).
+Result<CheckReport> check_store(const Store& store, const FoldOptions& options = {});
 
 // A projection key for people: components joined by '/', a trailing 8-byte number in decimal,
 // other bytes outside printable ASCII as \xNN. E.g. "h/dom_01J.../3".

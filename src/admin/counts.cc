@@ -2,14 +2,14 @@
 
 namespace gw::admin {
 
-RecordCounts count_records(const LogFold& fold) {
+Result<RecordCounts> count_records(const Fold& fold) {
   RecordCounts c;
-  for (const auto& a : fold.aggregates()) {
-    if (meta_of(a.record).deleted_at != 0) {
+  auto counted = fold.for_each_kind([&c](Kind kind, bool deleted) {
+    if (deleted) {
       ++c.deleted;
-      continue;
+      return;
     }
-    switch (kind_of(a.record)) {
+    switch (kind) {
       case Kind::kProfile:
         ++c.profiles;
         break;
@@ -20,7 +20,8 @@ RecordCounts count_records(const LogFold& fold) {
         ++c.webhooks;
         break;
     }
-  }
+  });
+  if (!counted.ok()) return std::move(counted.error());
   return c;
 }
 

@@ -1,10 +1,10 @@
-// Record counts of a folded log, for the summaries the admin commands print. Pure; thread-safe.
+// Record counts of a folded log, for the summaries the admin commands print.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "projections/log_fold.h"
+#include "projections/fold.h"
 
 namespace gw::admin {
 
@@ -15,7 +15,8 @@ struct RecordCounts {
   uint64_t deleted = 0;  // deleted records of all kinds
 };
 
-RecordCounts count_records(const LogFold& fold);
+// kUnavailable if a fold on disk cannot be read.
+Result<RecordCounts> count_records(const Fold& fold);
 
 // "live gateway_security_profile=3 domain=2 webhook=1 deleted=1"
 std::string describe(const RecordCounts& counts);

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "projections/log_fold.h"
+#include "projections/fold.h"
 
 namespace gw::admin {
 
@@ -51,7 +51,8 @@ Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& 
   return written;
 }
 
-Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostream& out) {
+Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostream& out,
+                              const FoldOptions& options) {
   auto last = last_seq(store);
   if (!last.ok()) return std::move(last.error());
   if (until_seq > last.value()) {
@@ -60,17 +61,18 @@ Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostre
                           " is past the end of the log (its last event is " +
                           std::to_string(last.value()) + ")");
   }
-  LogFold fold;
-  auto it = store.iterate(Cf::kEvents);
-  it->SeekToFirst();
-  if (auto r = fold_events(*it, until_seq, fold); !r.ok()) return std::move(r.error());
+  auto fold = Fold::of_log(store, until_seq, options);
+  if (!fold.ok()) return std::move(fold.error());
   errno = 0;  // nothing but the writes below may set it
   out << "{\"until_seq\":" << until_seq << ",\"records\":[";
   uint64_t records = 0;
-  for (const auto& a : fold.aggregates()) {
-    if (meta_of(a.record).deleted_at != 0) continue;
-    out << (records++ == 0 ? "\n" : ",\n") << to_json(a.record);
-  }
+  auto listed = fold.value()->for_each_record([&](const Record& record) -> Result<bool> {
+    if (meta_of(record).deleted_at == 0) {
+      out << (records++ == 0 ? "\n" : ",\n") << to_json(record);
+    }
+    return true;
+  });
+  if (!listed.ok()) return std::move(listed.error());
   out << "\n]}\n";
   out.flush();
   if (!out) return write_failed("the records", errno);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "projections/fold.h"
 #include "store/store.h"
 
 namespace gw::admin {
@@ -32,7 +33,8 @@ Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& 
 //   ]}
 // Returns the number of records. kValidationFailed when `until_seq` is past the last event;
 // kInternal (naming the event) for a malformed event; kUnavailable on an I/O error (kReaderGone
-// when the reader went away).
-Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostream& out);
+// when the reader went away). The events are folded where `options` say (projections/fold.h).
+Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostream& out,
+                              const FoldOptions& options = {});
 
 }  // namespace gw::admin

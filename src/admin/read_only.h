@@ -41,6 +41,9 @@ class ReadOnlyStore {
   ReadOnlyStore& operator=(const ReadOnlyStore&) = delete;
 
   const Store& store() const { return *store_; }
+  // The private directory under $TMPDIR, removed on close and on an interrupt: room for a
+  // command's scratch files (a fold on disk) while the store is open.
+  const std::string& scratch_dir() const { return scratch_dir_; }
 
  private:
   ReadOnlyStore() = default;

@@ -2,13 +2,14 @@
 
 #include <chrono>
 
+#include "admin/interrupt_cleanup.h"
 #include "admin/read_only.h"
 #include "projections/catch_up.h"
 #include "store/store.h"
 
 namespace gw::admin {
 
-Result<RebuildReport> rebuild(const std::string& data_dir) {
+Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& options) {
   if (auto unusable = unusable_data_dir(data_dir)) return std::move(*unusable);
   auto store = Store::open(data_dir);
   if (!store.ok()) {
@@ -21,14 +22,22 @@ Result<RebuildReport> rebuild(const std::string& data_dir) {
   const auto start = std::chrono::steady_clock::now();
   // The log is read to its end before the projections are dropped: a log that cannot be replayed
   // (a malformed event) leaves the data dir as it was, and gatewayd still starts on it.
-  LogFold fold;
-  if (auto r = fold_log(*store.value(), fold); !r.ok()) return std::move(r.error());
+  // A fold on disk is removed also when gatewayctl is interrupted (an unused name otherwise).
+  const RemovedOnInterrupt removed_on_interrupt(
+      options.scratch_dir.empty() ? store.value()->dir() + "/" + kFoldDir : options.scratch_dir);
+  auto fold = fold_log(*store.value(), options);
+  if (!fold.ok()) return std::move(fold.error());
   if (auto r = store.value()->reset_projections(); !r.ok()) return std::move(r.error());
-  if (auto r = write_projections(*store.value(), fold); !r.ok()) return std::move(r.error());
+  if (auto r = write_projections(*store.value(), *fold.value()); !r.ok()) {
+    return std::move(r.error());
+  }
   RebuildReport report;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  report.events = fold.events();
-  report.records = count_records(fold);
+  report.events = fold.value()->events();
+  report.on_disk = fold.value()->on_disk();
+  auto counts = count_records(*fold.value());
+  if (!counts.ok()) return std::move(counts.error());
+  report.records = counts.value();
   report.recovery_note = store.value()->recovery_note();
   return report;
 }

@@ -1,9 +1,9 @@
 // `gatewayctl rebuild`: drops the read model of a data dir and replays the whole log into it
-// (fold_log: one fold of the whole log in memory; then Store::reset_projections; then
-// write_projections: sorted table files ingested at once). A log that cannot be folded leaves the
-// read model as it was. The server must be stopped: the data dir is opened
-// for writing, which RocksDB's LOCK refuses while gatewayd holds it.
-// Safe to call from any thread; not concurrently on one data dir.
+// (fold_log: one fold of the whole log, in memory or on disk, see projections/fold.h; then
+// Store::reset_projections; then write_projections: sorted table files ingested at once). A log
+// that cannot be folded leaves the read model as it was. The server must be stopped: the data dir
+// is opened for writing, which RocksDB's LOCK refuses while gatewayd holds it. Safe to call from
+// any thread; not concurrently on one data dir.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "admin/counts.h"
 #include "core/error.h"
+#include "projections/fold.h"
 
 namespace gw::admin {
 
@@ -18,12 +19,15 @@ struct RebuildReport {
   uint64_t events = 0;  // events replayed
   RecordCounts records;
   double seconds = 0;         // dropping, replaying and writing the projections
+  bool on_disk = false;       // the fold was on disk
   std::string recovery_note;  // Store::recovery_note() of the open
 };
 
 // kUnavailable when the data dir cannot be opened for writing (the message says so when gatewayd,
 // or another process, holds it) or on an I/O error; kInternal (naming the event) for a malformed
 // event, in which case the projections are left empty and gatewayd will replay again at start.
-Result<RebuildReport> rebuild(const std::string& data_dir);
+// The fold goes where `options` say, on disk into <data-dir>/fold.tmp unless they name another
+// scratch directory.
+Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& options = {});
 
 }  // namespace gw::admin

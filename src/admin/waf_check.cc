@@ -3,22 +3,21 @@
 #include <utility>
 #include <variant>
 
-#include "projections/log_fold.h"
+#include "projections/fold.h"
 
 namespace gw::admin {
 
-Result<WafCheckReport> waf_check(const Store& store, const DirectivesCheck& check) {
-  LogFold fold;
-  auto it = store.iterate(Cf::kEvents);
-  it->SeekToFirst();
-  if (auto r = fold_events(*it, UINT64_MAX, fold); !r.ok()) return std::move(r.error());
+Result<WafCheckReport> waf_check(const Store& store, const DirectivesCheck& check,
+                                 const FoldOptions& options) {
+  auto fold = Fold::of_log(store, UINT64_MAX, options);
+  if (!fold.ok()) return std::move(fold.error());
   WafCheckReport report;
-  report.last_seq = fold.last_seq();
-  for (const auto& a : fold.aggregates()) {
-    const auto* profile = std::get_if<Profile>(&a.record);
-    if (profile == nullptr || profile->meta.deleted_at != 0) continue;
+  report.last_seq = fold.value()->last_seq();
+  auto checked = fold.value()->for_each_record([&](const Record& record) -> Result<bool> {
+    const auto* profile = std::get_if<Profile>(&record);
+    if (profile == nullptr || profile->meta.deleted_at != 0) return true;
     ++report.profiles;
-    if (profile->waf_custom_directives.empty()) continue;
+    if (profile->waf_custom_directives.empty()) return true;
     ++report.with_directives;
     auto problem = check(profile->waf_custom_directives);
     if (!problem.ok()) return std::move(problem.error());
@@ -26,7 +25,9 @@ Result<WafCheckReport> waf_check(const Store& store, const DirectivesCheck& chec
       report.refused.push_back(
           {profile->meta.id, profile->meta.team_id, profile->hostname, *problem.value()});
     }
-  }
+    return true;
+  });
+  if (!checked.ok()) return std::move(checked.error());
   return report;
 }
 

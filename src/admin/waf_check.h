@@ -11,6 +11,7 @@
 
 #include "commands/fields.h"
 #include "core/error.h"
+#include "projections/fold.h"
 #include "store/store.h"
 
 namespace gw::admin {
@@ -33,9 +34,10 @@ struct WafCheckReport {
 // (gatewayctl runs fields::waf_directives in its WAF sandbox, as gatewayd does).
 using DirectivesCheck = std::function<Result<fields::Problem>(std::string_view directives)>;
 
-// Folds the whole log and checks each live profile's non-empty waf_custom_directives with
-// `check`. kInternal for a malformed event, kUnavailable on an I/O error or when a check could
-// not run.
-Result<WafCheckReport> waf_check(const Store& store, const DirectivesCheck& check);
+// Folds the whole log (where `options` say, projections/fold.h) and checks each live profile's
+// non-empty waf_custom_directives with `check`. kInternal for a malformed event, kUnavailable on
+// an I/O error or when a check could not run.
+Result<WafCheckReport> waf_check(const Store& store, const DirectivesCheck& check,
+                                 const FoldOptions& options = {});
 
 }  // namespace gw::admin

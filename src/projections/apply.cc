@@ -229,7 +229,11 @@ Result<LoggedEvent> parse_logged_event(std::string_view event_json) {
 Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {
   auto parsed = parse_logged_event(event_json);
   if (!parsed.ok()) return std::move(parsed.error());
-  const LoggedEvent& e = parsed.value();
+  if (auto r = apply_event(tx, parsed.value()); !r.ok()) return std::move(r.error());
+  return parsed.value().seq;
+}
+
+Result<bool> apply_event(Tx& tx, const LoggedEvent& e, bool* created) {
   const std::string& id = meta_of(e.record).id;
   auto current = load_stored(tx, id);
   if (!current.ok()) return std::move(current.error());
@@ -239,9 +243,10 @@ Result<uint64_t> apply_logged_event(Tx& tx, std::string_view event_json) {
     before = current.value()->record;
     create_seq = current.value()->create_seq;
   }
+  if (created != nullptr) *created = !current.value();
   project(tx, e.seq, before, e.record, to_json(e.record), e.version, create_seq);
   track_requests(tx, e.type, e.seq, e.caused_by, id);
-  return e.seq;
+  return true;
 }
 
 std::optional<std::string> TxLookups::get(const std::string& key) {

@@ -51,6 +51,10 @@ Result<Record> parse_stored_record(Kind kind, std::string_view id, std::string_v
 // Parses a stored event. kInternal when it is not JSON or a member is missing or mistyped.
 Result<LoggedEvent> parse_logged_event(std::string_view event_json);
 
+// apply_logged_event for an event already parsed. With `created`, tells whether the event made its
+// aggregate: the read model held no record of its id before.
+Result<bool> apply_event(Tx& tx, const LoggedEvent& event, bool* created = nullptr);
+
 // Every index entry (key -> value) a record contributes while live, none once it is deleted: all
 // projection keys of a record except its own, its history, and the counters. Each key once, in
 // the same order for records of one kind (a few entries: a vector, not a map).

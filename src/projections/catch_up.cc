@@ -50,7 +50,7 @@ Result<std::vector<std::string>> write_tables(Store& store, const std::string& p
 
 // Writes each part of the fold's projections on its own thread, then ingests all the files in
 // one step (they cover disjoint key ranges).
-Result<bool> ingest(Store& store, const LogFold& fold, const std::string& dir) {
+Result<bool> ingest(Store& store, const Fold& fold, const std::string& dir) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   if (!std::filesystem::create_directories(dir, ec)) {
@@ -74,6 +74,7 @@ Result<bool> ingest(Store& store, const LogFold& fold, const std::string& dir) {
     files.insert(files.end(), written.value().begin(), written.value().end());
   }
   if (failed) return std::move(*failed);
+  if (auto ended = fold.stream_error()) return std::move(*ended);
   if (files.empty()) return true;
   rocksdb::IngestExternalFileOptions options;
   options.move_files = true;
@@ -85,20 +86,13 @@ Result<bool> ingest(Store& store, const LogFold& fold, const std::string& dir) {
 
 }  // namespace
 
-Result<bool> fold_log(Store& store, LogFold& fold) {
-  rocksdb::ReadOptions ro;
-  ro.fill_cache = false;
-  ro.readahead_size = 4 << 20;
-  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator(ro, store.cf(Cf::kEvents)));
-  it->SeekToLast();
-  if (it->Valid() && it->key().size() == 8) {
-    fold.reserve(decode_u64(std::string_view(it->key().data(), 8)));
-  }
-  it->SeekToFirst();
-  return fold_events(*it, UINT64_MAX, fold);
+Result<std::unique_ptr<Fold>> fold_log(Store& store, const FoldOptions& options) {
+  FoldOptions in_data_dir = options;
+  if (in_data_dir.scratch_dir.empty()) in_data_dir.scratch_dir = store.dir() + "/" + kFoldDir;
+  return Fold::of_log(store, UINT64_MAX, in_data_dir);
 }
 
-Result<bool> write_projections(Store& store, const LogFold& fold) {
+Result<bool> write_projections(Store& store, const Fold& fold) {
   const std::string dir = store.dir() + "/rebuild.tmp";
   auto r = ingest(store, fold, dir);
   std::error_code ec;
@@ -106,19 +100,26 @@ Result<bool> write_projections(Store& store, const LogFold& fold) {
   return r;
 }
 
-Result<bool> rebuild_projections(Store& store, LogFold& fold) {
-  if (auto r = fold_log(store, fold); !r.ok()) return r;
-  return write_projections(store, fold);
+Result<uint64_t> rebuild_projections(Store& store, const FoldOptions& options) {
+  auto fold = fold_log(store, options);
+  if (!fold.ok()) return std::move(fold.error());
+  if (auto r = write_projections(store, *fold.value()); !r.ok()) return std::move(r.error());
+  return fold.value()->events();
 }
 
-Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {
+Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const FoldOptions& options) {
+  // What a rebuild stopped half way (a kill, a power cut) left: nothing reads it.
+  for (const char* left : {kFoldDir, "rebuild.tmp"}) {
+    std::error_code ec;
+    std::filesystem::remove_all(store.dir() + "/" + left, ec);
+  }
   auto checkpoint = store.get(Cf::kProjections, keys::checkpoint());
   if (!checkpoint.ok()) return std::move(checkpoint.error());
   if (!checkpoint.value()) {
     // None, or projections of another layout (keys.h): rebuilt from empty ones, dropped only
     // once the log has been read to its end.
-    LogFold fold;
-    if (auto r = fold_log(store, fold); !r.ok()) return std::move(r.error());
+    auto fold = fold_log(store, options);
+    if (!fold.ok()) return std::move(fold.error());
     auto any = store.iterate(Cf::kProjections);
     any->SeekToFirst();
     if (!any->status().ok()) return io_error(any->status());
@@ -127,8 +128,8 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids) {
     if (stale) {
       if (auto r = store.reset_projections(); !r.ok()) return std::move(r.error());
     }
-    if (auto r = write_projections(store, fold); !r.ok()) return std::move(r.error());
-    return fold.events();
+    if (auto r = write_projections(store, *fold.value()); !r.ok()) return std::move(r.error());
+    return fold.value()->events();
   }
   uint64_t after = decode_u64(*checkpoint.value());
   uint64_t applied = 0;

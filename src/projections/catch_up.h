@@ -5,28 +5,36 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "projections/log_fold.h"
+#include "projections/fold.h"
 #include "store/store.h"
 
 namespace gw {
 
 // Returns the number of events applied. With no checkpoint (empty projections) this is
-// rebuild_projections; otherwise the events past the checkpoint are applied one by one.
-Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids);
+// rebuild_projections, folding where `options` say; otherwise the events past the checkpoint are
+// applied one by one.
+Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids,
+                                      const FoldOptions& options = {});
+
+// A fold on disk for a rebuild goes into <data-dir>/fold.tmp unless the options name another
+// scratch directory; the sorted table files into <data-dir>/rebuild.tmp. Both are removed once
+// used, and made afresh (removing what a stopped rebuild left) when next needed.
+inline constexpr char kFoldDir[] = "fold.tmp";
 
 // Replays the whole log into the projections column family, which must be empty (a new data dir,
-// or right after Store::reset_projections): folds every event into `fold`, writes the projections
-// it implies to sorted table files under <data-dir>/rebuild.tmp and ingests them in one atomic
-// step, so the read model is either complete or still empty. kInternal for a malformed event,
-// kUnavailable on an I/O error.
-Result<bool> rebuild_projections(Store& store, LogFold& fold);
+// or right after Store::reset_projections): folds every event (fold.h, where `options` say),
+// writes the projections it implies to sorted table files under <data-dir>/rebuild.tmp and
+// ingests them in one atomic step, so the read model is either complete or still empty. Returns
+// the number of events. kInternal for a malformed event, kUnavailable on an I/O error.
+Result<uint64_t> rebuild_projections(Store& store, const FoldOptions& options = {});
 
 // The two steps of rebuild_projections, for a caller that drops the projections in between
 // (`gatewayctl rebuild` drops them only once the log has been read to the end).
-Result<bool> fold_log(Store& store, LogFold& fold);
-Result<bool> write_projections(Store& store, const LogFold& fold);
+Result<std::unique_ptr<Fold>> fold_log(Store& store, const FoldOptions& options);
+Result<bool> write_projections(Store& store, const Fold& fold);
 
 }  // namespace gw

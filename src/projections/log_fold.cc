@@ -49,7 +49,7 @@ void parse_batch(Batch& batch) {
   }
 }
 
-Result<bool> fold_batch(Batch& batch, LogFold& fold, const EventInspector& inspect) {
+Result<bool> fold_batch(Batch& batch, const EventSink& add, const EventInspector& inspect) {
   for (size_t i = 0; i < batch.stored.size(); ++i) {
     const uint64_t seq = batch.stored[i].seq;
     if (inspect) {
@@ -64,7 +64,7 @@ Result<bool> fold_batch(Batch& batch, LogFold& fold, const EventInspector& inspe
       return make_error(Code::kInternal, "event " + std::to_string(seq) + " names seq " +
                                              std::to_string(parsed.value().seq));
     }
-    if (auto r = fold.add(std::move(parsed.value())); !r.ok()) return r;
+    if (auto r = add(std::move(parsed.value())); !r.ok()) return r;
   }
   return true;
 }
@@ -115,6 +115,12 @@ Result<bool> LogFold::add(LoggedEvent e) {
 
 Result<bool> fold_events(rocksdb::Iterator& it, uint64_t until, LogFold& fold,
                          const EventInspector& inspect) {
+  return fold_events(
+      it, until, [&fold](LoggedEvent event) { return fold.add(std::move(event)); }, inspect);
+}
+
+Result<bool> fold_events(rocksdb::Iterator& it, uint64_t until, const EventSink& add,
+                         const EventInspector& inspect) {
   // A helper thread parses one batch while this one reads the next and folds the one before.
   Batch batches[2];
   Batch* current = &batches[0];
@@ -127,7 +133,7 @@ Result<bool> fold_events(rocksdb::Iterator& it, uint64_t until, LogFold& fold,
     if (!read.ok()) return read;
     if (!next->stored.empty())
       parsing = std::async(std::launch::async, parse_batch, std::ref(*next));
-    if (auto r = fold_batch(*current, fold, inspect); !r.ok()) return r;
+    if (auto r = fold_batch(*current, add, inspect); !r.ok()) return r;
     std::swap(current, next);
   }
   return true;

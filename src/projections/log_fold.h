@@ -80,9 +80,16 @@ LogFold::Stream concatenated(std::vector<LogFold::Stream> parts);
 // stops the scan and is returned.
 using EventInspector = std::function<Result<bool>(uint64_t seq, std::string_view stored)>;
 
-// Folds the events of the `events` column family from `it`'s position through sequence number
-// `until`, parsing batches of them on a helper thread meanwhile. kInternal (naming the event) when
-// one is malformed, kUnavailable on an I/O error, or the inspector's error.
+// Takes each parsed event in order; an error stops the scan and is returned.
+using EventSink = std::function<Result<bool>(LoggedEvent event)>;
+
+// Hands the events of the `events` column family from `it`'s position through sequence number
+// `until` to `add`, parsing batches of them on a helper thread meanwhile. kInternal (naming the
+// event) when one is malformed or its seq is not its key's, kUnavailable on an I/O error, or the
+// inspector's or `add`'s error.
+Result<bool> fold_events(rocksdb::Iterator& it, uint64_t until, const EventSink& add,
+                         const EventInspector& inspect = nullptr);
+// The same into `fold`.
 Result<bool> fold_events(rocksdb::Iterator& it, uint64_t until, LogFold& fold,
                          const EventInspector& inspect = nullptr);
 

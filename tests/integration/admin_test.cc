@@ -226,15 +226,25 @@ TEST_CASE("events and replay into a pipe its reader closed exit 1 quietly, scrat
   std::filesystem::remove_all(tmp);
 }
 
-TEST_CASE("rebuild replays the log into the same API answers, and only with the server stopped") {
+// A server on which both teams churned records, and the answers their clients saw then.
+struct Churned {
   Server server;
-  Api a(server, kTeamA);
-  Api b(server, kTeamB);
-  const auto paths_a = churn(a, 1);
-  const auto paths_b = churn(b, 2);
-  const auto before_a = answers(a, paths_a);
-  const auto before_b = answers(b, paths_b);
+  Api a{server, kTeamA};
+  Api b{server, kTeamB};
+  const std::vector<std::string> paths_a = churn(a, 1);
+  const std::vector<std::string> paths_b = churn(b, 2);
+  const std::vector<std::string> before_a = answers(a, paths_a);
+  const std::vector<std::string> before_b = answers(b, paths_b);
+  // The clients see the same answers now.
+  void check_answers() {
+    CHECK(answers(a, paths_a) == before_a);
+    CHECK(answers(b, paths_b) == before_b);
+  }
+};
 
+TEST_CASE("rebuild replays the log into the same API answers, and only with the server stopped") {
+  Churned fx;
+  Server& server = fx.server;
   auto refused = ctl({"rebuild", "--data-dir", server.data_dir()});
   CHECK(refused.status.code == 1);
   CHECK(refused.err.find("stop gatewayd first") != std::string::npos);
@@ -244,13 +254,89 @@ TEST_CASE("rebuild replays the log into the same API answers, and only with the 
   INFO(rebuilt.out, rebuilt.err);
   REQUIRE(rebuilt.status.success());
   CHECK(rebuilt.out.find("rebuild: 30 events replayed in ") != std::string::npos);
-  CHECK(rebuilt.out.find("events/s)") != std::string::npos);
+  CHECK(rebuilt.out.find(" events/s, folded in memory)\n") != std::string::npos);  // auto, here
   CHECK(rebuilt.out.find("live gateway_security_profile=4 domain=4 webhook=4 deleted=6") !=
         std::string::npos);
   server.restart();
-  CHECK(answers(a, paths_a) == before_a);
-  CHECK(answers(b, paths_b) == before_b);
+  fx.check_answers();
   CHECK(ctl({"check", "--data-dir", server.data_dir()}).status.success());
+}
+
+// A log too large for the memory there is is folded on disk (projections/fold.h); --fold disk
+// makes any log take that path.
+TEST_CASE("rebuild, check, replay and gatewayd's start fold the log on disk as in memory") {
+  Churned fx;
+  Server& server = fx.server;
+  REQUIRE(server.stop().success());
+  const std::string data = server.data_dir();
+
+  auto bad = ctl({"check", "--data-dir", data, "--fold", "Disk"});
+  CHECK(bad.status.code == 2);
+  CHECK(bad.err == "gatewayctl: --fold must be auto, memory or disk\n");
+
+  auto rebuilt = ctl({"rebuild", "--data-dir", data, "--fold", "disk"});
+  INFO(rebuilt.out, rebuilt.err);
+  REQUIRE(rebuilt.status.success());
+  CHECK(rebuilt.err ==
+        "gatewayctl: the log's 30 events are folded on disk in " + data + "/fold.tmp: as asked\n");
+  CHECK(rebuilt.out.find(" events/s, folded on disk)\n") != std::string::npos);
+  CHECK(rebuilt.out.find("live gateway_security_profile=4 domain=4 webhook=4 deleted=6") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(data + "/fold.tmp"));
+  auto in_memory = ctl({"rebuild", "--data-dir", data, "--fold", "memory"});
+  CHECK(in_memory.err.empty());
+  CHECK(in_memory.out.find(" events/s, folded in memory)\n") != std::string::npos);
+
+  // check and replay: the same output either way; the fold on disk goes under $TMPDIR.
+  auto checked_memory = ctl({"check", "--data-dir", data, "--fold", "memory"});
+  auto checked_disk = ctl({"check", "--data-dir", data, "--fold", "disk"});
+  CHECK(checked_memory.status.success());
+  CHECK(checked_disk.status.success());
+  CHECK(checked_disk.out == checked_memory.out);
+  CHECK(checked_disk.err.starts_with("gatewayctl: the log's 30 events are folded on disk in " +
+                                     fs::temp_directory_path().string() + "/gatewayctl-"));
+  testing::TempDir out;
+  for (const std::string until : {"0", "7", "30"}) {
+    CAPTURE(until);
+    auto r1 = ctl({"replay", "--data-dir", data, "--until-seq", until, "--out", out.file("memory"),
+                   "--fold", "memory"});
+    auto r2 = ctl({"replay", "--data-dir", data, "--until-seq", until, "--out", out.file("disk"),
+                   "--fold", "disk"});
+    REQUIRE(r1.status.success());
+    REQUIRE(r2.status.success());
+    std::ostringstream on_disk;
+    std::ostringstream in_memory_text;
+    on_disk << std::ifstream(out.file("disk")).rdbuf();
+    in_memory_text << std::ifstream(out.file("memory")).rdbuf();
+    CHECK(on_disk.str() == in_memory_text.str());
+    if (until == "30") CHECK(on_disk.str().find("\"webhook_id\"") != std::string::npos);
+  }
+
+  // gatewayd with no read model (as after an upgrade to a new layout) rebuilds it on disk.
+  {
+    auto store = Store::open(data);
+    REQUIRE(store.ok());
+    REQUIRE(store.value()->reset_projections().ok());
+  }
+  server.restart_with({"--fold", "disk"});
+  CHECK(
+      server.wait_for_line("gatewayd: no read model to start with: the log's 30 events are "
+                           "folded on disk in " +
+                           data + "/fold.tmp: as asked"));
+  fx.check_answers();
+  CHECK_FALSE(fs::exists(data + "/fold.tmp"));
+  REQUIRE(server.stop().success());
+  CHECK(ctl({"check", "--data-dir", data}).status.success());
+
+  // What a rebuild killed half way left goes at the next start, read model or not.
+  for (const char* left : {"/fold.tmp/000001.log", "/rebuild.tmp/part1-1.sst"}) {
+    fs::create_directories(fs::path(data + left).parent_path());
+    std::ofstream(data + left) << "left";
+  }
+  server.restart();
+  CHECK(fx.a.get(fx.paths_a[0]).status == 200);
+  CHECK_FALSE(fs::exists(data + "/fold.tmp"));
+  CHECK_FALSE(fs::exists(data + "/rebuild.tmp"));
 }
 
 // `count` members "r0", "r1", ... of pseudo-random doubles over many magnitudes, each written

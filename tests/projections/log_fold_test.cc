@@ -1,14 +1,18 @@
-// The fold of a log (projections/log_fold.h) writes exactly the read model that applying its events
-// one by one writes: checked on a long random history of every kind of change, verification
-// requests and outcomes, inheritance and deletes included.
+// The fold of a log, in memory (projections/log_fold.h) and on disk (disk_fold.h), writes exactly
+// the read model that applying its events one by one writes: checked on a long random history of
+// every kind of change, verification requests and outcomes, inheritance and deletes included.
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "projections/apply.h"
 #include "projections/catch_up.h"
+#include "projections/fold.h"
 #include "store/store_test_util.h"
 
 namespace gw {
@@ -105,53 +109,204 @@ void write_random_log(Store& store, int n) {
   REQUIRE(store.db()->Write(rocksdb::WriteOptions(), &batch).ok());
 }
 
-TEST_CASE("folding the log writes the read model that applying each event writes") {
-  testing::ScratchDir dir;
-  auto store = std::move(Store::open(dir.path()).value());
-  write_random_log(*store, 20000);
-  // One by one, as catch-up past a checkpoint does.
+// The read model that applying the events of `store`'s log one by one writes, as catch-up past a
+// checkpoint does; the store's projections are left as that writes them.
+std::map<std::string, std::string> applied_one_by_one(Store& store) {
   SystemClock clock;
   auto ids = make_system_id_generator(clock);
-  auto it = store->iterate(Cf::kEvents);
+  auto it = store.iterate(Cf::kEvents);
   it->SeekToFirst();
   while (it->Valid()) {
-    Tx tx(*store, *ids, 0, kGenesisHash);
+    Tx tx(store, *ids, 0, kGenesisHash);
     for (int n = 0; it->Valid() && n < 1000; ++n, it->Next()) {
       REQUIRE(
           apply_logged_event(tx, std::string_view(it->value().data(), it->value().size())).ok());
     }
-    REQUIRE(store->db()->Write(rocksdb::WriteOptions(), tx.seal().value()).ok());
+    REQUIRE(store.db()->Write(rocksdb::WriteOptions(), tx.seal().value()).ok());
   }
-  const auto applied = testing::projections_as_read(*store);
-
-  REQUIRE(store->reset_projections().ok());
-  LogFold fold;
-  REQUIRE(rebuild_projections(*store, fold).ok());
-  CHECK(fold.events() == 20000);
-  const auto folded = testing::projections_as_read(*store);
-  CHECK(folded.size() == applied.size());
-  CHECK(folded == applied);
-  CHECK_FALSE(std::filesystem::exists(dir.path() + "/rebuild.tmp"));
-
-  // An empty read model is caught up by the same fold.
-  REQUIRE(store->reset_projections().ok());
-  auto caught_up = catch_up_projections(*store, *ids);
-  REQUIRE(caught_up.ok());
-  CHECK(caught_up.value() == 20000);
-  CHECK(testing::projections_as_read(*store) == applied);
+  return testing::projections_as_read(store);
 }
 
-TEST_CASE("folding stops at a malformed event and names it") {
+// Every record a fold lists, as JSON, in its order.
+std::vector<std::string> records_of(const Fold& fold) {
+  std::vector<std::string> out;
+  REQUIRE(fold.for_each_record([&out](const Record& record) -> Result<bool> {
+                out.push_back(to_json(record));
+                return true;
+              })
+              .ok());
+  return out;
+}
+
+// How many aggregates of each kind a fold has, live and deleted.
+std::map<std::pair<Kind, bool>, int> kinds_of(const Fold& fold) {
+  std::map<std::pair<Kind, bool>, int> out;
+  REQUIRE(fold.for_each_kind([&out](Kind kind, bool deleted) { ++out[{kind, deleted}]; }).ok());
+  return out;
+}
+
+FoldOptions at(FoldPlace place, const std::string& scratch_dir = "") {
+  FoldOptions options;
+  options.place = place;
+  options.scratch_dir = scratch_dir;
+  return options;
+}
+
+TEST_CASE("folding the log writes the read model that applying each event writes") {
+  testing::ScratchDir dir;
+  auto store = std::move(Store::open(dir.path()).value());
+  write_random_log(*store, 20000);
+  const auto applied = applied_one_by_one(*store);
+
+  for (auto place : {FoldPlace::kMemory, FoldPlace::kDisk}) {
+    CAPTURE(static_cast<int>(place));
+    REQUIRE(store->reset_projections().ok());
+    auto events = rebuild_projections(*store, at(place));
+    REQUIRE(events.ok());
+    CHECK(events.value() == 20000);
+    const auto folded = testing::projections_as_read(*store);
+    CHECK(folded.size() == applied.size());
+    CHECK(folded == applied);
+    CHECK_FALSE(std::filesystem::exists(dir.path() + "/rebuild.tmp"));
+    CHECK_FALSE(std::filesystem::exists(dir.path() + "/fold.tmp"));
+
+    // An empty read model is caught up by the same fold.
+    REQUIRE(store->reset_projections().ok());
+    SystemClock clock;
+    auto ids = make_system_id_generator(clock);
+    auto caught_up = catch_up_projections(*store, *ids, at(place));
+    REQUIRE(caught_up.ok());
+    CHECK(caught_up.value() == 20000);
+    CHECK(testing::projections_as_read(*store) == applied);
+  }
+}
+
+TEST_CASE("a fold on disk lists the records a fold in memory lists, in the same order") {
+  testing::ScratchDir dir;
+  auto store = std::move(Store::open(dir.path()).value());
+  write_random_log(*store, 5000);
+  for (uint64_t until : {uint64_t{0}, uint64_t{1}, uint64_t{2500}, uint64_t{5000}, UINT64_MAX}) {
+    CAPTURE(until);
+    auto memory = Fold::of_log(*store, until, at(FoldPlace::kMemory));
+    REQUIRE(memory.ok());
+    CHECK_FALSE(memory.value()->on_disk());
+    std::vector<std::string> notes;
+    FoldOptions on_disk = at(FoldPlace::kDisk, dir.path() + "/scratch");
+    on_disk.on_disk_note = [&notes](const std::string& note) { notes.push_back(note); };
+    auto disk = Fold::of_log(*store, until, on_disk);
+    REQUIRE(disk.ok());
+    CHECK(disk.value()->on_disk());
+    REQUIRE(notes.size() == 1);
+    CHECK(notes[0] == "the log's " + std::to_string(std::min<uint64_t>(until, 5000)) +
+                          " events are folded on disk in " + dir.path() + "/scratch: as asked");
+    CHECK(std::filesystem::exists(dir.path() + "/scratch"));
+    CHECK(disk.value()->events() == memory.value()->events());
+    CHECK(disk.value()->last_seq() == memory.value()->last_seq());
+    const auto listed = records_of(*memory.value());
+    CHECK(records_of(*disk.value()) == listed);
+    if (until <= 1) CHECK(listed.size() == until);  // the first event is a create
+    const auto kinds = kinds_of(*memory.value());
+    CHECK(kinds_of(*disk.value()) == kinds);
+    int aggregates = 0;
+    for (const auto& [kind, n] : kinds) aggregates += n;
+    CHECK(aggregates == static_cast<int>(listed.size()));
+    if (until >= 2500) CHECK(kinds.size() == 6);  // each kind live and deleted
+    if (until >= 2500) CHECK(listed.size() > 500);
+    {
+      // The projections of a partial fold agree too. (The streams go before the fold.)
+      auto a = concatenated(memory.value()->projections());
+      auto b = concatenated(disk.value()->projections());
+      std::string ka, va, kb, vb;
+      uint64_t keys = 0;
+      bool more_a = a(&ka, &va);
+      bool more_b = b(&kb, &vb);
+      for (; more_a && more_b; more_a = a(&ka, &va), more_b = b(&kb, &vb), ++keys) {
+        REQUIRE(ka == kb);
+        REQUIRE(va == vb);
+      }
+      CHECK(more_a == more_b);
+      CHECK_FALSE(disk.value()->stream_error());
+      if (until >= 2500) CHECK(keys > 5000);
+    }
+    disk.value().reset();
+    CHECK_FALSE(std::filesystem::exists(dir.path() + "/scratch"));
+  }
+}
+
+TEST_CASE("folding stops at a malformed event and names it, in memory and on disk") {
   testing::ScratchDir dir;
   auto store = std::move(Store::open(dir.path()).value());
   write_random_log(*store, 10);
   REQUIRE(
       store->db()->Put(rocksdb::WriteOptions(), store->cf(Cf::kEvents), encode_u64(4), "{}").ok());
-  LogFold fold;
-  auto r = rebuild_projections(*store, fold);
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.error().detail == "event 4: event lacks a required member");
-  CHECK(testing::projections_as_read(*store).empty());
+  for (auto place : {FoldPlace::kMemory, FoldPlace::kDisk}) {
+    CAPTURE(static_cast<int>(place));
+    auto r = rebuild_projections(*store, at(place));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().detail == "event 4: event lacks a required member");
+    CHECK(testing::projections_as_read(*store).empty());
+    CHECK_FALSE(std::filesystem::exists(dir.path() + "/fold.tmp"));
+    uint64_t events = 99;
+    auto fold = Fold::of_log(*store, UINT64_MAX, at(place), nullptr, &events);
+    REQUIRE_FALSE(fold.ok());
+    CHECK(events == 3);
+  }
+}
+
+TEST_CASE("auto folds in memory when the fold takes at most half of the memory available") {
+  CHECK(parse_fold_place("auto") == FoldPlace::kAuto);
+  CHECK(parse_fold_place("memory") == FoldPlace::kMemory);
+  CHECK(parse_fold_place("disk") == FoldPlace::kDisk);
+  CHECK_FALSE(parse_fold_place("Disk"));
+  CHECK_FALSE(parse_fold_place(""));
+  CHECK(fits_in_memory(1000, 2 * 1000 * kFoldBytesPerEvent));
+  CHECK_FALSE(fits_in_memory(1001, 2 * 1000 * kFoldBytesPerEvent));
+  CHECK(fits_in_memory(0, 0));
+  CHECK_FALSE(fits_in_memory(UINT64_MAX, UINT64_MAX));
+  // This machine's, read from /proc: more than nothing, less than no limit.
+  const uint64_t available = available_memory();
+  CHECK(available > (16u << 20));
+  CHECK(available < UINT64_MAX);
+}
+
+TEST_CASE("the memory available is MemAvailable, or less under a cgroup's memory limit") {
+  testing::ScratchDir root;
+  auto write = [&root](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(root.path() + path).parent_path());
+    std::ofstream(root.path() + path) << text;
+  };
+  const uint64_t mb = 1 << 20;
+  CHECK(available_memory(root.path()) == UINT64_MAX);  // nothing to read
+  write("/proc/meminfo",
+        "MemTotal:       24683520 kB\nMemFree:  100 kB\nMemAvailable:    "
+        "2097152 kB\nBuffers: 1 kB\n");
+  CHECK(available_memory(root.path()) == 2048 * mb);
+  SUBCASE("cgroup v2 with a limit, found by its path") {
+    write("/proc/self/cgroup", "0::/system.slice/gw.service\n");
+    write("/sys/fs/cgroup/system.slice/gw.service/memory.max", std::to_string(512 * mb) + "\n");
+    write("/sys/fs/cgroup/system.slice/gw.service/memory.current", std::to_string(112 * mb));
+    CHECK(available_memory(root.path()) == 400 * mb);
+  }
+  SUBCASE("cgroup v2 without a limit") {
+    write("/proc/self/cgroup", "0::/\n");
+    write("/sys/fs/cgroup/memory.max", "max\n");
+    write("/sys/fs/cgroup/memory.current", std::to_string(112 * mb));
+    CHECK(available_memory(root.path()) == 2048 * mb);
+  }
+  SUBCASE("cgroup v2 in a container: its path is not there, the mount's root is its cgroup") {
+    write("/proc/self/cgroup", "0::/docker/0123abc\n");
+    write("/sys/fs/cgroup/memory.max", std::to_string(300 * mb));
+    write("/sys/fs/cgroup/memory.current", std::to_string(400 * mb));  // over: nothing left
+    CHECK(available_memory(root.path()) == 0);
+  }
+  SUBCASE("cgroup v1 with a limit, and the unlimited figure of v1") {
+    write("/proc/self/cgroup", "9:name=systemd:/\n4:cpuacct,memory:/job/7\n0::/\n");
+    write("/sys/fs/cgroup/memory/job/7/memory.limit_in_bytes", std::to_string(1024 * mb));
+    write("/sys/fs/cgroup/memory/job/7/memory.usage_in_bytes", std::to_string(24 * mb));
+    CHECK(available_memory(root.path()) == 1000 * mb);
+    write("/sys/fs/cgroup/memory/job/7/memory.limit_in_bytes", "9223372036854771712\n");
+    CHECK(available_memory(root.path()) == 2048 * mb);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,179 @@
+#include "projections/fold.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace gw {
+
+namespace {
+
+// A whole number of bytes from a cgroup file (none for "max" or a missing file).
+std::optional<uint64_t> read_bytes(const std::string& path) {
+  std::ifstream in(path);
+  uint64_t value = 0;
+  if (!(in >> value)) return std::nullopt;
+  return value;
+}
+
+// What is left under the memory limit of the cgroup whose files are in `dir` (v2: memory.max and
+// memory.current; v1: memory.limit_in_bytes and memory.usage_in_bytes), if it has one.
+std::optional<uint64_t> left_under_limit(const std::string& dir, bool v2) {
+  auto limit = read_bytes(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+  auto used = read_bytes(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+  if (!limit || !used) return std::nullopt;
+  return *limit > *used ? *limit - *used : 0;
+}
+
+// What is left under this process's cgroup memory limit, read below `root`: the cgroup named in
+// /proc/self/cgroup (v2's "0::PATH", or v1's "N:...memory...:PATH") under /sys/fs/cgroup (v1:
+// /sys/fs/cgroup/memory), or, where that path is not there (a container sees its own cgroup at
+// the mount's root), the mount's root.
+std::optional<uint64_t> left_in_cgroup(const std::string& root) {
+  std::ifstream in(root + "/proc/self/cgroup");
+  std::optional<uint64_t> left;
+  for (std::string line; std::getline(in, line);) {
+    const size_t first = line.find(':');
+    const size_t second = first == std::string::npos ? first : line.find(':', first + 1);
+    if (second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    const bool v2 = line.starts_with("0::");
+    bool memory = false;
+    std::istringstream list(controllers);
+    for (std::string c; std::getline(list, c, ',');) memory = memory || c == "memory";
+    if (!v2 && !memory) continue;
+    const std::string mount = root + (v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory");
+    auto here = left_under_limit(mount + (path == "/" ? "" : path), v2);
+    if (!here) here = left_under_limit(mount, v2);
+    if (here) left = left ? std::min(*left, *here) : *here;
+  }
+  return left;
+}
+
+std::string megabytes(uint64_t bytes) { return std::to_string(bytes >> 20) + " MB"; }
+
+// The sequence number of the log's last event, 0 for none.
+Result<uint64_t> last_event(const Store& store) {
+  auto it = store.iterate(Cf::kEvents);
+  it->SeekToLast();
+  if (!it->status().ok()) return io_error(it->status());
+  if (!it->Valid() || it->key().size() != 8) return uint64_t{0};
+  return decode_u64(std::string_view(it->key().data(), 8));
+}
+
+}  // namespace
+
+std::optional<FoldPlace> parse_fold_place(std::string_view name) {
+  if (name == "auto") return FoldPlace::kAuto;
+  if (name == "memory") return FoldPlace::kMemory;
+  if (name == "disk") return FoldPlace::kDisk;
+  return std::nullopt;
+}
+
+bool fits_in_memory(uint64_t events, uint64_t available) {
+  if (events > std::numeric_limits<uint64_t>::max() / kFoldBytesPerEvent) return false;
+  return events * kFoldBytesPerEvent <= available / 2;
+}
+
+uint64_t available_memory(const std::string& root) {
+  uint64_t available = std::numeric_limits<uint64_t>::max();
+  std::ifstream meminfo(root + "/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (!line.starts_with("MemAvailable:")) continue;
+    std::istringstream fields(line.substr(13));
+    uint64_t kb = 0;
+    if (fields >> kb) available = kb << 10;
+    break;
+  }
+  if (auto left = left_in_cgroup(root)) available = std::min(available, *left);
+  return available;
+}
+
+Result<std::unique_ptr<Fold>> Fold::of_log(const Store& store, uint64_t until,
+                                           const FoldOptions& options,
+                                           const EventInspector& inspect, uint64_t* events) {
+  if (events != nullptr) *events = 0;
+  auto last = last_event(store);
+  if (!last.ok()) return std::move(last.error());
+  const uint64_t expected = std::min(last.value(), until);  // seqs have no gaps
+  FoldPlace place = options.place;
+  std::string why = "as asked";
+  if (place == FoldPlace::kAuto) {
+    const uint64_t available = available_memory();
+    place = fits_in_memory(expected, available) ? FoldPlace::kMemory : FoldPlace::kDisk;
+    why = "in memory they would take about " + megabytes(expected * kFoldBytesPerEvent) +
+          ", over half of the " + megabytes(available) + " available";
+  }
+  std::unique_ptr<Fold> fold(new Fold());
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  ro.readahead_size = 4 << 20;
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator(ro, store.cf(Cf::kEvents)));
+  it->SeekToFirst();
+  Result<bool> folded = true;
+  if (place == FoldPlace::kMemory) {
+    fold->memory_ = std::make_unique<LogFold>();
+    fold->memory_->reserve(expected);
+    folded = fold_events(*it, until, *fold->memory_, inspect);
+  } else {
+    std::string dir = options.scratch_dir;
+    if (dir.empty()) {
+      std::error_code ec;
+      dir = (std::filesystem::temp_directory_path(ec) / "gatewayd-fold-XXXXXX").string();
+      if (::mkdtemp(dir.data()) == nullptr) {
+        return make_error(Code::kUnavailable, "cannot create a scratch directory for the fold: " +
+                                                  std::string(std::strerror(errno)));
+      }
+    }
+    if (options.on_disk_note) {
+      options.on_disk_note("the log's " + std::to_string(expected) +
+                           " events are folded on disk in " + dir + ": " + why);
+    }
+    auto disk = DiskFold::create(dir);
+    if (!disk.ok()) return std::move(disk.error());
+    fold->disk_ = std::move(disk.value());
+    DiskFold& d = *fold->disk_;
+    folded = fold_events(
+        *it, until, [&d](LoggedEvent event) { return d.add(std::move(event)); }, inspect);
+    if (folded.ok()) folded = d.finish();
+  }
+  if (events != nullptr) *events = fold->events();
+  if (!folded.ok()) return std::move(folded.error());
+  return fold;
+}
+
+uint64_t Fold::events() const { return disk_ ? disk_->events() : memory_->events(); }
+
+uint64_t Fold::last_seq() const { return disk_ ? disk_->last_seq() : memory_->last_seq(); }
+
+std::vector<LogFold::Stream> Fold::projections() const {
+  return disk_ ? disk_->projections() : memory_->projections();
+}
+
+std::optional<Error> Fold::stream_error() const {
+  return disk_ ? disk_->stream_error() : std::nullopt;
+}
+
+Result<bool> Fold::for_each_record(const Visit& visit) const {
+  if (disk_) return disk_->for_each_record(visit);
+  for (const auto& a : memory_->aggregates()) {
+    if (auto r = visit(a.record); !r.ok()) return r;
+  }
+  return true;
+}
+
+Result<bool> Fold::for_each_kind(const KindVisit& visit) const {
+  if (disk_) return disk_->for_each_kind(visit);
+  for (const auto& a : memory_->aggregates())
+    visit(kind_of(a.record), meta_of(a.record).deleted_at != 0);
+  return true;
+}
+
+}  // namespace gw
