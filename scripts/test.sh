@@ -104,8 +104,11 @@ docker-compose -f docker-compose.yml config -q
 # a third less compile time than -O2 -g. The two sanitizer builds are unity builds (CMake's
 # UNITY_BUILD: each target's sources compiled in batches of 8 per translation unit, so the
 # headers of RocksDB, Pistache, RapidJSON and doctest are parsed once per batch): 161 s against
-# 230 s for the ASan build from nothing. The release build compiles every file on its own, as
-# scripts/run.sh and scripts/bench.sh do, so that a file missing an include fails here too.
+# 230 s for the ASan build from nothing. A batch is one translation unit, so two files of a
+# batch must not define one name in one namespace: each integration test file keeps its own in
+# gw::itest::<file>_test (two files' kPath met when a new file moved the batches' bounds). The
+# release build compiles every file on its own, as scripts/run.sh and scripts/bench.sh do, so that
+# a file missing an include fails here too.
 stage "release: configure + build (build/)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGATEWAY_WERROR=ON -DGATEWAY_SANITIZE=OFF \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"

@@ -22,7 +22,7 @@
 #include "store/store.h"
 #include "support/event_log.h"
 
-namespace gw::itest {
+namespace gw::itest::admin_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -1034,4 +1034,4 @@ TEST_CASE("gatewayd serves a schema-1 log's domains with scope subtree") {
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::admin_test

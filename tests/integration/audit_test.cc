@@ -5,7 +5,7 @@
 
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::audit_test {
 namespace {
 
 using testing::json_with;
@@ -222,4 +222,4 @@ TEST_CASE("Idempotency-Key: malformed keys are 400, failed requests keep nothing
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::audit_test

@@ -13,7 +13,7 @@
 #include "core/hex.h"
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::auth_test {
 namespace {
 
 using testing::json_with;
@@ -712,4 +712,4 @@ TEST_CASE("blanks around header values are not part of them (RFC 9110 5.5)") {
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::auth_test

@@ -5,7 +5,7 @@
 
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::conflicts_test {
 namespace {
 
 using testing::num;
@@ -137,4 +137,4 @@ TEST_CASE("concurrent profile creates of one hostname from two teams: one wins")
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::conflicts_test

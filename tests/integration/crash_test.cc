@@ -9,7 +9,7 @@
 
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::crash_test {
 namespace {
 
 struct Acked {
@@ -320,4 +320,4 @@ TEST_CASE("a write-ahead log whose last write a crash tore starts without that w
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::crash_test

@@ -3,7 +3,7 @@
 
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::crud_test {
 namespace {
 
 using testing::json_with;
@@ -363,4 +363,4 @@ TEST_CASE("response-only fields in a body are ignored, so GET-edit-PUT round tri
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::crud_test

@@ -5,7 +5,7 @@
 
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::domains_test {
 namespace {
 
 using testing::json_with;
@@ -335,4 +335,4 @@ TEST_CASE("verify returns the domain as it is and appends a verification_request
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::domains_test

@@ -2,7 +2,7 @@
 // nothing.
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::events_test {
 namespace {
 
 using testing::json_with;
@@ -340,4 +340,4 @@ TEST_CASE("history and event pages stop before 4 MiB of events; the next page go
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::events_test

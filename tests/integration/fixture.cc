@@ -168,6 +168,18 @@ std::string create(Api& api, const Kind& kind, int n) {
   return testing::str(json(r), kind.id_field);
 }
 
+int64_t total(Api& api, const Kind& kind) {
+  Response r = api.get(std::string(kind.path));
+  INFO("GET ", kind.path, " -> ", r.status, " ", r.body, r.error);
+  CHECK(r.status == 200);
+  return testing::num(field(json(r), "pagination"), "total");
+}
+
+std::string padded(std::string body, size_t size) {
+  body.insert(body.size() - 1, size - body.size(), ' ');
+  return body;
+}
+
 void check_problem(const Response& r, long status, std::string_view code) {
   INFO("expected ", status, " ", code, "; got ", r.status, " ", r.body, r.error);
   CHECK(r.status == status);

@@ -145,6 +145,12 @@ Response verify(Api& api, std::string_view domain_id);
 // Creates one record (expects 201) and returns its id ("" on failure, with a failed CHECK).
 std::string create(Api& api, const Kind& kind, int n);
 
+// pagination.total of the first page of the api's tenant's records of `kind` (expects 200).
+int64_t total(Api& api, const Kind& kind);
+
+// `body`, a JSON object, with blanks before its closing brace up to `size` bytes in all.
+std::string padded(std::string body, size_t size);
+
 // CHECKs that `r` is an application/problem+json error with this status and code, in the agreed
 // shape: type "urn:gatewayd:problem:<code>", title, status, detail, code, errors[{field,message}].
 void check_problem(const Response& r, long status, std::string_view code);

@@ -21,7 +21,7 @@
 
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::lifecycle_test {
 namespace {
 
 using testing::ChildEnv;
@@ -878,4 +878,4 @@ TEST_CASE("an empty GATEWAY_* variable counts as unset") {
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::lifecycle_test

@@ -1,7 +1,7 @@
 // Lists: pagination defaults and limits, oldest first, filters, invalid queries.
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::lists_test {
 namespace {
 
 using testing::json_with;
@@ -246,4 +246,4 @@ TEST_CASE("webhook lists filter by status and workload_id") {
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::lists_test

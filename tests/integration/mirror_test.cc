@@ -10,7 +10,7 @@
 #include "support/kafka.h"
 #include "support/process.h"
 
-namespace gw::itest {
+namespace gw::itest::mirror_test {
 namespace {
 
 using testing::KafkaMessage;
@@ -409,4 +409,4 @@ TEST_CASE("a data dir behind its topic, restored from an older backup, publishes
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::mirror_test

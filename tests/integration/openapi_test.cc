@@ -8,7 +8,7 @@
 #include "integration/fixture.h"
 #include "support/process.h"
 
-namespace gw::itest {
+namespace gw::itest::openapi_test {
 namespace {
 
 bool is_method(std::string_view key) {
@@ -201,4 +201,4 @@ TEST_CASE("a head the server refuses gets a 400 code each operation documents") 
   }
 }
 
-}  // namespace gw::itest
+}  // namespace gw::itest::openapi_test

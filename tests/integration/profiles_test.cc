@@ -8,7 +8,7 @@
 
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::profiles_test {
 namespace {
 
 using testing::json_with;
@@ -552,4 +552,4 @@ TEST_CASE("body Content-Type may carry parameters and any letter case") {
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::profiles_test

@@ -1,7 +1,7 @@
 // Tenancy isolation: one team never sees, changes or learns of another team's records.
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::tenancy_test {
 namespace {
 
 using testing::num;
@@ -69,4 +69,4 @@ TEST_CASE("each team's list holds exactly its own records") {
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::tenancy_test

@@ -15,7 +15,7 @@
 #include "integration/fixture.h"
 #include "support/dnsmasq.h"
 
-namespace gw::itest {
+namespace gw::itest::verify_test {
 namespace {
 
 using testing::Dnsmasq;
@@ -977,4 +977,4 @@ TEST_CASE(
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::verify_test

@@ -1,7 +1,7 @@
 // Webhooks: defaults, field rules, PUT as full replacement.
 #include "integration/fixture.h"
 
-namespace gw::itest {
+namespace gw::itest::webhooks_test {
 namespace {
 
 using testing::json_with;
@@ -101,4 +101,4 @@ TEST_CASE("webhook PUT replaces the record; omitted external_id goes back to emp
 }
 
 }  // namespace
-}  // namespace gw::itest
+}  // namespace gw::itest::webhooks_test
