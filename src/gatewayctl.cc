@@ -54,8 +54,9 @@ constexpr char kUsage[] =
     "runs.\n"
     "--data-dir may also come from GATEWAY_DATA_DIR. --fold (GATEWAY_FOLD, default auto): where\n"
     "replay, check, rebuild and waf-check fold the log: in memory (fastest, about 1.2 KB per\n"
-    "event), on disk (slower, memory bounded; rebuild's in <data-dir>/fold.tmp, the others' under\n"
-    "$TMPDIR), or auto: in memory if that takes at most half of the memory available.\n";
+    "event), on disk (slower, about 150 MB plus 100 bytes per event; rebuild's in\n"
+    "<data-dir>/fold.tmp, the others' under $TMPDIR), or auto: in memory if that takes at most\n"
+    "half of the memory available.\n";
 
 int usage() {
   std::cerr << kUsage;
@@ -84,7 +85,8 @@ int fail_output(const std::string& command, const gw::Error& error) {
 const gw::FlagSpec kDataDir{"data-dir", "GATEWAY_DATA_DIR", "", "gatewayd's data directory"};
 const gw::FlagSpec kFold{"fold", "GATEWAY_FOLD", "auto",
                          "where the log is folded: memory (fastest, about 1.2 KB per event), disk "
-                         "(a scratch database; slower, memory bounded), or auto (memory if that "
+                         "(a scratch database; slower, about 150 MB plus 100 bytes per event), "
+                         "or auto (memory if that "
                          "takes at most half of the memory available)"};
 
 // A --fold value that is not one the flag takes: the usage error's exit.
@@ -316,6 +318,10 @@ int check(int argc, char** argv) {
   auto report = gw::admin::check_store(store.value()->store(),
                                        fold_options(flags, store.value()->scratch_dir() + "/fold"));
   if (!report.ok()) {
+    // The fold's own scratch database failed (its disk full, say): no finding about the store.
+    if (report.error().detail.starts_with(gw::kFoldScratchFailed)) {
+      return fail("check: " + report.error().detail);
+    }
     std::cout << "check: FAIL: cannot read the store: " << report.error().detail << "\n";
     return 1;
   }

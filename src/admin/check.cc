@@ -74,12 +74,18 @@ class ChainCheck {
   std::string prev_hash_ = kGenesisHash;
 };
 
-// The first difference between the stored projections and the replay's, or "".
-Result<std::string> compare_projections(const Store& store, const Fold& fold, uint64_t* compared,
-                                        uint64_t* spent) {
+}  // namespace
+
+Result<std::string> compare_projections(const Store& store, const LogFold::Stream& replay,
+                                        const std::function<std::optional<Error>()>& replay_error,
+                                        uint64_t* compared, uint64_t* spent) {
   auto it = store.iterate(Cf::kProjections);
   it->SeekToFirst();
-  auto replay = concatenated(fold.projections());
+  // A replay that ended early differs from there on: its error, not a difference.
+  auto difference = [&replay_error](std::string text) -> Result<std::string> {
+    if (auto ended = replay_error()) return std::move(*ended);
+    return text;
+  };
   std::string key;
   std::string value;
   bool more = replay(&key, &value);
@@ -95,28 +101,27 @@ Result<std::string> compare_projections(const Store& store, const Fold& fold, ui
       continue;
     }
     if (!more || (it->Valid() && stored_key < key)) {
-      return "projections: " + describe_key(stored_key) +
-             " is in the read model but not in a fresh replay of the log";
+      return difference("projections: " + describe_key(stored_key) +
+                        " is in the read model but not in a fresh replay of the log");
     }
     if (!it->Valid() || key < stored_key) {
-      return "projections: " + describe_key(key) +
-             " of a fresh replay is missing from the read model";
+      return difference("projections: " + describe_key(key) +
+                        " of a fresh replay is missing from the read model");
     }
     const std::string_view stored_value(it->value().data(), it->value().size());
     if (stored_value != value) {
-      return "projections: " + describe_key(key) + " differs: the read model has \"" +
-             escaped(stored_value, 200) + "\", a fresh replay has \"" + escaped(value, 200) + "\"";
+      return difference("projections: " + describe_key(key) + " differs: the read model has \"" +
+                        escaped(stored_value, 200) + "\", a fresh replay has \"" +
+                        escaped(value, 200) + "\"");
     }
     ++*compared;
     it->Next();
     more = replay(&key, &value);
   }
   if (!it->status().ok()) return io_error(it->status());
-  if (auto ended = fold.stream_error()) return std::move(*ended);
+  if (auto ended = replay_error()) return std::move(*ended);
   return std::string();
 }
-
-}  // namespace
 
 std::string describe_key(std::string_view key) {
   std::string out;
@@ -139,8 +144,10 @@ Result<CheckReport> check_store(const Store& store, const FoldOptions& options) 
     report.failure = fold.error().detail;
     return report;
   }
-  auto diff =
-      compare_projections(store, *fold.value(), &report.projection_keys, &report.spent_counters);
+  const Fold& folded = *fold.value();
+  auto diff = compare_projections(
+      store, concatenated(folded.projections()), [&folded] { return folded.stream_error(); },
+      &report.projection_keys, &report.spent_counters);
   if (!diff.ok()) return std::move(diff.error());
   report.failure = diff.value();
   auto counts = count_records(*fold.value());

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,8 +37,18 @@ struct CheckReport {
 };
 
 // kUnavailable on an I/O error; a damaged log or read model is a report with `failure` set.
-// The fold goes where `options` say (a fold on disk needs their scratch_dir).
+// The fold goes where `options` say. A failure of a fold on disk (its scratch directory full or
+// unwritable: an error whose detail begins with kFoldScratchFailed) is an error too, and no
+// finding about the store.
 Result<CheckReport> check_store(const Store& store, const FoldOptions& options = {});
+
+// The first difference between `store`'s projections and `replay`, a sorted stream of what a fresh
+// replay writes, as check's failure text, or "" when there is none. `replay_error` tells whether
+// the stream ended early (a read error of a fold on disk); if it did, that error is returned
+// instead of a difference. kUnavailable when `store` cannot be read.
+Result<std::string> compare_projections(const Store& store, const LogFold::Stream& replay,
+                                        const std::function<std::optional<Error>()>& replay_error,
+                                        uint64_t* compared, uint64_t* spent);
 
 // A projection key for people: components joined by '/', a trailing 8-byte number in decimal,
 // other bytes outside printable ASCII as \xNN. E.g. "h/dom_01J.../3".

@@ -22,9 +22,11 @@ Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& op
   const auto start = std::chrono::steady_clock::now();
   // The log is read to its end before the projections are dropped: a log that cannot be replayed
   // (a malformed event) leaves the data dir as it was, and gatewayd still starts on it.
-  // A fold on disk is removed also when gatewayctl is interrupted (an unused name otherwise).
-  const RemovedOnInterrupt removed_on_interrupt(
+  // A fold on disk and the table files being written are removed also when gatewayctl is
+  // interrupted (a name nothing is under otherwise).
+  const RemovedOnInterrupt fold_removed(
       options.scratch_dir.empty() ? store.value()->dir() + "/" + kFoldDir : options.scratch_dir);
+  const RemovedOnInterrupt tables_removed(store.value()->dir() + "/" + kRebuildDir);
   auto fold = fold_log(*store.value(), options);
   if (!fold.ok()) return std::move(fold.error());
   if (auto r = store.value()->reset_projections(); !r.ok()) return std::move(r.error());

@@ -93,7 +93,7 @@ Result<std::unique_ptr<Fold>> fold_log(Store& store, const FoldOptions& options)
 }
 
 Result<bool> write_projections(Store& store, const Fold& fold) {
-  const std::string dir = store.dir() + "/rebuild.tmp";
+  const std::string dir = store.dir() + "/" + kRebuildDir;
   auto r = ingest(store, fold, dir);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -109,7 +109,7 @@ Result<uint64_t> rebuild_projections(Store& store, const FoldOptions& options) {
 
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const FoldOptions& options) {
   // What a rebuild stopped half way (a kill, a power cut) left: nothing reads it.
-  for (const char* left : {kFoldDir, "rebuild.tmp"}) {
+  for (const char* left : {kFoldDir, kRebuildDir}) {
     std::error_code ec;
     std::filesystem::remove_all(store.dir() + "/" + left, ec);
   }

@@ -24,6 +24,7 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids,
 // scratch directory; the sorted table files into <data-dir>/rebuild.tmp. Both are removed once
 // used, and made afresh (removing what a stopped rebuild left) when next needed.
 inline constexpr char kFoldDir[] = "fold.tmp";
+inline constexpr char kRebuildDir[] = "rebuild.tmp";
 
 // Replays the whole log into the projections column family, which must be empty (a new data dir,
 // or right after Store::reset_projections): folds every event (fold.h, where `options` say),

@@ -16,6 +16,12 @@ constexpr std::string_view kSecondStreamFrom = "r";
 
 }  // namespace
 
+Error scratch_failed(Error error) {
+  error.code = Code::kUnavailable;
+  error.detail = std::string(kFoldScratchFailed) + error.detail;
+  return error;
+}
+
 // The sorted projections in [from, to) of the scratch database (no bound where empty), spent
 // counters left out. A read error ends the stream and is kept for stream_error().
 LogFold::Stream DiskFold::stream_range(std::string from, std::string to) const {
@@ -56,7 +62,7 @@ LogFold::Stream DiskFold::stream_range(std::string from, std::string to) const {
     }
     if (!it.status().ok()) {
       const std::lock_guard lock(stream_error_mu_);
-      if (!stream_error_) stream_error_ = io_error(it.status());
+      if (!stream_error_) stream_error_ = scratch_failed(io_error(it.status()));
     }
     return false;
   };
@@ -70,19 +76,24 @@ std::optional<Error> DiskFold::stream_error() const {
 Result<std::unique_ptr<DiskFold>> DiskFold::create(const std::string& dir) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  if (!std::filesystem::create_directories(dir, ec)) {
-    return make_error(Code::kUnavailable,
-                      "cannot create " + dir + (ec ? ": " + ec.message() : std::string()));
+  if (ec)
+    return scratch_failed(
+        make_error(Code::kUnavailable, "cannot remove " + dir + ": " + ec.message()));
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    return scratch_failed(make_error(
+        Code::kUnavailable,
+        "cannot create " + dir + ": " + (ec ? ec.message() : std::string("not a directory"))));
   }
   std::unique_ptr<DiskFold> fold(new DiskFold());
   fold->dir_ = dir;
   auto store = Store::open(dir);
-  if (!store.ok()) return std::move(store.error());  // ~DiskFold removes `dir`
+  if (!store.ok()) return scratch_failed(std::move(store.error()));  // ~DiskFold removes `dir`
   fold->scratch_ = std::move(store.value());
   // Its memtables hold what the fold wrote without a log; a close would write them out first.
   if (auto s = fold->scratch_->db()->SetDBOptions({{"avoid_flush_during_shutdown", "true"}});
       !s.ok()) {
-    return io_error(s);
+    return scratch_failed(io_error(s));
   }
   fold->ids_ = make_system_id_generator(fold->clock_);
   return fold;
@@ -104,7 +115,8 @@ Result<bool> DiskFold::add(LoggedEvent e) {
     tx_->write_only(written_only_by_projections);
   }
   bool created = false;
-  if (auto r = apply_event(*tx_, e, &created); !r.ok()) return r;
+  // It reads the scratch database only: an error is the scratch's, not the log's.
+  if (auto r = apply_event(*tx_, e, &created); !r.ok()) return scratch_failed(std::move(r.error()));
   if (created) firsts_.emplace_back(e.seq, meta_of(e.record).id);
   ++events_;
   last_seq_ = e.seq;
@@ -115,7 +127,7 @@ Result<bool> DiskFold::add(LoggedEvent e) {
 Result<bool> DiskFold::finish() {
   if (!tx_) return true;
   auto batch = tx_->seal();
-  if (!batch.ok()) return std::move(batch.error());
+  if (!batch.ok()) return scratch_failed(std::move(batch.error()));
   for (const auto& [seq, id] : firsts_) {
     batch.value()->Put(scratch_->cf(Cf::kMeta), encode_u64(seq), id);
   }
@@ -126,7 +138,7 @@ Result<bool> DiskFold::finish() {
   tx_.reset();
   firsts_.clear();
   staged_ = 0;
-  if (!s.ok()) return io_error(s);
+  if (!s.ok()) return scratch_failed(io_error(s));
   return true;
 }
 
@@ -142,18 +154,19 @@ Result<bool> DiskFold::for_each_record(const Visit& visit) const {
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const std::string id = it->value().ToString();
     auto stored = scratch_->get(Cf::kProjections, keys::record(id));
-    if (!stored.ok()) return std::move(stored.error());
+    if (!stored.ok()) return scratch_failed(std::move(stored.error()));
     keys::RecordHeader header;
     std::string_view json;
     const auto kind = kind_of_id(id);
     if (!stored.value() || !kind || !keys::decode_record(*stored.value(), &header, &json)) {
-      return make_error(Code::kInternal, "the fold's record of " + id + " is missing or malformed");
+      return scratch_failed(
+          make_error(Code::kInternal, "its record of " + id + " is missing or malformed"));
     }
     auto record = parse_stored_record(*kind, id, json);
-    if (!record.ok()) return std::move(record.error());
+    if (!record.ok()) return scratch_failed(std::move(record.error()));
     if (auto r = visit(record.value()); !r.ok()) return r;
   }
-  if (!it->status().ok()) return io_error(it->status());
+  if (!it->status().ok()) return scratch_failed(io_error(it->status()));
   return true;
 }
 
@@ -176,12 +189,12 @@ Result<bool> DiskFold::for_each_kind(const KindVisit& visit) const {
     std::string_view json;
     const auto kind = kind_of_id(id);
     if (!kind || !keys::decode_record({it->value().data(), it->value().size()}, &header, &json)) {
-      return make_error(Code::kInternal,
-                        "the fold's record of " + std::string(id) + " is malformed");
+      return scratch_failed(
+          make_error(Code::kInternal, "its record of " + std::string(id) + " is malformed"));
     }
     visit(*kind, header.deleted);
   }
-  if (!it->status().ok()) return io_error(it->status());
+  if (!it->status().ok()) return scratch_failed(io_error(it->status()));
   return true;
 }
 

@@ -27,10 +27,17 @@
 
 namespace gw {
 
+// How the detail of every error of a fold's scratch database begins (kUnavailable): a failure of
+// the disk it is on (full, unwritable, a read error), not a finding about the log or the read
+// model folded from it. Errors of the log itself (a malformed event) do not begin so.
+inline constexpr std::string_view kFoldScratchFailed = "the fold on disk failed: ";
+// `error` as such a failure.
+Error scratch_failed(Error error);
+
 class DiskFold {
  public:
   // Makes `dir` afresh (what is there is removed first) and opens the scratch database in it.
-  // kUnavailable if it cannot.
+  // kUnavailable (kFoldScratchFailed) if it cannot.
   static Result<std::unique_ptr<DiskFold>> create(const std::string& dir);
   ~DiskFold();  // closes the scratch database and removes `dir`
 
@@ -38,7 +45,8 @@ class DiskFold {
   DiskFold& operator=(const DiskFold&) = delete;
 
   // As LogFold::add: the next event, in ascending sequence order (kInternal otherwise). Staged in
-  // a batch, written every kEventsPerBatch events; kUnavailable if the scratch database fails.
+  // a batch, written every kEventsPerBatch events; kUnavailable (kFoldScratchFailed) if the
+  // scratch database fails.
   Result<bool> add(LoggedEvent event);
   // Writes what add() staged; call after the last add(), before reading the fold.
   Result<bool> finish();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,19 +23,50 @@ std::optional<uint64_t> read_bytes(const std::string& path) {
   return value;
 }
 
+// A number in a cgroup's memory.stat ("inactive_file 12345"), 0 if it is not there.
+uint64_t stat_of(const std::string& dir, std::string_view name) {
+  std::ifstream in(dir + "/memory.stat");
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == ' ') {
+      return std::strtoull(line.c_str() + name.size() + 1, nullptr, 10);
+    }
+  }
+  return 0;
+}
+
 // What is left under the memory limit of the cgroup whose files are in `dir` (v2: memory.max and
-// memory.current; v1: memory.limit_in_bytes and memory.usage_in_bytes), if it has one.
+// memory.current; v1: memory.limit_in_bytes and memory.usage_in_bytes), if it has one. The page
+// cache the kernel would drop first (inactive file pages) counts as free, as in MemAvailable.
 std::optional<uint64_t> left_under_limit(const std::string& dir, bool v2) {
   auto limit = read_bytes(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
   auto used = read_bytes(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
   if (!limit || !used) return std::nullopt;
-  return *limit > *used ? *limit - *used : 0;
+  const uint64_t cache = stat_of(dir, v2 ? "inactive_file" : "total_inactive_file");
+  const uint64_t in_use = *used > cache ? *used - cache : 0;
+  return *limit > in_use ? *limit - in_use : 0;
 }
 
-// What is left under this process's cgroup memory limit, read below `root`: the cgroup named in
+// The least left under the limits of the cgroup at `path` below `mount` and of each of its
+// ancestors up to the mount (a limit on a parent bounds its children too). Where that path is not
+// there (a container sees its own cgroup at the mount's root), the mount's root only.
+std::optional<uint64_t> left_in_hierarchy(const std::string& mount, const std::string& path,
+                                          bool v2) {
+  std::filesystem::path dir = mount + (path == "/" ? "" : path);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) dir = mount;
+  std::optional<uint64_t> left;
+  for (;;) {
+    if (auto here = left_under_limit(dir.string(), v2))
+      left = left ? std::min(*left, *here) : *here;
+    if (dir.string().size() <= mount.size()) break;
+    dir = dir.parent_path();
+  }
+  return left;
+}
+
+// What is left under this process's cgroup memory limits, read below `root`: the cgroup named in
 // /proc/self/cgroup (v2's "0::PATH", or v1's "N:...memory...:PATH") under /sys/fs/cgroup (v1:
-// /sys/fs/cgroup/memory), or, where that path is not there (a container sees its own cgroup at
-// the mount's root), the mount's root.
+// /sys/fs/cgroup/memory), and its ancestors.
 std::optional<uint64_t> left_in_cgroup(const std::string& root) {
   std::ifstream in(root + "/proc/self/cgroup");
   std::optional<uint64_t> left;
@@ -50,9 +82,8 @@ std::optional<uint64_t> left_in_cgroup(const std::string& root) {
     for (std::string c; std::getline(list, c, ',');) memory = memory || c == "memory";
     if (!v2 && !memory) continue;
     const std::string mount = root + (v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory");
-    auto here = left_under_limit(mount + (path == "/" ? "" : path), v2);
-    if (!here) here = left_under_limit(mount, v2);
-    if (here) left = left ? std::min(*left, *here) : *here;
+    if (auto here = left_in_hierarchy(mount, path, v2))
+      left = left ? std::min(*left, *here) : *here;
   }
   return left;
 }
@@ -128,8 +159,9 @@ Result<std::unique_ptr<Fold>> Fold::of_log(const Store& store, uint64_t until,
       std::error_code ec;
       dir = (std::filesystem::temp_directory_path(ec) / "gatewayd-fold-XXXXXX").string();
       if (::mkdtemp(dir.data()) == nullptr) {
-        return make_error(Code::kUnavailable, "cannot create a scratch directory for the fold: " +
-                                                  std::string(std::strerror(errno)));
+        const int error = errno;
+        return scratch_failed(
+            make_error(Code::kUnavailable, "cannot create " + dir + ": " + std::strerror(error)));
       }
     }
     if (options.on_disk_note) {

@@ -204,6 +204,39 @@ TEST_CASE("check passes on a read model kept in step event by event, counters ba
   CHECK(report.value().projection_keys + report.value().spent_counters == keys);
 }
 
+// A fold on disk whose scratch database could not be read gave a stream that ended early, and
+// check reported the rest of the read model as "not in a fresh replay" (helper 80).
+TEST_CASE("check reports a replay that ended early by its error, not as a difference") {
+  FixtureDir fx;
+  auto ro = open_read_only(fx.path());
+  std::vector<std::pair<std::string, std::string>> stored;
+  auto it = ro->store().iterate(Cf::kProjections);
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    stored.emplace_back(it->key().ToString(), it->value().ToString());
+  }
+  REQUIRE(stored.size() > 4);
+  // The first half of the read model, then the end.
+  auto half = [&stored, i = size_t{0}](std::string* key, std::string* value) mutable {
+    if (i >= stored.size() / 2) return false;
+    *key = stored[i].first;
+    *value = stored[i++].second;
+    return true;
+  };
+  const Error failed = scratch_failed(make_error(Code::kUnavailable, "injected read error"));
+  uint64_t compared = 0;
+  uint64_t spent = 0;
+  auto ended = compare_projections(
+      ro->store(), half, [&] { return std::optional<Error>(failed); }, &compared, &spent);
+  REQUIRE_FALSE(ended.ok());
+  CHECK(ended.error().detail == "the fold on disk failed: injected read error");
+  // The same stream with no error is a difference.
+  auto short_replay = compare_projections(
+      ro->store(), half, [] { return std::optional<Error>(); }, &compared, &spent);
+  REQUIRE(short_replay.ok());
+  CHECK(
+      short_replay.value().ends_with(" is in the read model but not in a fresh replay of the log"));
+}
+
 TEST_CASE("check names the first event whose stored bytes were changed") {
   FixtureDir fx;
   edit_event(fx.path(), 4, [](std::string e) {

@@ -750,6 +750,28 @@ TEST_CASE("the read-only commands run when their scratch directory cannot be wri
   CHECK(lines_of(events.out).size() == 20);
 }
 
+// A fold on disk in a scratch directory that could not take it (a full disk) was reported as
+// "check: FAIL: cannot read the store" (helper 80).
+TEST_CASE("check whose fold on disk fails says so on stderr: it is no FAIL of the store") {
+  Server server;
+  Api a(server, kTeamA);
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, "wl-" + std::to_string(i))).status == 201);
+  }
+  REQUIRE(server.stop().success());
+  // Writes past the first byte fail with EFBIG, as on a full disk; a read-only open writes
+  // nothing that matters (see the case above), the fold's database does.
+  testing::ChildEnv full_disk{{}, {}, 1};
+  auto check = testing::run_command(
+      {kGatewayctl, "check", "--data-dir", server.data_dir(), "--fold", "disk"}, full_disk,
+      std::chrono::seconds(60));
+  INFO(check.out, check.err);
+  CHECK(check.status.describe() == "exit 1");
+  CHECK(check.out.empty());
+  CHECK(check.err.find("\ngatewayctl: check: the fold on disk failed: ") != std::string::npos);
+  CHECK(ctl({"check", "--data-dir", server.data_dir(), "--fold", "disk"}).status.success());
+}
+
 TEST_CASE("check that cannot read a data dir says so on stderr: it is no FAIL of the store") {
   testing::TempDir parent;
   auto r = ctl({"check", "--data-dir", parent.file("absent")});
