@@ -63,16 +63,20 @@ Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostre
   }
   auto fold = Fold::of_log(store, until_seq, options);
   if (!fold.ok()) return std::move(fold.error());
-  errno = 0;  // nothing but the writes below may set it
+  // errno is taken right after a write that failed: a fold on disk reads between the writes.
+  errno = 0;
   out << "{\"until_seq\":" << until_seq << ",\"records\":[";
+  if (!out) return write_failed("the records", errno);
   uint64_t records = 0;
   auto listed = fold.value()->for_each_record([&](const Record& record) -> Result<bool> {
-    if (meta_of(record).deleted_at == 0) {
-      out << (records++ == 0 ? "\n" : ",\n") << to_json(record);
-    }
+    if (meta_of(record).deleted_at != 0) return true;
+    errno = 0;
+    out << (records++ == 0 ? "\n" : ",\n") << to_json(record);
+    if (!out) return write_failed("the records", errno);
     return true;
   });
   if (!listed.ok()) return std::move(listed.error());
+  errno = 0;
   out << "\n]}\n";
   out.flush();
   if (!out) return write_failed("the records", errno);

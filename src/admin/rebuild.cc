@@ -29,6 +29,9 @@ Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& op
   const RemovedOnInterrupt tables_removed(store.value()->dir() + "/" + kRebuildDir);
   auto fold = fold_log(*store.value(), options);
   if (!fold.ok()) return std::move(fold.error());
+  // Counted before anything is dropped: a fold on disk that cannot be read changes nothing.
+  auto counts = count_records(*fold.value());
+  if (!counts.ok()) return std::move(counts.error());
   if (auto r = store.value()->reset_projections(); !r.ok()) return std::move(r.error());
   if (auto r = write_projections(*store.value(), *fold.value()); !r.ok()) {
     return std::move(r.error());
@@ -37,8 +40,6 @@ Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& op
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.events = fold.value()->events();
   report.on_disk = fold.value()->on_disk();
-  auto counts = count_records(*fold.value());
-  if (!counts.ok()) return std::move(counts.error());
   report.records = counts.value();
   report.recovery_note = store.value()->recovery_note();
   return report;

@@ -394,6 +394,12 @@ TEST_CASE("events and replay into a pipe without a reader say the reader went aw
     auto records = write_replay(ro->store(), 7, out);
     REQUIRE_FALSE(records.ok());
     CHECK(records.error().detail == kReaderGone);
+    // Folded on disk, where the scratch database is read between the writes.
+    out.clear();
+    auto on_disk =
+        write_replay(ro->store(), 7, out, fold_at(FoldPlace::kDisk, ro->scratch_dir() + "/fold"));
+    REQUIRE_FALSE(on_disk.ok());
+    CHECK(on_disk.error().detail == kReaderGone);
   }
   ::signal(SIGPIPE, old_handler);
 }
