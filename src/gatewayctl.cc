@@ -96,13 +96,15 @@ std::optional<int> bad_fold(const gw::Flags& flags) {
 }
 
 // The options of a valid --fold (see bad_fold); a fold on disk goes into `scratch_dir` (a
-// read-only command's goes into its ReadOnlyStore's scratch directory) and says so on stderr.
-gw::FoldOptions fold_options(const gw::Flags& flags, const std::string& scratch_dir) {
+// read-only command's goes into its ReadOnlyStore's scratch directory) and says so on `notes`
+// (stderr, unless the command's output goes there).
+gw::FoldOptions fold_options(const gw::Flags& flags, const std::string& scratch_dir,
+                             std::ostream& notes = std::cerr) {
   gw::FoldOptions options;
   options.place = *gw::parse_fold_place(flags.get("fold"));
   options.scratch_dir = scratch_dir;
-  options.on_disk_note = [](const std::string& note) {
-    std::cerr << "gatewayctl: " << note << "\n";
+  options.on_disk_note = [&notes](const std::string& note) {
+    notes << "gatewayctl: " << note << std::endl;
   };
   return options;
 }
@@ -289,9 +291,11 @@ int replay(int argc, char** argv) {
   __gnu_cxx::stdio_filebuf<char> buffer(fd, std::ios::out, 1 << 16);  // closes `fd`
   std::ostream out(&buffer);
   // write_replay flushes what it wrote, so a reader gone is its error; the close can only fail.
+  // The note of a fold on disk goes to stderr, or to stdout when the records go to stderr.
+  std::ostream& notes = descriptor == STDERR_FILENO ? std::cout : std::cerr;
   auto records =
       gw::admin::write_replay(store.value()->store(), *until, out,
-                              fold_options(flags, store.value()->scratch_dir() + "/fold"));
+                              fold_options(flags, store.value()->scratch_dir() + "/fold", notes));
   const bool closed = out.flush() && buffer.close() != nullptr;
   if (!records.ok()) return fail_output("replay", records.error());
   if (!closed) return fail("replay: cannot write " + written);

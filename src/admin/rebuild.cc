@@ -32,8 +32,10 @@ Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& op
   // Counted before anything is dropped: a fold on disk that cannot be read changes nothing.
   auto counts = count_records(*fold.value());
   if (!counts.ok()) return std::move(counts.error());
-  if (auto r = store.value()->reset_projections(); !r.ok()) return std::move(r.error());
-  if (auto r = write_projections(*store.value(), *fold.value()); !r.ok()) {
+  // The old read model is dropped only once the new one's table files are written.
+  Store& s = *store.value();
+  if (auto r = write_projections(s, *fold.value(), [&s] { return s.reset_projections(); });
+      !r.ok()) {
     return std::move(r.error());
   }
   RebuildReport report;

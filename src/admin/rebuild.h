@@ -1,7 +1,8 @@
 // `gatewayctl rebuild`: drops the read model of a data dir and replays the whole log into it
 // (fold_log: one fold of the whole log, in memory or on disk, see projections/fold.h; then
-// Store::reset_projections; then write_projections: sorted table files ingested at once). A log
-// that cannot be folded leaves the read model as it was. The server must be stopped: the data dir
+// write_projections: sorted table files, then Store::reset_projections, then the files ingested at
+// once). A log that cannot be folded, or table files that cannot be written, leave the read model
+// as it was. The server must be stopped: the data dir
 // is opened for writing, which RocksDB's LOCK refuses while gatewayd holds it. Safe to call from
 // any thread; not concurrently on one data dir.
 #pragma once
@@ -25,7 +26,9 @@ struct RebuildReport {
 
 // kUnavailable when the data dir cannot be opened for writing (the message says so when gatewayd,
 // or another process, holds it) or on an I/O error; kInternal (naming the event) for a malformed
-// event, in which case the projections are left empty and gatewayd will replay again at start.
+// event. Until the new read model's table files are written nothing is changed; an error after
+// that (dropping the old one, the ingest) leaves the projections empty, and gatewayd replays the
+// log at its next start.
 // The fold goes where `options` say, on disk into <data-dir>/fold.tmp unless they name another
 // scratch directory.
 Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& options = {});

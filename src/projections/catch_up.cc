@@ -3,6 +3,7 @@
 #include <rocksdb/sst_file_writer.h>
 
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -37,7 +38,9 @@ Result<std::vector<std::string>> write_tables(Store& store, const std::string& p
     }
     if (!table) {
       files.push_back(prefix + std::to_string(files.size() + 1) + ".sst");
-      table = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), options, cf);
+      // No column family named: the files may be ingested into the projections column family
+      // made anew after they were written (`gatewayctl rebuild` drops it only once they are).
+      table = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), options);
       if (auto s = table->Open(files.back()); !s.ok()) return io_error(s);
     }
     if (auto s = table->Put(key, value); !s.ok()) return io_error(s);
@@ -48,9 +51,10 @@ Result<std::vector<std::string>> write_tables(Store& store, const std::string& p
   return files;
 }
 
-// Writes each part of the fold's projections on its own thread, then ingests all the files in
-// one step (they cover disjoint key ranges).
-Result<bool> ingest(Store& store, const Fold& fold, const std::string& dir) {
+// Writes each part of the fold's projections on its own thread into table files under `dir`
+// (made afresh); returns their paths.
+Result<std::vector<std::string>> write_tables_of(Store& store, const Fold& fold,
+                                                 const std::string& dir) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   if (!std::filesystem::create_directories(dir, ec)) {
@@ -75,6 +79,11 @@ Result<bool> ingest(Store& store, const Fold& fold, const std::string& dir) {
   }
   if (failed) return std::move(*failed);
   if (auto ended = fold.stream_error()) return std::move(*ended);
+  return files;
+}
+
+// Ingests the table files in one step (they cover disjoint key ranges).
+Result<bool> ingest(Store& store, const std::vector<std::string>& files) {
   if (files.empty()) return true;
   rocksdb::IngestExternalFileOptions options;
   options.move_files = true;
@@ -92,9 +101,14 @@ Result<std::unique_ptr<Fold>> fold_log(Store& store, const FoldOptions& options)
   return Fold::of_log(store, UINT64_MAX, in_data_dir);
 }
 
-Result<bool> write_projections(Store& store, const Fold& fold) {
+Result<bool> write_projections(Store& store, const Fold& fold,
+                               const std::function<Result<bool>()>& before_ingest) {
   const std::string dir = store.dir() + "/" + kRebuildDir;
-  auto r = ingest(store, fold, dir);
+  auto files = write_tables_of(store, fold, dir);
+  Result<bool> r = true;
+  if (!files.ok()) r = std::move(files.error());
+  if (r.ok() && before_ingest) r = before_ingest();
+  if (r.ok()) r = ingest(store, files.value());
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return r;

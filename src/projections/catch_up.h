@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/clock.h"
@@ -33,9 +34,12 @@ inline constexpr char kRebuildDir[] = "rebuild.tmp";
 // the number of events. kInternal for a malformed event, kUnavailable on an I/O error.
 Result<uint64_t> rebuild_projections(Store& store, const FoldOptions& options = {});
 
-// The two steps of rebuild_projections, for a caller that drops the projections in between
-// (`gatewayctl rebuild` drops them only once the log has been read to the end).
+// The two steps of rebuild_projections, for a caller that drops the projections in between:
+// `gatewayctl rebuild` drops them with `before_ingest`, once the log has been read to its end and
+// its table files are written, so that a failure before (a malformed event, a full disk) leaves
+// the read model as it was. An error of `before_ingest` ingests nothing.
 Result<std::unique_ptr<Fold>> fold_log(Store& store, const FoldOptions& options);
-Result<bool> write_projections(Store& store, const Fold& fold);
+Result<bool> write_projections(Store& store, const Fold& fold,
+                               const std::function<Result<bool>()>& before_ingest = nullptr);
 
 }  // namespace gw

@@ -35,13 +35,16 @@ uint64_t stat_of(const std::string& dir, std::string_view name) {
 }
 
 // What is left under the memory limit of the cgroup whose files are in `dir` (v2: memory.max and
-// memory.current; v1: memory.limit_in_bytes and memory.usage_in_bytes), if it has one. The page
-// cache the kernel would drop first (inactive file pages) counts as free, as in MemAvailable.
+// memory.current; v1: memory.limit_in_bytes and memory.usage_in_bytes), if it has one. Its page
+// cache (active and inactive file pages, which the kernel reclaims under the limit) counts as
+// free, as MemAvailable counts the machine's.
 std::optional<uint64_t> left_under_limit(const std::string& dir, bool v2) {
   auto limit = read_bytes(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
   auto used = read_bytes(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
   if (!limit || !used) return std::nullopt;
-  const uint64_t cache = stat_of(dir, v2 ? "inactive_file" : "total_inactive_file");
+  const uint64_t cache =
+      v2 ? stat_of(dir, "active_file") + stat_of(dir, "inactive_file")
+         : stat_of(dir, "total_active_file") + stat_of(dir, "total_inactive_file");
   const uint64_t in_use = *used > cache ? *used - cache : 0;
   return *limit > in_use ? *limit - in_use : 0;
 }

@@ -307,13 +307,14 @@ TEST_CASE("the memory available is MemAvailable, or less under a cgroup's memory
     write("/sys/fs/cgroup/jobs.slice/inner/memory.current", std::to_string(40 * mb));
     CHECK(available_memory(root.path()) == 200 * mb);
   }
-  SUBCASE("the page cache the kernel drops first counts as free, as in MemAvailable") {
+  SUBCASE("the page cache, active and inactive, counts as free, as in MemAvailable") {
     write("/proc/self/cgroup", "0::/job\n");
     write("/sys/fs/cgroup/job/memory.max", std::to_string(1024 * mb));
     write("/sys/fs/cgroup/job/memory.current", std::to_string(900 * mb));
-    write("/sys/fs/cgroup/job/memory.stat",
-          "anon 1000\nfile 864026624\nactive_file 10\ninactive_file " + std::to_string(800 * mb) +
-              "\nslab 5\n");
+    // A file read twice is on the active list (helper 81: 840 MB active, 36 KB inactive).
+    write("/sys/fs/cgroup/job/memory.stat", "anon 1000\nfile 864026624\nactive_file " +
+                                                std::to_string(700 * mb) + "\ninactive_file " +
+                                                std::to_string(100 * mb) + "\nslab 5\n");
     CHECK(available_memory(root.path()) == 924 * mb);
   }
   SUBCASE("cgroup v1: a parent's limit bounds its child's, page cache as free") {
@@ -321,7 +322,8 @@ TEST_CASE("the memory available is MemAvailable, or less under a cgroup's memory
     write("/sys/fs/cgroup/memory/job/memory.limit_in_bytes", std::to_string(300 * mb));
     write("/sys/fs/cgroup/memory/job/memory.usage_in_bytes", std::to_string(150 * mb));
     write("/sys/fs/cgroup/memory/job/memory.stat",
-          "cache 5\ninactive_file 7\ntotal_inactive_file " + std::to_string(50 * mb) + "\n");
+          "cache 5\ninactive_file 7\nactive_file 9\ntotal_active_file " + std::to_string(20 * mb) +
+              "\ntotal_inactive_file " + std::to_string(30 * mb) + "\n");
     write("/sys/fs/cgroup/memory/job/inner/memory.limit_in_bytes", "9223372036854771712");
     write("/sys/fs/cgroup/memory/job/inner/memory.usage_in_bytes", std::to_string(100 * mb));
     CHECK(available_memory(root.path()) == 200 * mb);
