@@ -24,8 +24,7 @@ Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& op
   // (a malformed event) leaves the data dir as it was, and gatewayd still starts on it.
   // A fold on disk and the table files being written are removed also when gatewayctl is
   // interrupted (a name nothing is under otherwise).
-  const RemovedOnInterrupt fold_removed(
-      options.scratch_dir.empty() ? store.value()->dir() + "/" + kFoldDir : options.scratch_dir);
+  const RemovedOnInterrupt fold_removed(fold_scratch_dir(*store.value(), options));
   const RemovedOnInterrupt tables_removed(store.value()->dir() + "/" + kRebuildDir);
   auto fold = fold_log(*store.value(), options);
   if (!fold.ok()) return std::move(fold.error());

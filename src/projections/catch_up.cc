@@ -97,8 +97,12 @@ Result<bool> ingest(Store& store, const std::vector<std::string>& files) {
 
 Result<std::unique_ptr<Fold>> fold_log(Store& store, const FoldOptions& options) {
   FoldOptions in_data_dir = options;
-  if (in_data_dir.scratch_dir.empty()) in_data_dir.scratch_dir = store.dir() + "/" + kFoldDir;
+  in_data_dir.scratch_dir = fold_scratch_dir(store, options);
   return Fold::of_log(store, UINT64_MAX, in_data_dir);
+}
+
+std::string fold_scratch_dir(const Store& store, const FoldOptions& options) {
+  return options.scratch_dir.empty() ? store.dir() + "/" + kFoldDir : options.scratch_dir;
 }
 
 Result<bool> write_projections(Store& store, const Fold& fold,

@@ -39,6 +39,8 @@ Result<uint64_t> rebuild_projections(Store& store, const FoldOptions& options = 
 // its table files are written, so that a failure before (a malformed event, a full disk) leaves
 // the read model as it was. An error of `before_ingest` ingests nothing.
 Result<std::unique_ptr<Fold>> fold_log(Store& store, const FoldOptions& options);
+// Where fold_log folds on disk: the options' scratch_dir, or <data-dir>/fold.tmp.
+std::string fold_scratch_dir(const Store& store, const FoldOptions& options);
 Result<bool> write_projections(Store& store, const Fold& fold,
                                const std::function<Result<bool>()>& before_ingest = nullptr);
 

@@ -11,6 +11,8 @@
 #include <limits>
 #include <sstream>
 
+#include "projections/read_model.h"
+
 namespace gw {
 
 namespace {
@@ -93,15 +95,6 @@ std::optional<uint64_t> left_in_cgroup(const std::string& root) {
 
 std::string megabytes(uint64_t bytes) { return std::to_string(bytes >> 20) + " MB"; }
 
-// The sequence number of the log's last event, 0 for none.
-Result<uint64_t> last_event(const Store& store) {
-  auto it = store.iterate(Cf::kEvents);
-  it->SeekToLast();
-  if (!it->status().ok()) return io_error(it->status());
-  if (!it->Valid() || it->key().size() != 8) return uint64_t{0};
-  return decode_u64(std::string_view(it->key().data(), 8));
-}
-
 }  // namespace
 
 std::optional<FoldPlace> parse_fold_place(std::string_view name) {
@@ -134,7 +127,7 @@ Result<std::unique_ptr<Fold>> Fold::of_log(const Store& store, uint64_t until,
                                            const FoldOptions& options,
                                            const EventInspector& inspect, uint64_t* events) {
   if (events != nullptr) *events = 0;
-  auto last = last_event(store);
+  auto last = ReadModel(store).last_seq();
   if (!last.ok()) return std::move(last.error());
   const uint64_t expected = std::min(last.value(), until);  // seqs have no gaps
   FoldPlace place = options.place;

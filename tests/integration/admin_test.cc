@@ -101,6 +101,14 @@ std::vector<std::string> answers(Api& api, const std::vector<std::string>& paths
   return out;
 }
 
+// Creates `n` webhooks (workload ids wl-0, wl-1, ...) as the api's team.
+void create_webhooks(Api& api, int n) {
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(api.post("/v1/webhook", webhook_body(api.team(), "wl-" + std::to_string(i))).status ==
+            201);
+  }
+}
+
 // Copies a stopped server's data dir and edits one key of `cf` in the copy.
 void tamper(const std::string& from, const std::string& to, Cf cf, const std::string& key,
             const std::function<void(std::string*)>& edit) {
@@ -267,9 +275,7 @@ TEST_CASE("rebuild replays the log into the same API answers, and only with the 
 TEST_CASE("a rebuild whose table files cannot be written leaves the read model as it was") {
   Server server;
   Api a(server, kTeamA);
-  for (int i = 0; i < 1000; ++i) {
-    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, "wl-" + std::to_string(i))).status == 201);
-  }
+  create_webhooks(a, 1000);
   REQUIRE(server.stop().success());
   // 20 KB: the database opens (its OPTIONS file is about 15 KB), the records' table file does not
   // fit.
@@ -719,9 +725,7 @@ TEST_CASE(
     "a corrupt block of the read model: check cannot read the store, a GET says it cannot read") {
   Server server({"--read-cache-mb", "0"});
   Api a(server, kTeamA);
-  for (int i = 0; i < 300; ++i) {
-    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, "wl-" + std::to_string(i))).status == 201);
-  }
+  create_webhooks(a, 300);
   REQUIRE(server.stop().success());
   // rebuild writes the read model into table files (a clean stop leaves it in the log).
   REQUIRE(ctl({"rebuild", "--data-dir", server.data_dir()}).status.success());
@@ -778,9 +782,7 @@ TEST_CASE(
 TEST_CASE("the read-only commands run when their scratch directory cannot be written") {
   Server server;
   Api a(server, kTeamA);
-  for (int i = 0; i < 20; ++i) {
-    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, "wl-" + std::to_string(i))).status == 201);
-  }
+  create_webhooks(a, 20);
   REQUIRE(server.stop().success());
   testing::ChildEnv full_disk{{}, {}, 4096};  // writes past 4 KB fail with EFBIG
   auto check = testing::run_command({kGatewayctl, "check", "--data-dir", server.data_dir()},
@@ -799,9 +801,7 @@ TEST_CASE("the read-only commands run when their scratch directory cannot be wri
 TEST_CASE("check whose fold on disk fails says so on stderr: it is no FAIL of the store") {
   Server server;
   Api a(server, kTeamA);
-  for (int i = 0; i < 5; ++i) {
-    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, "wl-" + std::to_string(i))).status == 201);
-  }
+  create_webhooks(a, 5);
   REQUIRE(server.stop().success());
   // Writes past the first byte fail with EFBIG, as on a full disk; a read-only open writes
   // nothing that matters (see the case above), the fold's database does.
@@ -861,9 +861,7 @@ TEST_CASE("the commands say so when they may not read the data dir") {
 TEST_CASE("the read-only commands refuse a data dir whose table files are missing") {
   Server server;
   Api a(server, kTeamA);
-  for (int i = 0; i < 20; ++i) {
-    REQUIRE(a.post("/v1/webhook", webhook_body(kTeamA, "wl-" + std::to_string(i))).status == 201);
-  }
+  create_webhooks(a, 20);
   REQUIRE(server.stop().success());  // a clean stop flushes every event into table files
   testing::TempDir copies;
   const std::string damaged = copies.file("damaged");
