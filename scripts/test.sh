@@ -40,10 +40,10 @@ stage() {
 }
 
 # Runs ctest in build dir $1; a failure is recorded so the other build still runs. The unit
-# tests and the integration tests, one entry per file (CMakeLists.txt), run side by side, two per
-# core, the costliest first: an integration case spends most of its time waiting for the
-# processes it starts and their timeouts (the release build's integration tests use about a
-# third of one core).
+# tests, one entry per directory, and the integration tests, one entry per file (CMakeLists.txt),
+# run side by side, two per core, the costliest first: an integration case spends most of its
+# time waiting for the processes it starts and their timeouts (the release build's integration
+# tests use about a third of one core).
 run_ctest() {
   local dir=$1 label=$2
   stage "${label}: ctest"

@@ -1,7 +1,7 @@
-// The connection's life at the edge: half-closed clients, idle and lingering timeouts (408),
-// refusals that end a connection (400, 413, 431), requests that come in pieces, pipelining, HEAD,
-// 100-continue, and answers that wait for a slow reader. Split from errors_test.cc, whose other
-// cases are the error statuses of requests.
+// The connection's life at the edge: half-closed clients, lingering after a refusal, refusals that
+// end a connection (400, 413, 431), requests that come in pieces, pipelining, HEAD, 100-continue,
+// and answers that wait for a slow reader. Split from errors_test.cc, whose other cases are the
+// error statuses of requests; the idle timeout's cases (408) are timeouts_test.cc.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -25,63 +25,12 @@ namespace {
 using testing::num;
 using testing::str;
 
-// Writes `request` on connection `fd` (whose reads time out after 5 s) and reads one response:
-// its head and as many body bytes as its Content-Length says ("" if none came).
-std::string exchange_on(int fd, const std::string& request) {
-  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(request.size())) {
-    return "";
-  }
-  return read_response(fd);
-}
-
-// A new connection to the server whose reads time out after 5 s.
-int connect_with_timeout(const Server& server) {
-  const int fd = connect_to(server);
-  REQUIRE(fd >= 0);
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  return fd;
-}
-
-// The bytes of a GET of team A's first page of 100 profiles, with its token.
-std::string profile_page_request(const Server& server) {
-  return "GET /v1/gateway_security_profile?per_page=100 HTTP/1.1\r\nHost: x\r\n"
-         "Authorization: Bearer " +
-         server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\n\r\n";
-}
-
 // exchange_on() on a new connection, closed afterwards.
 std::string raw_exchange(const Server& server, const std::string& request) {
   const int fd = connect_with_timeout(server);
   std::string got = exchange_on(fd, request);
   ::close(fd);
   return got;
-}
-
-// The sockets process `pid` has open (its listener, its connections, its own socket pairs).
-size_t open_sockets(pid_t pid) {
-  const std::vector<std::string> open = testing::open_descriptors(pid);
-  return static_cast<size_t>(std::count_if(open.begin(), open.end(), [](const std::string& target) {
-    return target.starts_with("socket:");
-  }));
-}
-
-// The sockets the server has open with one idle keep-alive connection of `api`'s, opened here:
-// what the count goes back to once a test's own connections have ended.
-size_t sockets_at_rest(const Server& server, Api& api) {
-  REQUIRE(api.get("/v1/webhook").status == 200);  // its connection stays open
-  return open_sockets(server.pid());
-}
-
-// The sockets the server has open once they are down to `count`, or after `wait`.
-size_t sockets_once_down_to(const Server& server, size_t count,
-                            std::chrono::milliseconds wait = std::chrono::seconds(5)) {
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  while (open_sockets(server.pid()) > count && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return open_sockets(server.pid());
 }
 
 // A client may shut its sending side right after its request and wait for the answer (a
@@ -264,91 +213,6 @@ TEST_CASE("after a refusal the connection ends once its client is quiet, and at 
   }
   // Served as before.
   CHECK(api.get("/v1/webhook").status == 200);
-}
-
-// Reads a 408 from `fd` (within 10 s) and then the end of the stream.
-void check_request_timeout(int fd) {
-  timeval timeout{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  const std::string reply = read_response(fd);
-  INFO(reply);
-  CHECK(reply.starts_with("HTTP/1.1 408 "));
-  CHECK(reply.find("\r\nDate: ") != std::string::npos);
-  CHECK(reply.find("\r\nConnection: close\r\n") != std::string::npos);
-  CHECK(reply.find("\r\nContent-Type: application/problem+json\r\n") != std::string::npos);
-  CHECK(reply.find(R"("code":"request_timeout")") != std::string::npos);
-  CHECK(reply.find("within 3 s") != std::string::npos);
-  char byte = 0;
-  CHECK(::recv(fd, &byte, 1, 0) == 0);
-}
-
-// Pistache's timer ends a connection on which no whole request came for its header timeout with
-// a 408 of its own: no Date (which RFC 9110 6.6.1 asks of every 4xx), no problem+json body, no
-// `Connection: close`. gatewayd's own 408 takes its place, after --idle-timeout-ms.
-TEST_CASE("a connection with no whole request for --idle-timeout-ms is answered 408 and ends") {
-  Server server({"--idle-timeout-ms", "3000"});
-  Api api(server, kTeamA);
-
-  SUBCASE("idle after a request") {
-    const int fd = connect_with_timeout(server);
-    CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
-    check_request_timeout(fd);
-    ::close(fd);
-  }
-  SUBCASE("a request that has not all come") {
-    const int fd = connect_with_timeout(server);
-    const std::string part = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
-    CHECK(::send(fd, part.data(), part.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(part.size()));
-    check_request_timeout(fd);
-    ::close(fd);
-  }
-  SUBCASE("a request every second keeps the connection") {
-    const int fd = connect_with_timeout(server);
-    for (int i = 0; i < 7; ++i) {
-      CAPTURE(i);
-      CHECK(
-          exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
-    ::close(fd);
-  }
-  CHECK(api.get("/v1/webhook").status == 200);
-}
-
-// Pistache's timer knows nothing of answers being made: a request served whose answer took
-// longer than the timeout (a create whose WAF check waits) had its connection answered 408 and
-// ended, and its own answer, 201 for a create that was applied, lost. And its clock counted from
-// the request: after a slow answer, a client waiting a little before its next request could get
-// the 408 instead (review: a GET sent 1 s after such a 201, with a 3 s timeout, was answered 408
-// in 4 of 6 tries); it now counts from the answer.
-TEST_CASE("an answer that takes longer than --idle-timeout-ms is not cut by a 408") {
-  Server server({"--idle-timeout-ms", "3000"});
-  const int fd = connect_with_timeout(server);
-  int round = 0;
-  for (const int held_ms : {6000, 4500, 5300}) {
-    CAPTURE(held_ms);
-    const pid_t zygote = stop_zygote(server);
-    send_until_read(server, fd,
-                    raw_post(server, kTeamA, "/v1/gateway_security_profile",
-                             custom_waf_body(kTeamA, "slow" + std::to_string(++round))));
-    std::this_thread::sleep_for(std::chrono::milliseconds(held_ms));  // past the timeout
-    REQUIRE(::kill(zygote, SIGCONT) == 0);
-    const std::string reply = read_response(fd);
-    INFO(reply);
-    CHECK(reply.starts_with("HTTP/1.1 201 "));
-    // Two of the timeout's three seconds from the answer on (a second's margin for this test's
-    // own delays): nothing comes meanwhile, and the next request is served. A clock counting from
-    // the request would have sent the 408 at once.
-    timeval short_wait{2, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &short_wait, sizeof short_wait);
-    char byte = 0;
-    CHECK(::recv(fd, &byte, 1, 0) < 0);
-    timeval usual{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &usual, sizeof usual);
-    CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
-  }
-  check_request_timeout(fd);
-  ::close(fd);
 }
 
 // Pistache reserved as much memory as a request's Content-Length declared before any of the body
@@ -978,17 +842,6 @@ TEST_CASE("a request of the largest size after an empty line, behind an answer, 
   CHECK(total(api, kWebhook) == 1);
 }
 
-// Everything a connection sends until it ends (or 2 s without a byte).
-std::string read_to_end(int fd) {
-  timeval short_wait{2, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &short_wait, sizeof short_wait);
-  std::string got;
-  char buf[4096];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
-    got.append(buf, static_cast<size_t>(n));
-  return got;
-}
-
 // A refused HEAD (400, 413, 431, 501) was answered with the problem's body, which a client reads
 // as the start of the next answer (helper 38).
 TEST_CASE("a refused HEAD is answered without a body") {
@@ -1143,123 +996,6 @@ TEST_CASE("a client still sending behind a request that asked for the close is n
     ++round;
   }
   CHECK(total(api, kProfile) == 2);  // the two creates, and nothing behind them
-}
-
-// Pistache's idle clock of a connection ran from the request, not from the end of its answer:
-// a client reading a large answer slowly was sent a 408 right behind it once the idle timeout had
-// passed, and its next request was refused (helper 49: a 4 MB list page read at 64 KB per 50 ms).
-// The 408 is now dropped while an answer waits for the socket, and the clock restarts once it is
-// written. (A client reading slowly what the kernel's buffers already took still can meet it: see
-// the README's limitations.)
-// Ten profiles of about 60 KB each for team_a: a list page of about 600 KB.
-void create_large_profiles(Api& api) {
-  std::string rules;
-  while (rules.size() < 60000) rules += "# " + std::string(200, 'c') + "\\n";
-  rules += "SecRule ARGS \\\"@contains a\\\" \\\"id:1,phase:2,pass\\\"";
-  for (int i = 0; i < 10; ++i) {
-    const std::string body = testing::json_with(
-        testing::json_with(profile_body(kTeamA, "slow" + std::to_string(i) + ".example.com"),
-                           "waf_template", R"("custom")"),
-        "waf_custom_directives", "\"" + rules + "\"");
-    Response created = api.post("/v1/gateway_security_profile", body);
-    INFO(created.body);
-    REQUIRE(created.status == 201);
-  }
-}
-
-// A connection from a client with small segments and a small receive buffer, so that a large
-// answer waits for it to read; `request` sent on it.
-int slow_reader(const Server& server, const std::string& request) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  const int small_segment = 536;
-  const int small_buffer = 4096;
-  REQUIRE(::setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &small_segment, sizeof small_segment) == 0);
-  REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small_buffer, sizeof small_buffer) == 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
-  timeval timeout{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size()));
-  return fd;
-}
-
-TEST_CASE("a client reading a large answer slowly gets no 408 behind it") {
-  Server server({"--idle-timeout-ms", "3000"});
-  Api api(server, kTeamA);
-  create_large_profiles(api);
-  const int fd = slow_reader(server, profile_page_request(server));
-  // The client reads nothing until the idle timeout has passed (checked once a second), so the
-  // answer waits for the socket meanwhile: the kernel's buffers hold little of it (small segments,
-  // and no acknowledged data for them to grow on). Then it reads it all, as much as has come.
-  std::this_thread::sleep_for(std::chrono::milliseconds(4500));
-  std::string got = read_response(fd);
-  CAPTURE(got.size());
-  CHECK(got.starts_with("HTTP/1.1 200 "));
-  CHECK(got.find("Connection: keep-alive") != std::string::npos);
-  CHECK(got.size() > 500000);
-  // Nothing came behind the answer (a 408 would have).
-  char byte = 0;
-  CHECK(::recv(fd, &byte, 1, MSG_DONTWAIT) < 0);
-  // The next request on the connection is answered, and nothing came before its answer.
-  const std::string health = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
-  REQUIRE(::send(fd, health.data(), health.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(health.size()));
-  const std::string next = read_response(fd);
-  CAPTURE(next.substr(0, 200));
-  CHECK(next.starts_with("HTTP/1.1 200 "));
-  CHECK(next.find("Connection: keep-alive") != std::string::npos);
-  ::close(fd);
-}
-
-// A client that never read its answer held the connection for good: the 408 of Pistache's timer is
-// dropped while an answer waits for the socket (the test above), and nothing else ended it
-// (helper 57; before that change, Pistache's keep-alive limit of 300 s did). A connection whose
-// answer has waited a whole idle timeout without its client taking a byte of it now ends.
-TEST_CASE("a client that never reads a large answer is ended once a whole idle timeout passes") {
-  Server server({"--idle-timeout-ms", "3000"});
-  Api api(server, kTeamA);
-  create_large_profiles(api);
-  const size_t sockets_before = sockets_at_rest(server, api);
-  const int fd = slow_reader(server, profile_page_request(server));
-  // The first timeout is counted from the request, the second from the first (each seen within
-  // a second of Pistache's timer): ended within about 8 s.
-  // The api's idle connection ends too, at its own first timeout.
-  const size_t idle = sockets_before - 1;
-  CHECK(sockets_once_down_to(server, idle, std::chrono::seconds(15)) == idle);
-  ::close(fd);
-}
-
-// The end above counted a write going on, which happens only once the socket has room for a good
-// part of its buffer again: a client reading a few KB per timeout never showed, and was ended while
-// it read (helper 58). What the client acknowledged counts now (TCP_INFO).
-TEST_CASE("a client reading a large answer a little at a time keeps its connection") {
-  Server server({"--idle-timeout-ms", "3000"});
-  Api api(server, kTeamA);
-  create_large_profiles(api);
-  const int fd = slow_reader(server, profile_page_request(server));
-  // 1 KB every 250 ms for 10 s: past three timeouts.
-  std::string got;
-  char buf[1024];
-  for (int i = 0; i < 40; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n > 0) got.append(buf, static_cast<size_t>(n));
-  }
-  CHECK(got.size() < 200000);  // most of the answer still waits for the socket
-  got += read_to_end(fd);
-  CAPTURE(got.size());
-  CHECK(got.starts_with("HTTP/1.1 200 "));
-  const size_t body = got.find("\r\n\r\n");
-  REQUIRE(body != std::string::npos);
-  const size_t length_at = got.find("Content-Length: ");
-  REQUIRE(length_at != std::string::npos);
-  CHECK(got.size() - body - 4 == std::stoul(got.substr(length_at + 16)));  // the whole answer
-  ::close(fd);
 }
 
 // Requests read behind an answer that waits for the socket were served as they came, and each

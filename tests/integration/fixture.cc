@@ -2,11 +2,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -362,6 +364,92 @@ std::string custom_waf_body(std::string_view team, const std::string& label) {
   return testing::json_with(
       testing::json_with(profile_body(team, label + ".example.com"), "waf_template", R"("custom")"),
       "waf_custom_directives", R"("SecRule ARGS \"@rx a\" \"id:1,phase:2,deny\"")");
+}
+
+std::string exchange_on(int fd, const std::string& request) {
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    return "";
+  }
+  return read_response(fd);
+}
+
+int connect_with_timeout(const Server& server) {
+  const int fd = connect_to(server);
+  REQUIRE(fd >= 0);
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  return fd;
+}
+
+std::string profile_page_request(const Server& server) {
+  return "GET /v1/gateway_security_profile?per_page=100 HTTP/1.1\r\nHost: x\r\n"
+         "Authorization: Bearer " +
+         server.token(kTeamA) + "\r\nX-Tenant-ID: " + std::string(kTeamA) + "\r\n\r\n";
+}
+
+size_t open_sockets(pid_t pid) {
+  const std::vector<std::string> open = testing::open_descriptors(pid);
+  return static_cast<size_t>(std::count_if(open.begin(), open.end(), [](const std::string& target) {
+    return target.starts_with("socket:");
+  }));
+}
+
+size_t sockets_at_rest(const Server& server, Api& api) {
+  REQUIRE(api.get("/v1/webhook").status == 200);  // its connection stays open
+  return open_sockets(server.pid());
+}
+
+size_t sockets_once_down_to(const Server& server, size_t count, std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (open_sockets(server.pid()) > count && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return open_sockets(server.pid());
+}
+
+std::string read_to_end(int fd) {
+  timeval short_wait{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &short_wait, sizeof short_wait);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+    got.append(buf, static_cast<size_t>(n));
+  return got;
+}
+
+void create_large_profiles(Api& api) {
+  std::string rules;
+  while (rules.size() < 60000) rules += "# " + std::string(200, 'c') + "\\n";
+  rules += "SecRule ARGS \\\"@contains a\\\" \\\"id:1,phase:2,pass\\\"";
+  for (int i = 0; i < 10; ++i) {
+    const std::string body = testing::json_with(
+        testing::json_with(profile_body(kTeamA, "slow" + std::to_string(i) + ".example.com"),
+                           "waf_template", R"("custom")"),
+        "waf_custom_directives", "\"" + rules + "\"");
+    Response created = api.post("/v1/gateway_security_profile", body);
+    INFO(created.body);
+    REQUIRE(created.status == 201);
+  }
+}
+
+int slow_reader(const Server& server, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  const int small_segment = 536;
+  const int small_buffer = 4096;
+  REQUIRE(::setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &small_segment, sizeof small_segment) == 0);
+  REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small_buffer, sizeof small_buffer) == 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+  return fd;
 }
 
 }  // namespace gw::itest

@@ -207,6 +207,39 @@ pid_t stop_zygote(const Server& server);
 // sandbox checks.
 std::string custom_waf_body(std::string_view team, const std::string& label);
 
+// Raw connections, for tests of the connection's life.
+
+// Writes `request` on connection `fd` (whose reads time out after 5 s) and reads one response:
+// its head and as many body bytes as its Content-Length says ("" if none came).
+std::string exchange_on(int fd, const std::string& request);
+
+// A new connection to the server whose reads time out after 5 s.
+int connect_with_timeout(const Server& server);
+
+// The bytes of a GET of team A's first page of 100 profiles, with its token.
+std::string profile_page_request(const Server& server);
+
+// The sockets process `pid` has open (its listener, its connections, its own socket pairs).
+size_t open_sockets(pid_t pid);
+
+// The sockets the server has open with one idle keep-alive connection of `api`'s, opened here:
+// what the count goes back to once a test's own connections have ended.
+size_t sockets_at_rest(const Server& server, Api& api);
+
+// The sockets the server has open once they are down to `count`, or after `wait`.
+size_t sockets_once_down_to(const Server& server, size_t count,
+                            std::chrono::milliseconds wait = std::chrono::seconds(5));
+
+// Everything a connection sends until it ends (or 2 s without a byte).
+std::string read_to_end(int fd);
+
+// Ten profiles of about 60 KB each for team_a: a list page of about 600 KB.
+void create_large_profiles(Api& api);
+
+// A connection from a client with small segments and a small receive buffer, so that a large
+// answer waits for it to read; `request` sent on it.
+int slow_reader(const Server& server, const std::string& request);
+
 // sample(text, series): the value of one sample of Prometheus text (support/prometheus.h).
 using testing::sample;
 
