@@ -5,19 +5,11 @@
 #include <string>
 
 #include "projections/fold.h"
+#include "projections/read_model.h"
 
 namespace gw::admin {
 
 namespace {
-
-Result<uint64_t> last_seq(const Store& store) {
-  auto it = store.iterate(Cf::kEvents);
-  it->SeekToLast();
-  if (!it->status().ok()) return io_error(it->status());
-  if (!it->Valid()) return uint64_t{0};
-  if (it->key().size() != 8) return make_error(Code::kInternal, "an event key is malformed");
-  return decode_u64(std::string_view(it->key().data(), 8));
-}
 
 // The error of a write of `what` that failed with `error`, the errno it left (0: none known).
 Error write_failed(const char* what, int error) {
@@ -53,7 +45,7 @@ Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& 
 
 Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostream& out,
                               const FoldOptions& options) {
-  auto last = last_seq(store);
+  auto last = ReadModel(store).last_seq();
   if (!last.ok()) return std::move(last.error());
   if (until_seq > last.value()) {
     return make_error(Code::kValidationFailed,

@@ -105,7 +105,9 @@ Result<uint64_t> ReadModel::last_seq() const {
   auto it = store_.iterate(Cf::kEvents);
   it->SeekToLast();
   if (!it->status().ok()) return io_error(it->status());
-  return it->Valid() ? decode_u64(view(it->key())) : 0;
+  if (!it->Valid()) return uint64_t{0};
+  if (it->key().size() != 8) return make_error(Code::kInternal, "an event key is malformed");
+  return decode_u64(view(it->key()));
 }
 
 Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,

@@ -39,7 +39,8 @@ class ReadModel {
   // another team. The version is the record's version at that point.
   Result<std::optional<Found>> get_as_of(Kind kind, std::string_view team, std::string_view id,
                                          uint64_t as_of) const;
-  // The sequence number of the log's last event (0 for an empty log).
+  // The sequence number of the log's last event (0 for an empty log); kInternal if its key is not
+  // a sequence number.
   Result<uint64_t> last_seq() const;
 
   struct Filter {

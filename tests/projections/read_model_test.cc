@@ -432,5 +432,23 @@ TEST_CASE("as_of finds the version of a long history in a few point reads") {
   CHECK(most_steps <= 2);
 }
 
+// The log's last seq is its last key, 8 bytes; a key of another length (a store written by some
+// other tool, or damaged) was decoded all the same, read past its end when shorter.
+TEST_CASE("the log's last seq is 0 when empty, the last key's, and an error for a malformed key") {
+  testing::ScratchDir dir;
+  auto store = std::move(Store::open(dir.path()).value());
+  ReadModel reads(*store);
+  CHECK(reads.last_seq().value() == 0);
+  const rocksdb::WriteOptions write;
+  REQUIRE(store->db()->Put(write, store->cf(Cf::kEvents), encode_u64(41), "{}").ok());
+  REQUIRE(store->db()->Put(write, store->cf(Cf::kEvents), encode_u64(42), "{}").ok());
+  CHECK(reads.last_seq().value() == 42);
+  REQUIRE(store->db()->Put(write, store->cf(Cf::kEvents), "abc", "{}").ok());  // sorts last
+  auto last = reads.last_seq();
+  REQUIRE_FALSE(last.ok());
+  CHECK(last.error().code == Code::kInternal);
+  CHECK(last.error().detail == "an event key is malformed");
+}
+
 }  // namespace
 }  // namespace gw
