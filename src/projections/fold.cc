@@ -36,12 +36,17 @@ uint64_t stat_of(const std::string& dir, std::string_view name) {
   return 0;
 }
 
-// What is left under the memory limit of the cgroup whose files are in `dir` (v2: memory.max and
+// What is left under the memory limit of the cgroup whose files are in `dir` (v2: the lower of
+// memory.max and memory.high, past which the kernel throttles the group's allocations, and
 // memory.current; v1: memory.limit_in_bytes and memory.usage_in_bytes), if it has one. Its page
 // cache (active and inactive file pages, which the kernel reclaims under the limit) counts as
 // free, as MemAvailable counts the machine's.
 std::optional<uint64_t> left_under_limit(const std::string& dir, bool v2) {
   auto limit = read_bytes(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+  if (v2) {
+    if (auto high = read_bytes(dir + "/memory.high"))
+      limit = limit ? std::min(*limit, *high) : high;
+  }
   auto used = read_bytes(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
   if (!limit || !used) return std::nullopt;
   const uint64_t cache =

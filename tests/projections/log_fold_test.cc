@@ -289,6 +289,16 @@ TEST_CASE("the memory available is MemAvailable, or less under a cgroup's memory
     write("/sys/fs/cgroup/system.slice/gw.service/memory.current", std::to_string(112 * mb));
     CHECK(available_memory(root.path()) == 400 * mb);
   }
+  SUBCASE(
+      "cgroup v2: memory.high, where the kernel throttles the group, bounds it like memory.max") {
+    write("/proc/self/cgroup", "0::/batch\n");
+    write("/sys/fs/cgroup/batch/memory.max", "max\n");
+    write("/sys/fs/cgroup/batch/memory.high", std::to_string(600 * mb) + "\n");
+    write("/sys/fs/cgroup/batch/memory.current", std::to_string(100 * mb));
+    CHECK(available_memory(root.path()) == 500 * mb);
+    write("/sys/fs/cgroup/batch/memory.max", std::to_string(300 * mb));  // the lower one counts
+    CHECK(available_memory(root.path()) == 200 * mb);
+  }
   SUBCASE("cgroup v2 without a limit") {
     write("/proc/self/cgroup", "0::/\n");
     write("/sys/fs/cgroup/memory.max", "max\n");
