@@ -184,7 +184,7 @@ int events(int argc, char** argv) {
   auto after = gw::parse_uint(flags.get("after"), 0, UINT64_MAX);
   if (!after) return bad_value("--after must be a whole number from 0 to 18446744073709551615");
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
-  if (!store.ok()) return fail(store.error().detail);
+  if (!store.ok()) return fail("events: " + store.error().detail);
   std::ios::sync_with_stdio(false);
   auto written = gw::admin::write_events(store.value()->store(), *after, std::cout);
   if (!written.ok()) return fail_output("events", written.error());
@@ -240,7 +240,7 @@ int replay(int argc, char** argv) {
   if (!until) return bad_value("--until-seq must be a whole number from 0 to 18446744073709551615");
   if (auto exit = bad_fold(flags)) return *exit;
   auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
-  if (!store.ok()) return fail(store.error().detail);
+  if (!store.ok()) return fail("replay: " + store.error().detail);
   std::string out_path = flags.get("out");
   std::error_code ec;
   // One of this process's descriptors is written through as it is open (its offset, O_APPEND).
@@ -257,11 +257,11 @@ int replay(int argc, char** argv) {
     // are made canonical.
     const auto chain = link_chain(out_path, ec);
     if (!chain.empty()) out_path = std::filesystem::weakly_canonical(chain.back(), ec).string();
-    if (ec) return fail("cannot write " + flags.get("out") + ": " + ec.message());
+    if (ec) return fail("replay: cannot write " + flags.get("out") + ": " + ec.message());
   }
   // Refused before the replay is written; the rename would refuse it after.
   if (std::filesystem::is_directory(out_status)) {
-    return fail("cannot write " + out_path + ": it is a directory");
+    return fail("replay: cannot write " + out_path + ": it is a directory");
   }
   // Otherwise written next to FILE and renamed over it, so FILE is the old one or the whole new
   // one. The name is this process's own: two replays into one FILE do not write into one file.
@@ -287,7 +287,7 @@ int replay(int argc, char** argv) {
     // Readable by its owner only: it holds every tenant's records.
     fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   }
-  if (fd < 0) return fail("cannot write " + written + ": " + std::strerror(errno));
+  if (fd < 0) return fail("replay: cannot write " + written + ": " + std::strerror(errno));
   __gnu_cxx::stdio_filebuf<char> buffer(fd, std::ios::out, 1 << 16);  // closes `fd`
   std::ostream out(&buffer);
   // write_replay flushes what it wrote, so a reader gone is its error; the close can only fail.
@@ -301,7 +301,7 @@ int replay(int argc, char** argv) {
   if (!closed) return fail("replay: cannot write " + written);
   if (!direct) {
     std::filesystem::rename(tmp_path, out_path, ec);
-    if (ec) return fail("cannot write " + out_path + ": " + ec.message());
+    if (ec) return fail("replay: cannot write " + out_path + ": " + ec.message());
   }
   // Written into a descriptor or device (a terminal, stdout) the summary would run into the
   // records: it goes to stderr, or to stdout when the records go to stderr.

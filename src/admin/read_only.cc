@@ -1,10 +1,9 @@
 #include "admin/read_only.h"
 
-#include <stdlib.h>
-
 #include <filesystem>
 #include <system_error>
 
+#include "core/scratch_dir.h"
 #include "store/wal_tail.h"
 
 namespace gw::admin {
@@ -18,12 +17,9 @@ std::optional<Error> unusable_data_dir(const std::string& data_dir) {
 
 Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& data_dir) {
   if (auto unusable = unusable_data_dir(data_dir)) return std::move(*unusable);
-  std::error_code ec;
-  std::string scratch = (std::filesystem::temp_directory_path(ec) / "gatewayctl-XXXXXX").string();
-  if (::mkdtemp(scratch.data()) == nullptr) {
-    return make_error(Code::kUnavailable, "cannot create a scratch directory under " +
-                                              std::filesystem::temp_directory_path(ec).string());
-  }
+  auto made = make_scratch_dir("gatewayctl-");
+  if (!made.ok()) return std::move(made.error());
+  const std::string& scratch = made.value();
   std::unique_ptr<ReadOnlyStore> out(new ReadOnlyStore());
   out->scratch_dir_ = scratch;
   out->removed_on_interrupt_ = std::make_unique<RemovedOnInterrupt>(scratch);

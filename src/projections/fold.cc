@@ -1,16 +1,13 @@
 #include "projections/fold.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
 
+#include "core/scratch_dir.h"
 #include "projections/read_model.h"
 
 namespace gw {
@@ -157,13 +154,9 @@ Result<std::unique_ptr<Fold>> Fold::of_log(const Store& store, uint64_t until,
   } else {
     std::string dir = options.scratch_dir;
     if (dir.empty()) {
-      std::error_code ec;
-      dir = (std::filesystem::temp_directory_path(ec) / "gatewayd-fold-XXXXXX").string();
-      if (::mkdtemp(dir.data()) == nullptr) {
-        const int error = errno;
-        return scratch_failed(
-            make_error(Code::kUnavailable, "cannot create " + dir + ": " + std::strerror(error)));
-      }
+      auto made = make_scratch_dir("gatewayd-fold-");
+      if (!made.ok()) return scratch_failed(std::move(made.error()));
+      dir = std::move(made.value());
     }
     if (options.on_disk_note) {
       options.on_disk_note("the log's " + std::to_string(expected) +

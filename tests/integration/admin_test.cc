@@ -816,6 +816,30 @@ TEST_CASE("check whose fold on disk fails says so on stderr: it is no FAIL of th
   CHECK(ctl({"check", "--data-dir", server.data_dir(), "--fold", "disk"}).status.success());
 }
 
+// A $TMPDIR that named no directory put the read-only commands' scratch directory in the current
+// one, wherever the command was run from.
+TEST_CASE("a $TMPDIR that is no directory is refused, not replaced by the current directory") {
+  Server server;
+  Api a(server, kTeamA);
+  create_webhooks(a, 3);
+  testing::TempDir cwd;
+  for (const char* command : {"events", "check"}) {
+    CAPTURE(command);
+    auto r =
+        testing::run_command({"/bin/sh", "-c",
+                              "cd " + cwd.path() + " && TMPDIR=" + cwd.file("absent") + " exec " +
+                                  kGatewayctl + " " + command + " --data-dir " + server.data_dir()},
+                             {}, std::chrono::seconds(60));
+    INFO(r.out, r.err);
+    CHECK(r.status.describe() == "exit 1");
+    CHECK(r.out.empty());
+    CHECK(r.err == "gatewayctl: " + std::string(command) +
+                       ": cannot create a scratch directory under $TMPDIR (" + cwd.file("absent") +
+                       "): No such file or directory\n");
+    CHECK(std::filesystem::is_empty(cwd.path()));
+  }
+}
+
 TEST_CASE("check that cannot read a data dir says so on stderr: it is no FAIL of the store") {
   testing::TempDir parent;
   auto r = ctl({"check", "--data-dir", parent.file("absent")});
