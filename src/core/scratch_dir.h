@@ -9,7 +9,7 @@ namespace gw {
 
 // Makes a new directory <$TMPDIR>/<prefix>XXXXXX (mkdtemp: a unique name, mode 0700; $TMPDIR
 // defaults to /tmp) and returns its path. kUnavailable, saying why, when $TMPDIR names no
-// directory (before, such a directory was made in the current one) or mkdtemp fails.
+// directory or mkdtemp fails: never a directory made elsewhere instead.
 Result<std::string> make_scratch_dir(std::string_view prefix);
 
 }  // namespace gw
