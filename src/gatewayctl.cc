@@ -54,9 +54,9 @@ constexpr char kUsage[] =
     "runs.\n"
     "--data-dir may also come from GATEWAY_DATA_DIR. --fold (GATEWAY_FOLD, default auto): where\n"
     "replay, check, rebuild and waf-check fold the log: in memory (fastest, about 1.2 KB per\n"
-    "event), on disk (slower, about 150 MB plus 100 bytes per event; rebuild's in\n"
-    "<data-dir>/fold.tmp, the others' under $TMPDIR), or auto: in memory if that takes at most\n"
-    "half of the memory available.\n";
+    "event, or 1.6 times the events' bytes if more), on disk (slower, about 150 MB plus 100\n"
+    "bytes per event; rebuild's in <data-dir>/fold.tmp, the others' under $TMPDIR), or auto: in\n"
+    "memory if that takes at most half of the memory available.\n";
 
 int usage() {
   std::cerr << kUsage;
@@ -84,7 +84,8 @@ int fail_output(const std::string& command, const gw::Error& error) {
 
 const gw::FlagSpec kDataDir{"data-dir", "GATEWAY_DATA_DIR", "", "gatewayd's data directory"};
 const gw::FlagSpec kFold{"fold", "GATEWAY_FOLD", "auto",
-                         "where the log is folded: memory (fastest, about 1.2 KB per event), disk "
+                         "where the log is folded: memory (fastest, about 1.2 KB per event, or 1.6 "
+                         "times the events' bytes if more), disk "
                          "(a scratch database; slower, about 150 MB plus 100 bytes per event), "
                          "or auto (memory if that "
                          "takes at most half of the memory available)"};

@@ -219,7 +219,8 @@ int main(int argc, char** argv) {
       {"kafka-topic", "GATEWAY_KAFKA_TOPIC", "gateway-config.events", "topic for mirrored events"},
       {"fold", "GATEWAY_FOLD", "auto",
        "with no read model at start (a new layout), where the log is folded to rebuild it: "
-       "memory (fastest, about 1.2 KB per event), disk (<data-dir>/fold.tmp; slower, about "
+       "memory (fastest, about 1.2 KB per event, or 1.6 times the events' bytes if more), disk "
+       "(<data-dir>/fold.tmp; slower, about "
        "150 MB plus 100 bytes per event), or auto (memory if that takes at most half of the "
        "memory available)"},
   });

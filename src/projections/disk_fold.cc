@@ -120,7 +120,7 @@ Result<bool> DiskFold::add(LoggedEvent e) {
   if (created) firsts_.emplace_back(e.seq, meta_of(e.record).id);
   ++events_;
   last_seq_ = e.seq;
-  if (++staged_ == kEventsPerBatch) return finish();
+  if (++staged_ == kEventsPerBatch || tx_->staged_bytes() >= kBytesPerBatch) return finish();
   return true;
 }
 
@@ -139,6 +139,7 @@ Result<bool> DiskFold::finish() {
   firsts_.clear();
   staged_ = 0;
   if (!s.ok()) return scratch_failed(io_error(s));
+  ++batches_written_;
   return true;
 }
 

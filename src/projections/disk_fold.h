@@ -45,13 +45,15 @@ class DiskFold {
   DiskFold& operator=(const DiskFold&) = delete;
 
   // As LogFold::add: the next event, in ascending sequence order (kInternal otherwise). Staged in
-  // a batch, written every kEventsPerBatch events; kUnavailable (kFoldScratchFailed) if the
-  // scratch database fails.
+  // a batch, written every kEventsPerBatch events (or kBytesPerBatch bytes); kUnavailable
+  // (kFoldScratchFailed) if the scratch database fails.
   Result<bool> add(LoggedEvent event);
   // Writes what add() staged; call after the last add(), before reading the fold.
   Result<bool> finish();
 
   uint64_t events() const { return events_; }
+  // The batches written to the scratch database so far.
+  uint64_t batches_written() const { return batches_written_; }
   uint64_t last_seq() const { return last_seq_; }
 
   // As LogFold::projections: the projections column family the folded events leave, as sorted
@@ -72,6 +74,9 @@ class DiskFold {
   Result<bool> for_each_kind(const KindVisit& visit) const;
 
   static constexpr size_t kEventsPerBatch = 1024;
+  // ... or once its writes take this many bytes, whichever comes first: 1024 profiles with 60 KB
+  // of WAF directives each made a batch of over 60 MB, held twice at its write.
+  static constexpr size_t kBytesPerBatch = 8 << 20;
 
  private:
   DiskFold() = default;
@@ -82,6 +87,7 @@ class DiskFold {
   std::unique_ptr<IdGenerator> ids_;  // a Tx takes one; applying events makes no ids
   std::unique_ptr<Tx> tx_;            // the batch being staged
   size_t staged_ = 0;
+  uint64_t batches_written_ = 0;
   std::vector<std::pair<uint64_t, std::string>> firsts_;  // this batch's first events: seq, id
   uint64_t events_ = 0;
   uint64_t last_seq_ = 0;

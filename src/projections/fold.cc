@@ -106,10 +106,15 @@ std::optional<FoldPlace> parse_fold_place(std::string_view name) {
   return std::nullopt;
 }
 
-bool fits_in_memory(uint64_t events, uint64_t available) {
-  if (events > std::numeric_limits<uint64_t>::max() / kFoldBytesPerEvent) return false;
-  return events * kFoldBytesPerEvent <= available / 2;
+uint64_t fold_memory_estimate(uint64_t events, uint64_t event_bytes) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  const uint64_t per_event =
+      events > kMax / kFoldBytesPerEvent ? kMax : events * kFoldBytesPerEvent;
+  const uint64_t per_byte = event_bytes > kMax / 8 ? kMax : event_bytes * 8 / 5;
+  return std::max(per_event, per_byte);
 }
+
+bool fits_in_memory(uint64_t need, uint64_t available) { return need <= available / 2; }
 
 uint64_t available_memory(const std::string& root) {
   uint64_t available = std::numeric_limits<uint64_t>::max();
@@ -136,9 +141,17 @@ Result<std::unique_ptr<Fold>> Fold::of_log(const Store& store, uint64_t until,
   std::string why = "as asked";
   if (place == FoldPlace::kAuto) {
     const uint64_t available = available_memory();
-    place = fits_in_memory(expected, available) ? FoldPlace::kMemory : FoldPlace::kDisk;
-    why = "in memory they would take about " + megabytes(expected * kFoldBytesPerEvent) +
-          ", over half of the " + megabytes(available) + " available";
+    // The bytes of the events folded: their share of the whole log's (seqs have no gaps).
+    const uint64_t log_bytes = store.raw_bytes(Cf::kEvents);
+    const uint64_t bytes =
+        expected >= last.value()
+            ? log_bytes
+            : static_cast<uint64_t>(static_cast<double>(log_bytes) *
+                                    (static_cast<double>(expected) / last.value()));
+    const uint64_t need = fold_memory_estimate(expected, bytes);
+    place = fits_in_memory(need, available) ? FoldPlace::kMemory : FoldPlace::kDisk;
+    why = "in memory they would take about " + megabytes(need) + ", over half of the " +
+          megabytes(available) + " available";
   }
   std::unique_ptr<Fold> fold(new Fold());
   rocksdb::ReadOptions ro;

@@ -25,12 +25,17 @@ enum class FoldPlace { kAuto, kMemory, kDisk };
 // "auto", "memory", "disk"; nullopt for anything else.
 std::optional<FoldPlace> parse_fold_place(std::string_view name);
 
-// What a fold in memory is taken to need for each event of the log: measured on 1M webhooks, the
-// record kind that takes the least, a fold in memory took 1.10 to 1.18 KB per event; a record
-// with many events takes less per event.
+// What a fold in memory is taken to need: kFoldBytesPerEvent for each event, or, if more, 8/5 of
+// the bytes of the events themselves (every event carries its whole record, and a fold keeps each
+// record's last state). Measured on 1M webhooks, the record kind that takes the least, a fold in
+// memory took 1.10 to 1.18 KB per event, 1.56 times their 718 bytes each; records larger than
+// that (a profile with kilobytes of WAF directives) take more than 1.2 KB, about their size each.
+// A record with many events takes less per event.
 inline constexpr uint64_t kFoldBytesPerEvent = 1200;
-// kAuto's rule: in memory when `events` events take at most half of `available` bytes.
-bool fits_in_memory(uint64_t events, uint64_t available);
+// Fold::of_log takes `event_bytes` as the events' share of the log's Store::raw_bytes.
+uint64_t fold_memory_estimate(uint64_t events, uint64_t event_bytes);
+// kAuto's rule: in memory when the estimate (`need` bytes) is at most half of `available`.
+bool fits_in_memory(uint64_t need, uint64_t available);
 // The memory this process can still take, in bytes: /proc/meminfo's MemAvailable, or what is left
 // under its cgroup's memory limit (v2 or v1) if that is less; UINT64_MAX if neither can be read.
 // `root` is prefixed to every path read (tests give a tree of their own).

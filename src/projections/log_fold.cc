@@ -8,7 +8,11 @@ namespace gw {
 
 namespace {
 
+// A batch of events read and parsed at once holds at most kParseBatch events, and stops taking
+// more once their bytes reach kParseBatchBytes: 4096 profiles with 60 KB of WAF directives each
+// made a batch of 240 MB, its bytes and what was parsed from them held together.
 constexpr size_t kParseBatch = 4096;
+constexpr size_t kParseBatchBytes = 16 << 20;
 
 // A run of consecutive stored events and, once parsed, what they hold.
 struct Batch {
@@ -26,11 +30,13 @@ struct Batch {
   }
 };
 
-// Reads the events after `it`'s position through `until` into `batch`, at most kParseBatch.
+// Reads the events after `it`'s position through `until` into `batch`, at most kParseBatch (or
+// kParseBatchBytes, past the first event).
 Result<bool> read_batch(rocksdb::Iterator& it, uint64_t until, Batch& batch) {
   batch.bytes.clear();
   batch.stored.clear();
-  for (; it.Valid() && batch.stored.size() < kParseBatch; it.Next()) {
+  for (; it.Valid() && batch.stored.size() < kParseBatch && batch.bytes.size() < kParseBatchBytes;
+       it.Next()) {
     if (it.key().size() != 8) return make_error(Code::kInternal, "an event key is malformed");
     const uint64_t seq = decode_u64(std::string_view(it.key().data(), 8));
     if (seq > until) break;

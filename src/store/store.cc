@@ -11,6 +11,7 @@
 #include <rocksdb/perf_level.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
+#include <rocksdb/table_properties.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -408,6 +409,22 @@ int Store::level0_files(Cf which) const {
   const std::string property = rocksdb::DB::Properties::kNumFilesAtLevelPrefix + "0";
   if (!db_->GetProperty(cf(which), property, &files)) return 0;
   return std::atoi(files.c_str());
+}
+
+uint64_t Store::raw_bytes(Cf which) const {
+  uint64_t bytes = 0;
+  rocksdb::TablePropertiesCollection tables;
+  if (db_->GetPropertiesOfAllTables(cf(which), &tables).ok()) {
+    for (const auto& [file, properties] : tables) {
+      bytes += properties->raw_key_size + properties->raw_value_size;
+    }
+  }
+  uint64_t in_memtables = 0;
+  if (db_->GetIntProperty(cf(which), rocksdb::DB::Properties::kCurSizeAllMemTables,
+                          &in_memtables)) {
+    bytes += in_memtables;
+  }
+  return bytes;
 }
 
 Result<bool> Store::compact_level0(Cf which) {

@@ -107,6 +107,10 @@ class Store {
   Result<bool> reset_projections();
   // The number of table files in L0 of `which`.
   int level0_files(Cf which) const;
+  // About how many bytes of keys and values `which` holds, uncompressed: its table files' raw
+  // sizes (from their properties, which count what a later compaction may drop) and its
+  // memtables' size.
+  uint64_t raw_bytes(Cf which) const;
   // Compacts every L0 table file of `which` into L1, with the L1 files they overlap, on the
   // calling thread; RocksDB's own compactions and writes go on beside it. false if there was
   // nothing to do or a compaction of RocksDB's holds one of the files (try again later), or if
