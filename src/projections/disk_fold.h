@@ -76,7 +76,7 @@ class DiskFold {
   static constexpr size_t kEventsPerBatch = 1024;
   // ... or once its writes take this many bytes, whichever comes first: 1024 profiles with 60 KB
   // of WAF directives each made a batch of over 60 MB, held twice at its write.
-  static constexpr size_t kBytesPerBatch = 8 << 20;
+  static constexpr size_t kBytesPerBatch = 4 << 20;
 
  private:
   DiskFold() = default;

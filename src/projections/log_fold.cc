@@ -12,7 +12,7 @@ namespace {
 // more once their bytes reach kParseBatchBytes: 4096 profiles with 60 KB of WAF directives each
 // made a batch of 240 MB, its bytes and what was parsed from them held together.
 constexpr size_t kParseBatch = 4096;
-constexpr size_t kParseBatchBytes = 16 << 20;
+constexpr size_t kParseBatchBytes = 4 << 20;
 
 // A run of consecutive stored events and, once parsed, what they hold.
 struct Batch {

@@ -315,9 +315,9 @@ class CountingIterator final : public rocksdb::Iterator {
 TEST_CASE("a fold reads, parses and writes large events in batches bounded by their bytes") {
   testing::ScratchDir dir;
   auto store = std::move(Store::open(dir.path()).value());
-  constexpr int kEvents = 80;
-  write_large_profiles(*store, kEvents, 600'000);  // 48 MB
-  SUBCASE("reading and parsing: two batches of 16 MB at most ahead of the event folded") {
+  constexpr int kEvents = 40;
+  write_large_profiles(*store, kEvents, 300'000);  // 12 MB
+  SUBCASE("reading and parsing: two batches of 4 MB at most ahead of the event folded") {
     CountingIterator it(store->iterate(Cf::kEvents));
     it.SeekToFirst();
     size_t read_at_first = 0;
@@ -328,9 +328,9 @@ TEST_CASE("a fold reads, parses and writes large events in batches bounded by th
     });
     REQUIRE(r.ok());
     CHECK(folded == kEvents);
-    CHECK(read_at_first <= 2 * (16 * 1024 * 1024 / 600'000 + 1));
+    CHECK(read_at_first <= 2 * (4 * 1024 * 1024 / 300'000 + 1));
   }
-  SUBCASE("the fold on disk writes its scratch batches every 8 MB or so") {
+  SUBCASE("the fold on disk writes its scratch batches every 4 MB or so") {
     auto disk = std::move(DiskFold::create(dir.path() + "/fold").value());
     auto it = store->iterate(Cf::kEvents);
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -340,7 +340,7 @@ TEST_CASE("a fold reads, parses and writes large events in batches bounded by th
     }
     REQUIRE(disk->finish().ok());
     CHECK(disk->events() == kEvents);
-    CHECK(disk->batches_written() >= 48 / 8);
+    CHECK(disk->batches_written() >= 12 / 4);
   }
 }
 
