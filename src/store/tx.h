@@ -104,7 +104,8 @@ class Tx {
 
   uint64_t last_seq() const { return last_seq_; }
   const std::string& last_hash() const { return last_hash_; }
-  // The bytes of the writes staged so far (keys and values): about what seal() will hold twice.
+  // The bytes of the writes staged so far (their keys and values), from which seal() builds its
+  // batch.
   size_t staged_bytes() const { return staged_bytes_.size(); }
 
   // From now on, list each key `keys` accepts in watched() when a write of it is staged.
