@@ -307,6 +307,19 @@ class CountingIterator final : public rocksdb::Iterator {
   std::unique_ptr<rocksdb::Iterator> inner_;
 };
 
+// Every event of `store`'s log added to a DiskFold in `dir`, one by one, and finished.
+std::unique_ptr<DiskFold> fold_on_disk(const Store& store, const std::string& dir) {
+  auto disk = std::move(DiskFold::create(dir).value());
+  auto it = store.iterate(Cf::kEvents);
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    auto event = parse_logged_event(std::string_view(it->value().data(), it->value().size()));
+    REQUIRE(event.ok());
+    REQUIRE(disk->add(std::move(event.value())).ok());
+  }
+  REQUIRE(disk->finish().ok());
+  return disk;
+}
+
 // A batch of events read and parsed at once took up to 4096 events whatever their size, and a
 // scratch batch of the fold on disk up to 1024: a log of large profiles (60 KB of directives
 // each) was held whole, read and parsed, by a fold in memory (2,000 of them: 283 MB of max RSS for
@@ -331,16 +344,17 @@ TEST_CASE("a fold reads, parses and writes large events in batches bounded by th
     CHECK(read_at_first <= 2 * (4 * 1024 * 1024 / 300'000 + 1));
   }
   SUBCASE("the fold on disk writes its scratch batches every 4 MB or so") {
-    auto disk = std::move(DiskFold::create(dir.path() + "/fold").value());
-    auto it = store->iterate(Cf::kEvents);
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      auto event = parse_logged_event(std::string_view(it->value().data(), it->value().size()));
-      REQUIRE(event.ok());
-      REQUIRE(disk->add(std::move(event.value())).ok());
-    }
-    REQUIRE(disk->finish().ok());
+    auto disk = fold_on_disk(*store, dir.path() + "/fold");
     CHECK(disk->events() == kEvents);
     CHECK(disk->batches_written() >= 12 / 4);
+  }
+  SUBCASE("small records are still written DiskFold::kEventsPerBatch at a time") {
+    testing::ScratchDir small_dir;
+    auto small = std::move(Store::open(small_dir.path()).value());
+    write_random_log(*small, 5000);
+    auto disk = fold_on_disk(*small, small_dir.path() + "/fold");
+    CHECK(disk->batches_written() ==
+          (5000 + DiskFold::kEventsPerBatch - 1) / DiskFold::kEventsPerBatch);
   }
 }
 
