@@ -23,8 +23,10 @@
 #include "mirror/kafka_sink.h"
 #include "mirror/publisher.h"
 #include "projections/catch_up.h"
+#include "projections/list_memo.h"
 #include "projections/read_cache.h"
 #include "projections/read_model.h"
+#include "projections/watchers.h"
 #include "sandbox/waf_check.h"
 #include "service/service.h"
 #include "store/quiet_compaction.h"
@@ -350,7 +352,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<gw::ReadCache> read_cache;
   if (*read_cache_mb > 0)
     read_cache = std::make_unique<gw::ReadCache>(static_cast<size_t>(*read_cache_mb) << 20);
-  auto writer = gw::Writer::start(*store.value(), *ids, gw::scanned_by_commands, read_cache.get(),
+  gw::ListMemo list_memo;
+  gw::ProjectionWatchers watchers(read_cache.get(), &list_memo);
+  auto writer = gw::Writer::start(*store.value(), *ids, gw::scanned_by_commands, &watchers,
                                   gw::written_only_by_commands);
   if (!writer.ok()) return fail("cannot start the writer: " + writer.error().detail);
 
@@ -367,7 +371,7 @@ int main(int argc, char** argv) {
   auto resolver = gw::AresResolver::create(resolver_config);
   if (!resolver.ok()) return fail(flags.named("dns-servers") + ": " + resolver.error().detail);
   gw::Verifier verifier(*store.value(), service, *resolver.value());
-  gw::ReadModel reads(*store.value(), read_cache.get());
+  gw::ReadModel reads(*store.value(), read_cache.get(), &list_memo);
   gw::http::TokenStore tokens(tokens_file);
   gw::http::RateLimiter limiter(static_cast<uint32_t>(*rate));
   gw::http::Metrics metrics;
@@ -376,6 +380,7 @@ int main(int argc, char** argv) {
   metrics.add_section([w] { return w->render_metrics(); });
   metrics.add_section([&verifier] { return verifier.render_metrics(); });
   if (read_cache) metrics.add_section([&read_cache] { return read_cache->render_metrics(); });
+  metrics.add_section([&list_memo] { return list_memo.render_metrics(); });
   metrics.add_section([&quiet_compaction] { return quiet_compaction.render_metrics(); });
   std::unique_ptr<gw::mirror::Publisher> mirror;
   if (!flags.get("kafka-brokers").empty()) {

@@ -73,6 +73,7 @@ WatchedKeys ReadCache::watched_keys() const { return &watched; }
 
 void ReadCache::before_write(const std::vector<std::string>& keys) {
   for (const auto& key : keys) {
+    if (!keys::is_record(key)) continue;  // another watcher's (projections/watchers.h)
     Shard& shard = shard_of(key);
     std::lock_guard<std::mutex> lock(shard.mu);
     ++shard.generation;
@@ -83,6 +84,7 @@ void ReadCache::before_write(const std::vector<std::string>& keys) {
 
 void ReadCache::after_write(const std::vector<std::string>& keys) {
   for (const auto& key : keys) {
+    if (!keys::is_record(key)) continue;
     Shard& shard = shard_of(key);
     std::lock_guard<std::mutex> lock(shard.mu);
     // Readers that saw the old value while the write was under way kept nothing (their ticket

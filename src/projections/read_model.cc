@@ -5,6 +5,7 @@
 
 #include "projections/apply.h"
 #include "projections/keys.h"
+#include "projections/list_memo.h"
 #include "projections/read_cache.h"
 
 namespace gw {
@@ -120,7 +121,6 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   auto want = [&wanted](std::string_view id) {
     wanted.emplace_back(keys::record(id), wanted.size());
   };
-  Snapshot snap(store_);
   // The indexes to read (the kind's list, or one per filter), each with its entry count from its
   // counter, fewest first. An index with no entries means an empty list.
   std::vector<std::pair<uint64_t, std::string>> indexes;
@@ -128,25 +128,55 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   for (const Filter& f : filters) {
     indexes.emplace_back(0, keys::filter_prefix(team, kind, f.field, f.value));
   }
+  // A deep page of one index starts from the memo's nearest checkpoint, if it has one; the
+  // snapshot is then taken under the memo's lock (see projections/list_memo.h).
+  std::optional<Snapshot> snap;
+  const bool memo = memo_ != nullptr && indexes.size() == 1 && offset >= ListMemo::kStride;
+  ListMemo::Visit visit;
+  std::optional<ListMemo::Checkpoint> from;
+  if (memo) {
+    from = memo_->begin(
+        indexes[0].second, offset, [&] { snap.emplace(store_); }, &visit);
+  } else {
+    snap.emplace(store_);
+  }
   for (auto& [entries, prefix] : indexes) {
-    auto count = store_.get(Cf::kProjections, keys::count_of_prefix(prefix), snap.get());
+    auto count = store_.get(Cf::kProjections, keys::count_of_prefix(prefix), snap->get());
     if (!count.ok()) return std::move(count.error());
     entries = count.value() ? decode_u64(*count.value()) : 0;
     if (entries == 0) return out;
   }
   std::sort(indexes.begin(), indexes.end());
   const std::string& walked = indexes[0].second;
-  auto it = store_.iterate_under(Cf::kProjections, walked, snap.get());
+  auto it = store_.iterate_under(Cf::kProjections, walked, snap->get());
   if (indexes.size() == 1) {
-    // The index's counter gives the total; only the page itself is read.
+    // The index's counter gives the total; only the entries before the page (from the memo's
+    // checkpoint, if any) and the page itself are read.
     out.total = indexes[0].first;
     if (offset >= out.total) return out;
-    uint64_t skipped = 0;
-    for (it->Seek(walked); it->Valid() && it->key().starts_with(walked) && wanted.size() < per_page;
-         it->Next()) {
-      if (skipped++ < offset) continue;
-      want(view(it->value()));
+    uint64_t at = 0;  // the iterator's offset in the index
+    if (from) {
+      const std::string key = walked + encode_u64(from->seq);
+      it->Seek(key);
+      // The checkpoint is true in this snapshot (see ListMemo::begin); were it not, the walk
+      // would start from the index's start.
+      if (it->Valid() && it->key() == rocksdb::Slice(key)) at = from->offset;
     }
+    if (at == 0) it->Seek(walked);
+    const uint64_t start = at;
+    std::vector<ListMemo::Checkpoint> found;  // for the memo
+    for (; it->Valid() && it->key().starts_with(walked) && wanted.size() < per_page;
+         it->Next(), ++at) {
+      if (memo && at % ListMemo::kStride == 0 && at != start) {
+        found.push_back({at, decode_u64(view(it->key()).substr(walked.size()))});
+      }
+      if (at < offset) continue;
+      want(view(it->value()));
+      if (memo && wanted.size() == per_page) {  // the page's last entry: where the next one starts
+        found.push_back({at, decode_u64(view(it->key()).substr(walked.size()))});
+      }
+    }
+    if (memo && it->status().ok()) memo_->remember(walked, visit, found, at - start);
   } else {
     // Several filters: walk the narrowest index and test the others by point lookups of their
     // index entries (same team, kind and create_seq), counting every match for the total. The
@@ -157,7 +187,7 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
       bool match = true;
       for (size_t i = 1; i < indexes.size() && match; ++i) {
         key.assign(indexes[i].second).append(seq);
-        auto hit = store_.get(Cf::kProjections, key, snap.get());
+        auto hit = store_.get(Cf::kProjections, key, snap->get());
         if (!hit.ok()) return std::move(hit.error());
         match = hit.value().has_value();
       }
@@ -173,7 +203,7 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   // larger gap costs a Seek. Twenty point lookups, each a search from the top of the memtable's
   // skiplist, were about half of a list request. (Records are never deleted from the store: a
   // deleted one is kept, marked, so there are no tombstones to step over.)
-  it = store_.iterate_under(Cf::kProjections, keys::record(""), snap.get());
+  it = store_.iterate_under(Cf::kProjections, keys::record(""), snap->get());
   constexpr int kMaxSteps = 8;
   const size_t page_size = wanted.size();
   std::sort(wanted.begin(), wanted.end());

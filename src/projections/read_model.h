@@ -17,14 +17,16 @@
 
 namespace gw {
 
+class ListMemo;
 class ReadCache;
 
 class ReadModel {
  public:
-  // With `cache` (which must outlive the ReadModel and be the store's Writer's watcher), get()
-  // reads records through it.
-  explicit ReadModel(const Store& store, ReadCache* cache = nullptr)
-      : store_(store), cache_(cache) {}
+  // With `cache` (which must outlive the ReadModel and be watched by the store's Writer, see
+  // projections/watchers.h), get() reads records through it; with `memo` (the same), list() finds
+  // deep pages through it.
+  explicit ReadModel(const Store& store, ReadCache* cache = nullptr, ListMemo* memo = nullptr)
+      : store_(store), cache_(cache), memo_(memo) {}
 
   struct Found {
     std::string json;
@@ -99,6 +101,7 @@ class ReadModel {
 
   const Store& store_;
   ReadCache* cache_;
+  ListMemo* memo_;
 };
 
 }  // namespace gw

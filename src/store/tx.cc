@@ -114,7 +114,11 @@ void Tx::settle() {
 }
 
 void Tx::write(Cf which, std::string_view key, std::optional<std::string_view> value) {
-  if (write_only_ != nullptr && write_only_(which, key)) return;  // in the batch only
+  if (write_only_ != nullptr && write_only_(which, key)) {  // in the batch only
+    // Listed at every write: a write-only key has no overlay entry to tell a first write by.
+    if (watched_ != nullptr && watched_(which, key)) watched_keys_.emplace_back(key);
+    return;
+  }
   const size_t cf = index_of(which);
   auto [it, inserted] = overlay_[cf].try_emplace(std::string(key));
   Undo undo{cf, &*it, !inserted, std::nullopt};

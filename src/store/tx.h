@@ -110,13 +110,13 @@ class Tx {
 
   // From now on, list each key `keys` accepts in watched() when a write of it is staged.
   void watch(WatchedKeys keys) { watched_ = keys; }
-  // The watched keys this Tx wrote, each once; may also hold keys only rolled-back jobs wrote.
+  // The watched keys this Tx wrote, each once (write-only keys once per write); may also hold
+  // keys only rolled-back jobs wrote.
   const std::vector<std::string>& watched() const { return watched_keys_; }
   // From now on, the keys `keys` accepts go into the batch only, not into the overlay: a get()
   // or scan() of one is kInternal, and a Tx staged on this one does not see them either. Index
   // entries, history and the like are written by every job and read by none; keeping them out
-  // of the overlay saves the writer thread a hash-map insert and two copies per key. Such a key
-  // is never listed in watched().
+  // of the overlay saves the writer thread a hash-map insert and two copies per key.
   void write_only(WriteOnlyKeys keys) { write_only_ = keys; }
 
   void set_savepoint();

@@ -1,6 +1,9 @@
 // Lists: pagination defaults and limits, oldest first, filters, invalid queries.
 #include "integration/fixture.h"
 
+#include <atomic>
+#include <thread>
+
 namespace gw::itest::lists_test {
 namespace {
 
@@ -243,6 +246,56 @@ TEST_CASE("webhook lists filter by status and workload_id") {
   CHECK(both.ids == std::vector<std::string>{ids[2], ids[4]});
   CHECK(both.total == 2);
   CHECK(list(api, kWebhook, "?workload_id=nobody").total == 0);
+}
+
+TEST_CASE("deep pages: the next page starts where the last ended, and a delete before it counts") {
+  Server server;
+  // 1,100 webhooks, from 4 clients at once (their creates share synced batches).
+  constexpr int kClients = 4, kEach = 275;
+  std::vector<std::thread> clients;
+  std::atomic<int> created{0};
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&server, &created, c] {
+      Api api(server, kTeamA);
+      for (int i = 0; i < kEach; ++i) {
+        if (api.post("/v1/webhook", webhook_body(kTeamA, "wl-" + std::to_string(c))).status == 201)
+          ++created;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  REQUIRE(created == kClients * kEach);
+  Api api(server, kTeamA);
+  std::vector<std::string> order;  // the list, oldest first
+  for (int page = 1; page <= 11; ++page) {
+    for (auto& id : list(api, kWebhook, "?per_page=100&page=" + std::to_string(page)).ids)
+      order.push_back(std::move(id));
+  }
+  REQUIRE(order.size() == kClients * kEach);
+
+  const std::string stepped = "gatewayd_list_deep_pages_entries_stepped_total";
+  const std::string from_checkpoint = "gatewayd_list_deep_pages_from_checkpoint_total";
+  // Page 53 (entries 1,040 to 1,059) is walked from the list's start.
+  CHECK(list(api, kWebhook, "?page=53").ids == slice(order, 1040, 20));
+  CHECK(metric(server, stepped) == 1060);
+  CHECK(metric(server, from_checkpoint) == 0);
+  // Page 54 starts from page 53's last entry.
+  CHECK(list(api, kWebhook, "?page=54").ids == slice(order, 1060, 20));
+  CHECK(metric(server, stepped) == 1060 + 21);
+  CHECK(metric(server, from_checkpoint) == 1);
+  // A delete before it moves every entry after it: page 54 is walked from the start again.
+  REQUIRE(api.del(item_path(kWebhook, order[5])).status == 200);
+  order.erase(order.begin() + 5);
+  Page after = list(api, kWebhook, "?page=54");
+  CHECK(after.ids == slice(order, 1060, 20));
+  CHECK(after.total == kClients * kEach - 1);
+  CHECK(metric(server, stepped) == 1060 + 21 + 1080);
+  // The same through a filter's index: workload wl-0's 275 entries are too few for a deep page,
+  // status=active has all of them.
+  CHECK(list(api, kWebhook, "?status=active&page=53").ids == slice(order, 1040, 20));
+  CHECK(list(api, kWebhook, "?status=active&page=54").ids == slice(order, 1060, 20));
+  CHECK(metric(server, from_checkpoint) == 2);
+  CHECK(metric(server, stepped) == 1060 + 21 + 1080 + 1060 + 21);
 }
 
 }  // namespace

@@ -1,0 +1,177 @@
+#include "projections/list_memo.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "store/store.h"
+
+namespace gw {
+
+namespace {
+
+constexpr size_t kIndexSeqBytes = 8;
+
+// The index of an entry key: the key without its sequence number.
+std::string_view index_prefix_of(std::string_view key) {
+  return key.substr(0, key.size() - kIndexSeqBytes);
+}
+
+}  // namespace
+
+ListMemo::ListMemo(size_t max_checkpoints)
+    : max_shard_checkpoints_(std::max<size_t>(max_checkpoints / kShards, kPageEnds + 1)),
+      shards_(new Shard[kShards]) {}
+
+ListMemo::Shard& ListMemo::shard_of(std::string_view prefix) {
+  return shards_[std::hash<std::string_view>{}(prefix) % kShards];
+}
+
+bool ListMemo::is_index_entry(std::string_view key) {
+  return key.size() > 2 + kIndexSeqBytes && (key[0] == 'l' || key[0] == 'f') && key[1] == '\0';
+}
+
+std::optional<ListMemo::Checkpoint> ListMemo::begin(std::string_view prefix, uint64_t offset,
+                                                    const std::function<void()>& take_snapshot,
+                                                    Visit* visit) {
+  walks_.fetch_add(1, std::memory_order_relaxed);
+  Shard& shard = shard_of(prefix);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  take_snapshot();
+  visit->shard = static_cast<size_t>(&shard - shards_.get());
+  visit->generation = shard.generation;
+  visit->can_remember = shard.writing == 0;
+  auto found = shard.by_prefix.find(prefix);
+  if (found == shard.by_prefix.end()) return std::nullopt;
+  shard.lru.splice(shard.lru.begin(), shard.lru, found->second);
+  const Index& index = *found->second;
+  std::optional<Checkpoint> best;
+  auto after = std::upper_bound(index.strided.begin(), index.strided.end(), offset,
+                                [](uint64_t o, const Checkpoint& c) { return o < c.offset; });
+  if (after != index.strided.begin()) best = *std::prev(after);
+  for (const Checkpoint& c : index.page_ends) {
+    if (c.offset <= offset && (!best || c.offset > best->offset)) best = c;
+  }
+  if (best) from_checkpoint_.fetch_add(1, std::memory_order_relaxed);
+  return best;
+}
+
+void ListMemo::remember(std::string_view prefix, const Visit& visit,
+                        const std::vector<Checkpoint>& found, uint64_t stepped) {
+  stepped_.fetch_add(stepped, std::memory_order_relaxed);
+  if (!visit.can_remember || found.empty()) return;
+  Shard& shard = shards_[visit.shard];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (shard.generation != visit.generation) return;  // a write began since the snapshot
+  auto at = shard.by_prefix.find(prefix);
+  if (at == shard.by_prefix.end()) {
+    shard.lru.push_front(Index{std::string(prefix), {}, {}});
+    at = shard.by_prefix.emplace(shard.lru.front().prefix, shard.lru.begin()).first;
+  } else {
+    shard.lru.splice(shard.lru.begin(), shard.lru, at->second);
+  }
+  Index& index = *at->second;
+  const size_t before = index.size();
+  for (const Checkpoint& c : found) {
+    if (c.offset % kStride == 0) {
+      auto place =
+          std::lower_bound(index.strided.begin(), index.strided.end(), c.offset,
+                           [](const Checkpoint& have, uint64_t o) { return have.offset < o; });
+      // One already there says the same: both are true in the current state.
+      if (place != index.strided.end() && place->offset == c.offset) continue;
+      if (index.strided.size() + kPageEnds >= max_shard_checkpoints_) continue;
+      index.strided.insert(place, c);
+    } else {
+      auto same = std::find_if(index.page_ends.begin(), index.page_ends.end(),
+                               [&c](const Checkpoint& have) { return have.offset == c.offset; });
+      if (same != index.page_ends.end()) index.page_ends.erase(same);
+      if (index.page_ends.size() == kPageEnds) index.page_ends.erase(index.page_ends.begin());
+      index.page_ends.push_back(c);
+    }
+  }
+  shard.checkpoints = shard.checkpoints - before + index.size();
+  // The least recently used indexes go first, never the one just used.
+  while (shard.checkpoints > max_shard_checkpoints_ && std::prev(shard.lru.end()) != at->second) {
+    drop(shard, std::prev(shard.lru.end()));
+  }
+}
+
+void ListMemo::drop(Shard& shard, std::list<Index>::iterator it) {
+  shard.checkpoints -= it->size();
+  shard.by_prefix.erase(it->prefix);
+  shard.lru.erase(it);
+}
+
+void ListMemo::forget_from(std::string_view key, bool starting) {
+  const std::string_view prefix = index_prefix_of(key);
+  const uint64_t seq = decode_u64(key.substr(prefix.size()));
+  Shard& shard = shard_of(prefix);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (starting) {
+    ++shard.generation;
+    ++shard.writing;
+  } else {
+    --shard.writing;
+  }
+  auto at = shard.by_prefix.find(prefix);
+  if (at == shard.by_prefix.end()) return;
+  Index& index = *at->second;
+  const size_t before = index.size();
+  auto keep = [seq](const Checkpoint& c) { return c.seq < seq; };
+  // Strided checkpoints are in offset order, and so in seq order: the ones to drop are a tail.
+  index.strided.erase(std::partition_point(index.strided.begin(), index.strided.end(), keep),
+                      index.strided.end());
+  std::erase_if(index.page_ends, [&keep](const Checkpoint& c) { return !keep(c); });
+  shard.checkpoints = shard.checkpoints - before + index.size();
+  if (index.size() == 0) drop(shard, at->second);
+}
+
+void ListMemo::before_write(const std::vector<std::string>& keys) {
+  for (const auto& key : keys) {
+    if (is_index_entry(key)) forget_from(key, true);
+  }
+}
+
+void ListMemo::after_write(const std::vector<std::string>& keys) {
+  // Nothing was added while the write was under way (see remember()); this repeats the drop for
+  // safety, as the read cache does.
+  for (const auto& key : keys) {
+    if (is_index_entry(key)) forget_from(key, false);
+  }
+}
+
+ListMemo::Stats ListMemo::stats() const {
+  Stats out;
+  out.walks = walks_.load(std::memory_order_relaxed);
+  out.from_checkpoint = from_checkpoint_.load(std::memory_order_relaxed);
+  out.stepped = stepped_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < kShards; ++i) {
+    const Shard& shard = shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    out.indexes += shard.by_prefix.size();
+    out.checkpoints += shard.checkpoints;
+  }
+  return out;
+}
+
+std::string ListMemo::render_metrics() const {
+  const Stats s = stats();
+  std::ostringstream out;
+  out << "# HELP gatewayd_list_deep_pages_total List requests of an offset of at least " << kStride
+      << " entries.\n"
+      << "# TYPE gatewayd_list_deep_pages_total counter\n"
+      << "gatewayd_list_deep_pages_total " << s.walks << "\n"
+      << "# HELP gatewayd_list_deep_pages_from_checkpoint_total Of them, those that started from "
+         "a remembered place in the index.\n"
+      << "# TYPE gatewayd_list_deep_pages_from_checkpoint_total counter\n"
+      << "gatewayd_list_deep_pages_from_checkpoint_total " << s.from_checkpoint << "\n"
+      << "# HELP gatewayd_list_deep_pages_entries_stepped_total Index entries they stepped over "
+         "or read.\n"
+      << "# TYPE gatewayd_list_deep_pages_entries_stepped_total counter\n"
+      << "gatewayd_list_deep_pages_entries_stepped_total " << s.stepped << "\n"
+      << "# HELP gatewayd_list_memo_checkpoints Places in list indexes remembered.\n"
+      << "# TYPE gatewayd_list_memo_checkpoints gauge\n"
+      << "gatewayd_list_memo_checkpoints " << s.checkpoints << "\n";
+  return out.str();
+}
+
+}  // namespace gw
