@@ -89,6 +89,10 @@ void ListMemo::remember(std::string_view prefix, const Visit& visit,
     }
   }
   shard.checkpoints = shard.checkpoints - before + index.size();
+  if (index.size() == 0) {  // nothing found could be kept (the shard's bound)
+    drop(shard, at->second);
+    return;
+  }
   // The least recently used indexes go first, never the one just used.
   while (shard.checkpoints > max_shard_checkpoints_ && std::prev(shard.lru.end()) != at->second) {
     drop(shard, std::prev(shard.lru.end()));

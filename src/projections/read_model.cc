@@ -155,14 +155,16 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
     out.total = indexes[0].first;
     if (offset >= out.total) return out;
     uint64_t at = 0;  // the iterator's offset in the index
+    bool placed = false;
     if (from) {
       const std::string key = walked + encode_u64(from->seq);
       it->Seek(key);
       // The checkpoint is true in this snapshot (see ListMemo::begin); were it not, the walk
       // would start from the index's start.
-      if (it->Valid() && it->key() == rocksdb::Slice(key)) at = from->offset;
+      placed = it->Valid() && it->key() == rocksdb::Slice(key);
+      if (placed) at = from->offset;
     }
-    if (at == 0) it->Seek(walked);
+    if (!placed) it->Seek(walked);
     const uint64_t start = at;
     std::vector<ListMemo::Checkpoint> found;  // for the memo
     for (; it->Valid() && it->key().starts_with(walked) && wanted.size() < per_page;
