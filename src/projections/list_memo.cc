@@ -160,8 +160,9 @@ ListMemo::Stats ListMemo::stats() const {
 std::string ListMemo::render_metrics() const {
   const Stats s = stats();
   std::ostringstream out;
-  out << "# HELP gatewayd_list_deep_pages_total List requests of an offset of at least " << kStride
-      << " entries.\n"
+  out << "# HELP gatewayd_list_deep_pages_total List requests of one index (no filter, or one) "
+         "at an offset of at least "
+      << kStride << " entries.\n"
       << "# TYPE gatewayd_list_deep_pages_total counter\n"
       << "gatewayd_list_deep_pages_total " << s.walks << "\n"
       << "# HELP gatewayd_list_deep_pages_from_checkpoint_total Of them, those that started from "

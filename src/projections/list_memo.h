@@ -21,8 +21,11 @@
 // the shard began since it took the snapshot, nor was under way then.
 //
 // Thread-safe: the indexes are spread over shards, each with a mutex of its own; a list request
-// of page 1 to kStride / per_page never takes one. Memory: at most `max_checkpoints` checkpoints
-// in all, least recently used indexes dropped first.
+// of an offset under kStride never takes one. Memory: at most `max_checkpoints` checkpoints of 16
+// bytes in all (4 MB at the default, with their vectors' spare room up to twice that), least
+// recently used indexes dropped first; and about 200 bytes for each index held, which is one
+// read at an offset of kStride or more, so one of at least kStride entries: an index per kStride
+// entries of the store at most.
 #pragma once
 
 #include <atomic>
@@ -46,7 +49,7 @@ class ListMemo {
   static constexpr uint64_t kStride = 1024;
   // The last pages' ends kept per index (clients paging through a list one page after another).
   static constexpr size_t kPageEnds = 8;
-  static constexpr size_t kDefaultMaxCheckpoints = size_t{1} << 18;  // about 10 MB
+  static constexpr size_t kDefaultMaxCheckpoints = size_t{1} << 18;
 
   explicit ListMemo(size_t max_checkpoints = kDefaultMaxCheckpoints);
   ListMemo(const ListMemo&) = delete;
