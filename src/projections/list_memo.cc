@@ -38,8 +38,7 @@ std::optional<ListMemo::Checkpoint> ListMemo::begin(std::string_view prefix, uin
   std::lock_guard<std::mutex> lock(shard.mu);
   take_snapshot();
   visit->shard = static_cast<size_t>(&shard - shards_.get());
-  visit->generation = shard.generation;
-  visit->can_remember = shard.writing == 0;
+  visit->settled = shard.writing == 0 ? shard.logged : shard.settled;
   auto found = shard.by_prefix.find(prefix);
   if (found == shard.by_prefix.end()) return std::nullopt;
   shard.lru.splice(shard.lru.begin(), shard.lru, found->second);
@@ -58,10 +57,19 @@ std::optional<ListMemo::Checkpoint> ListMemo::begin(std::string_view prefix, uin
 void ListMemo::remember(std::string_view prefix, const Visit& visit,
                         const std::vector<Checkpoint>& found, uint64_t stepped) {
   stepped_.fetch_add(stepped, std::memory_order_relaxed);
-  if (!visit.can_remember || found.empty()) return;
+  if (found.empty()) return;
   Shard& shard = shards_[visit.shard];
   std::lock_guard<std::mutex> lock(shard.mu);
-  if (shard.generation != visit.generation) return;  // a write began since the snapshot
+  // The first entry of this index written since the snapshot, or under way then: the checkpoints
+  // at or after it may not hold now (or in the snapshot).
+  if (shard.logged - visit.settled > kLoggedWrites) return;  // the log no longer reaches back
+  const size_t index_hash = std::hash<std::string_view>{}(prefix);
+  uint64_t first_written = UINT64_MAX;
+  for (uint64_t n = visit.settled; n < shard.logged; ++n) {
+    const Written& w = shard.log[n % kLoggedWrites];
+    if (w.index_hash == index_hash) first_written = std::min(first_written, w.seq);
+  }
+  if (found.front().seq >= first_written) return;  // found is in walk order
   auto at = shard.by_prefix.find(prefix);
   if (at == shard.by_prefix.end()) {
     shard.lru.push_front(Index{std::string(prefix), {}, {}});
@@ -72,6 +80,7 @@ void ListMemo::remember(std::string_view prefix, const Visit& visit,
   Index& index = *at->second;
   const size_t before = index.size();
   for (const Checkpoint& c : found) {
+    if (c.seq >= first_written) break;
     if (c.offset % kStride == 0) {
       auto place =
           std::lower_bound(index.strided.begin(), index.strided.end(), c.offset,
@@ -108,11 +117,12 @@ void ListMemo::drop(Shard& shard, std::list<Index>::iterator it) {
 void ListMemo::forget_from(std::string_view key, bool starting) {
   const std::string_view prefix = index_prefix_of(key);
   const uint64_t seq = decode_u64(key.substr(prefix.size()));
-  Shard& shard = shard_of(prefix);
+  const size_t index_hash = std::hash<std::string_view>{}(prefix);
+  Shard& shard = shards_[index_hash % kShards];
   std::lock_guard<std::mutex> lock(shard.mu);
   if (starting) {
-    ++shard.generation;
-    ++shard.writing;
+    if (shard.writing++ == 0) shard.settled = shard.logged;
+    shard.log[shard.logged++ % kLoggedWrites] = Written{index_hash, seq};
   } else {
     --shard.writing;
   }
@@ -124,6 +134,7 @@ void ListMemo::forget_from(std::string_view key, bool starting) {
   // Strided checkpoints are in offset order, and so in seq order: the ones to drop are a tail.
   index.strided.erase(std::partition_point(index.strided.begin(), index.strided.end(), keep),
                       index.strided.end());
+  if (index.strided.capacity() > 4 * index.strided.size() + 16) index.strided.shrink_to_fit();
   std::erase_if(index.page_ends, [&keep](const Checkpoint& c) { return !keep(c); });
   shard.checkpoints = shard.checkpoints - before + index.size();
   if (index.size() == 0) drop(shard, at->second);
@@ -148,6 +159,7 @@ ListMemo::Stats ListMemo::stats() const {
   out.walks = walks_.load(std::memory_order_relaxed);
   out.from_checkpoint = from_checkpoint_.load(std::memory_order_relaxed);
   out.stepped = stepped_.load(std::memory_order_relaxed);
+  out.misplaced = misplaced_.load(std::memory_order_relaxed);
   for (size_t i = 0; i < kShards; ++i) {
     const Shard& shard = shards_[i];
     std::lock_guard<std::mutex> lock(shard.mu);
@@ -173,6 +185,10 @@ std::string ListMemo::render_metrics() const {
          "or read.\n"
       << "# TYPE gatewayd_list_deep_pages_entries_stepped_total counter\n"
       << "gatewayd_list_deep_pages_entries_stepped_total " << s.stepped << "\n"
+      << "# HELP gatewayd_list_deep_pages_misplaced_total Of them, those whose remembered "
+         "place was not in the index (a fault: the walk started from the index's start).\n"
+      << "# TYPE gatewayd_list_deep_pages_misplaced_total counter\n"
+      << "gatewayd_list_deep_pages_misplaced_total " << s.misplaced << "\n"
       << "# HELP gatewayd_list_memo_checkpoints Places in list indexes remembered.\n"
       << "# TYPE gatewayd_list_memo_checkpoints gauge\n"
       << "gatewayd_list_memo_checkpoints " << s.checkpoints << "\n";

@@ -17,8 +17,10 @@
 // before it stay true: an index only ever appended to (creates) keeps them all. A reader takes its
 // snapshot under its index's shard lock, where no checkpoint can be added or dropped, so every
 // checkpoint it finds is true in its snapshot (a write under way is in it or not; either way the
-// checkpoints left are true before and after it). It adds what its walk found only if no write of
-// the shard began since it took the snapshot, nor was under way then.
+// checkpoints left are true before and after it). Of what its walk found, it adds the checkpoints
+// before every entry of its index written since it took the snapshot, or under way then: each
+// shard logs the last kLoggedWrites entries written to it, and a walk that more writes of the
+// shard overlapped keeps nothing. So a walk keeps its checkpoints while creates go on.
 //
 // Thread-safe: the indexes are spread over shards, each with a mutex of its own; a list request
 // of an offset under kStride never takes one. Memory: at most `max_checkpoints` checkpoints of 16
@@ -62,20 +64,28 @@ class ListMemo {
   // Taken by begin(), for remember().
   struct Visit {
     size_t shard = 0;
-    uint64_t generation = 0;
-    bool can_remember = false;
+    // Every write of the shard logged after this one was under way at the snapshot or began
+    // after it.
+    uint64_t settled = 0;
   };
+  // The entries written to a shard that remember() can tell apart, at most.
+  static constexpr size_t kLoggedWrites = 256;
 
   // Under the lock of the shard of the index `prefix` (a list or filter prefix of keys.h): calls
   // take_snapshot(), and returns the index's checkpoint of the greatest offset at or before
   // `offset`, if it has one.
   std::optional<Checkpoint> begin(std::string_view prefix, uint64_t offset,
                                   const std::function<void()>& take_snapshot, Visit* visit);
-  // Keeps `found`, checkpoints of the index `prefix` read in the snapshot begin() took, unless a
-  // write of the shard began since or was under way then. `stepped`: index entries the walk
-  // stepped over, for the metrics.
+  // Keeps those of `found`, checkpoints of the index `prefix` read in the snapshot begin() took,
+  // that come before every entry of the index written since or under way then (none if more than
+  // kLoggedWrites entries of the shard were). `stepped`: index entries the walk stepped over, for
+  // the metrics.
   void remember(std::string_view prefix, const Visit& visit, const std::vector<Checkpoint>& found,
                 uint64_t stepped);
+
+  // A walk found no entry at the checkpoint begin() gave, and started from the index's start
+  // (which the coherence above rules out; counted so that a fault would show).
+  void count_misplaced() { misplaced_.fetch_add(1, std::memory_order_relaxed); }
 
   // Whether `key` is an index entry (whose writes the memo must be told of).
   static bool is_index_entry(std::string_view key);
@@ -87,6 +97,7 @@ class ListMemo {
     uint64_t walks = 0;            // deep-page requests
     uint64_t from_checkpoint = 0;  // of them, started from a checkpoint
     uint64_t stepped = 0;          // index entries walked by all of them
+    uint64_t misplaced = 0;        // see count_misplaced()
     uint64_t indexes = 0, checkpoints = 0;
   };
   Stats stats() const;
@@ -101,13 +112,19 @@ class ListMemo {
     std::vector<Checkpoint> page_ends;  // the last pages' ends, oldest first
     size_t size() const { return strided.size() + page_ends.size(); }
   };
+  struct Written {
+    size_t index_hash = 0;  // of the index's prefix (two indexes of one hash: more is dropped)
+    uint64_t seq = 0;
+  };
   struct alignas(64) Shard {
     mutable std::mutex mu;  // guards everything below
     std::list<Index> lru;   // most recently used first
     std::unordered_map<std::string_view, std::list<Index>::iterator> by_prefix;  // Index::prefix
     size_t checkpoints = 0;
-    uint64_t generation = 0;  // raised at the start of every write of its indexes
-    uint32_t writing = 0;     // writes of its indexes under way
+    uint64_t logged = 0;   // entries ever written to the shard's indexes; the last ones in `log`
+    uint64_t settled = 0;  // `logged` when the writes under way began (or now, with none)
+    uint32_t writing = 0;  // writes of its indexes under way
+    Written log[kLoggedWrites];  // entry n at n % kLoggedWrites
   };
   Shard& shard_of(std::string_view prefix);
   // Drops the checkpoints of `key`'s index at its entry or after it.
@@ -116,7 +133,7 @@ class ListMemo {
 
   size_t max_shard_checkpoints_;
   std::unique_ptr<Shard[]> shards_;
-  std::atomic<uint64_t> walks_{0}, from_checkpoint_{0}, stepped_{0};
+  std::atomic<uint64_t> walks_{0}, from_checkpoint_{0}, stepped_{0}, misplaced_{0};
 };
 
 }  // namespace gw

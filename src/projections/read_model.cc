@@ -162,7 +162,11 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
       // The checkpoint is true in this snapshot (see ListMemo::begin); were it not, the walk
       // would start from the index's start.
       placed = it->Valid() && it->key() == rocksdb::Slice(key);
-      if (placed) at = from->offset;
+      if (placed) {
+        at = from->offset;
+      } else {
+        memo_->count_misplaced();
+      }
     }
     if (!placed) it->Seek(walked);
     const uint64_t start = at;

@@ -67,22 +67,58 @@ TEST_CASE("the list memo gives the nearest checkpoint and forgets those a write 
   CHECK(stats.from_checkpoint == 6);
 }
 
-TEST_CASE("the list memo keeps nothing read before or during a write of its shard") {
+TEST_CASE("a walk keeps what it found before the first entry of its index written since") {
   ListMemo memo;
-  ListMemo::Visit before;
-  nearest(memo, 2000, &before);
-  memo.before_write({entry(50000)});
-  ListMemo::Visit during;
-  nearest(memo, 2000, &during);
-  CHECK_FALSE(during.can_remember);
-  memo.remember(kIndex, before, {{1024, 10250}}, 1);  // its snapshot may not hold the write
-  memo.remember(kIndex, during, {{1024, 10250}}, 1);  // nor may this one's
-  CHECK_FALSE(nearest(memo, 2000));
-  memo.after_write({entry(50000)});
-  ListMemo::Visit after;
-  nearest(memo, 2000, &after);
-  memo.remember(kIndex, after, {{1024, 10250}}, 1);
-  CHECK(nearest(memo, 2000)->seq == 10250);
+  const std::string other = keys::list_prefix("team_b", Kind::kWebhook);
+  // Creates (appends) while the walk went on: all it found is kept.
+  ListMemo::Visit v1;
+  nearest(memo, 2000, &v1);
+  memo.before_write({entry(50000), other + encode_u64(5)});
+  memo.after_write({entry(50000), other + encode_u64(5)});
+  memo.remember(kIndex, v1, {{1024, 10250}, {2048, 20490}}, 1);
+  CHECK(nearest(memo, 2060)->seq == 20490);
+
+  // An entry written between what it found, after its snapshot: the checkpoints from it on are
+  // not kept (and the write drops those already kept from it on).
+  ListMemo::Visit v2;
+  nearest(memo, 2000, &v2);
+  memo.before_write({entry(15000)});
+  memo.remember(kIndex, v2, {{1024, 10250}, {2048, 20490}, {2059, 20600}}, 1);
+  memo.after_write({entry(15000)});
+  CHECK(nearest(memo, 2060)->offset == 1024);
+
+  // A write under way at the snapshot may or may not be in it: the same.
+  memo.before_write({entry(30000)});
+  ListMemo::Visit v3;
+  nearest(memo, 2000, &v3);
+  memo.after_write({entry(30000)});
+  memo.remember(kIndex, v3, {{2048, 20490}, {3072, 31000}}, 1);
+  CHECK(nearest(memo, 2060)->offset == 2048);
+  CHECK(nearest(memo, 4000)->offset == 2048);
+
+  // A write that had ended before the snapshot is in it: nothing is held back.
+  ListMemo::Visit v4;
+  nearest(memo, 2000, &v4);
+  memo.remember(kIndex, v4, {{3072, 31000}}, 1);
+  CHECK(nearest(memo, 4000)->offset == 3072);
+
+  // More entries of the shard written since than it logs: nothing is kept.
+  ListMemo::Visit v5;
+  nearest(memo, 2000, &v5);
+  for (uint64_t n = 0; n <= ListMemo::kLoggedWrites; ++n) {
+    memo.before_write({entry(100000 + n)});
+    memo.after_write({entry(100000 + n)});
+  }
+  memo.remember(kIndex, v5, {{4096, 41000}}, 1);
+  CHECK(nearest(memo, 5000)->offset == 3072);
+  ListMemo::Visit v6;  // one fewer: kept
+  nearest(memo, 2000, &v6);
+  for (uint64_t n = 0; n < ListMemo::kLoggedWrites; ++n) {
+    memo.before_write({entry(200000 + n)});
+    memo.after_write({entry(200000 + n)});
+  }
+  memo.remember(kIndex, v6, {{4096, 41000}}, 1);
+  CHECK(nearest(memo, 5000)->offset == 4096);
 }
 
 TEST_CASE("the list memo keeps the last pages' ends and at most its checkpoints") {
@@ -299,45 +335,75 @@ TEST_CASE("deep list pages start from the memo and equal pages walked from the i
 
 TEST_CASE("deep pages read through the memo while records are deleted are the snapshot's pages") {
   ListMemoFixture fx;
-  const int kRecords = 2500;
+  const int kRecords = 2500, kDeletes = 400;
   fx.create(0, kRecords);
-  // The list's ids in order, walked from the start.
-  std::vector<std::string> order;
-  for (uint64_t page = 1; order.size() < kRecords; ++page) {
-    auto items = ListMemoFixture::page_of(*fx.plain_reads_, {}, page, 100).items;
-    REQUIRE_FALSE(items.empty());
-    for (const auto& item : items) order.push_back(item.substr(15, 30));
+  // The list's ids in order, and which of them are active, walked from the start.
+  auto walk = [&fx](const std::vector<ReadModel::Filter>& filters) {
+    std::vector<std::string> ids;
+    for (uint64_t page = 1;; ++page) {
+      auto items = ListMemoFixture::page_of(*fx.plain_reads_, filters, page, 100).items;
+      if (items.empty()) return ids;
+      for (const auto& item : items) ids.push_back(item.substr(15, 30));
+    }
+  };
+  const std::vector<std::string> order = walk({});
+  const std::vector<ReadModel::Filter> none, active_filter{{"status", "active"}};
+  const std::vector<std::string> active = walk(active_filter);
+  REQUIRE(order.size() == kRecords);
+  // actives_before[i]: the active ids among order[0, i).
+  std::vector<size_t> actives_before{0};
+  for (size_t i = 0, a = 0; i < order.size(); ++i) {
+    if (a < active.size() && active[a] == order[i]) ++a;
+    actives_before.push_back(a);
   }
-  // Deletes alternate between the list's two ends, so the list after k deletes is the ids from
-  // (k + 1) / 2 to kRecords - k / 2, and a page's total tells which k its snapshot saw.
+  REQUIRE(actives_before.back() == active.size());
+  // Deletes alternate between the list's two ends, so after k deletes the list is order[from(k),
+  // to(k)): a page's total tells which k its snapshot saw (of the active ones, one of a few).
+  auto from = [](uint64_t k) { return (k + 1) / 2; };
+  auto to = [](uint64_t k) { return kRecords - k / 2; };
   std::atomic<bool> writing{true};
   std::thread deleter([&] {
-    for (int k = 0; k < 400; ++k) {
+    for (int k = 0; k < kDeletes; ++k) {
       fx.remove({k % 2 == 0 ? order[k / 2] : order[kRecords - 1 - k / 2]});
     }
     writing = false;
   });
-  auto reader = [&](unsigned seed) {
-    std::mt19937 rng(seed);
-    int pages = 0;
-    while (writing || pages < 50) {
-      const uint64_t per_page = 20;
-      const uint64_t page = (ListMemo::kStride + rng() % 1000) / per_page + 1;
-      auto got = ListMemoFixture::page_of(*fx.memo_reads_, {}, page, per_page);
-      const uint64_t k = kRecords - got.total;
-      const uint64_t first = (k + 1) / 2 + (page - 1) * per_page;
-      REQUIRE(got.items.size() == per_page);
-      for (uint64_t i = 0; i < per_page; ++i) {
-        REQUIRE(got.items[i].substr(15, 30) == order[first + i]);
+  // Whether `got`, the page at `offset` of `ids` (the list, or its active ones), is that page of
+  // one of the lists a snapshot could hold.
+  auto holds = [&](const ReadModel::Page& got, uint64_t offset, uint64_t per_page, bool actives) {
+    for (uint64_t k = 0; k <= kDeletes; ++k) {
+      const size_t begin = actives ? actives_before[from(k)] : from(k);
+      const size_t end = actives ? actives_before[to(k)] : to(k);
+      if (end - begin != got.total) continue;
+      const std::vector<std::string>& ids = actives ? active : order;
+      const uint64_t left = got.total > offset ? got.total - offset : 0;
+      bool same = got.items.size() == std::min(left, per_page);
+      for (size_t i = 0; same && i < got.items.size(); ++i) {
+        same = begin + offset + i < end && got.items[i].substr(15, 30) == ids[begin + offset + i];
       }
-      ++pages;
+      if (same) return true;
+    }
+    return false;
+  };
+  std::atomic<int> wrong{0};
+  auto reader = [&](unsigned seed, bool actives) {
+    std::mt19937 rng(seed);
+    for (int pages = 0; writing || pages < 50; ++pages) {
+      const uint64_t per_page = 1 + rng() % 100;
+      const uint64_t depth = actives ? 600 : 1000;  // of about 1,600 active records
+      const uint64_t page = (ListMemo::kStride + rng() % depth) / per_page + 1;
+      auto got =
+          ListMemoFixture::page_of(*fx.memo_reads_, actives ? active_filter : none, page, per_page);
+      if (!holds(got, (page - 1) * per_page, per_page, actives)) ++wrong;
     }
   };
-  std::thread r1(reader, 1), r2(reader, 2);
+  std::thread r1(reader, 1, false), r2(reader, 2, true);
   deleter.join();
   r1.join();
   r2.join();
+  CHECK(wrong == 0);
   CHECK(fx.memo_.stats().from_checkpoint > 0);
+  CHECK(fx.memo_.stats().misplaced == 0);
 }
 
 }  // namespace
