@@ -296,6 +296,10 @@ TEST_CASE("deep pages: the next page starts where the last ended, and a delete b
   CHECK(list(api, kWebhook, "?status=active&page=54").ids == slice(order, 1060, 20));
   CHECK(metric(server, from_checkpoint) == 2);
   CHECK(metric(server, stepped) == 1060 + 21 + 1080 + 1060 + 21);
+  CHECK(metric(server, "gatewayd_list_deep_pages_misplaced_total") == 0);
+  // Held: the list's at 1,024 and page 54's end (1,079), walked after the delete dropped the
+  // others; the filter's at 1,024 and pages 53's and 54's ends.
+  CHECK(metric(server, "gatewayd_list_memo_checkpoints") == 5);
 }
 
 }  // namespace
