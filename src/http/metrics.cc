@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "commands/records.h"
+#include "core/metric_text.h"
 
 namespace gw::http {
 
@@ -78,9 +79,7 @@ std::string Metrics::render() const {
   }
   auto gauge = [&out](const char* name, const char* type, const char* help,
                       const std::function<uint64_t()>& f) {
-    if (!f) return;
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-        << name << " " << f() << "\n";
+    if (f) write_metric(out, name, type, help, f());
   };
   gauge("gatewayd_events_appended_total", "counter", "Events appended since start.",
         events_appended_);

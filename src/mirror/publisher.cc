@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/metric_text.h"
 #include "core/thread_name.h"
 
 namespace gw::mirror {
@@ -17,12 +18,6 @@ constexpr char kOneCheckpointKey[] = "mirror/checkpoint";
 constexpr auto kSaveEvery = std::chrono::milliseconds(100);
 // How long check_tail() waits for the topic's newest event (a stop waits for it too).
 constexpr auto kTailTimeout = std::chrono::milliseconds(2000);
-
-void write_metric(std::ostream& out, const char* name, const char* type, const char* help,
-                  uint64_t value) {
-  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-      << name << " " << value << "\n";
-}
 
 std::string enabled_metric(uint64_t enabled) {
   std::ostringstream out;

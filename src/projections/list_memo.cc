@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/metric_text.h"
 #include "store/store.h"
 
 namespace gw {
@@ -114,43 +115,40 @@ void ListMemo::drop(Shard& shard, std::list<Index>::iterator it) {
   shard.lru.erase(it);
 }
 
-void ListMemo::forget_from(std::string_view key, bool starting) {
-  const std::string_view prefix = index_prefix_of(key);
-  const uint64_t seq = decode_u64(key.substr(prefix.size()));
-  const size_t index_hash = std::hash<std::string_view>{}(prefix);
-  Shard& shard = shards_[index_hash % kShards];
-  std::lock_guard<std::mutex> lock(shard.mu);
-  if (starting) {
-    if (shard.writing++ == 0) shard.settled = shard.logged;
-    shard.log[shard.logged++ % kLoggedWrites] = Written{index_hash, seq};
-  } else {
-    --shard.writing;
-  }
-  auto at = shard.by_prefix.find(prefix);
-  if (at == shard.by_prefix.end()) return;
-  Index& index = *at->second;
-  const size_t before = index.size();
-  auto keep = [seq](const Checkpoint& c) { return c.seq < seq; };
-  // Strided checkpoints are in offset order, and so in seq order: the ones to drop are a tail.
-  index.strided.erase(std::partition_point(index.strided.begin(), index.strided.end(), keep),
-                      index.strided.end());
-  if (index.strided.capacity() > 4 * index.strided.size() + 16) index.strided.shrink_to_fit();
-  std::erase_if(index.page_ends, [&keep](const Checkpoint& c) { return !keep(c); });
-  shard.checkpoints = shard.checkpoints - before + index.size();
-  if (index.size() == 0) drop(shard, at->second);
-}
-
 void ListMemo::before_write(const std::vector<std::string>& keys) {
   for (const auto& key : keys) {
-    if (is_index_entry(key)) forget_from(key, true);
+    if (!is_index_entry(key)) continue;
+    const std::string_view prefix = index_prefix_of(key);
+    const uint64_t seq = decode_u64(key.substr(prefix.size()));
+    const size_t index_hash = std::hash<std::string_view>{}(prefix);
+    Shard& shard = shards_[index_hash % kShards];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (shard.writing++ == 0) shard.settled = shard.logged;
+    shard.log[shard.logged++ % kLoggedWrites] = Written{index_hash, seq};
+    // The index's checkpoints at `seq` or after it.
+    auto at = shard.by_prefix.find(prefix);
+    if (at == shard.by_prefix.end()) continue;
+    Index& index = *at->second;
+    const size_t before = index.size();
+    auto keep = [seq](const Checkpoint& c) { return c.seq < seq; };
+    // Strided checkpoints are in offset order, and so in seq order: the ones to drop are a tail.
+    index.strided.erase(std::partition_point(index.strided.begin(), index.strided.end(), keep),
+                        index.strided.end());
+    if (index.strided.capacity() > 4 * index.strided.size() + 16) index.strided.shrink_to_fit();
+    std::erase_if(index.page_ends, [&keep](const Checkpoint& c) { return !keep(c); });
+    shard.checkpoints = shard.checkpoints - before + index.size();
+    if (index.size() == 0) drop(shard, at->second);
   }
 }
 
 void ListMemo::after_write(const std::vector<std::string>& keys) {
-  // Nothing was added while the write was under way (see remember()); this repeats the drop for
-  // safety, as the read cache does.
+  // Nothing to drop again: what a walk found while the write was under way (or after its
+  // snapshot) is kept only before the entries the write logged (see remember()).
   for (const auto& key : keys) {
-    if (is_index_entry(key)) forget_from(key, false);
+    if (!is_index_entry(key)) continue;
+    Shard& shard = shard_of(index_prefix_of(key));
+    std::lock_guard<std::mutex> lock(shard.mu);
+    --shard.writing;
   }
 }
 
@@ -172,26 +170,21 @@ ListMemo::Stats ListMemo::stats() const {
 std::string ListMemo::render_metrics() const {
   const Stats s = stats();
   std::ostringstream out;
-  out << "# HELP gatewayd_list_deep_pages_total List requests of one index (no filter, or one) "
-         "at an offset of at least "
-      << kStride << " entries.\n"
-      << "# TYPE gatewayd_list_deep_pages_total counter\n"
-      << "gatewayd_list_deep_pages_total " << s.walks << "\n"
-      << "# HELP gatewayd_list_deep_pages_from_checkpoint_total Of them, those that started from "
-         "a remembered place in the index.\n"
-      << "# TYPE gatewayd_list_deep_pages_from_checkpoint_total counter\n"
-      << "gatewayd_list_deep_pages_from_checkpoint_total " << s.from_checkpoint << "\n"
-      << "# HELP gatewayd_list_deep_pages_entries_stepped_total Index entries they stepped over "
-         "or read.\n"
-      << "# TYPE gatewayd_list_deep_pages_entries_stepped_total counter\n"
-      << "gatewayd_list_deep_pages_entries_stepped_total " << s.stepped << "\n"
-      << "# HELP gatewayd_list_deep_pages_misplaced_total Of them, those whose remembered "
-         "place was not in the index (a fault: the walk started from the index's start).\n"
-      << "# TYPE gatewayd_list_deep_pages_misplaced_total counter\n"
-      << "gatewayd_list_deep_pages_misplaced_total " << s.misplaced << "\n"
-      << "# HELP gatewayd_list_memo_checkpoints Places in list indexes remembered.\n"
-      << "# TYPE gatewayd_list_memo_checkpoints gauge\n"
-      << "gatewayd_list_memo_checkpoints " << s.checkpoints << "\n";
+  write_metric(out, "gatewayd_list_deep_pages_total", "counter",
+               "List requests of one index (no filter, or one) at an offset of at least " +
+                   std::to_string(kStride) + " entries.",
+               s.walks);
+  write_metric(out, "gatewayd_list_deep_pages_from_checkpoint_total", "counter",
+               "Of them, those that started from a remembered place in the index.",
+               s.from_checkpoint);
+  write_metric(out, "gatewayd_list_deep_pages_entries_stepped_total", "counter",
+               "Index entries they stepped over or read.", s.stepped);
+  write_metric(out, "gatewayd_list_deep_pages_misplaced_total", "counter",
+               "Of them, those whose remembered place was not in the index (a fault: the walk "
+               "started from the index's start).",
+               s.misplaced);
+  write_metric(out, "gatewayd_list_memo_checkpoints", "gauge", "Places in list indexes remembered.",
+               s.checkpoints);
   return out.str();
 }
 

@@ -13,7 +13,8 @@
 // Coherence comes from the writer (store/writer.h), as for the read cache: the memo is told of
 // every index entry (`l` and `f` keys of projections/keys.h) a batch writes, right before the
 // write and right after it. A write of the entry `seq` of an index can move every entry after it
-// and no entry before it, so the index's checkpoints at `seq` or after are dropped, and the ones
+// and no entry before it, so the index's checkpoints at `seq` or after are dropped before the
+// write (after it only the count of writes under way is lowered), and the ones
 // before it stay true: an index only ever appended to (creates) keeps them all. A reader takes its
 // snapshot under its index's shard lock, where no checkpoint can be added or dropped, so every
 // checkpoint it finds is true in its snapshot (a write under way is in it or not; either way the
@@ -89,7 +90,8 @@ class ListMemo {
 
   // Whether `key` is an index entry (whose writes the memo must be told of).
   static bool is_index_entry(std::string_view key);
-  // The keys a batch writes, index entries only, around its write (see WriteWatcher).
+  // The keys a batch writes (the memo keeps to index entries), around its write (see
+  // WriteWatcher): before_write logs the entries and drops the checkpoints they can move.
   void before_write(const std::vector<std::string>& keys);
   void after_write(const std::vector<std::string>& keys);
 
@@ -127,8 +129,6 @@ class ListMemo {
     Written log[kLoggedWrites];  // entry n at n % kLoggedWrites
   };
   Shard& shard_of(std::string_view prefix);
-  // Drops the checkpoints of `key`'s index at its entry or after it.
-  void forget_from(std::string_view key, bool starting);
   static void drop(Shard& shard, std::list<Index>::iterator it);
 
   size_t max_shard_checkpoints_;

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "core/metric_text.h"
 #include "projections/keys.h"
 
 namespace gw {
@@ -13,10 +14,6 @@ namespace {
 // What an entry costs beyond its key and value: the list and hash map nodes and the two strings'
 // headers (a rough figure).
 constexpr size_t kReadEntryOverhead = 160;
-
-bool watched(Cf which, std::string_view key) {
-  return which == Cf::kProjections && keys::is_record(key);
-}
 
 }  // namespace
 
@@ -69,7 +66,11 @@ void ReadCache::fill(std::string_view key, const Ticket& ticket, std::string_vie
   shard.bytes += bytes;
 }
 
-WatchedKeys ReadCache::watched_keys() const { return &watched; }
+bool ReadCache::watches(Cf which, std::string_view key) {
+  return which == Cf::kProjections && keys::is_record(key);
+}
+
+WatchedKeys ReadCache::watched_keys() const { return &ReadCache::watches; }
 
 void ReadCache::before_write(const std::vector<std::string>& keys) {
   for (const auto& key : keys) {
@@ -112,18 +113,14 @@ ReadCache::Stats ReadCache::stats() const {
 std::string ReadCache::render_metrics() const {
   const Stats s = stats();
   std::ostringstream out;
-  out << "# HELP gatewayd_read_cache_hits_total Record reads answered from the read cache.\n"
-      << "# TYPE gatewayd_read_cache_hits_total counter\n"
-      << "gatewayd_read_cache_hits_total " << s.hits << "\n"
-      << "# HELP gatewayd_read_cache_misses_total Record reads that went to the store.\n"
-      << "# TYPE gatewayd_read_cache_misses_total counter\n"
-      << "gatewayd_read_cache_misses_total " << s.misses << "\n"
-      << "# HELP gatewayd_read_cache_entries Records held by the read cache.\n"
-      << "# TYPE gatewayd_read_cache_entries gauge\n"
-      << "gatewayd_read_cache_entries " << s.entries << "\n"
-      << "# HELP gatewayd_read_cache_bytes Bytes held by the read cache (estimated).\n"
-      << "# TYPE gatewayd_read_cache_bytes gauge\n"
-      << "gatewayd_read_cache_bytes " << s.bytes << "\n";
+  write_metric(out, "gatewayd_read_cache_hits_total", "counter",
+               "Record reads answered from the read cache.", s.hits);
+  write_metric(out, "gatewayd_read_cache_misses_total", "counter",
+               "Record reads that went to the store.", s.misses);
+  write_metric(out, "gatewayd_read_cache_entries", "gauge", "Records held by the read cache.",
+               s.entries);
+  write_metric(out, "gatewayd_read_cache_bytes", "gauge",
+               "Bytes held by the read cache (estimated).", s.bytes);
   return out.str();
 }
 

@@ -47,7 +47,9 @@ class ReadCache final : public WriteWatcher {
   // cache is not kept.
   void fill(std::string_view key, const Ticket& ticket, std::string_view value);
 
-  // WriteWatcher: the projections' record keys.
+  // The keys it watches: the projections' record keys.
+  static bool watches(Cf which, std::string_view key);
+  // WriteWatcher: watches().
   WatchedKeys watched_keys() const override;
   void before_write(const std::vector<std::string>& keys) override;
   void after_write(const std::vector<std::string>& keys) override;

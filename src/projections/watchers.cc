@@ -1,6 +1,5 @@
 #include "projections/watchers.h"
 
-#include "projections/keys.h"
 #include "projections/list_memo.h"
 #include "projections/read_cache.h"
 
@@ -8,24 +7,20 @@ namespace gw {
 
 namespace {
 
-bool records(Cf which, std::string_view key) {
-  return which == Cf::kProjections && keys::is_record(key);
-}
 bool index_entries(Cf which, std::string_view key) {
   return which == Cf::kProjections && ListMemo::is_index_entry(key);
 }
 bool records_and_index_entries(Cf which, std::string_view key) {
-  return records(which, key) || index_entries(which, key);
+  return ReadCache::watches(which, key) || index_entries(which, key);
 }
-bool nothing(Cf, std::string_view) { return false; }
 
 }  // namespace
 
 WatchedKeys ProjectionWatchers::watched_keys() const {
   if (cache_ != nullptr && memo_ != nullptr) return &records_and_index_entries;
-  if (cache_ != nullptr) return &records;
+  if (cache_ != nullptr) return &ReadCache::watches;
   if (memo_ != nullptr) return &index_entries;
-  return &nothing;
+  return nullptr;  // the writer lists no key
 }
 
 // Each is given every watched key and keeps to its own (the read cache to record keys, the memo

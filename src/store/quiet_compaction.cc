@@ -1,7 +1,9 @@
 #include "store/quiet_compaction.h"
 
 #include <cstdio>
+#include <sstream>
 
+#include "core/metric_text.h"
 #include "core/thread_name.h"
 
 namespace gw {
@@ -25,16 +27,13 @@ void QuietCompaction::stop() {
 }
 
 std::string QuietCompaction::render_metrics() const {
-  std::string out;
-  out +=
-      "# HELP gatewayd_quiet_compactions_total Compactions of the projections' L0 files into L1 "
-      "done while writes paused.\n";
-  out += "# TYPE gatewayd_quiet_compactions_total counter\n";
-  out += "gatewayd_quiet_compactions_total " + std::to_string(compactions()) + "\n";
-  out += "# HELP gatewayd_quiet_compaction_failures_total Such compactions that failed.\n";
-  out += "# TYPE gatewayd_quiet_compaction_failures_total counter\n";
-  out += "gatewayd_quiet_compaction_failures_total " + std::to_string(failures()) + "\n";
-  return out;
+  std::ostringstream out;
+  write_metric(out, "gatewayd_quiet_compactions_total", "counter",
+               "Compactions of the projections' L0 files into L1 done while writes paused.",
+               compactions());
+  write_metric(out, "gatewayd_quiet_compaction_failures_total", "counter",
+               "Such compactions that failed.", failures());
+  return out.str();
 }
 
 void QuietCompaction::run() {

@@ -52,7 +52,7 @@ class Job {
 class WriteWatcher {
  public:
   virtual ~WriteWatcher() = default;
-  // The keys it watches; called once, when the writer starts.
+  // The keys it watches (nullptr: none); called once, when the writer starts.
   virtual WatchedKeys watched_keys() const = 0;
   // Right before a batch that writes `keys` is written: none of its writes is visible yet.
   virtual void before_write(const std::vector<std::string>& keys) = 0;
