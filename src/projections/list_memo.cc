@@ -34,7 +34,6 @@ bool ListMemo::is_index_entry(std::string_view key) {
 std::optional<ListMemo::Checkpoint> ListMemo::begin(std::string_view prefix, uint64_t offset,
                                                     const std::function<void()>& take_snapshot,
                                                     Visit* visit) {
-  walks_.fetch_add(1, std::memory_order_relaxed);
   Shard& shard = shard_of(prefix);
   std::lock_guard<std::mutex> lock(shard.mu);
   take_snapshot();
@@ -51,12 +50,14 @@ std::optional<ListMemo::Checkpoint> ListMemo::begin(std::string_view prefix, uin
   for (const Checkpoint& c : index.page_ends) {
     if (c.offset <= offset && (!best || c.offset > best->offset)) best = c;
   }
-  if (best) from_checkpoint_.fetch_add(1, std::memory_order_relaxed);
   return best;
 }
 
 void ListMemo::remember(std::string_view prefix, const Visit& visit,
-                        const std::vector<Checkpoint>& found, uint64_t stepped) {
+                        const std::vector<Checkpoint>& found, uint64_t stepped,
+                        bool from_checkpoint) {
+  walks_.fetch_add(1, std::memory_order_relaxed);
+  if (from_checkpoint) from_checkpoint_.fetch_add(1, std::memory_order_relaxed);
   stepped_.fetch_add(stepped, std::memory_order_relaxed);
   if (found.empty()) return;
   Shard& shard = shards_[visit.shard];
@@ -172,7 +173,7 @@ std::string ListMemo::render_metrics() const {
   std::ostringstream out;
   write_metric(out, "gatewayd_list_deep_pages_total", "counter",
                "List requests of one index (no filter, or one) at an offset of at least " +
-                   std::to_string(kStride) + " entries.",
+                   std::to_string(kStride) + " entries, before the index's end.",
                s.walks);
   write_metric(out, "gatewayd_list_deep_pages_from_checkpoint_total", "counter",
                "Of them, those that started from a remembered place in the index.",

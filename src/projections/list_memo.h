@@ -80,9 +80,10 @@ class ListMemo {
   // Keeps those of `found`, checkpoints of the index `prefix` read in the snapshot begin() took,
   // that come before every entry of the index written since or under way then (none if more than
   // kLoggedWrites entries of the shard were). `stepped`: index entries the walk stepped over, for
-  // the metrics.
+  // the metrics, and whether it started from begin()'s checkpoint. Called once per walk: a
+  // request past the index's end walks nothing and is not counted.
   void remember(std::string_view prefix, const Visit& visit, const std::vector<Checkpoint>& found,
-                uint64_t stepped);
+                uint64_t stepped, bool from_checkpoint);
 
   // A walk found no entry at the checkpoint begin() gave, and started from the index's start
   // (which the coherence above rules out; counted so that a fault would show).
@@ -96,8 +97,8 @@ class ListMemo {
   void after_write(const std::vector<std::string>& keys);
 
   struct Stats {
-    uint64_t walks = 0;            // deep-page requests
-    uint64_t from_checkpoint = 0;  // of them, started from a checkpoint
+    uint64_t walks = 0;            // deep-page requests that walked the index
+    uint64_t from_checkpoint = 0;  // of them, started from a checkpoint found in it
     uint64_t stepped = 0;          // index entries walked by all of them
     uint64_t misplaced = 0;        // see count_misplaced()
     uint64_t indexes = 0, checkpoints = 0;

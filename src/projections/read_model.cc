@@ -182,7 +182,7 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
         found.push_back({at, decode_u64(view(it->key()).substr(walked.size()))});
       }
     }
-    if (memo && it->status().ok()) memo_->remember(walked, visit, found, at - start);
+    if (memo && it->status().ok()) memo_->remember(walked, visit, found, at - start, placed);
   } else {
     // Several filters: walk the narrowest index and test the others by point lookups of their
     // index entries (same team, kind and create_seq), counting every match for the total. The

@@ -283,6 +283,10 @@ TEST_CASE("deep pages: the next page starts where the last ended, and a delete b
   CHECK(list(api, kWebhook, "?page=54").ids == slice(order, 1060, 20));
   CHECK(metric(server, stepped) == 1060 + 21);
   CHECK(metric(server, from_checkpoint) == 1);
+  // Two walks counted; a page past the end walks nothing and is not one.
+  CHECK(metric(server, "gatewayd_list_deep_pages_total") == 2);
+  CHECK(list(api, kWebhook, "?page=500").ids.empty());
+  CHECK(metric(server, "gatewayd_list_deep_pages_total") == 2);
   // A delete before it moves every entry after it: page 54 is walked from the start again.
   REQUIRE(api.del(item_path(kWebhook, order[5])).status == 200);
   order.erase(order.begin() + 5);
