@@ -7,9 +7,10 @@
 
 namespace gw {
 
-// Makes a new directory <$TMPDIR>/<prefix>XXXXXX (mkdtemp: a unique name, mode 0700; $TMPDIR
-// defaults to /tmp) and returns its path. kUnavailable, saying why, when $TMPDIR names no
-// directory or mkdtemp fails: never a directory made elsewhere instead.
+// Makes a new directory <$TMPDIR>/<prefix>XXXXXX (mkdtemp: a unique name, mode 0700; as
+// std::filesystem::temp_directory_path() finds it: the first of $TMPDIR, $TMP, $TEMP and $TEMPDIR
+// that is set, else /tmp) and returns its path. kUnavailable, naming the variable and saying why,
+// when that names no directory or mkdtemp fails: never a directory made elsewhere instead.
 Result<std::string> make_scratch_dir(std::string_view prefix);
 
 }  // namespace gw

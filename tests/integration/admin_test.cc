@@ -840,6 +840,27 @@ TEST_CASE("a $TMPDIR that is no directory is refused, not replaced by the curren
   }
 }
 
+// The directory comes from the first of TMPDIR, TMP, TEMP and TEMPDIR that is set (libstdc++'s
+// temp_directory_path): the message names the one that was taken, not an empty $TMPDIR.
+TEST_CASE("a scratch directory that cannot be made names the variable it came from") {
+  Server server;
+  testing::TempDir cwd;
+  for (const char* name : {"TMP", "TEMP", "TEMPDIR"}) {
+    CAPTURE(name);
+    auto r = testing::run_command(
+        {"/bin/sh", "-c",
+         "cd " + cwd.path() + " && exec env -u TMPDIR -u TMP -u TEMP -u TEMPDIR " + name + "=" +
+             cwd.file("absent") + " " + kGatewayctl + " events --data-dir " + server.data_dir()},
+        {}, std::chrono::seconds(60));
+    INFO(r.out, r.err);
+    CHECK(r.status.describe() == "exit 1");
+    CHECK(r.err == "gatewayctl: events: cannot create a scratch directory under $" +
+                       std::string(name) + " (" + cwd.file("absent") +
+                       "): No such file or directory\n");
+    CHECK(std::filesystem::is_empty(cwd.path()));
+  }
+}
+
 TEST_CASE("check that cannot read a data dir says so on stderr: it is no FAIL of the store") {
   testing::TempDir parent;
   auto r = ctl({"check", "--data-dir", parent.file("absent")});
