@@ -35,11 +35,12 @@ void ReadCache::erase(Shard& shard, std::string_view key) {
   if (it != shard.index.end()) drop(shard, it->second);
 }
 
-bool ReadCache::find(std::string_view key, std::string* value, Ticket* ticket) {
+bool ReadCache::find(std::string_view key, std::string_view team, std::string* value,
+                     Ticket* ticket) {
   Shard& shard = shard_of(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.index.find(key);
-  if (it == shard.index.end()) {
+  if (it == shard.index.end() || it->second->team != team) {
     ++shard.misses;
     *ticket = Ticket{shard.generation};
     return false;
@@ -50,8 +51,9 @@ bool ReadCache::find(std::string_view key, std::string* value, Ticket* ticket) {
   return true;
 }
 
-void ReadCache::fill(std::string_view key, const Ticket& ticket, std::string_view value) {
-  const size_t bytes = key.size() + value.size() + kReadEntryOverhead;
+void ReadCache::fill(std::string_view key, std::string_view team, const Ticket& ticket,
+                     std::string_view value) {
+  const size_t bytes = key.size() + team.size() + value.size() + kReadEntryOverhead;
   if (bytes > max_shard_bytes_) return;
   Shard& shard = shard_of(key);
   std::lock_guard<std::mutex> lock(shard.mu);
@@ -61,7 +63,7 @@ void ReadCache::fill(std::string_view key, const Ticket& ticket, std::string_vie
   if (shard.writing != 0 || shard.generation != ticket.generation) return;
   erase(shard, key);  // another reader's fill of the same value
   while (shard.bytes + bytes > max_shard_bytes_) drop(shard, std::prev(shard.lru.end()));
-  shard.lru.push_front(Entry{std::string(key), std::string(value), bytes});
+  shard.lru.push_front(Entry{std::string(key), std::string(team), std::string(value), bytes});
   shard.index.emplace(shard.lru.front().key, shard.lru.begin());
   shard.bytes += bytes;
 }

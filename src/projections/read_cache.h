@@ -39,13 +39,17 @@ class ReadCache final : public WriteWatcher {
   ReadCache(const ReadCache&) = delete;
   ReadCache& operator=(const ReadCache&) = delete;
 
-  // The value kept under the projections key `key` copied to *value (true), marked the most
-  // recently used; or false and *ticket set for a fill() after reading the store.
-  bool find(std::string_view key, std::string* value, Ticket* ticket);
-  // Keeps `value`, read from the store after find() gave `ticket`, unless a write of the key's
-  // shard began since (or was under way then). A value heavier than a shard's share of the
-  // cache is not kept.
-  void fill(std::string_view key, const Ticket& ticket, std::string_view value);
+  // The value kept under the projections key `key` for the team `team` copied to *value (true),
+  // marked the most recently used; or false and *ticket set for a fill() after reading the store.
+  // An entry is found only by the team that owns the record: for any other team it is a miss
+  // like that of a key never stored, counted alike and leaving the entry's place unchanged, so
+  // that /metrics (which needs no token) cannot tell another team's ids from made-up ones.
+  bool find(std::string_view key, std::string_view team, std::string* value, Ticket* ticket);
+  // Keeps `value`, the record of `team` read from the store after find() gave `ticket`, unless a
+  // write of the key's shard began since (or was under way then). A value heavier than a shard's
+  // share of the cache is not kept. Only for the team that owns the record (see find()).
+  void fill(std::string_view key, std::string_view team, const Ticket& ticket,
+            std::string_view value);
 
   // The keys it watches: the projections' record keys.
   static bool watches(Cf which, std::string_view key);
@@ -65,6 +69,7 @@ class ReadCache final : public WriteWatcher {
   static constexpr size_t kShards = 64;
   struct Entry {
     std::string key;
+    std::string team;  // the record's owner
     std::string value;
     size_t bytes;
   };

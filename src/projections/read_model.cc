@@ -28,28 +28,26 @@ bool ReadModel::filterable(Kind kind, std::string_view field) {
   return false;
 }
 
-Result<std::optional<std::string>> ReadModel::read_record(const std::string& key,
-                                                          const rocksdb::Snapshot* snap) const {
-  if (cache_ == nullptr || snap != nullptr) return store_.get(Cf::kProjections, key, snap);
-  std::string value;
-  ReadCache::Ticket ticket;
-  if (cache_->find(key, &value, &ticket)) return std::optional<std::string>(std::move(value));
-  auto raw = store_.get(Cf::kProjections, key);
-  if (raw.ok() && raw.value()) cache_->fill(key, ticket, *raw.value());
-  return raw;
-}
-
 Result<bool> ReadModel::read_owned(Kind kind, std::string_view team, std::string_view id,
                                    const rocksdb::Snapshot* snap, Owned* out) const {
   if (kind_of_id(id) != kind) return false;
-  auto raw = read_record(keys::record(id), snap);
-  if (!raw.ok()) return std::move(raw.error());
-  if (!raw.value()) return false;
-  out->raw = std::move(*raw.value());
+  const std::string key = keys::record(id);
+  // The read cache holds a record for its owner only (see ReadCache::find).
+  const bool cached = cache_ != nullptr && snap == nullptr;
+  ReadCache::Ticket ticket;
+  const bool hit = cached && cache_->find(key, team, &out->raw, &ticket);
+  if (!hit) {
+    auto raw = store_.get(Cf::kProjections, key, snap);
+    if (!raw.ok()) return std::move(raw.error());
+    if (!raw.value()) return false;
+    out->raw = std::move(*raw.value());
+  }
   if (!keys::decode_record(out->raw, &out->header, &out->json)) {
     return make_error(Code::kInternal, "stored record is malformed");
   }
-  return out->header.team == team;
+  if (out->header.team != team) return false;
+  if (cached && !hit) cache_->fill(key, team, ticket, out->raw);
+  return true;
 }
 
 Result<std::optional<ReadModel::Found>> ReadModel::get(Kind kind, std::string_view team,

@@ -91,13 +91,11 @@ class ReadModel {
     keys::RecordHeader header;
     std::string_view json;
   };
-  // Reads record `id` (deleted or not) into *out. False when `id` is not of `kind`, the record
-  // does not exist, or it belongs to another team.
+  // Reads record `id` (deleted or not) into *out; through the read cache unless a snapshot is
+  // given. False when `id` is not of `kind`, the record does not exist, or it belongs to another
+  // team.
   Result<bool> read_owned(Kind kind, std::string_view team, std::string_view id,
                           const rocksdb::Snapshot* snap, Owned* out) const;
-  // The stored value of record key `key`; through the cache unless a snapshot is given.
-  Result<std::optional<std::string>> read_record(const std::string& key,
-                                                 const rocksdb::Snapshot* snap) const;
 
   const Store& store_;
   ReadCache* cache_;

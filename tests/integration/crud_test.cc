@@ -101,13 +101,59 @@ TEST_CASE("GET serves repeated reads from the read cache and shows every acknowl
       CHECK_FALSE(sample(text, "gatewayd_read_cache_hits_total"));
     } else {
       // Misses: the first GET (a create does not fill the cache), the GET after each of the
-      // five updates and the one after the delete. Hits: every other GET, team_b's included.
-      CHECK(sample(text, "gatewayd_read_cache_misses_total") == 7.0);
-      CHECK(sample(text, "gatewayd_read_cache_hits_total") == 10.0);
+      // five updates, team_b's (the cache answers only the record's own team) and the one after
+      // the delete. Hits: every other GET.
+      CHECK(sample(text, "gatewayd_read_cache_misses_total") == 8.0);
+      CHECK(sample(text, "gatewayd_read_cache_hits_total") == 9.0);
       CHECK(sample(text, "gatewayd_read_cache_entries").has_value());
       CHECK(sample(text, "gatewayd_read_cache_bytes").has_value());
     }
   }
+}
+
+// /metrics needs no token. Its read cache samples moved when another team read a record (a miss
+// that filled the cache, then hits), and not for a made-up id: another team's ids, deleted ones
+// too, could be told from made-up ones, and the size of the record read off the bytes.
+TEST_CASE("another team's GETs move the read cache's metrics as GETs of made-up ids do") {
+  Server server;
+  Api a(server, kTeamA);
+  Api b(server, kTeamB);
+  const std::string cached = item_path(kWebhook, create(a, kWebhook, 1));
+  const std::string unread = item_path(kWebhook, create(a, kWebhook, 2));
+  const std::string deleted = item_path(kWebhook, create(a, kWebhook, 3));
+  REQUIRE(a.get(cached).status == 200);
+  REQUIRE(a.get(deleted).status == 200);
+  REQUIRE(a.del(deleted).status == 200);
+  REQUIRE(a.get(deleted).status == 404);  // cached as deleted
+  const std::string made_up = item_path(kWebhook, "whk_01kzzzzzzzzzzzzzzzzzzzzzzz");
+  // The samples' changes over two GETs of `path` by team_b.
+  auto moved = [&](const std::string& path) {
+    const std::string before = metrics(server);
+    CHECK(b.get(path).status == 404);
+    CHECK(b.get(path).status == 404);
+    const std::string after = metrics(server);
+    std::string out;
+    for (const char* name : {"hits_total", "misses_total", "entries", "bytes"}) {
+      const std::string series = std::string("gatewayd_read_cache_") + name;
+      out +=
+          std::string(name) + " +" +
+          std::to_string(static_cast<int64_t>(*sample(after, series) - *sample(before, series))) +
+          " ";
+    }
+    return out;
+  };
+  const std::string want = moved(made_up);
+  CHECK(want == "hits_total +0 misses_total +2 entries +0 bytes +0 ");
+  for (const std::string& path : {cached, unread, deleted}) {
+    CAPTURE(path);
+    CHECK(moved(path) == want);
+  }
+  // The owner still reads through the cache.
+  CHECK(moved(made_up) == want);
+  const std::string before = metrics(server);
+  REQUIRE(a.get(cached).status == 200);
+  CHECK(*sample(metrics(server), "gatewayd_read_cache_hits_total") ==
+        *sample(before, "gatewayd_read_cache_hits_total") + 1);
 }
 
 TEST_CASE("a deleted record is gone: GET, PUT, verify and a second DELETE are 404") {

@@ -17,20 +17,21 @@ namespace gw {
 namespace {
 
 const std::string kKey = keys::record("whk_01");
+const std::string kTeam = "team_a";
 
 // Fills `key` with `value` the way ReadModel does after a miss; true if it was a miss.
 bool miss_and_fill(ReadCache& cache, const std::string& key, const std::string& value) {
   std::string got;
   ReadCache::Ticket ticket;
-  if (cache.find(key, &got, &ticket)) return false;
-  cache.fill(key, ticket, value);
+  if (cache.find(key, kTeam, &got, &ticket)) return false;
+  cache.fill(key, kTeam, ticket, value);
   return true;
 }
 
 std::optional<std::string> cached(ReadCache& cache, const std::string& key) {
   std::string got;
   ReadCache::Ticket ticket;
-  if (!cache.find(key, &got, &ticket)) return std::nullopt;
+  if (!cache.find(key, kTeam, &got, &ticket)) return std::nullopt;
   return got;
 }
 
@@ -54,23 +55,42 @@ TEST_CASE("the read cache answers a filled key until a write of it begins") {
   CHECK(cache.stats().entries == 1);
 }
 
+// Another team's lookup of a record is a miss, counted as one, and moves nothing (see
+// ReadCache::find): the cache's metrics cannot tell another team's ids from made-up ones.
+TEST_CASE("the read cache answers a record to its own team only") {
+  ReadCache cache(1 << 20);
+  CHECK(miss_and_fill(cache, kKey, "v1"));
+  const ReadCache::Stats before = cache.stats();
+  std::string got;
+  ReadCache::Ticket ticket;
+  CHECK_FALSE(cache.find(kKey, "team_b", &got, &ticket));
+  CHECK_FALSE(cache.find(keys::record("whk_02"), "team_b", &got, &ticket));
+  CHECK(got.empty());
+  const ReadCache::Stats after = cache.stats();
+  CHECK(after.misses == before.misses + 2);
+  CHECK(after.hits == before.hits);
+  CHECK(after.entries == before.entries);
+  CHECK(after.bytes == before.bytes);
+  CHECK(cached(cache, kKey) == "v1");
+}
+
 TEST_CASE("the read cache keeps no value read before or during a write of its shard") {
   ReadCache cache(1 << 20);
   std::string got;
 
   SUBCASE("read before the write began, kept after it ended") {
     ReadCache::Ticket ticket;
-    REQUIRE_FALSE(cache.find(kKey, &got, &ticket));
+    REQUIRE_FALSE(cache.find(kKey, kTeam, &got, &ticket));
     cache.before_write({kKey});
     cache.after_write({kKey});
-    cache.fill(kKey, ticket, "old");  // the reader read the store before the write
+    cache.fill(kKey, kTeam, ticket, "old");  // the reader read the store before the write
     CHECK_FALSE(cached(cache, kKey));
   }
   SUBCASE("read before the write began, kept while it is under way") {
     ReadCache::Ticket ticket;
-    REQUIRE_FALSE(cache.find(kKey, &got, &ticket));
+    REQUIRE_FALSE(cache.find(kKey, kTeam, &got, &ticket));
     cache.before_write({kKey});
-    cache.fill(kKey, ticket, "old");
+    cache.fill(kKey, kTeam, ticket, "old");
     CHECK_FALSE(cached(cache, kKey));
     cache.after_write({kKey});
     CHECK_FALSE(cached(cache, kKey));
@@ -78,11 +98,12 @@ TEST_CASE("the read cache keeps no value read before or during a write of its sh
   SUBCASE("read while the write was under way, kept after it ended") {
     cache.before_write({kKey});
     ReadCache::Ticket ticket;
-    REQUIRE_FALSE(cache.find(kKey, &got, &ticket));
-    cache.fill(kKey, ticket, "old or new");  // still under way: either value may have been read
+    REQUIRE_FALSE(cache.find(kKey, kTeam, &got, &ticket));
+    cache.fill(kKey, kTeam, ticket,
+               "old or new");  // still under way: either value may have been read
     CHECK_FALSE(cached(cache, kKey));
     cache.after_write({kKey});
-    cache.fill(kKey, ticket, "old or new");
+    cache.fill(kKey, kTeam, ticket, "old or new");
     CHECK_FALSE(cached(cache, kKey));
   }
   SUBCASE("another key of the shard being written blocks fills too; the next read fills") {
@@ -95,9 +116,9 @@ TEST_CASE("the read cache keeps no value read before or during a write of its sh
         other = k;
     }
     ReadCache::Ticket ticket;
-    REQUIRE_FALSE(cache.find(kKey, &got, &ticket));
+    REQUIRE_FALSE(cache.find(kKey, kTeam, &got, &ticket));
     cache.before_write({other});
-    cache.fill(kKey, ticket, "v1");
+    cache.fill(kKey, kTeam, ticket, "v1");
     CHECK_FALSE(cached(cache, kKey));
     cache.after_write({other});
     CHECK(miss_and_fill(cache, kKey, "v1"));
