@@ -296,6 +296,51 @@ TEST_CASE("a rebuild whose table files cannot be written leaves the read model a
   }
 }
 
+// A rebuild stopped by Ctrl-C (SIGINT) while it writes the new read model's table files removes
+// them and its fold on disk (admin/interrupt_cleanup.h) and ends by that signal; the data dir
+// stays usable: gatewayd starts on it (replaying the log if the old read model was dropped
+// already) and answers as before.
+TEST_CASE("a rebuild interrupted while it writes leaves no rebuild.tmp or fold.tmp") {
+  Server server;
+  Api a(server, kTeamA);
+  create_webhooks(a, 999);
+  Response made = a.post("/v1/webhook", webhook_body(kTeamA, "last"));
+  REQUIRE(made.status == 201);
+  const std::string path = item_path(kWebhook, str(json(made), "webhook_id"));
+  REQUIRE(server.stop().success());
+  const std::string data = server.data_dir();
+  // The table files are written for a few milliseconds: the child is stopped (SIGSTOP) as soon
+  // as their directory is seen, interrupted, then let go. A rebuild that ended before it was
+  // seen is tried again.
+  bool caught = false;
+  for (int attempt = 0; attempt < 5 && !caught; ++attempt) {
+    testing::ChildProcess child;
+    child.spawn({kGatewayctl, "rebuild", "--data-dir", data, "--fold", "disk"});
+    while (child.running() && !fs::exists(data + "/rebuild.tmp")) {
+    }
+    if (!child.running()) continue;
+    REQUIRE(::kill(child.pid(), SIGSTOP) == 0);
+    caught = fs::exists(data + "/rebuild.tmp") && fs::exists(data + "/fold.tmp");
+    REQUIRE(::kill(child.pid(), caught ? SIGINT : SIGCONT) == 0);
+    if (caught) REQUIRE(::kill(child.pid(), SIGCONT) == 0);
+    const testing::ExitStatus status = child.wait(std::chrono::seconds(30));
+    INFO(child.output());
+    if (caught) CHECK(status.signal == SIGINT);
+  }
+  REQUIRE(caught);
+  CHECK_FALSE(fs::exists(data + "/rebuild.tmp"));
+  CHECK_FALSE(fs::exists(data + "/fold.tmp"));
+  server.restart();
+  Response got = a.get(path);
+  CHECK(got.status == 200);
+  CHECK(got.body == made.body);
+  CHECK(num(field(json(a.get("/v1/webhook?per_page=1")), "pagination"), "total") == 1000);
+  REQUIRE(server.stop().success());
+  auto checked = ctl({"check", "--data-dir", data});
+  INFO(checked.out, checked.err);
+  CHECK(checked.out.starts_with("check: OK: 1000 events"));
+}
+
 // A log too large for the memory there is is folded on disk (projections/fold.h); --fold disk
 // makes any log take that path.
 TEST_CASE("rebuild, check, replay and gatewayd's start fold the log on disk as in memory") {
