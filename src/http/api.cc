@@ -102,12 +102,15 @@ bool has_unpaired_low_surrogate(std::string_view json) {
 // a double's range (1e400) is JSON by its grammar; it cannot be kept, so it is refused as well, and
 // so is one RapidJSON's check of the text refuses whatever its value (0e309: an exponent over 308
 // plus the digits of its fraction). RapidJSON calls a control character written as is in a
-// string (which must be escaped) an invalid escape, as it calls `\x`; the detail tells them apart.
+// string (which must be escaped) an invalid escape, as it calls `\x`, and a NUL the text's end
+// ("missing a closing quotation mark"); the detail tells them apart.
 std::string json_error_detail(rapidjson::ParseErrorCode code, size_t offset,
                               std::string_view body) {
   const std::string at = " (at byte " + std::to_string(offset) + ")";
-  if (code == rapidjson::kParseErrorStringEscapeInvalid && offset < body.size() &&
-      static_cast<unsigned char>(body[offset]) < 0x20) {
+  const bool control = offset < body.size() && static_cast<unsigned char>(body[offset]) < 0x20;
+  if (control &&
+      (code == rapidjson::kParseErrorStringEscapeInvalid ||
+       (code == rapidjson::kParseErrorStringMissQuotationMark && body[offset] == '\0'))) {
     return "the body is not valid UTF-8 JSON: a control character (U+00" +
            to_hex(body.substr(offset, 1)) + ") in a string must be escaped" + at;
   }

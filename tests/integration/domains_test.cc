@@ -283,6 +283,11 @@ TEST_CASE("domain server-controlled fields may be sent only with their current v
                                 R"("_gateway-verify.new.example.com")"));
   check_problem(other, 422, "validation_failed");
   CHECK(has_field(error_fields(other), "verification_hostname"));
+  // An integer field is written as an integer literal (openapi.json says so of verified_at).
+  Response real =
+      api.post(kPath, json_with(domain_body(kTeamA, "real.example.com"), "verified_at", "0.0"));
+  check_problem(real, 422, "validation_failed");
+  CHECK(error_fields(real) == std::vector<std::string>{"verified_at"});
 }
 
 TEST_CASE("domain PUT keeps scope when omitted and resets other optional fields") {

@@ -357,6 +357,11 @@ TEST_CASE("the invalid_json detail says what is wrong and where") {
       {"{\"a\":\"\x1f\"}",
        "the body is not valid UTF-8 JSON: a control character (U+001f) in a string must be "
        "escaped (at byte 6)"},
+      // A NUL as is: RapidJSON reads it as the end of the text ("missing a closing quotation
+      // mark"; helper 86).
+      {std::string("{\"a\":\"a\0b\"}", 10),
+       "the body is not valid UTF-8 JSON: a control character (U+0000) in a string must be "
+       "escaped (at byte 7)"},
       {R"({"a":"a\xb"})",
        "the body is not valid UTF-8 JSON: invalid escape character in string (at byte 7)"},
       {std::string("{\"a\":1} \0x", 10),
