@@ -495,7 +495,8 @@ std::unique_ptr<rocksdb::Iterator> Store::iterate(Cf which,
 }
 
 std::unique_ptr<rocksdb::Iterator> Store::iterate_under(Cf which, std::string_view prefix,
-                                                        const rocksdb::Snapshot* snapshot) const {
+                                                        const rocksdb::Snapshot* snapshot,
+                                                        uint64_t max_skipped) const {
   disable_rocksdb_perf_counters();
   // The bound must outlive the iterator: it is freed with it.
   struct Bound {
@@ -506,6 +507,7 @@ std::unique_ptr<rocksdb::Iterator> Store::iterate_under(Cf which, std::string_vi
   bound->end = prefix_end(prefix);
   rocksdb::ReadOptions ro;
   ro.snapshot = snapshot;
+  ro.max_skippable_internal_keys = max_skipped;
   if (!bound->end.empty()) {
     bound->slice = rocksdb::Slice(bound->end);
     ro.iterate_upper_bound = &bound->slice;

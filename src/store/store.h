@@ -92,8 +92,12 @@ class Store {
   // An iterator over the keys that start with `prefix` only. Without the bound, a step past the
   // prefix's last live key goes on over every deleted key (a tombstone until a compaction drops
   // it) up to the next live one, which may lie far on, in another tenant's range.
-  std::unique_ptr<rocksdb::Iterator> iterate_under(
-      Cf which, std::string_view prefix, const rocksdb::Snapshot* snapshot = nullptr) const;
+  // `max_skipped`, if not 0: a Seek or Next that would step over more keys than that (deleted
+  // ones, older versions, ones newer than the snapshot) stops there, the iterator no longer
+  // valid and its status Incomplete (RocksDB's max_skippable_internal_keys).
+  std::unique_ptr<rocksdb::Iterator> iterate_under(Cf which, std::string_view prefix,
+                                                   const rocksdb::Snapshot* snapshot = nullptr,
+                                                   uint64_t max_skipped = 0) const;
 
   // Writes every memtable to table files (a clean stop: the next open replays no log).
   Result<bool> flush();
