@@ -13,6 +13,7 @@
 #include "projections/read_model.h"
 #include "projections/watchers.h"
 #include "service/service.h"
+#include "service/service_test_util.h"
 #include "store/store_test_util.h"
 
 namespace gw {
@@ -191,18 +192,10 @@ class ListMemoFixture {
   }
 
   // Runs `calls` writes at once (they share batches) and waits for all; returns their ids.
-  std::vector<std::string> write_all(int calls, const std::function<void(int, Done)>& call) {
-    std::vector<std::promise<Result<Written>>> done(calls);
-    for (int i = 0; i < calls; ++i) {
-      call(i, [&p = done[i]](Result<Written> r) { p.set_value(std::move(r)); });
-    }
-    std::vector<std::string> ids;
-    for (auto& p : done) {
-      auto r = p.get_future().get();
-      REQUIRE(r.ok());
-      ids.push_back(r.value().json.substr(15, 30));  // {"webhook_id":"<30 chars>"
-    }
-    return ids;
+  static std::vector<std::string> write_all(int calls, const std::function<void(int, Done)>& call) {
+    return testing::call_all(static_cast<size_t>(calls), [&call](size_t i, Done d) {
+      call(static_cast<int>(i), std::move(d));
+    });
   }
 
   std::vector<std::string> create(int from, int count) {

@@ -13,6 +13,7 @@
 #include "projections/catch_up.h"
 #include "projections/read_model.h"
 #include "service/service.h"
+#include "service/service_test_util.h"
 #include "store/store_test_util.h"
 
 namespace gw {
@@ -70,22 +71,6 @@ class ReadModelFixture {
     h.status = status;
     h.workload_id = workload;
     return h;
-  }
-
-  // Runs the writes `write(i, done)` for i in [0, n) at once (they share batches), waits for all
-  // and returns their records' ids.
-  std::vector<std::string> write_all(size_t n, const std::function<void(size_t, Done)>& write) {
-    std::vector<std::promise<Result<Written>>> done(n);
-    for (size_t i = 0; i < n; ++i) {
-      write(i, [&p = done[i]](Result<Written> r) { p.set_value(std::move(r)); });
-    }
-    std::vector<std::string> ids;
-    for (auto& p : done) {
-      auto r = p.get_future().get();
-      REQUIRE(r.ok());
-      ids.push_back(r.value().json.substr(15, 30));  // {"webhook_id":"<30 chars>"
-    }
-    return ids;
   }
 
   // Creates webhooks of team_a, one per (status, workload), one after another.
@@ -235,7 +220,7 @@ TEST_CASE("lists of two filters equal the records that match both, in creation o
     // back from the list below.
     for (size_t from = 0; from < n; from += 50) {
       const size_t count = std::min<size_t>(50, n - from);
-      auto ids = fx.write_all(count, [&](size_t i, Done d) {
+      auto ids = testing::call_all(count, [&](size_t i, Done d) {
         const auto& [status, workload] = specs[from + i];
         fx.service_->create(ReadModelFixture::hook(status, workload), Actor{"team_a", "t"},
                             std::nullopt, std::move(d));
@@ -309,7 +294,7 @@ TEST_CASE("lists of two filters equal the records that match both, in creation o
     for (size_t i = 0; i < changed.size(); ++i) {
       next.push_back({statuses[random() % 2], workloads[random() % workloads.size()]});
     }
-    fx.write_all(changed.size(), [&](size_t i, Done d) {
+    testing::call_all(changed.size(), [&](size_t i, Done d) {
       fx.service_->update(Kind::kWebhook, changed[i],
                           ReadModelFixture::hook(next[i].status, next[i].workload),
                           Actor{"team_a", "t"}, {}, std::move(d));
@@ -321,7 +306,7 @@ TEST_CASE("lists of two filters equal the records that match both, in creation o
       if (model[id].live && std::find(gone.begin(), gone.end(), id) == gone.end())
         gone.push_back(id);
     }
-    fx.write_all(gone.size(), [&](size_t i, Done d) {
+    testing::call_all(gone.size(), [&](size_t i, Done d) {
       fx.service_->remove(Kind::kWebhook, gone[i], Actor{"team_a", "t"}, std::move(d));
     });
     for (const auto& id : gone) model[id].live = false;
@@ -386,7 +371,7 @@ TEST_CASE("a list of two filters does not step over the other index's deleted en
   const auto make = [](size_t i) {
     return ReadModelFixture::hook("active", i % 100 == 0 ? "rare" : "common");
   };
-  std::vector<std::string> ids = fx.write_all(2000, [&](size_t i, Done d) {
+  std::vector<std::string> ids = testing::call_all(2000, [&](size_t i, Done d) {
     fx.service_->create(make(i), Actor{"team_a", "t"}, std::nullopt, std::move(d));
   });
   // All but one of the common ones: `active` keeps 21 entries, so `rare` (20) is walked.
@@ -394,7 +379,7 @@ TEST_CASE("a list of two filters does not step over the other index's deleted en
   for (size_t i = 2; i < ids.size(); ++i) {
     if (i % 100 != 0) common.push_back(ids[i]);
   }
-  fx.write_all(common.size(), [&](size_t i, Done d) {
+  testing::call_all(common.size(), [&](size_t i, Done d) {
     fx.service_->update(Kind::kWebhook, common[i], ReadModelFixture::hook("inactive", "common"),
                         Actor{"team_a", "t"}, {}, std::move(d));
   });
