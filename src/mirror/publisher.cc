@@ -257,7 +257,7 @@ bool Publisher::check_tail() {
     return false;
   }
   const Sink::Tail& tail = read.value();
-  if (tail.seq == 0) return true;  // the topic holds no event
+  if (tail.seq == 0) return resume_after(0);  // the topic holds no event
   // Events are sent only once they are durable, so a topic this log published to holds none
   // beyond its end, and each of its events is this log's at that number.
   const uint64_t last = writer_.last_seq();
@@ -272,7 +272,7 @@ bool Publisher::check_tail() {
       return false;
     }
     // Sent as stored, byte for byte (to_cloud_event).
-    if (stored.value() && *stored.value() == tail.event) return true;
+    if (stored.value() && *stored.value() == tail.event) return resume_after(tail.seq);
     auto hash = [](std::optional<std::string> h) { return h ? *h : std::string("none"); };
     problem = "holds another event " + seq + " than this log (hash " +
               hash(event_hash(tail.event)) + ", here " +
@@ -289,6 +289,25 @@ bool Publisher::check_tail() {
                config_.destination.c_str(), problem.c_str(), config_.destination.c_str());
   sink_.reset();
   return false;
+}
+
+bool Publisher::resume_after(uint64_t newest) {
+  const uint64_t checkpoint = checkpoint_.load(std::memory_order_relaxed);
+  if (newest >= checkpoint) return true;
+  // The broker confirmed every event up to the checkpoint, and a topic keeps its newest ones
+  // longest, so the topic lost events (deleted and made again, or emptied: a cluster that lost
+  // its data under the same id, which a new id would have told). They are sent again.
+  std::fprintf(stderr,
+               "gatewayd: mirror: topic %s holds events up to %llu, but every event up to %llu "
+               "was confirmed to it (the topic was deleted or emptied, or the cluster lost its "
+               "data): sending again from event %llu\n",
+               config_.destination.c_str(), static_cast<unsigned long long>(newest),
+               static_cast<unsigned long long>(checkpoint),
+               static_cast<unsigned long long>(newest + 1));
+  checkpoint_.store(newest, std::memory_order_release);
+  next_ = newest + 1;
+  save_checkpoint(true);
+  return true;
 }
 
 void Publisher::save_checkpoint(bool force) {

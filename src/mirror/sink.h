@@ -46,7 +46,9 @@ class Sink {
     uint64_t seq = 0;
     std::string event;
   };
-  virtual Result<Tail> tail(std::chrono::milliseconds /*timeout*/) { return Tail{}; }
+  // A destination that holds fewer events than were confirmed to it lost them (Publisher), so
+  // every sink says what it holds.
+  virtual Result<Tail> tail(std::chrono::milliseconds timeout) = 0;
 };
 
 }  // namespace gw::mirror

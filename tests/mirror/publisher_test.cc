@@ -48,7 +48,10 @@ struct FakeBroker {
   int sinks_made = 0;
   bool break_current = false;
   std::optional<std::string> cluster = std::string();  // what cluster_id() says
-  Sink::Tail tail;                                     // what tail() says: the topic's newest event
+  // What tail() says the topic's newest event is: `tail` if set, else the newest event sent (a
+  // topic holds what was sent to it).
+  std::optional<Sink::Tail> tail;
+  Sink::Tail newest_sent;
   bool tail_fails = false;                             // tail() answers kUnavailable
   int tails_read = 0;
 
@@ -76,6 +79,7 @@ class FakeSink final : public Sink {
     if (b_.queue_full) return Sent::kQueueFull;
     if (m.seq == b_.refuse_seq) return Sent::kRefused;
     b_.sent.push_back(m.seq);
+    if (m.seq >= b_.newest_sent.seq) b_.newest_sent = {m.seq, m.value};
     if (b_.auto_confirm) {
       b_.reports.emplace_back(m.seq, true);
     } else {
@@ -104,7 +108,7 @@ class FakeSink final : public Sink {
     std::lock_guard<std::mutex> lock(b_.mu);
     ++b_.tails_read;
     if (b_.tail_fails) return make_error(Code::kUnavailable, "no answer from partition 0");
-    return b_.tail;
+    return b_.tail ? *b_.tail : b_.newest_sent;
   }
   ~FakeSink() override {
     std::lock_guard<std::mutex> lock(b_.mu);
@@ -201,7 +205,7 @@ TEST_CASE("a topic holding an event this log does not halts the mirror; a failed
       std::lock_guard<std::mutex> lock(f.broker.mu);
       f.broker.auto_confirm = true;
       // Another event: event 1, as stored, in the place of event c.seq.
-      f.broker.tail = {c.seq, stored_event(*f.store, c.same_event ? c.seq : 1)};
+      f.broker.tail = Sink::Tail{c.seq, stored_event(*f.store, c.same_event ? c.seq : 1)};
     }
     auto p = f.publisher();
     REQUIRE(p->start().ok());
@@ -416,12 +420,41 @@ TEST_CASE("the checkpoint is the topic's: another topic gets the whole log, the 
   CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3, 1, 2, 3, 4});
 }
 
+// A topic whose newest event is below the checkpoint lost events the broker had confirmed (made
+// again, or a cluster that lost its data under the same id): the mirror went on from its
+// checkpoint and the topic never got them (helper 89). They are sent again after its newest.
+TEST_CASE("a topic that holds fewer events than were confirmed to it gets the rest again") {
+  PublisherFixture f;
+  f.append(5);
+  auto first = f.started_to("events");
+  REQUIRE(eventually([&] { return first->checkpoint() == 5; }));
+  first->stop();
+  {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    f.broker.tail = Sink::Tail{2, stored_event(*f.store, 2)};  // events 3 to 5 lost
+  }
+  auto again = f.started_to("events");
+  REQUIRE(eventually([&] { return f.broker.sent_copy().size() == 8 && again->checkpoint() == 5; }));
+  again->stop();
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3, 4, 5, 3, 4, 5});
+  {
+    std::lock_guard<std::mutex> lock(f.broker.mu);
+    f.broker.tail = Sink::Tail{};  // none left
+  }
+  auto emptied = f.started_to("events");
+  REQUIRE(
+      eventually([&] { return emptied->checkpoint() == 5 && f.broker.sent_copy().size() == 13; }));
+  emptied->stop();
+  CHECK(f.broker.sent_copy() == std::vector<uint64_t>{1, 2, 3, 4, 5, 3, 4, 5, 1, 2, 3, 4, 5});
+}
+
 // A data dir from before kept one checkpoint, `mirror/checkpoint`: it becomes the checkpoint of
 // the topic it is first started with, and of no other.
 TEST_CASE("a data dir's one checkpoint from before becomes the first topic's only") {
   PublisherFixture f;
   f.append(3);
   REQUIRE(f.store->put_meta("mirror/checkpoint", encode_u64(2)).ok());
+  f.broker.newest_sent = {2, stored_event(*f.store, 2)};  // the topic holds what was confirmed
   auto first = f.started_to("events");
   REQUIRE(eventually([&] { return first->checkpoint() == 3; }));
   first->stop();

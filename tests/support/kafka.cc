@@ -10,12 +10,13 @@
 namespace gw::testing {
 
 KafkaMock::KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before,
-                     int port)
+                     int port, bool same_id)
     : binary_(std::move(binary)),
       topic_(std::move(topic)),
       partitions_(partitions),
       clusters_before_(clusters_before),
-      port_(port) {}
+      port_(port),
+      same_id_(same_id) {}
 
 KafkaMock::~KafkaMock() {
   if (proc_ && proc_->running()) proc_->kill();
@@ -23,9 +24,15 @@ KafkaMock::~KafkaMock() {
 
 void KafkaMock::start() {
   proc_ = std::make_unique<ChildProcess>();
-  proc_->spawn({binary_, "--topic", topic_, "--partitions", std::to_string(partitions_),
-                "--clusters-before", std::to_string(clusters_before_), "--port",
-                std::to_string(port_)});
+  std::vector<std::string> argv;
+  if (same_id_) argv = {"/usr/bin/setarch", "-R"};
+  for (std::string arg :
+       {binary_, std::string("--topic"), topic_, std::string("--partitions"),
+        std::to_string(partitions_), std::string("--clusters-before"),
+        std::to_string(clusters_before_), std::string("--port"), std::to_string(port_)}) {
+    argv.push_back(std::move(arg));
+  }
+  proc_->spawn(argv);
   auto line = proc_->wait_for_line("bootstrap ", std::chrono::seconds(10));
   if (!line) throw std::runtime_error("kafka_mock did not start: " + proc_->output());
   bootstrap_ = trim(line->substr(line->find(' ') + 1));

@@ -21,8 +21,11 @@ class KafkaMock {
   // `binary` is the kafka_mock program; `topic` is created with `partitions` partitions. Mocks of
   // different `clusters_before` have different cluster ids (kafka_mock --clusters-before). With
   // `port`, the broker listens there (kafka_mock --port), else on a port the kernel picks.
+  // `same_id`: the broker runs without address space randomization (`setarch -R`), so that two
+  // mocks of the same `clusters_before` have the same cluster id (librdkafka's mock names its
+  // cluster after the address of its state), as a broker that lost its data does.
   KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before = 0,
-            int port = 0);
+            int port = 0, bool same_id = false);
   ~KafkaMock();  // SIGKILLs the broker if it still runs (paused or not)
   KafkaMock(const KafkaMock&) = delete;
   KafkaMock& operator=(const KafkaMock&) = delete;
@@ -43,6 +46,7 @@ class KafkaMock {
   int partitions_;
   int clusters_before_;
   int port_;
+  bool same_id_;
   std::string bootstrap_;
   std::unique_ptr<ChildProcess> proc_;
 };
