@@ -257,7 +257,10 @@ bool Publisher::check_tail() {
     return false;
   }
   const Sink::Tail& tail = read.value();
-  if (tail.seq == 0) return resume_after(0);  // the topic holds no event
+  if (tail.seq == 0) {  // the topic holds no event
+    resume_after(0);
+    return true;
+  }
   // Events are sent only once they are durable, so a topic this log published to holds none
   // beyond its end, and each of its events is this log's at that number.
   const uint64_t last = writer_.last_seq();
@@ -272,7 +275,10 @@ bool Publisher::check_tail() {
       return false;
     }
     // Sent as stored, byte for byte (to_cloud_event).
-    if (stored.value() && *stored.value() == tail.event) return resume_after(tail.seq);
+    if (stored.value() && *stored.value() == tail.event) {
+      resume_after(tail.seq);
+      return true;
+    }
     auto hash = [](std::optional<std::string> h) { return h ? *h : std::string("none"); };
     problem = "holds another event " + seq + " than this log (hash " +
               hash(event_hash(tail.event)) + ", here " +
@@ -291,9 +297,9 @@ bool Publisher::check_tail() {
   return false;
 }
 
-bool Publisher::resume_after(uint64_t newest) {
+void Publisher::resume_after(uint64_t newest) {
   const uint64_t checkpoint = checkpoint_.load(std::memory_order_relaxed);
-  if (newest >= checkpoint) return true;
+  if (newest >= checkpoint) return;
   // The broker confirmed every event up to the checkpoint, and a topic keeps its newest ones
   // longest, so the topic lost events (deleted and made again, or emptied: a cluster that lost
   // its data under the same id, which a new id would have told). They are sent again.
@@ -307,7 +313,6 @@ bool Publisher::resume_after(uint64_t newest) {
   checkpoint_.store(newest, std::memory_order_release);
   next_ = newest + 1;
   save_checkpoint(true);
-  return true;
 }
 
 void Publisher::save_checkpoint(bool force) {

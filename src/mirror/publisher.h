@@ -105,13 +105,13 @@ class Publisher {
   // starts over (another cluster than the checkpoint's).
   bool same_cluster();
   // The topic's newest event against this log, before the first send of each sink: true if
-  // sending may go on from the checkpoint; false to try again later, or when the topic holds an
-  // event this log does not (halted_).
+  // sending may go on from the checkpoint (lowered by resume_after); false to try again later, or
+  // when the topic holds an event this log does not (halted_).
   bool check_tail();
   // After check_tail() found the topic's newest event at `newest` (0: none): a topic that holds
   // fewer events than the checkpoint says were confirmed lost them, and they are sent again
-  // from newest + 1 (said on stderr). True.
-  bool resume_after(uint64_t newest);
+  // from newest + 1 (said on stderr).
+  void resume_after(uint64_t newest);
   void save_checkpoint(bool force);
 
   Store& store_;

@@ -24,14 +24,16 @@ KafkaMock::~KafkaMock() {
 
 void KafkaMock::start() {
   proc_ = std::make_unique<ChildProcess>();
-  std::vector<std::string> argv;
-  if (same_id_) argv = {"/usr/bin/setarch", "-R"};
-  for (std::string arg :
-       {binary_, std::string("--topic"), topic_, std::string("--partitions"),
-        std::to_string(partitions_), std::string("--clusters-before"),
-        std::to_string(clusters_before_), std::string("--port"), std::to_string(port_)}) {
-    argv.push_back(std::move(arg));
-  }
+  std::vector<std::string> argv = {binary_,
+                                   "--topic",
+                                   topic_,
+                                   "--partitions",
+                                   std::to_string(partitions_),
+                                   "--clusters-before",
+                                   std::to_string(clusters_before_),
+                                   "--port",
+                                   std::to_string(port_)};
+  if (same_id_) argv.insert(argv.begin(), {"/usr/bin/setarch", "-R"});
   proc_->spawn(argv);
   auto line = proc_->wait_for_line("bootstrap ", std::chrono::seconds(10));
   if (!line) throw std::runtime_error("kafka_mock did not start: " + proc_->output());
