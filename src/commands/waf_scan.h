@@ -28,13 +28,15 @@
 //   each masked address once in an @ipMatch; at most kMaxVariables variables in all; msg, logdata
 //   and severity once in a rule; at most kMaxMacros macros in all; at
 //   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
-//   SecRuleUpdateActionById; XML read only whole, as XML:/* or as XML://@* (any other key is an
-//   XPath expression evaluated at every request), but in an exclusion; at most kMaxSetvarBytes
-//   of setvar text in all (a setvar may copy its text once per matched variable); a setvar whose
-//   name and value both hold macros uses only MATCHED_VAR, MATCHED_VAR_NAME (and RULE in the
-//   name).
+//   SecRuleUpdateActionById; at most kMaxTransformationSteps transformations of a value in all
+//   (variables times transformations, summed over the rules); no multiMatch (memory growing with
+//   the square of a rule's matches); XML read only whole, as XML:/* or as XML://@* (any other key
+//   is an XPath expression evaluated at every request), but in an exclusion; at most
+//   kMaxSetvarBytes of setvar text in all (a setvar may copy its text once per matched variable); a
+//   setvar whose name and value both hold macros uses only MATCHED_VAR, MATCHED_VAR_NAME (and RULE
+//   in the name).
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
-//   maturity msg multiMatch noauditlog nolog pass phase redirect rev sanitise* setvar severity
+//   maturity msg noauditlog nolog pass phase redirect rev sanitise* setvar severity
 //   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's
 //   included, and the engine carries the count over markers and phases. setvar may only touch TX
 //   (IP, GLOBAL, SESSION, USER, RESOURCE are shared by all tenants). Not expirevar or
@@ -117,6 +119,9 @@ inline constexpr size_t kMaxCallingRegexBytes = 8 << 10;
 // The most variables a text's rules name (exclusions included) and its SecRuleUpdateTargetById
 // add, in all.
 inline constexpr size_t kMaxVariables = 2000;
+// The most transformations a text's rules apply to one value, in all: the sum over the links of
+// rules of their variables times their t: actions (see too_many_transformations).
+inline constexpr size_t kMaxTransformationSteps = 4000;
 // The most macros (%{...}) in a text's directives, in all.
 inline constexpr size_t kMaxMacros = 2000;
 // The most text in all of a text's setvar actions (name=value, macros as written).
