@@ -277,7 +277,7 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   }
   std::sort(indexes.begin(), indexes.end());
   const std::string& walked = indexes[0].second;
-  // A join's walk stops where its index has many deleted entries in a row (see below).
+  // A join's walk stops where its index has a long run of deleted entries (see below).
   uint64_t bound = indexes.size() > 1 ? FilterCursor::kMaxSkipped : 0;
   auto it = store_.iterate_under(Cf::kProjections, walked, snap->get(), bound);
   if (indexes.size() == 1) {
@@ -335,10 +335,11 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
       if (!it->Valid()) {
         if (it->status().ok()) break;  // the end
         if (!it->status().IsIncomplete()) return io_error(it->status());
-        // The walked index has more than `bound` deleted or moved entries in a row here (the
+        // The walked index has a run of deleted or moved entries here, over `bound` of RocksDB's
+        // internal keys (each such entry is two: the entry and a tombstone over it). The
         // narrowest index by its counter need not be the cheapest to walk: with all but 60 of
         // 24,000 entries moved out of `active`, a list of `active` and a 60-record workload
-        // stepped over the 23,940, 10 ms; helper 88). From where the walk stopped (RocksDB's
+        // stepped over the 23,940, 10 ms (helper 88). From where the walk stopped (RocksDB's
         // "rocksdb.iterator.internal-key"), the others tell where their next entries are (a Seek
         // each), and the walk goes on from the farthest, so a run the others lack is passed at
         // once. Where that bought nothing (the others have entries all along the run), the
