@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "projections/apply.h"
@@ -145,6 +146,96 @@ class FilterCursor {
   std::optional<Error> error_;
 };
 
+// How many create_seqs lie from index entry suffix `from` to `to` (each an encoded seq), at most
+// the gap in entries of any index; 0 if `to` is not past `from` or either is no encoded seq.
+uint64_t seq_gap(std::string_view from, std::string_view to) {
+  if (from.size() != 8 || to.size() != 8) return 0;
+  const uint64_t a = decode_u64(from), b = decode_u64(to);
+  return b > a ? b - a : 0;
+}
+
+// A list of several filters (ReadModel::list): a join of their indexes, `prefixes` narrowest
+// first (by their counters), all in create_seq order. The narrowest index is walked, and each
+// walked entry is looked for in the others (FilterCursor); where one of them tells of its next
+// entry, the walk goes on from there, so a run of entries it lacks is stepped over at once, and
+// an index at its end ends the list. Every match is counted for the total, which is returned;
+// `want` is given the values (record ids) of the matches from the `offset`-th on, at most
+// `per_page` of them. The work is bounded by the narrowest filter, in whatever order the query
+// names them.
+Result<uint64_t> join(const Store& store, const std::vector<std::string>& prefixes,
+                      const rocksdb::Snapshot* snap, uint64_t offset, uint64_t per_page,
+                      const std::function<void(std::string_view)>& want) {
+  const std::string& walked = prefixes[0];
+  std::vector<FilterCursor> others;
+  others.reserve(prefixes.size() - 1);
+  for (size_t i = 1; i < prefixes.size(); ++i) others.emplace_back(store, prefixes[i], snap);
+  uint64_t bound = FilterCursor::kMaxSkipped;  // see below
+  auto it = store.iterate_under(Cf::kProjections, walked, snap, bound);
+  uint64_t total = 0;
+  uint64_t taken = 0;  // entries given to `want`
+  std::string seq;     // the walked entry's
+  std::string next;    // where another index's next entry is
+  std::string key;     // an entry key of the walked index; its buffer is reused
+  std::string stop;    // where the walk stopped at deleted entries
+  it->Seek(walked);
+  while (true) {
+    if (!it->Valid()) {
+      if (it->status().ok()) break;  // the end
+      if (!it->status().IsIncomplete()) return io_error(it->status());
+      // The walked index has a run of deleted or moved entries here, over `bound` of RocksDB's
+      // internal keys (each such entry is two: the entry and a tombstone over it). The
+      // narrowest index by its counter need not be the cheapest to walk: with all but 60 of
+      // 24,000 entries moved out of `active`, a list of `active` and a 60-record workload
+      // stepped over the 23,940, 10 ms (helper 88). From where the walk stopped (RocksDB's
+      // "rocksdb.iterator.internal-key"), the others tell where their next entries are (a Seek
+      // each), and the walk goes on from the farthest, so a run the others lack is passed at
+      // once. Where that bought less than the walk's bound (the others have entries all along
+      // the run, or beside its entries), the walk's bound doubles, so such a run costs a few
+      // Seeks more than a walk through it (helper 92: with the others' entries beside the
+      // deleted ones, 2 to 4 times as long before it doubled on such gains too).
+      auto at = it->GetProperty("rocksdb.iterator.internal-key", &stop);
+      if (!at.ok() || stop.size() <= walked.size() || !stop.starts_with(walked)) {
+        return make_error(Code::kInternal, "a list's walk cannot tell where it stopped");
+      }
+      next.assign(stop, walked.size());
+      bool ended = false;
+      for (size_t i = 0; i < others.size() && !ended; ++i) {
+        ended = !others[i].skip_to(&next);
+        if (auto& error = others[i].error()) return std::move(*error);
+      }
+      if (ended) break;
+      if (seq_gap(std::string_view(stop).substr(walked.size()), next) < bound) {
+        bound *= 2;
+        it = store.iterate_under(Cf::kProjections, walked, snap, bound);
+      }
+      key.assign(walked).append(next);
+      it->Seek(key);
+      continue;
+    }
+    seq.assign(view(it->key()).substr(walked.size()));
+    next.clear();
+    FilterCursor::Has has = FilterCursor::Has::kEntry;
+    for (size_t i = 0; i < others.size() && has == FilterCursor::Has::kEntry; ++i) {
+      has = others[i].has(seq, &next);
+      if (auto& error = others[i].error()) return std::move(*error);
+    }
+    if (has == FilterCursor::Has::kEnded) break;
+    if (has == FilterCursor::Has::kEntry) {
+      if (total++ >= offset && taken < per_page) {
+        want(view(it->value()));
+        ++taken;
+      }
+      it->Next();
+    } else if (next.empty()) {
+      it->Next();
+    } else {
+      key.assign(walked).append(next);
+      move_to(*it, rocksdb::Slice(key));
+    }
+  }
+  return total;  // the loop returns its errors; it may end on an Incomplete status (`ended`)
+}
+
 }  // namespace
 
 bool ReadModel::filterable(Kind kind, std::string_view field) {
@@ -276,13 +367,17 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
     if (entries == 0) return out;
   }
   std::sort(indexes.begin(), indexes.end());
-  const std::string& walked = indexes[0].second;
-  // A join's walk stops where its index has a long run of deleted entries (see below).
-  uint64_t bound = indexes.size() > 1 ? FilterCursor::kMaxSkipped : 0;
-  auto it = store_.iterate_under(Cf::kProjections, walked, snap->get(), bound);
-  if (indexes.size() == 1) {
+  if (indexes.size() > 1) {
+    std::vector<std::string> prefixes;
+    for (auto& index : indexes) prefixes.push_back(std::move(index.second));
+    auto total = join(store_, prefixes, snap->get(), offset, per_page, want);
+    if (!total.ok()) return std::move(total.error());
+    out.total = total.value();
+  } else {
     // The index's counter gives the total; only the entries before the page (from the memo's
     // checkpoint, if any) and the page itself are read.
+    const std::string& walked = indexes[0].second;
+    auto it = store_.iterate_under(Cf::kProjections, walked, snap->get());
     out.total = indexes[0].first;
     if (offset >= out.total) return out;
     uint64_t at = 0;  // the iterator's offset in the index
@@ -315,72 +410,6 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
     }
     if (!it->status().ok()) return io_error(it->status());
     if (memo) memo_->remember(walked, visit, found, at - start, placed);
-  } else {
-    // Several filters: a join of their indexes, all in create_seq order. The narrowest index is
-    // walked, and each walked entry is looked for in the others (FilterCursor); where one of them
-    // tells of its next entry, the walk goes on from there, so a run of entries it lacks is
-    // stepped over at once, and an index at its end ends the list. Every match is counted for the
-    // total. The work is bounded by the narrowest filter, in whatever order the query names them.
-    std::vector<FilterCursor> others;
-    others.reserve(indexes.size() - 1);
-    for (size_t i = 1; i < indexes.size(); ++i) {
-      others.emplace_back(store_, indexes[i].second, snap->get());
-    }
-    std::string seq;   // the walked entry's
-    std::string next;  // where another index's next entry is
-    std::string key;   // an entry key of the walked index; its buffer is reused
-    std::string stop;  // where the walk stopped at deleted entries
-    it->Seek(walked);
-    while (true) {
-      if (!it->Valid()) {
-        if (it->status().ok()) break;  // the end
-        if (!it->status().IsIncomplete()) return io_error(it->status());
-        // The walked index has a run of deleted or moved entries here, over `bound` of RocksDB's
-        // internal keys (each such entry is two: the entry and a tombstone over it). The
-        // narrowest index by its counter need not be the cheapest to walk: with all but 60 of
-        // 24,000 entries moved out of `active`, a list of `active` and a 60-record workload
-        // stepped over the 23,940, 10 ms (helper 88). From where the walk stopped (RocksDB's
-        // "rocksdb.iterator.internal-key"), the others tell where their next entries are (a Seek
-        // each), and the walk goes on from the farthest, so a run the others lack is passed at
-        // once. Where that bought nothing (the others have entries all along the run), the
-        // walk's bound doubles, so such a run costs a few Seeks more than a walk through it.
-        auto at = it->GetProperty("rocksdb.iterator.internal-key", &stop);
-        if (!at.ok() || stop.size() <= walked.size() || !stop.starts_with(walked)) {
-          return make_error(Code::kInternal, "a list's walk cannot tell where it stopped");
-        }
-        next.assign(stop, walked.size());
-        bool ended = false;
-        for (size_t i = 0; i < others.size() && !ended; ++i) {
-          ended = !others[i].skip_to(&next);
-          if (auto& error = others[i].error()) return std::move(*error);
-        }
-        if (ended) break;
-        if (std::string_view(next) == std::string_view(stop).substr(walked.size())) {
-          bound *= 2;
-          it = store_.iterate_under(Cf::kProjections, walked, snap->get(), bound);
-        }
-        key.assign(walked).append(next);
-        it->Seek(key);
-        continue;
-      }
-      seq.assign(view(it->key()).substr(walked.size()));
-      next.clear();
-      FilterCursor::Has has = FilterCursor::Has::kEntry;
-      for (size_t i = 0; i < others.size() && has == FilterCursor::Has::kEntry; ++i) {
-        has = others[i].has(seq, &next);
-        if (auto& error = others[i].error()) return std::move(*error);
-      }
-      if (has == FilterCursor::Has::kEnded) break;
-      if (has == FilterCursor::Has::kEntry) {
-        if (out.total++ >= offset && wanted.size() < per_page) want(view(it->value()));
-        it->Next();
-      } else if (next.empty()) {
-        it->Next();
-      } else {
-        key.assign(walked).append(next);
-        move_to(*it, rocksdb::Slice(key));
-      }
-    }
   }
   // The page's records, walked in key order with one iterator of their own (the index's stops at
   // the index's end). Ids are time-ordered, so
@@ -389,13 +418,19 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   // larger gap costs a Seek. Twenty point lookups, each a search from the top of the memtable's
   // skiplist, were about half of a list request. (Records are never deleted from the store: a
   // deleted one is kept, marked, so there are no tombstones to step over.)
-  it = store_.iterate_under(Cf::kProjections, keys::record(""), snap->get());
+  auto it = store_.iterate_under(Cf::kProjections, keys::record(""), snap->get());
   const size_t page_size = wanted.size();
   std::sort(wanted.begin(), wanted.end());
   std::vector<std::optional<std::string>> found(page_size);
   for (const auto& [key, position] : wanted) {
     const rocksdb::Slice target(key);
-    if (!move_to(*it, target) || it->key() != target) continue;  // not stored (cannot happen)
+    if (!move_to(*it, target)) {
+      // A failed read: the next Seek would clear the iterator's status, and the page would be
+      // short of this record with no error (helper 92).
+      if (!it->status().ok()) return io_error(it->status());
+      continue;  // not stored (cannot happen)
+    }
+    if (it->key() != target) continue;  // not stored (cannot happen)
     keys::RecordHeader header;
     std::string_view json;
     if (!keys::decode_record(view(it->value()), &header, &json)) {
