@@ -28,10 +28,11 @@
 //   each masked address once in an @ipMatch; at most kMaxVariables variables in all; msg, logdata
 //   and severity once in a rule; at most kMaxMacros macros in all; at
 //   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
-//   SecRuleUpdateActionById; at most kMaxTransformationSteps transformations of a value in all
-//   (variables times transformations, summed over the rules); no multiMatch (memory growing with
-//   the square of a rule's matches); XML read only whole, as XML:/* or as XML://@* (any other key
-//   is an XPath expression evaluated at every request), but in an exclusion; at most
+//   SecRuleUpdateActionById; at most kMaxLinkTransformations t: in a rule (its cost grows faster
+//   than their number) and in all updates, and kMaxTransformationSteps transformations of a value
+//   in all (variables times transformations, summed over the rules); no multiMatch (memory
+//   growing with the square of a rule's matches); XML read only whole, as XML:/* or as XML://@*
+//   (any other key is an XPath expression evaluated at every request), but in an exclusion; at most
 //   kMaxSetvarBytes of setvar text in all (a setvar may copy its text once per matched variable); a
 //   setvar whose name and value both hold macros uses only MATCHED_VAR, MATCHED_VAR_NAME (and RULE
 //   in the name).
@@ -121,7 +122,9 @@ inline constexpr size_t kMaxCallingRegexBytes = 8 << 10;
 inline constexpr size_t kMaxVariables = 2000;
 // The most transformations a text's rules apply to one value, in all: the sum over the links of
 // rules of their variables times their t: actions (see too_many_transformations).
-inline constexpr size_t kMaxTransformationSteps = 4000;
+inline constexpr size_t kMaxTransformationSteps = 1000;
+// The most t: actions in one link of a rule, and in all of a text's SecRuleUpdateActionById.
+inline constexpr size_t kMaxLinkTransformations = 32;
 // The most macros (%{...}) in a text's directives, in all.
 inline constexpr size_t kMaxMacros = 2000;
 // The most text in all of a text's setvar actions (name=value, macros as written).

@@ -1384,8 +1384,9 @@ TEST_CASE("waf_directives allows two transformations that lengthen a value in a 
 
 // The engine transforms a value once per transformation for every variable of a rule that holds
 // it: ARGS named 2,000 times with 4,500 transformations took 22 s of a gateway's CPU on one
-// 100-byte argument (helper 90). Each refused row was accepted before.
-TEST_CASE("waf_directives allows 4000 transformations of a value in all") {
+// 100-byte argument (helper 90), and a rule's cost grows faster than its transformations (helper
+// 92). Each refused row was accepted before.
+TEST_CASE("waf_directives allows 32 transformations in a rule and 1000 of a value in all") {
   auto rule = [](const std::string& variables, size_t transformations, int id) {
     return "SecRule " + variables + " \"@rx a\" \"id:" + std::to_string(id) + ",phase:2,pass" +
            (transformations == 0
@@ -1393,43 +1394,61 @@ TEST_CASE("waf_directives allows 4000 transformations of a value in all") {
                 : "," + repeat("t:lowercase", static_cast<int>(transformations), ",")) +
            "\"\n";
   };
+  auto update_actions = [](int id, size_t transformations) {
+    return "SecRuleUpdateActionById " + std::to_string(id) + " \"" +
+           repeat("t:lowercase", static_cast<int>(transformations), ",") + "\"\n";
+  };
+  auto update_targets = [](int id, size_t variables) {
+    return "SecRuleUpdateTargetById " + std::to_string(id) + " \"" +
+           repeat("ARGS_NAMES", static_cast<int>(variables), "|") + "\"\n";
+  };
   const Bad bad[] = {
-      {rule("ARGS", 4001, 1),
-       "may apply at most 4000 transformations to a value in all (each rule's variables times "
+      {rule("ARGS", 33, 1),
+       "may apply at most 32 transformations in a rule (each link of a chain): the WAF engine's "
+       "cost of a rule grows faster than their number (line 1)"},
+      {"SecRule ARGS \"@rx a\" \"id:1,phase:2,pass,chain\"\nSecRule ARGS \"@rx b\" \"" +
+           repeat("t:none", 33, ",") + "\"",
+       "at most 32 transformations in a rule (each link of a chain)"},
+      {rule("ARGS", 0, 1) + update_actions(1, 20) + update_actions(1, 13),
+       "may add at most 32 transformations with SecRuleUpdateActionById in all (they may all go "
+       "to one rule) (line 3)"},
+      {rule("ARGS", 0, 1) + update_actions(1, 40),
+       "may add at most 32 transformations with SecRuleUpdateActionById in all"},
+      {rule(repeat("ARGS", 1001, "|"), 1, 1),
+       "may apply at most 1000 transformations to a value in all (each rule's variables times "
        "its t: actions, summed over the rules): the WAF engine runs them for every variable of a "
        "rule that holds the value (line 1)"},
-      {rule(repeat("ARGS", 2000, "|"), 3, 1), "at most 4000 transformations"},
-      {rule(repeat("ARGS", 250, "|"), 8, 1) + rule(repeat("ARGS", 1000, "|"), 2, 2) +
+      {rule(repeat("ARGS", 100, "|"), 8, 1) + rule(repeat("ARGS", 100, "|"), 2, 2) +
            rule("ARGS|ARGS_NAMES", 1, 3),
-       "at most 4000 transformations to a value in all (each rule's variables times its t: "
+       "at most 1000 transformations to a value in all (each rule's variables times its t: "
        "actions, summed over the rules): the WAF engine runs them for every variable of a rule "
        "that holds the value (line 3)"},
       // Each link of a chain counts.
-      {"SecRule ARGS \"@rx a\" \"id:1,phase:2,pass,chain," + repeat("t:lowercase", 2000, ",") +
-           "\"\nSecRule ARGS|ARGS \"@rx b\" \"" + repeat("t:lowercase", 1001, ",") + "\"",
-       "at most 4000 transformations"},
+      {"SecRule " + repeat("ARGS", 20, "|") + " \"@rx a\" \"id:1,phase:2,pass,chain," +
+           repeat("t:lowercase", 25, ",") + "\"\nSecRule " + repeat("ARGS", 17, "|") +
+           " \"@rx b\" \"" + repeat("t:lowercase", 30, ",") + "\"",
+       "at most 1000 transformations"},
       // An update's transformations as if every rule had the most variables of one, its targets
-      // as if every rule had the most transformations of one.
-      {rule(repeat("ARGS", 100, "|"), 0, 1) + "SecRuleUpdateActionById 1 \"" +
-           repeat("t:lowercase", 41, ",") + "\"",
-       "at most 4000 transformations to a value in all (each rule's variables times its t: "
+      // as if every rule had the most transformations of one, and both as if added to one rule.
+      {rule(repeat("ARGS", 100, "|"), 0, 1) + update_actions(1, 11),
+       "at most 1000 transformations to a value in all (each rule's variables times its t: "
        "actions, summed over the rules): the WAF engine runs them for every variable of a rule "
        "that holds the value (line 2)"},
-      {rule("ARGS", 40, 1) + "SecRuleUpdateTargetById 1 \"" + repeat("ARGS_NAMES", 100, "|") + "\"",
-       "at most 4000 transformations"},
+      {rule("ARGS", 25, 1) + update_targets(1, 40), "at most 1000 transformations"},
+      {rule("ARGS", 1, 1) + update_targets(1, 40) + update_actions(1, 24),
+       "at most 1000 transformations to a value in all"},
   };
   for (const auto& b : bad) {
     CAPTURE(b.in.substr(0, 200));
     expect_bad(fields::waf_directives(b.in), b.why);
   }
-  expect_ok(fields::waf_directives(rule("ARGS", 4000, 1)));
-  expect_ok(fields::waf_directives(rule(repeat("ARGS", 250, "|"), 8, 1) +
-                                   rule(repeat("ARGS", 1000, "|"), 2, 2) + rule("ARGS", 0, 3)));
-  expect_ok(fields::waf_directives(rule(repeat("ARGS", 100, "|"), 0, 1) +
-                                   "SecRuleUpdateActionById 1 \"" + repeat("t:lowercase", 40, ",") +
-                                   "\""));
-  expect_ok(fields::waf_directives(rule("ARGS", 40, 1) + "SecRuleUpdateTargetById 1 \"" +
-                                   repeat("ARGS_NAMES", 99, "|") + "\""));
+  expect_ok(fields::waf_directives(rule("ARGS", 32, 1)));
+  expect_ok(fields::waf_directives(rule(repeat("ARGS", 100, "|"), 8, 1) +
+                                   rule(repeat("ARGS", 100, "|"), 2, 2) + rule("ARGS", 0, 3)));
+  expect_ok(fields::waf_directives(rule(repeat("ARGS", 100, "|"), 0, 1) + update_actions(1, 10)));
+  expect_ok(fields::waf_directives(rule("ARGS", 25, 1) + update_targets(1, 39)));
+  expect_ok(
+      fields::waf_directives(rule("ARGS", 1, 1) + update_targets(1, 40) + update_actions(1, 20)));
 }
 
 // With multiMatch the engine's record of a rule's matches grows with each match and is copied at
