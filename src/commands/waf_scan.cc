@@ -65,10 +65,12 @@ size_t growth_of(std::string_view lowered) {
   return lowered == "hexencode" ? 2 : lowered == "base64encode" ? 2 : 3;
 }
 // Variables whose values a rule's own output reaches: a capture's TX:0..9, a setvar's TX, the
-// last match's MATCHED_VAR(S) and their names. A transformation that lengthens a value, run on
-// one of these, lengthens an earlier rule's output again at every rule.
+// last match's MATCHED_VAR(S) and their names, and RULE (its msg and logdata, their macros
+// expanded: `%{TX.0}` there carries the last capture; helper 96). A transformation that
+// lengthens a value, run on one of these, lengthens an earlier rule's output again at every
+// rule.
 constexpr std::string_view kCarrierVariables =
-    " tx matched_var matched_vars matched_var_name matched_vars_names ";
+    " tx matched_var matched_vars matched_var_name matched_vars_names rule ";
 constexpr size_t kMaxGrowingTransformations = 2;
 // Operators libmodsecurity 3.0.9 runs as std::string::find (substring_search_problem).
 constexpr std::string_view kSubstringOperators = " contains containsword strmatch within ";
@@ -1119,8 +1121,8 @@ Problem too_many_variables(const Scan& scan, int line) {
 // of text).
 std::string lengthened_output(int line) {
   return "must not apply t:hexEncode, t:urlEncode, t:utf8toUnicode or t:base64Encode to TX, "
-         "MATCHED_VAR, MATCHED_VARS or their names: each such rule could lengthen another rule's "
-         "output again, and a few rules make every request's values exponentially long" +
+         "MATCHED_VAR, MATCHED_VARS, their names or RULE: each such rule could lengthen another "
+         "rule's output again, and a few rules make every request's values exponentially long" +
          at(line);
 }
 
@@ -1380,7 +1382,7 @@ Problem scan_directives(std::string_view text, ScanResult* result) {
   // A variable added to a rule that lengthens values (the scan does not know which rule an update
   // changes).
   if (scan.carrier_update_line != 0 && scan.growing_line != 0) {
-    return "must not add TX, MATCHED_VAR, MATCHED_VARS or their names with "
+    return "must not add TX, MATCHED_VAR, MATCHED_VARS, their names or RULE with "
            "SecRuleUpdateTargetById to a text whose rules use t:hexEncode, t:urlEncode, "
            "t:utf8toUnicode or t:base64Encode: a rule could lengthen another rule's output "
            "again" +

@@ -30,8 +30,11 @@
 //   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
 //   SecRuleUpdateActionById; at most kMaxLinkTransformations t: in a rule (its cost grows faster
 //   than their number) and in all updates, and kMaxTransformationSteps transformations of a value
-//   in all (variables times transformations, summed over the rules); no multiMatch (memory
-//   growing with the square of a rule's matches); XML read only whole, as XML:/* or as XML://@*
+//   in all (variables times transformations, summed over the rules, those after a lengthening
+//   one counted as many times over); no lengthening transformation in a rule that reads TX,
+//   MATCHED_VAR(S), their names or RULE, which another rule's output reaches (nor such variables
+//   added by updates to a text with one); no multiMatch (memory growing with the square of a
+//   rule's matches); XML read only whole, as XML:/* or as XML://@*
 //   (any other key is an XPath expression evaluated at every request), but in an exclusion; at most
 //   kMaxSetvarBytes of setvar text in all (a setvar may copy its text once per matched variable); a
 //   setvar whose name and value both hold macros uses only MATCHED_VAR, MATCHED_VAR_NAME (and RULE
