@@ -222,7 +222,8 @@ struct Scan {
   // one link, which bound what the updates add (too_many_transformations).
   size_t transformation_steps = 0;
   size_t most_link_variables = 0;
-  size_t most_link_transformations = 0;
+  size_t most_link_transformations = 0;  // times the link's growth (link_growth)
+  size_t most_link_growth = 1;
   // How many times longer the last actions checked make a value (check_actions); the first line
   // of a rule with such transformations, and of a SecRuleUpdateTargetById adding a variable of
   // kCarrierVariables (0: none).
@@ -1106,14 +1107,6 @@ Problem too_many_variables(const Scan& scan, int line) {
          at(line);
 }
 
-// The engine transforms each value a rule's variable holds with each of the rule's
-// transformations in turn (a variable repeated runs them again), so a value costs a link's
-// variables times its transformations, and a text's links add up: 2,000 variables of one rule
-// and 4,500 transformations took 22 s of a gateway's CPU on one argument of 100 bytes (helper
-// 90); 1,000 such steps (100 rules of 10 t:lowercase on ARGS) took 1.9 s on 1,000 arguments of
-// 100 bytes, where 2,000 rules of no transformation took 1.0 s. The transformations an update
-// adds count as if every link had the most variables of one link, the variables it adds as if
-// every link had the most transformations, and both as if added to one rule.
 // A rule that lengthens values (t:hexEncode, ...) must not read what another rule's output
 // reaches: each such rule would lengthen the last one's output again, so the cost grows with the
 // power of the rules (helper 95: 13 rules of two t:hexEncode, each reading the last one's capture
@@ -1126,12 +1119,21 @@ std::string lengthened_output(int line) {
          at(line);
 }
 
+// The engine transforms each value a rule's variable holds with each of the rule's
+// transformations in turn (a variable repeated runs them again), so a value costs a link's
+// variables times its transformations (times how many times longer a lengthening one makes the
+// value), and a text's links add up: 2,000 variables of one rule and 4,500 transformations took
+// 22 s of a gateway's CPU on one argument of 100 bytes (helper 90); 1,000 such steps (100 rules
+// of 10 t:lowercase on ARGS) took 1.9 s on 1,000 arguments of 100 bytes, where 2,000 rules of
+// no transformation took 1.0 s. The transformations an update adds count as if every link had
+// the most variables and the most lengthening of one link, the variables it adds as if every
+// link had the most (weighted) transformations, and both as if added to one rule.
 Problem too_many_transformations(const Scan& scan, int line) {
   // A rule of V variables and T transformations that updates give A more variables and B more
   // transformations costs (V + A)(T + B): V T is in transformation_steps, the rest is at most
   // what follows (helper 92: without the A B term, 1,998 targets and 1,998 t: added to one rule
   // passed, 29 to 41 s of CPU on one argument).
-  const size_t added_t = scan.updates.transformations.size();
+  const size_t added_t = scan.updates.transformations.size() * scan.most_link_growth;
   const size_t steps = scan.transformation_steps + added_t * scan.most_link_variables +
                        scan.updates.targets * scan.most_link_transformations +
                        scan.updates.targets * added_t;
@@ -1194,8 +1196,9 @@ Problem check_directive(const Directive& d, Scan* scan) {
     scan->transformation_steps +=
         counts.variables * counts.transformations.size() * scan->link_growth;
     scan->most_link_variables = std::max(scan->most_link_variables, counts.variables);
-    scan->most_link_transformations =
-        std::max(scan->most_link_transformations, counts.transformations.size());
+    scan->most_link_transformations = std::max(scan->most_link_transformations,
+                                               counts.transformations.size() * scan->link_growth);
+    scan->most_link_growth = std::max(scan->most_link_growth, scan->link_growth);
     if (auto p = too_many_transformations(*scan, line)) return p;
     scan->open_chain_line = chain ? line : 0;
     if (link) {

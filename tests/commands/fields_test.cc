@@ -1516,6 +1516,18 @@ TEST_CASE("waf_directives counts transformations after a lengthening one as many
   expect_bad(fields::waf_directives(rule(6, 1)), "at most 1000 transformations");
   expect_ok(fields::waf_directives(rule(5, 1)));
   expect_bad(fields::waf_directives(rule(3, 1) + rule(3, 2)), "(line 2)");
+  // And so do the variables and transformations updates add to such a rule (they counted once:
+  // 5 targets were 160 steps, not 960).
+  auto targets = [](int n) {
+    return "SecRuleUpdateTargetById 1 \"" + repeat("ARGS_NAMES", n, "|") + "\"";
+  };
+  expect_bad(fields::waf_directives(rule(1, 1) + targets(5)), "at most 1000 transformations");
+  expect_ok(fields::waf_directives(rule(1, 1) + targets(4)));
+  auto actions = [](int n) {
+    return "SecRuleUpdateActionById 1 \"" + repeat("t:lowercase", n, ",") + "\"";
+  };
+  expect_bad(fields::waf_directives(rule(4, 1) + actions(10)), "at most 1000 transformations");
+  expect_ok(fields::waf_directives(rule(4, 1) + actions(9)));
 }
 
 // With multiMatch the engine's record of a rule's matches grows with each match and is copied at
