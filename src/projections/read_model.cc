@@ -31,9 +31,13 @@ bool step_to(rocksdb::Iterator& it, const rocksdb::Slice& key) {
 }
 
 // Moves `it` to its first key at or after `key`: a few steps, else a Seek (also of an iterator
-// not placed yet). False if it has none.
+// not placed yet). False if it has none, or on an error (see status()), which is never sought
+// over: a Seek clears an iterator's status, and a read that failed went unseen (the page of a
+// list one record short; helper 92).
 bool move_to(rocksdb::Iterator& it, const rocksdb::Slice& key) {
-  if (!step_to(it, key) || !it.Valid()) it.Seek(key);
+  const bool near = step_to(it, key);
+  if (!it.status().ok()) return false;
+  if (!near || !it.Valid()) it.Seek(key);
   return it.Valid();
 }
 
@@ -424,13 +428,8 @@ Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
   std::vector<std::optional<std::string>> found(page_size);
   for (const auto& [key, position] : wanted) {
     const rocksdb::Slice target(key);
-    if (!move_to(*it, target)) {
-      // A failed read: the next Seek would clear the iterator's status, and the page would be
-      // short of this record with no error (helper 92).
-      if (!it->status().ok()) return io_error(it->status());
-      continue;  // not stored (cannot happen)
-    }
-    if (it->key() != target) continue;  // not stored (cannot happen)
+    // Not stored (cannot happen), or an error, which the status check after the loop returns.
+    if (!move_to(*it, target) || it->key() != target) continue;
     keys::RecordHeader header;
     std::string_view json;
     if (!keys::decode_record(view(it->value()), &header, &json)) {
