@@ -60,9 +60,16 @@ constexpr std::string_view kOperators =
 // Transformations whose output is longer than their input.
 constexpr std::string_view kGrowingTransformations =
     " base64encode hexencode urlencode utf8tounicode ";
-// How many times longer each makes a value, at most (base64Encode's 4/3 rounded up).
-size_t growth_of(std::string_view lowered) {
-  return lowered == "hexencode" ? 2 : lowered == "base64encode" ? 2 : 3;
+// How many times longer a link's transformations (lower-cased names) make a value, at most:
+// t:hexEncode and t:base64Encode (4/3, rounded up) twice, t:urlEncode and t:utf8toUnicode three
+// times.
+size_t growth_of(const std::vector<std::string>& transformations) {
+  size_t growth = 1;
+  for (const std::string& t : transformations) {
+    if (t == "hexencode" || t == "base64encode") growth *= 2;
+    if (t == "urlencode" || t == "utf8tounicode") growth *= 3;
+  }
+  return growth;
 }
 // Variables whose values a rule's own output reaches: a capture's TX:0..9, a setvar's TX, the
 // last match's MATCHED_VAR(S) and their names, and RULE (its msg and logdata, their macros
@@ -222,12 +229,10 @@ struct Scan {
   // one link, which bound what the updates add (too_many_transformations).
   size_t transformation_steps = 0;
   size_t most_link_variables = 0;
-  size_t most_link_transformations = 0;  // times the link's growth (link_growth)
+  size_t most_link_transformations = 0;  // times the link's growth (growth_of)
   size_t most_link_growth = 1;
-  // How many times longer the last actions checked make a value (check_actions); the first line
-  // of a rule with such transformations, and of a SecRuleUpdateTargetById adding a variable of
-  // kCarrierVariables (0: none).
-  size_t link_growth = 1;
+  // The first line of a rule with transformations that lengthen values, and of a
+  // SecRuleUpdateTargetById adding a variable of kCarrierVariables (0: none).
   int growing_line = 0;
   int carrier_update_line = 0;
   // Line breaks before the directive being checked that the engine's line count misses
@@ -577,8 +582,7 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
                       LinkActions* counts) {
   std::vector<Action> actions;
   if (auto p = split_actions(arg.text, line, &actions)) return p;
-  size_t growing = 0;  // transformations whose output is longer than their input
-  size_t growth = 1;   // how many times longer they make a value, at most
+  size_t growing = 0;                // transformations whose output is longer than their input
   std::set<std::string_view> given;  // of kOnceInARule
   for (const Action& a : actions) {
     // The engine keeps one msg, logdata and severity for a rule, and drops the one before
@@ -591,7 +595,6 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
     // request took 17.8 s and 2 GB, 32 ended the process (std::bad_alloc). At most two to a rule,
     // none added to one by an update (which the scan cannot add up with the rule's own).
     if (a.name == "t" && listed(kGrowingTransformations, ascii_lower(a.value))) {
-      growth *= growth_of(ascii_lower(a.value));
       if (role == Role::kUpdate)
         return "must not add t:" + a.value + " with SecRuleUpdateActionById" + at(line);
       if (++growing > kMaxGrowingTransformations) {
@@ -736,7 +739,6 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
       ++scan->updates.actions;
     }
   }
-  scan->link_growth = growth;
   return std::nullopt;
 }
 
@@ -1178,7 +1180,6 @@ Problem check_directive(const Directive& d, Scan* scan) {
       if (auto p = too_many_variables(*scan, line)) return p;
       if (auto p = check_operator(args[1], line, &scan->regex_bytes)) return p;
     }
-    scan->link_growth = 1;
     if (args.size() == 1 || args.size() == 3) {
       // Unquoted, the engine skips ahead to the next double quote, the next lines included.
       if (!args.back().quoted) return "must put the actions in double quotes" + at(line);
@@ -1187,18 +1188,18 @@ Problem check_directive(const Directive& d, Scan* scan) {
         return p;
     }
     if (chain && !rule) return "must not chain a SecAction" + at(line);
-    if (scan->link_growth > 1) {
+    const size_t growth = growth_of(counts.transformations);
+    if (growth > 1) {
       if (carrier) return lengthened_output(line);
       if (scan->growing_line == 0) scan->growing_line = line;
     }
     // Transformations after one that lengthens a value run on the longer value (helper 95:
     // t:urlEncode,t:hexEncode before 30 others took 4.6 times as long as 32 t:lowercase).
-    scan->transformation_steps +=
-        counts.variables * counts.transformations.size() * scan->link_growth;
+    scan->transformation_steps += counts.variables * counts.transformations.size() * growth;
     scan->most_link_variables = std::max(scan->most_link_variables, counts.variables);
-    scan->most_link_transformations = std::max(scan->most_link_transformations,
-                                               counts.transformations.size() * scan->link_growth);
-    scan->most_link_growth = std::max(scan->most_link_growth, scan->link_growth);
+    scan->most_link_transformations =
+        std::max(scan->most_link_transformations, counts.transformations.size() * growth);
+    scan->most_link_growth = std::max(scan->most_link_growth, growth);
     if (auto p = too_many_transformations(*scan, line)) return p;
     scan->open_chain_line = chain ? line : 0;
     if (link) {
