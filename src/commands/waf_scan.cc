@@ -79,6 +79,9 @@ size_t growth_of(const std::vector<std::string>& transformations) {
 constexpr std::string_view kCarrierVariables =
     " tx matched_var matched_vars matched_var_name matched_vars_names rule ";
 constexpr size_t kMaxGrowingTransformations = 2;
+// The list of a request's matches so far, and its names: a rule's every match adds to it (a rule
+// that does not match empties it), so a rule that reads it and matches doubles it.
+constexpr std::string_view kMatchListVariables = " matched_vars matched_vars_names ";
 // Operators libmodsecurity 3.0.9 runs as std::string::find (substring_search_problem).
 constexpr std::string_view kSubstringOperators = " contains containsword strmatch within ";
 // Operators that take no parameter.
@@ -222,6 +225,15 @@ struct Scan {
   int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
   UpdateCounts updates;
   size_t setvar_bytes = 0;  // the text of every setvar so far (name and value, as written)
+  size_t match_list_readings = 0;  // of kMatchListVariables, in rules and updates so far
+  // The first line of a link (or SecRuleUpdateTargetById) that reads TX whole or by a regex key,
+  // and of one (or of SecRuleUpdateActionById) with a setvar named by a macro (0: none); in the
+  // link being checked, whether it has such a setvar.
+  int tx_collection_line = 0;
+  int tx_collection_update_line = 0;
+  int macro_setvar_line = 0;
+  int macro_setvar_update_line = 0;
+  bool link_macro_setvar = false;
   RegexBytes regex_bytes;
   size_t variables = 0;  // in every rule's variable list so far, exclusions included
   // Transformations applied to a value the variables of every link so far hold (a link's
@@ -678,6 +690,12 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
         return a.name + " may only change TX variables" + at(line);
       }
       if (auto p = setvar_name(a.value, line)) return p;
+      if (a.value.substr(0, a.value.find('=')).find("%{") != std::string::npos) {
+        int& first_line =
+            role == Role::kUpdate ? scan->macro_setvar_update_line : scan->macro_setvar_line;
+        if (first_line == 0) first_line = line;
+        if (role != Role::kUpdate) scan->link_macro_setvar = true;
+      }
       // A value built of two copies (`tx.e=%{TX.e}%{TX.e}x`) doubles at every run: a review's
       // rule took 2 GB in 5 s on a request with 40 arguments. With one macro a value grows by
       // its own text at most, as the Core Rule Set's `=+%{tx.critical_anomaly_score}` does.
@@ -870,10 +888,18 @@ bool regex_key_ends_at(std::string_view vars, size_t key_at, size_t end) {
   return last_slash + 1 <= plain_end || last_slash + 1 == end;
 }
 
+// What a variable list reads of what rules' own output reaches, but in exclusions (`!`) and
+// counts (`&`).
+struct Reach {
+  bool carrier = false;            // a variable of kCarrierVariables
+  size_t match_list_readings = 0;  // variables of kMatchListVariables
+  bool tx_collection = false;      // TX whole or by a regex key: as many values as TX holds
+};
+
 // `count` gets each variable; `kept`, if given, each but the exclusions (`!`), which the engine
 // keeps apart from a rule's variables.
 Problem check_variables(const Arg& arg, int line, RegexBytes* spent, size_t* count,
-                        size_t* kept = nullptr, bool* carrier = nullptr) {
+                        size_t* kept = nullptr, Reach* reach = nullptr) {
   if (arg.escaped_quote) return "must not use escaped quotes in variables" + at(line);
   // A blank ends the variables for the engine even inside quotes; what follows may be a directive.
   if (arg.text.find_first_of(" \t") != std::string::npos)
@@ -899,9 +925,14 @@ Problem check_variables(const Arg& arg, int line, RegexBytes* spent, size_t* cou
       piece.remove_prefix(1);
     }
     const size_t colon = piece.find(':');
-    if (carrier != nullptr && !excluded && !counted &&
-        listed(kCarrierVariables, piece.substr(0, colon))) {
-      *carrier = true;
+    if (reach != nullptr && !excluded && !counted) {
+      const std::string_view name = piece.substr(0, colon);
+      if (listed(kCarrierVariables, name)) reach->carrier = true;
+      if (listed(kMatchListVariables, name)) ++reach->match_list_readings;
+      if (name == "tx" &&
+          (colon == std::string_view::npos || piece.substr(colon + 1).starts_with('/'))) {
+        reach->tx_collection = true;
+      }
     }
     // The name as written, for the message (`vars` is lower-cased).
     const std::string_view written = std::string_view(arg.text).substr(
@@ -1109,6 +1140,34 @@ Problem too_many_variables(const Scan& scan, int line) {
          at(line);
 }
 
+// The engine adds each match of a rule to the list of the request's matches (MATCHED_VARS and
+// its names) and empties it after a rule that does not match, so a rule that reads the list and
+// matches doubles it: one rule of ARGS and 20 MATCHED_VARS took 70 s of CPU and 1.9 GB on an
+// argument of 10 bytes, 20 rules of MATCHED_VARS after one of ARGS 18 s and 938 MB (helper 98,
+// libmodsecurity 3.0.9). The Core Rule Set 3.3.4 reads it 4 times in all its files (in chained
+// rules), at most twice in one.
+Problem too_many_match_list_readings(const Scan& scan, int line) {
+  if (scan.match_list_readings <= kMaxMatchListReadings) return std::nullopt;
+  return "may read MATCHED_VARS or MATCHED_VARS_NAMES at most " +
+         std::to_string(kMaxMatchListReadings) +
+         " times in all, in rules and in SecRuleUpdateTargetById: a rule that reads the list of "
+         "the request's matches and matches adds to it as many entries as it holds, so the list "
+         "doubles at every reading" +
+         at(line);
+}
+
+// A setvar named by a macro (`tx.%{MATCHED_VAR_NAME}_a=1`) sets a variable for each match, so in
+// a link that reads TX whole (or by a regex key) and matches, it doubles TX: 13 such rules after
+// one setvar took 12.9 s on a request without arguments (libmodsecurity 3.0.9), and the cost
+// grows with the power of the rules. The Core Rule Set 3.3.4 names setvars by macros in three
+// rules, none of which reads TX so (920450 reads TX:/^HEADER_NAME_/ in its chained rule, whose
+// setvars are not named by macros).
+std::string doubled_tx(int line) {
+  return "must not name a setvar by a macro (%{...}) in a rule that reads TX whole or by a regex "
+         "key: each match would add a variable to TX, so TX could double at every such rule" +
+         at(line);
+}
+
 // A rule that lengthens values (t:hexEncode, ...) must not read what another rule's output
 // reaches: each such rule would lengthen the last one's output again, so the cost grows with the
 // power of the rules (helper 95: 13 rules of two t:hexEncode, each reading the last one's capture
@@ -1170,16 +1229,19 @@ Problem check_directive(const Directive& d, Scan* scan) {
     }
     LinkActions counts;
     counts.line = line - scan->line_shift;  // as the engine numbers it
-    bool carrier = false;                   // it reads a variable another rule's output reaches
+    Reach reach;                            // what it reads of what rules' output reaches
     if (rule) {
       size_t all = 0;
       if (auto p =
-              check_variables(args[0], line, &scan->regex_bytes, &all, &counts.variables, &carrier))
+              check_variables(args[0], line, &scan->regex_bytes, &all, &counts.variables, &reach))
         return p;
       scan->variables += all;
       if (auto p = too_many_variables(*scan, line)) return p;
+      scan->match_list_readings += reach.match_list_readings;
+      if (auto p = too_many_match_list_readings(*scan, line)) return p;
       if (auto p = check_operator(args[1], line, &scan->regex_bytes)) return p;
     }
+    scan->link_macro_setvar = false;
     if (args.size() == 1 || args.size() == 3) {
       // Unquoted, the engine skips ahead to the next double quote, the next lines included.
       if (!args.back().quoted) return "must put the actions in double quotes" + at(line);
@@ -1188,9 +1250,13 @@ Problem check_directive(const Directive& d, Scan* scan) {
         return p;
     }
     if (chain && !rule) return "must not chain a SecAction" + at(line);
+    if (reach.tx_collection) {
+      if (scan->link_macro_setvar) return doubled_tx(line);
+      if (scan->tx_collection_line == 0) scan->tx_collection_line = line;
+    }
     const size_t growth = growth_of(counts.transformations);
     if (growth > 1) {
-      if (carrier) return lengthened_output(line);
+      if (reach.carrier) return lengthened_output(line);
       if (scan->growing_line == 0) scan->growing_line = line;
     }
     // Transformations after one that lengthens a value run on the longer value (helper 95:
@@ -1241,12 +1307,17 @@ Problem check_directive(const Directive& d, Scan* scan) {
         return "must put SecRuleUpdateTargetById's targets in double quotes when a key is a "
                "regex /.../ (unquoted, the WAF engine reads it on over the line break)" +
                at(line);
-      bool carrier = false;
+      Reach reach;
       if (auto p = check_variables(args[1], line, &scan->regex_bytes, &scan->updates.targets,
-                                   nullptr, &carrier))
+                                   nullptr, &reach))
         return p;
-      if (carrier && scan->carrier_update_line == 0) scan->carrier_update_line = line;
+      if (reach.carrier && scan->carrier_update_line == 0) scan->carrier_update_line = line;
+      if (reach.tx_collection && scan->tx_collection_update_line == 0) {
+        scan->tx_collection_update_line = line;
+      }
       if (auto p = too_many_variables(*scan, line)) return p;
+      scan->match_list_readings += reach.match_list_readings;
+      if (auto p = too_many_match_list_readings(*scan, line)) return p;
       return too_many_transformations(*scan, line);
     }
     // Unquoted, the engine reads a value (msg:x) on over line breaks to the next comma or
@@ -1391,6 +1462,19 @@ Problem scan_directives(std::string_view text, ScanResult* result) {
            "t:utf8toUnicode or t:base64Encode: a rule could lengthen another rule's output "
            "again" +
            at(scan.carrier_update_line);
+  }
+  // TX read whole, and a setvar named by a macro, one of them added by an update to a rule that
+  // may have the other.
+  const int tx_update = scan.tx_collection_update_line;
+  const int setvar_update = scan.macro_setvar_update_line;
+  if ((tx_update != 0 && (scan.macro_setvar_line != 0 || setvar_update != 0)) ||
+      (setvar_update != 0 && scan.tx_collection_line != 0)) {
+    return "must not add TX (whole or by a regex key) with SecRuleUpdateTargetById, or a setvar "
+           "named by a macro with SecRuleUpdateActionById, to a text with the other: a rule could "
+           "add a variable to TX for each one it reads, and TX double at every such rule" +
+           at(tx_update == 0       ? setvar_update
+              : setvar_update == 0 ? tx_update
+                                   : std::min(tx_update, setvar_update));
   }
   if (auto p = raw_net(text)) return p;
   result->uncounted_line_breaks = static_cast<size_t>(scan.line_shift);

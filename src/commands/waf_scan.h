@@ -38,7 +38,10 @@
 //   (any other key is an XPath expression evaluated at every request), but in an exclusion; at most
 //   kMaxSetvarBytes of setvar text in all (a setvar may copy its text once per matched variable); a
 //   setvar whose name and value both hold macros uses only MATCHED_VAR, MATCHED_VAR_NAME (and RULE
-//   in the name).
+//   in the name); at most kMaxMatchListReadings readings of MATCHED_VARS and MATCHED_VARS_NAMES
+//   in all (each reading that matches adds to the list as many entries as it holds); no setvar
+//   named by a macro in a link that reads TX whole or by a regex key (each match would add a
+//   variable to TX), nor such a setvar and such a TX added by updates to a text with the other.
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
 //   maturity msg noauditlog nolog pass phase redirect rev sanitise* setvar severity
 //   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's
@@ -128,6 +131,9 @@ inline constexpr size_t kMaxVariables = 2000;
 inline constexpr size_t kMaxTransformationSteps = 1000;
 // The most t: actions in one link of a rule, and in all of a text's SecRuleUpdateActionById.
 inline constexpr size_t kMaxLinkTransformations = 32;
+// The most times a text's rules and SecRuleUpdateTargetById read MATCHED_VARS or
+// MATCHED_VARS_NAMES (as a variable of a list, whole or by a key), in all.
+inline constexpr size_t kMaxMatchListReadings = 4;
 // The most macros (%{...}) in a text's directives, in all.
 inline constexpr size_t kMaxMacros = 2000;
 // The most text in all of a text's setvar actions (name=value, macros as written).
