@@ -611,7 +611,8 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
         return "must not add t:" + a.value + " with SecRuleUpdateActionById" + at(line);
       if (++growing > kMaxGrowingTransformations) {
         return "may use at most " + std::to_string(kMaxGrowingTransformations) +
-               " of t:hexEncode, t:urlEncode, t:utf8toUnicode and t:base64Encode in a rule: "
+               " of t:hexEncode, t:urlEncode, t:utf8toUnicode and t:base64Encode in a rule "
+               "(each link of a chain): "
                "each multiplies the length of what it transforms" +
                at(line);
       }
@@ -946,7 +947,8 @@ Problem check_variables(const Arg& arg, int line, RegexBytes* spent, size_t* cou
       const size_t key_at = static_cast<size_t>(piece.data() - vars.data()) + colon + 1;
       if (!regex_key_ends_at(vars, key_at, end)) {
         return "a regex key /.../ must end its variable: the WAF engine reads it on over ',' to "
-               "the last '/' before a blank, '|' or '=', and what follows as another variable" +
+               "the last '/' before a blank, '|', '=' or '\"', and what follows as another "
+               "variable" +
                at(line);
       }
       // A regex key the engine cannot compile is loaded all the same, and the first request
@@ -1298,7 +1300,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
       return "needs " + d.name + " ID " +
              (name == "secruleupdatetargetbyid" ? "TARGETS" : "ACTIONS") + at(line);
     if (args[0].quoted || !local_id(args[0].text, &id))
-      return shown(d.name) + " may only name rule ids in 1..99999" + at(line);
+      return shown(d.name) + " may only name one rule id in 1..99999 (no range)" + at(line);
     if (name == "secruleupdatetargetbyid") {
       // Unquoted, the targets end the line, and the engine's lexer reads a regex key on over the
       // line break to a '/' on a later line: `ARGS:/a,TX` followed by the comment line

@@ -27,15 +27,15 @@
 //   load (JIT code included) to at most kMaxRegexBytes in all; no macro in @pm or @ipMatch, and
 //   each masked address once in an @ipMatch; at most kMaxVariables variables in all; msg, logdata
 //   and severity once in a rule; at most kMaxMacros macros in all; at
-//   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule, none added by
-//   SecRuleUpdateActionById; at most kMaxLinkTransformations t: in a rule (its cost grows faster
-//   than their number) and in all updates, and kMaxTransformationSteps transformations of a value
-//   in all (variables times transformations, summed over the rules, those after a lengthening
-//   one counted as many times over); no lengthening transformation in a rule that reads TX,
-//   MATCHED_VAR(S), their names or RULE, which another rule's output reaches (nor such variables
-//   added by updates to a text with one); no multiMatch (memory growing with the square of a
-//   rule's matches); XML read only whole, as XML:/* or as XML://@*
-//   (any other key is an XPath expression evaluated at every request), but in an exclusion; at most
+//   most two of t:hexEncode, t:urlEncode, t:utf8toUnicode, t:base64Encode in a rule (each link of a
+//   chain), none added by SecRuleUpdateActionById; at most kMaxLinkTransformations t: in a rule
+//   (its cost grows faster than their number) and in all updates, and kMaxTransformationSteps
+//   transformations of a value in all (variables times transformations, summed over the rules,
+//   those after a lengthening one counted as many times over); no lengthening transformation in a
+//   rule that reads TX, MATCHED_VAR(S), their names or RULE, which another rule's output reaches
+//   (nor such variables added by updates to a text with one); no multiMatch (memory growing with
+//   the square of a rule's matches); XML read only whole, as XML:/* or as XML://@* (any other key
+//   is an XPath expression evaluated at every request), but in an exclusion; at most
 //   kMaxSetvarBytes of setvar text in all (a setvar may copy its text once per matched variable); a
 //   setvar whose name and value both hold macros uses only MATCHED_VAR, MATCHED_VAR_NAME (and RULE
 //   in the name); at most kMaxMatchListReadings readings of MATCHED_VARS and MATCHED_VARS_NAMES
@@ -63,8 +63,9 @@
 //   macro `%{REMOTE_USERENV.X}` as both variables, their values joined. A key holds '}', '='
 //   or '"' only inside a regex key /.../ that is the whole key: the lexer ends a plain key there
 //   and reads `ARGS:/a}/ENV:X` as the regex key /a}/ and a variable ENV:X. A regex key ends its
-//   variable as the lexer reads it (to the last '/' before a blank, '|' or '=', commas included:
-//   `ARGS:/a,TX:/ENV:X` is the key /a,TX:/ and ENV:X), and variables hold no single quotes.
+//   variable as the lexer reads it (to the last '/' before a blank, '|', '=' or '"', commas
+//   included: `ARGS:/a,TX:/ENV:X` is the key /a,TX:/ and ENV:X), and variables hold no single
+//   quotes.
 // - skipAfter must name a SecMarker that follows the rule in the same text (the engine skips to
 //   the next marker of that name, and past every rule, the platform's included, if there is none),
 //   and SecRuleUpdateActionById cannot add one (the rule it changes may follow the marker).
