@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
       {"idle-timeout-ms", "GATEWAY_IDLE_TIMEOUT_MS", "60000",
        "answer 408 and close a connection on which no whole request came for this long"},
       {"lingering-timeout-ms", "GATEWAY_LINGERING_TIMEOUT_MS", "5000",
-       "after a refused request (400, 413, 431, 501), end the connection once its client has "
+       "after a refused request (400, 413, 431, 501, 505), end the connection once its client has "
        "sent nothing for this long"},
       {"lingering-time-ms", "GATEWAY_LINGERING_TIME_MS", "30000",
        "and at most this long after the refusal"},

@@ -25,6 +25,8 @@ const char* code_name(Code code) {
       return "headers_too_large";
     case Code::kNotImplemented:
       return "not_implemented";
+    case Code::kVersionNotSupported:
+      return "http_version_not_supported";
     case Code::kRequestTimeout:
       return "request_timeout";
     case Code::kInternal: return "internal";

@@ -30,6 +30,7 @@ enum class Code {
   kBadRequest,
   kHeadersTooLarge,
   kNotImplemented,
+  kVersionNotSupported,
   kRequestTimeout,
   kInternal,
   kUnavailable,

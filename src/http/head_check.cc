@@ -41,6 +41,10 @@ constexpr std::array<uint8_t, 256> make_classes() {
 
 constexpr std::array<uint8_t, 256> kClasses = make_classes();
 
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
 bool is_hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
@@ -78,7 +82,7 @@ bool valid_host(std::string_view host) {
       return false;
     }
   }
-  return std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return std::all_of(port.begin(), port.end(), is_digit);
 }
 
 bool all_of_class(std::string_view s, uint8_t cls) {
@@ -98,6 +102,45 @@ bool known_method(std::string_view m) {
 }
 
 Error bad(std::string detail) { return make_error(Code::kBadRequest, std::move(detail)); }
+
+// A request target in one of the forms of RFC 9112 3.2: a path from '/' with its query (origin
+// form), a URI with its scheme (absolute form), a host and port for CONNECT (authority form), or
+// '*' for OPTIONS (asterisk form); no fragment (RFC 9112 3.2 has none), and no user information
+// in an http or https URI (RFC 9110 4.2.4 calls it an error). Other targets went to the router
+// and were 404 (`healthz`, `?a`), and `http://user@host/healthz` was served (helper 99).
+std::optional<Error> target_form_problem(std::string_view method, std::string_view target) {
+  if (target.find('#') != std::string_view::npos) {
+    return bad("the request target must not have a fragment ('#')");
+  }
+  if (method == "CONNECT") {
+    if (target.find(':') != std::string_view::npos && valid_host(target)) return std::nullopt;
+    return bad("the request target of CONNECT must be a host and port");
+  }
+  if (target.front() == '/') return std::nullopt;
+  if (target == "*") {
+    if (method == "OPTIONS") return std::nullopt;
+    return bad("the request target '*' is for OPTIONS only");
+  }
+  // scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) (RFC 3986 3.1)
+  const size_t colon = target.find(':');
+  const std::string_view scheme = target.substr(0, colon);
+  const bool absolute = colon != std::string_view::npos && colon > 0 && is_alpha(scheme.front()) &&
+                        std::all_of(scheme.begin(), scheme.end(), [](char c) {
+                          return is_alpha(c) || is_digit(c) || c == '+' || c == '-' || c == '.';
+                        });
+  if (!absolute) {
+    return bad("the request target must be a path from '/', an absolute URI or '*' for OPTIONS");
+  }
+  if ((ascii_iequals(scheme, "http") || ascii_iequals(scheme, "https")) &&
+      target.substr(colon + 1).starts_with("//")) {
+    const std::string_view rest = target.substr(colon + 3);
+    const std::string_view authority = rest.substr(0, rest.find_first_of("/?"));
+    if (authority.find('@') != std::string_view::npos) {
+      return bad("the request target must not have user information ('@' in its authority)");
+    }
+  }
+  return std::nullopt;
+}
 
 // Marks `close` and `keep-alive` among a Connection line's comma-separated options.
 void read_connection_options(std::string_view options, Head* out) {
@@ -149,9 +192,11 @@ Result<Head> parse_head(std::string_view head) {
   if (out.method.empty() || !all_of_class(out.method, kToken)) {
     return bad("the request line must be: method, space, target, space, HTTP version");
   }
-  if (!known_method(out.method)) return bad("the request method is not one this server knows");
   if (out.target.empty() || !all_of_class(out.target, kTarget)) {
     return bad("the request target must be visible ASCII characters");
+  }
+  if (std::optional<Error> problem = target_form_problem(out.method, out.target)) {
+    return std::move(*problem);
   }
   // A `%` starts an escape of two hex digits (RFC 3986 2.1). One that did not was read as itself,
   // so that `?workload_id=%ZZ` filtered on a value no client meant.
@@ -162,10 +207,15 @@ Result<Head> parse_head(std::string_view head) {
       return bad("a '%' in the request target must start an escape of two hex digits");
     }
   }
-  out.http11 = version == "HTTP/1.1";
-  if (!out.http11 && version != "HTTP/1.0") {
-    return bad("the HTTP version must be HTTP/1.1 or HTTP/1.0");
+  // HTTP-version is "HTTP/" DIGIT "." DIGIT (RFC 9112 2.3). A later minor version of HTTP/1 is
+  // served as HTTP/1.1 (RFC 9110 6.2); another major version is 505, once the head has no other
+  // problem.
+  const bool version_form = version.size() == 8 && version.starts_with("HTTP/") &&
+                            is_digit(version[5]) && version[6] == '.' && is_digit(version[7]);
+  if (!version_form) {
+    return bad("the HTTP version must be HTTP/ and a digit, a dot and a digit, as in HTTP/1.1");
   }
+  out.http11 = version != "HTTP/1.0";
 
   int hosts = 0;
   std::optional<std::string_view> content_length;
@@ -236,16 +286,25 @@ Result<Head> parse_head(std::string_view head) {
     if (twice) return std::move(*twice);
   }
   if (out.http11 && hosts == 0) return bad("an HTTP/1.1 request must have a Host header");
+  // Checked last: a head with another problem is a 400 as any other.
+  if (version[5] != '1') {
+    return make_error(Code::kVersionNotSupported,
+                      std::string(version) + " is not supported: send HTTP/1.1");
+  }
+  if (!known_method(out.method)) {
+    // RFC 9110 9.1: a method the server does not recognize is 501 (methods are case-sensitive,
+    // so `get` is one).
+    return make_error(
+        Code::kNotImplemented,
+        "the request method is not one this server implements: " + std::string(out.method));
+  }
   if (transfer_encoding) {
-    // Checked last: a head with another problem is a 400 as any other.
     return make_error(Code::kNotImplemented,
                       "Transfer-Encoding is not supported: send the body with a Content-Length");
   }
   if (content_length) {
     const std::string_view v = *content_length;
-    const bool digits = !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), [](char c) {
-      return c >= '0' && c <= '9';
-    });
+    const bool digits = !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), is_digit);
     if (!digits) return bad("Content-Length must be a decimal number of bytes");
     std::from_chars(v.data(), v.data() + v.size(), out.content_length);
   }

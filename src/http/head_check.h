@@ -61,14 +61,18 @@ struct Head {
 };
 
 // The head (as head_end delimits it) read, or the problem with it if it is not one gatewayd
-// takes (RFC 9112 2 to 6): a request line `METHOD SP target SP HTTP/1.x` with a method of
-// RFC 9110 and a target of visible ASCII; header lines `name: value` with a token for a name (no
-// blank before the colon, none at the start of a line), no control bytes but tab in a value, CR
-// only in the CRLF that ends a line; exactly one Host with a valid value for HTTP/1.1 (at most
-// one for HTTP/1.0); Content-Length a decimal number, given once or repeated with the same
-// value; Authorization, X-Tenant-ID, Content-Type and Idempotency-Key at most once. Each
-// problem is a 400 bad_request, but a Transfer-Encoding, which is 501 not_implemented:
-// bodies come with a Content-Length (RFC 9112 6.3 lets a server require one).
+// takes (RFC 9112 2 to 6): a request line `METHOD SP target SP HTTP/D.D` with a target of
+// visible ASCII in one of RFC 9112 3.2's forms (a path from '/', an absolute URI without user
+// information in http and https, host:port for CONNECT, '*' for OPTIONS) and no fragment; header
+// lines `name: value` with a token for a name (no blank before the colon, none at the start of a
+// line), no control bytes but tab in a value, CR only in the CRLF that ends a line; exactly one
+// Host with a valid value for HTTP/1.1 (at most one for HTTP/1.0); Content-Length a decimal
+// number, given once or repeated with the same value; Authorization, X-Tenant-ID, Content-Type
+// and Idempotency-Key at most once. Each problem is a 400 bad_request; a head without one is
+// then 505 http_version_not_supported for an HTTP major version other than 1 (a later HTTP/1
+// minor version is read as HTTP/1.1), 501 not_implemented for a method other than those of RFC
+// 9110 and PATCH, and 501 for a Transfer-Encoding: bodies come with a Content-Length (RFC 9112
+// 6.3 lets a server require one).
 Result<Head> parse_head(std::string_view head);
 
 }  // namespace gw::http

@@ -35,6 +35,8 @@ int status_of(Code code) {
       return 431;
     case Code::kNotImplemented:
       return 501;
+    case Code::kVersionNotSupported:
+      return 505;
     case Code::kRequestTimeout:
       return 408;
     case Code::kInternal: return 500;
@@ -71,6 +73,8 @@ const char* title_of(Code code) {
       return "Request headers too large";
     case Code::kNotImplemented:
       return "Not implemented";
+    case Code::kVersionNotSupported:
+      return "HTTP version not supported";
     case Code::kRequestTimeout:
       return "Request timeout";
     case Code::kInternal: return "Internal error";

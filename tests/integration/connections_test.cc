@@ -440,7 +440,8 @@ TEST_CASE("a request head over 64 KiB is 431 and ends the connection; one under 
 // a request as bodiless and run its body as a request of its own, where a proxy in front, or the
 // RFC, sees one request. It also let control bytes and a missing or doubled Host through, and
 // answered a malformed request line with plain text, or nothing at all.
-TEST_CASE("a head a server must refuse is 400 and ends the connection; its body never runs") {
+TEST_CASE(
+    "a head a server must refuse is 400, 501 or 505 and ends the connection; its body never runs") {
   Server server;
   Api api(server, kTeamA);
   const std::string auth = "Authorization: Bearer " + server.token(kTeamA) +
@@ -457,6 +458,8 @@ TEST_CASE("a head a server must refuse is 400 and ends the connection; its body 
   struct Row {
     std::string name;
     std::string head;
+    std::string status = "400";
+    std::string code = "bad_request";
   };
   for (const Row& row : {
            Row{"a blank before the colon",
@@ -482,8 +485,25 @@ TEST_CASE("a head a server must refuse is 400 and ends the connection; its body 
                "GET /v1/webhook HTTP/1.1\r\nHost: a b/c\r\n" + auth + "\r\n"},
            Row{"a header line with no colon",
                "GET /v1/webhook HTTP/1.1\r\nHost: x\r\nX-A\r\n" + auth + "\r\n"},
-           Row{"an unknown method", "PURGE /v1/webhook HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n"},
-           Row{"an unknown version", "GET /v1/webhook HTTP/1.2\r\nHost: x\r\n" + auth + "\r\n"},
+           // RFC 9110 15.6.2 and 15.6.6 (both were 400; helper 99).
+           Row{"an unknown method",
+               "PURGE /v1/webhook HTTP/1.1\r\nHost: x\r\n" + typed + "Content-Length: " + length +
+                   "\r\n\r\n",
+               "501", "not_implemented"},
+           Row{"a lower-case method",
+               "post /v1/webhook HTTP/1.1\r\nHost: x\r\n" + typed + "Content-Length: " + length +
+                   "\r\n\r\n",
+               "501", "not_implemented"},
+           Row{"HTTP/2.0",
+               "POST /v1/webhook HTTP/2.0\r\nHost: x\r\n" + typed + "Content-Length: " + length +
+                   "\r\n\r\n",
+               "505", "http_version_not_supported"},
+           Row{"a version of no digits", "GET /v1/webhook HTTP/1.x\r\nHost: x\r\n" + auth + "\r\n"},
+           // RFC 9112 3.2 (these were 404, the last one served; helper 99).
+           Row{"a target with no '/'", "GET v1/webhook HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n"},
+           Row{"a fragment", "GET /v1/webhook#a HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n"},
+           Row{"user information", "POST http://u@x/v1/webhook HTTP/1.1\r\nHost: x\r\n" + typed +
+                                       "Content-Length: " + length + "\r\n\r\n"},
            Row{"a control byte in the target",
                "GET /v1/webhook\x01 HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n"},
            // A proxy in front may have read the other line of these (before: the first counted).
@@ -504,9 +524,10 @@ TEST_CASE("a head a server must refuse is 400 and ends the connection; its body 
     CAPTURE(row.name);
     const int fd = connect_with_timeout(server);
     const std::string reply = exchange_on(fd, row.head);
-    CHECK(reply.starts_with("HTTP/1.1 400 "));
+    CHECK(reply.starts_with("HTTP/1.1 " + row.status + " "));
     CHECK(reply.find("Content-Type: application/problem+json") != std::string::npos);
-    CHECK(reply.find(R"("code":"bad_request")") != std::string::npos);
+    CHECK(reply.find(R"("code":")" + row.code + "\"") != std::string::npos);
+    CHECK(reply.find("Connection: close") != std::string::npos);
     // The connection ends: a body sent after the head is never read.
     CHECK(exchange_on(fd, inner).empty());
     ::close(fd);
@@ -521,6 +542,11 @@ TEST_CASE("a head a server must refuse is 400 and ends the connection; its body 
             .starts_with("HTTP/1.1 201 "));
   ::close(fd);
   CHECK(total(api, kWebhook) == 1);
+  // A later minor version of HTTP/1 is served as HTTP/1.1 (RFC 9110 6.2; it was 400).
+  const std::string later = raw_exchange(
+      server, "GET /v1/webhook HTTP/1.2\r\nHost: x\r\n" + auth + "Connection: close\r\n\r\n");
+  CHECK(later.starts_with("HTTP/1.1 200 "));
+  CHECK(later.find(R"("total":1)") != std::string::npos);
 }
 
 // gatewayd reads requests itself: a head and a body may come in any number of reads.
