@@ -215,7 +215,7 @@ Result<Head> parse_head(std::string_view head) {
   if (!version_form) {
     return bad("the HTTP version must be HTTP/ and a digit, a dot and a digit, as in HTTP/1.1");
   }
-  out.http11 = version != "HTTP/1.0";
+  out.http11 = version[5] == '1' && version[7] != '0';
 
   int hosts = 0;
   std::optional<std::string_view> content_length;

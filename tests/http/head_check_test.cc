@@ -156,13 +156,15 @@ TEST_CASE("an unknown method is 501, another major version of HTTP 505, and HTTP
                "HTTP/2.0 is not supported: send HTTP/1.1"},
            Row{head("GET / HTTP/0.9", ""), Code::kVersionNotSupported,
                "HTTP/0.9 is not supported: send HTTP/1.1"},
-           Row{head("PRI * HTTP/2.0", ""), Code::kBadRequest, "'*' is for OPTIONS only"},
+           Row{head("PRI * HTTP/2.0", ""), Code::kBadRequest,
+               "the request target '*' is for OPTIONS only"},
            // A 400's problem first, then the version, then the method.
-           Row{head("FOO /x HTTP/1.1", ""), Code::kBadRequest, "must have a Host header"},
+           Row{head("FOO /x HTTP/1.1", ""), Code::kBadRequest,
+               "an HTTP/1.1 request must have a Host header"},
            Row{head("FOO /x HTTP/3.0", ""), Code::kVersionNotSupported,
                "HTTP/3.0 is not supported: send HTTP/1.1"},
            Row{head("FOO /x HTTP/1.1", "Host: x\r\nTransfer-Encoding: chunked\r\n"),
-               Code::kNotImplemented, "the request method is not one this server implements"},
+               Code::kNotImplemented, "the request method is not one this server implements: FOO"},
        }) {
     CAPTURE(row.head);
     const auto r = parse_head(row.head);
