@@ -225,15 +225,28 @@ struct Scan {
   int open_chain_line = 0;  // line of a rule ending in `chain`, 0 when none is open
   UpdateCounts updates;
   size_t setvar_bytes = 0;  // the text of every setvar so far (name and value, as written)
-  size_t match_list_readings = 0;  // of kMatchListVariables, in rules and updates so far
+  // Entries the rules so far may add for each argument to the request's list of matches and to
+  // TX (kMaxMatches), and the most of one link; what updates add, counted at the end (the scan
+  // does not know which rule an update changes).
+  size_t matches = 0;
+  size_t tx_variables = 0;
+  size_t most_link_matches = 0;
+  size_t most_link_macro_setvars = 0;
+  struct {
+    size_t targets = 0;        // but those below
+    size_t list_readings = 0;  // MATCHED_VARS(_NAMES)
+    size_t tx_readings = 0;    // TX whole or by a regex key
+    size_t setvars = 0;        // but those below
+    size_t macro_setvars = 0;  // named by a macro
+  } update_matches;
   // The first line of a link (or SecRuleUpdateTargetById) that reads TX whole or by a regex key,
   // and of one (or of SecRuleUpdateActionById) with a setvar named by a macro (0: none); in the
-  // link being checked, whether it has such a setvar.
+  // link being checked, its setvars named by a macro.
   int tx_collection_line = 0;
   int tx_collection_update_line = 0;
   int macro_setvar_line = 0;
   int macro_setvar_update_line = 0;
-  bool link_macro_setvar = false;
+  size_t link_macro_setvars = 0;
   RegexBytes regex_bytes;
   size_t variables = 0;  // in every rule's variable list so far, exclusions included
   // Transformations applied to a value the variables of every link so far hold (a link's
@@ -334,7 +347,22 @@ Problem check_percent(std::string_view s, int line) {
            at(line);
   }
   // The engine reads several variables glued together in one macro and joins their values.
-  return variable_name(name.substr(0, name.find_first_of(".:")), line);
+  const std::string_view variable = name.substr(0, name.find_first_of(".:"));
+  if (auto p = variable_name(variable, line)) return p;
+  const std::string lower = ascii_lower(name);
+  // A rule's msg and logdata may join several values, and a setvar or another msg or logdata
+  // holding them would join them again at every rule (helper 100: setvar:tx.a=%{RULE.logdata}
+  // after logdata:'%{tx.a}%{tx.a}' doubled at every rule); a macro of the list of matches copies
+  // the whole list at every expansion (19 SecActions of 100 such macros in logdata took 19.7 s
+  // on 100 arguments, against 0.14 s without).
+  if (lower == "rule.msg" || lower == "rule:msg" || lower == "rule.logdata" ||
+      lower == "rule:logdata" || listed(kMatchListVariables, ascii_lower(variable))) {
+    return "must not use the macro %{" + std::string(name) +
+           "}: RULE's msg and logdata may join several values, which would be joined again, and "
+           "a macro of MATCHED_VARS copies the list of matches at every expansion" +
+           at(line);
+  }
+  return std::nullopt;
 }
 
 // Splits the text into directives, dropping comment lines and joining continued lines.
@@ -695,7 +723,13 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
         int& first_line =
             role == Role::kUpdate ? scan->macro_setvar_update_line : scan->macro_setvar_line;
         if (first_line == 0) first_line = line;
-        if (role != Role::kUpdate) scan->link_macro_setvar = true;
+        if (role == Role::kUpdate) {
+          ++scan->update_matches.macro_setvars;
+        } else {
+          ++scan->link_macro_setvars;
+        }
+      } else if (role == Role::kUpdate) {
+        ++scan->update_matches.setvars;
       }
       // A value built of two copies (`tx.e=%{TX.e}%{TX.e}x`) doubles at every run: a review's
       // rule took 2 GB in 5 s on a request with 40 arguments. With one macro a value grows by
@@ -890,11 +924,15 @@ bool regex_key_ends_at(std::string_view vars, size_t key_at, size_t end) {
 }
 
 // What a variable list reads of what rules' own output reaches, but in exclusions (`!`) and
-// counts (`&`).
+// counts (`&`), and the entries it may add to the request's list of matches for each argument.
 struct Reach {
-  bool carrier = false;            // a variable of kCarrierVariables
-  size_t match_list_readings = 0;  // variables of kMatchListVariables
-  bool tx_collection = false;      // TX whole or by a regex key: as many values as TX holds
+  size_t list_before = 0;    // in: entries the list of matches may hold before the list
+  size_t tx_before = 0;      // in: variables TX may hold before it
+  bool carrier = false;      // a variable of kCarrierVariables
+  size_t list_readings = 0;  // variables of kMatchListVariables
+  size_t tx_readings = 0;    // TX whole or by a regex key: as many values as TX holds
+  size_t plain = 0;          // the other variables
+  size_t matches = 0;        // each variable 1, but those two: as many as the list or TX holds
 };
 
 // `count` gets each variable; `kept`, if given, each but the exclusions (`!`), which the engine
@@ -928,11 +966,27 @@ Problem check_variables(const Arg& arg, int line, RegexBytes* spent, size_t* cou
     const size_t colon = piece.find(':');
     if (reach != nullptr && !excluded && !counted) {
       const std::string_view name = piece.substr(0, colon);
+      const std::string_view key =
+          colon == std::string_view::npos ? std::string_view() : piece.substr(colon + 1);
       if (listed(kCarrierVariables, name)) reach->carrier = true;
-      if (listed(kMatchListVariables, name)) ++reach->match_list_readings;
-      if (name == "tx" &&
-          (colon == std::string_view::npos || piece.substr(colon + 1).starts_with('/'))) {
-        reach->tx_collection = true;
+      // A rule's msg and logdata may join several values (`logdata:'%{MATCHED_VAR}%{TX.0}'`): a
+      // rule reading them and logging them twice doubled a value at every rule (helper 100: 27
+      // rules took 12.2 s and 2.2 GB on a request without arguments).
+      if (name == "rule" &&
+          (key.empty() || key.starts_with('/') || key == "msg" || key == "logdata")) {
+        return "may read RULE only by a key other than msg and logdata: a rule's msg and logdata "
+               "may join several values, which another rule would read back and join again" +
+               at(line);
+      }
+      if (listed(kMatchListVariables, name)) {
+        ++reach->list_readings;
+        reach->matches += reach->list_before + reach->matches;
+      } else if (name == "tx" && (key.empty() || key.starts_with('/'))) {
+        ++reach->tx_readings;
+        reach->matches += reach->tx_before;
+      } else {
+        ++reach->plain;
+        ++reach->matches;
       }
     }
     // The name as written, for the message (`vars` is lower-cased).
@@ -1148,13 +1202,36 @@ Problem too_many_variables(const Scan& scan, int line) {
 // argument of 10 bytes, 20 rules of MATCHED_VARS after one of ARGS 18 s and 938 MB (helper 98,
 // libmodsecurity 3.0.9). The Core Rule Set 3.3.4 reads it 4 times in all its files (in chained
 // rules), at most twice in one.
-Problem too_many_match_list_readings(const Scan& scan, int line) {
-  if (scan.match_list_readings <= kMaxMatchListReadings) return std::nullopt;
-  return "may read MATCHED_VARS or MATCHED_VARS_NAMES at most " +
-         std::to_string(kMaxMatchListReadings) +
-         " times in all, in rules and in SecRuleUpdateTargetById: a rule that reads the list of "
-         "the request's matches and matches adds to it as many entries as it holds, so the list "
-         "doubles at every reading" +
+// Each entry costs more than the one before (the engine hashes a name by the sum of its
+// characters, so the names of a request's arguments share few hashes): one rule of ARGS named
+// 1,990 times took 118 s on 100 arguments of 10 bytes, 1,000 times 20.4 s, 400 times 2.9 s, 100
+// times 0.18 s; a setvar named by a counter (`tx.v%{tx.n}`) on ARGS named 1,000 times 51 s
+// (helper 100, libmodsecurity 3.0.9). The Core Rule Set 3.3.4's largest file, 942, names 229
+// variables.
+// What updates add counts as if it all went to the rule of the most matches, or of the most
+// setvars named by macros.
+size_t all_matches(const Scan& scan) {
+  const auto& u = scan.update_matches;
+  const size_t named = scan.most_link_macro_setvars + u.macro_setvars;
+  size_t list = scan.matches + u.targets;
+  size_t tx =
+      scan.tx_variables + u.setvars + u.macro_setvars * scan.most_link_matches + named * u.targets;
+  list += u.tx_readings * tx;
+  for (size_t i = 0; i < u.list_readings && list + tx <= kMaxMatches; ++i) {
+    tx += named * list;
+    list *= 2;
+  }
+  return list + tx;
+}
+
+Problem too_many_matches(const Scan& scan, int line) {
+  if (all_matches(scan) <= kMaxMatches) return std::nullopt;
+  return "may add at most " + std::to_string(kMaxMatches) +
+         " entries for each argument of a request to its list of matches and to TX, in all (each "
+         "variable of a rule one, a reading of MATCHED_VARS or MATCHED_VARS_NAMES as many as the "
+         "list holds then, of TX whole as many as TX holds, a setvar one, and one named by a "
+         "macro one for each match of its rule): the WAF engine's cost of each entry grows with "
+         "the entries before it" +
          at(line);
 }
 
@@ -1231,7 +1308,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
     }
     LinkActions counts;
     counts.line = line - scan->line_shift;  // as the engine numbers it
-    Reach reach;                            // what it reads of what rules' output reaches
+    Reach reach{.list_before = scan->matches, .tx_before = scan->tx_variables};
     if (rule) {
       size_t all = 0;
       if (auto p =
@@ -1239,11 +1316,9 @@ Problem check_directive(const Directive& d, Scan* scan) {
         return p;
       scan->variables += all;
       if (auto p = too_many_variables(*scan, line)) return p;
-      scan->match_list_readings += reach.match_list_readings;
-      if (auto p = too_many_match_list_readings(*scan, line)) return p;
       if (auto p = check_operator(args[1], line, &scan->regex_bytes)) return p;
     }
-    scan->link_macro_setvar = false;
+    scan->link_macro_setvars = 0;
     if (args.size() == 1 || args.size() == 3) {
       // Unquoted, the engine skips ahead to the next double quote, the next lines included.
       if (!args.back().quoted) return "must put the actions in double quotes" + at(line);
@@ -1252,10 +1327,19 @@ Problem check_directive(const Directive& d, Scan* scan) {
         return p;
     }
     if (chain && !rule) return "must not chain a SecAction" + at(line);
-    if (reach.tx_collection) {
-      if (scan->link_macro_setvar) return doubled_tx(line);
+    if (reach.tx_readings > 0) {
+      if (scan->link_macro_setvars > 0) return doubled_tx(line);
       if (scan->tx_collection_line == 0) scan->tx_collection_line = line;
     }
+    // A setvar sets one variable; one named by a macro one for each match (a SecAction runs once).
+    const size_t runs = std::max<size_t>(reach.matches, 1);
+    scan->matches += reach.matches;
+    scan->tx_variables +=
+        counts.setvars - scan->link_macro_setvars + scan->link_macro_setvars * runs;
+    scan->most_link_matches = std::max(scan->most_link_matches, runs);
+    scan->most_link_macro_setvars =
+        std::max(scan->most_link_macro_setvars, scan->link_macro_setvars);
+    if (auto p = too_many_matches(*scan, line)) return p;
     const size_t growth = growth_of(counts.transformations);
     if (growth > 1) {
       if (reach.carrier) return lengthened_output(line);
@@ -1314,12 +1398,15 @@ Problem check_directive(const Directive& d, Scan* scan) {
                                    nullptr, &reach))
         return p;
       if (reach.carrier && scan->carrier_update_line == 0) scan->carrier_update_line = line;
-      if (reach.tx_collection && scan->tx_collection_update_line == 0) {
+      if (reach.tx_readings > 0 && scan->tx_collection_update_line == 0) {
         scan->tx_collection_update_line = line;
       }
+      auto& u = scan->update_matches;
+      u.list_readings += reach.list_readings;
+      u.tx_readings += reach.tx_readings;
+      u.targets += reach.plain;
       if (auto p = too_many_variables(*scan, line)) return p;
-      scan->match_list_readings += reach.match_list_readings;
-      if (auto p = too_many_match_list_readings(*scan, line)) return p;
+      if (auto p = too_many_matches(*scan, line)) return p;
       return too_many_transformations(*scan, line);
     }
     // Unquoted, the engine reads a value (msg:x) on over line breaks to the next comma or

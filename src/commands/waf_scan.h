@@ -38,10 +38,13 @@
 //   is an XPath expression evaluated at every request), but in an exclusion; at most
 //   kMaxSetvarBytes of setvar text in all (a setvar may copy its text once per matched variable); a
 //   setvar whose name and value both hold macros uses only MATCHED_VAR, MATCHED_VAR_NAME (and RULE
-//   in the name); at most kMaxMatchListReadings readings of MATCHED_VARS and MATCHED_VARS_NAMES
-//   in all (each reading that matches adds to the list as many entries as it holds); no setvar
-//   named by a macro in a link that reads TX whole or by a regex key (each match would add a
-//   variable to TX), nor such a setvar and such a TX added by updates to a text with the other.
+//   in the name); at most kMaxMatches entries added to the request's list of matches and to TX
+//   for each argument (a reading of MATCHED_VARS(_NAMES) adds as many as the list holds); no
+//   setvar named by a macro in a link that reads TX whole or by a regex key (each match would add
+//   a variable to TX), nor such a setvar and such a TX added by updates to a text with the other;
+//   RULE read only by a key other than msg and logdata, and no macro of RULE's msg or logdata, nor
+//   of MATCHED_VARS(_NAMES) (a rule's msg and logdata may join several values, which a later rule
+//   would read back and join again; a macro of the list copies it at every expansion).
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
 //   maturity msg noauditlog nolog pass phase redirect rev sanitise* setvar severity
 //   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's
@@ -132,9 +135,12 @@ inline constexpr size_t kMaxVariables = 2000;
 inline constexpr size_t kMaxTransformationSteps = 1000;
 // The most t: actions in one link of a rule, and in all of a text's SecRuleUpdateActionById.
 inline constexpr size_t kMaxLinkTransformations = 32;
-// The most times a text's rules and SecRuleUpdateTargetById read MATCHED_VARS or
-// MATCHED_VARS_NAMES (as a variable of a list, whole or by a key), in all.
-inline constexpr size_t kMaxMatchListReadings = 4;
+// The most entries a text's rules can add, for each argument of a request, to the request's list
+// of matches (MATCHED_VARS) and to TX, in all: a variable one, a reading of MATCHED_VARS or
+// MATCHED_VARS_NAMES as many as the list may hold then, a reading of TX whole or by a regex key
+// as many as TX may hold then, a setvar one, and one named by a macro one for each of its rule's
+// (link's) entries. The engine's tables of both grow slower than their entries at every insert.
+inline constexpr size_t kMaxMatches = 500;
 // The most macros (%{...}) in a text's directives, in all.
 inline constexpr size_t kMaxMacros = 2000;
 // The most text in all of a text's setvar actions (name=value, macros as written).
