@@ -988,6 +988,8 @@ Problem check_variables(const Arg& arg, int line, RegexBytes* spent, size_t* cou
         ++reach->plain;
         ++reach->matches;
       }
+      // Past the bound the count stays there: doubled 64 times, a size_t wraps to 0.
+      reach->matches = std::min(reach->matches, kMaxMatches + 1);
     }
     // The name as written, for the message (`vars` is lower-cased).
     const std::string_view written = std::string_view(arg.text).substr(
@@ -1196,20 +1198,18 @@ Problem too_many_variables(const Scan& scan, int line) {
          at(line);
 }
 
-// The engine adds each match of a rule to the list of the request's matches (MATCHED_VARS and
-// its names) and empties it after a rule that does not match, so a rule that reads the list and
+// The entries a text's rules may add, for each argument of a request, to its list of matches and
+// to TX (kMaxMatches). The engine adds each match of a rule to the list (MATCHED_VARS and its
+// names) and empties it only after a rule that does not match, so a rule that reads the list and
 // matches doubles it: one rule of ARGS and 20 MATCHED_VARS took 70 s of CPU and 1.9 GB on an
-// argument of 10 bytes, 20 rules of MATCHED_VARS after one of ARGS 18 s and 938 MB (helper 98,
-// libmodsecurity 3.0.9). The Core Rule Set 3.3.4 reads it 4 times in all its files (in chained
-// rules), at most twice in one.
-// Each entry costs more than the one before (the engine hashes a name by the sum of its
-// characters, so the names of a request's arguments share few hashes): one rule of ARGS named
-// 1,990 times took 118 s on 100 arguments of 10 bytes, 1,000 times 20.4 s, 400 times 2.9 s, 100
-// times 0.18 s; a setvar named by a counter (`tx.v%{tx.n}`) on ARGS named 1,000 times 51 s
-// (helper 100, libmodsecurity 3.0.9). The Core Rule Set 3.3.4's largest file, 942, names 229
-// variables.
-// What updates add counts as if it all went to the rule of the most matches, or of the most
-// setvars named by macros.
+// argument of 10 bytes, 20 rules of MATCHED_VARS after one of ARGS 18 s (helper 98). And each
+// entry of the list, and of TX, costs more than the one before (the engine hashes a name by the
+// sum of its characters, so the names of a request's arguments share few hashes): one rule of
+// ARGS named 1,990 times took 118 s on 100 arguments of 10 bytes, 1,000 times 20.4 s, 400 times
+// 2.9 s, 100 times 0.18 s; a setvar named by a counter (`tx.v%{tx.n}`) on ARGS named 1,000 times
+// 51 s (helper 100; libmodsecurity 3.0.9 for all). The Core Rule Set 3.3.4's largest file, 942,
+// names 229 variables, and it reads the list 4 times in all its files. What updates add counts
+// as if it all went to the rule of the most matches, or of the most setvars named by macros.
 size_t all_matches(const Scan& scan) {
   const auto& u = scan.update_matches;
   const size_t named = scan.most_link_macro_setvars + u.macro_setvars;

@@ -1525,6 +1525,9 @@ TEST_CASE("waf_directives adds at most 500 entries for each argument to the matc
        why + " (line 2)"},
       // The list doubles at each reading.
       {rule("ARGS|" + repeat("MATCHED_VARS", 9, "|"), 1), why + " (line 1)"},
+      // 2 to the 64th is 0 in a size_t: a count that doubles must not wrap.
+      {rule("ARGS|" + repeat("MATCHED_VARS", 64, "|"), 1), why + " (line 1)"},
+      {rule("ARGS|" + repeat("MATCHED_VARS", 200, "|"), 1), why + " (line 1)"},
       {rule(repeat("ARGS", 63, "|"), 1) + rule("MATCHED_VARS", 2) + rule("MATCHED_VARS_NAMES", 3) +
            rule("MATCHED_VARS:a", 4),
        why + " (line 4)"},
