@@ -40,9 +40,6 @@ constexpr std::string_view kCountries =
     "TFTGTHTJTKTLTMTNTOTRTTTVTWTZUAUGUMUSUYUZVAVCVEVGVIVNVUWFWSYEYTZAZMZW";
 static_assert(kCountries.size() == 249 * 2);
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
 bool is_assigned_country(std::string_view code) {
   size_t lo = 0;
   size_t hi = kCountries.size() / 2;
@@ -78,7 +75,7 @@ bool is_ipv4(std::string_view s) {
   while (true) {
     size_t start = i;
     int value = 0;
-    while (i < s.size() && is_digit(s[i]) && i - start < 3) value = value * 10 + (s[i++] - '0');
+    while (i < s.size() && ascii_digit(s[i]) && i - start < 3) value = value * 10 + (s[i++] - '0');
     size_t len = i - start;
     if (len == 0 || value > 255 || (len > 1 && s[start] == '0')) return false;
     if (++parts == 4) return i == s.size();
@@ -92,7 +89,7 @@ bool is_port(std::string_view s) {
   if (s.empty() || s.size() > 5 || s[0] == '0') return false;
   int value = 0;
   for (char c : s) {
-    if (!is_digit(c)) return false;
+    if (!ascii_digit(c)) return false;
     value = value * 10 + (c - '0');
   }
   return value <= 65535;
@@ -100,7 +97,7 @@ bool is_port(std::string_view s) {
 
 // RFC 9110 tchar.
 bool is_tchar(char c) {
-  return is_alpha(c) || is_digit(c) ||
+  return ascii_alpha(c) || ascii_digit(c) ||
          std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
 }
 
@@ -375,7 +372,7 @@ Problem hostname(std::string_view in, std::string* normalized) {
     if (label.empty()) return "must not contain empty labels";
     if (label.size() > kMaxLabel) return "labels must be at most 63 bytes";
     for (char c : label) {
-      if (!is_alpha(c) && !is_digit(c) && c != '-')
+      if (!ascii_alpha(c) && !ascii_digit(c) && c != '-')
         return "may contain only letters, digits, hyphens and dots";
     }
     if (label.front() == '-' || label.back() == '-')
@@ -392,8 +389,8 @@ Problem hostname(std::string_view in, std::string* normalized) {
   // inet_aton and to URL parsers (WHATWG's "ends in a number"): 0x7f.1 is 127.0.0.1.
   bool hex = last.size() >= 2 && last[0] == '0' && last[1] == 'x' &&
              std::all_of(last.begin() + 2, last.end(),
-                         [](char c) { return is_digit(c) || (c >= 'a' && c <= 'f'); });
-  if (hex || std::all_of(last.begin(), last.end(), is_digit))
+                         [](char c) { return ascii_digit(c) || (c >= 'a' && c <= 'f'); });
+  if (hex || std::all_of(last.begin(), last.end(), ascii_digit))
     return "must be a hostname, not an IP address";
   *normalized = std::move(h);
   return std::nullopt;

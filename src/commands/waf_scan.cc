@@ -170,9 +170,7 @@ std::string at(int line) { return line > 0 ? " (line " + std::to_string(line) + 
 
 // A rule id in 1..99999 written as plain digits.
 bool local_id(std::string_view s, long* id) {
-  if (s.empty() || s.size() > 5 ||
-      !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
+  if (s.empty() || s.size() > 5 || !std::all_of(s.begin(), s.end(), ascii_digit)) return false;
   *id = std::stol(std::string(s));
   return *id >= 1 && *id <= kMaxLocalId;
 }
@@ -800,12 +798,11 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
 // (?+1), (?-1), (?&name), (?P>name), \g<...> and \g'...'.
 size_t regex_calls(std::string_view pattern) {
   size_t calls = 0;
-  auto digit = [](char c) { return c >= '0' && c <= '9'; };
   for (size_t i = 0; i + 2 < pattern.size(); ++i) {
     const char a = pattern[i], b = pattern[i + 1], c = pattern[i + 2];
     const char d = i + 3 < pattern.size() ? pattern[i + 3] : '\0';
     if (a == '(' && b == '?') {
-      if (c == 'R' || c == '&' || digit(c) || ((c == '+' || c == '-') && digit(d)) ||
+      if (c == 'R' || c == '&' || ascii_digit(c) || ((c == '+' || c == '-') && ascii_digit(d)) ||
           (c == 'P' && d == '>')) {
         ++calls;
       }
@@ -1026,9 +1023,7 @@ Problem check_variables(const Arg& arg, int line, RegexBytes* spent, size_t* cou
 bool byte_ranges(std::string_view s) {
   s = trim_blanks(s);
   auto byte = [](std::string_view b, int* v) {
-    if (b.empty() || b.size() > 3 ||
-        !std::all_of(b.begin(), b.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return false;
+    if (b.empty() || b.size() > 3 || !std::all_of(b.begin(), b.end(), ascii_digit)) return false;
     *v = std::stoi(std::string(b));
     return *v <= 255;
   };

@@ -13,6 +13,9 @@ constexpr char ascii_lower(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
 }
 std::string ascii_lower(std::string_view s);
+// Whether `c` is an ASCII digit, an ASCII letter.
+constexpr bool ascii_digit(char c) { return c >= '0' && c <= '9'; }
+constexpr bool ascii_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 // Equal ignoring ASCII letter case.
 bool ascii_iequals(std::string_view a, std::string_view b);
 // True if every byte of `s` is under 0x80 (so `s` is valid UTF-8). Eight bytes at a time.

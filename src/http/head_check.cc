@@ -41,10 +41,6 @@ constexpr std::array<uint8_t, 256> make_classes() {
 
 constexpr std::array<uint8_t, 256> kClasses = make_classes();
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
 bool is_hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
@@ -82,7 +78,7 @@ bool valid_host(std::string_view host) {
       return false;
     }
   }
-  return std::all_of(port.begin(), port.end(), is_digit);
+  return std::all_of(port.begin(), port.end(), ascii_digit);
 }
 
 bool all_of_class(std::string_view s, uint8_t cls) {
@@ -124,10 +120,11 @@ std::optional<Error> target_form_problem(std::string_view method, std::string_vi
   // scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) (RFC 3986 3.1)
   const size_t colon = target.find(':');
   const std::string_view scheme = target.substr(0, colon);
-  const bool absolute = colon != std::string_view::npos && colon > 0 && is_alpha(scheme.front()) &&
-                        std::all_of(scheme.begin(), scheme.end(), [](char c) {
-                          return is_alpha(c) || is_digit(c) || c == '+' || c == '-' || c == '.';
-                        });
+  const bool absolute =
+      colon != std::string_view::npos && colon > 0 && ascii_alpha(scheme.front()) &&
+      std::all_of(scheme.begin(), scheme.end(), [](char c) {
+        return ascii_alpha(c) || ascii_digit(c) || c == '+' || c == '-' || c == '.';
+      });
   if (!absolute) {
     return bad("the request target must be a path from '/', an absolute URI or '*' for OPTIONS");
   }
@@ -211,7 +208,7 @@ Result<Head> parse_head(std::string_view head) {
   // served as HTTP/1.1 (RFC 9110 6.2); another major version is 505, once the head has no other
   // problem.
   const bool version_form = version.size() == 8 && version.starts_with("HTTP/") &&
-                            is_digit(version[5]) && version[6] == '.' && is_digit(version[7]);
+                            ascii_digit(version[5]) && version[6] == '.' && ascii_digit(version[7]);
   if (!version_form) {
     return bad("the HTTP version must be HTTP/ and a digit, a dot and a digit, as in HTTP/1.1");
   }
@@ -304,7 +301,8 @@ Result<Head> parse_head(std::string_view head) {
   }
   if (content_length) {
     const std::string_view v = *content_length;
-    const bool digits = !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), is_digit);
+    const bool digits =
+        !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), ascii_digit);
     if (!digits) return bad("Content-Length must be a decimal number of bytes");
     std::from_chars(v.data(), v.data() + v.size(), out.content_length);
   }
