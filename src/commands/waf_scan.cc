@@ -237,12 +237,11 @@ struct Scan {
     size_t setvars = 0;        // but those below
     size_t macro_setvars = 0;  // named by a macro
   } update_matches;
-  // The first line of a link (or SecRuleUpdateTargetById) that reads TX whole or by a regex key,
-  // and of one (or of SecRuleUpdateActionById) with a setvar named by a macro (0: none); in the
-  // link being checked, its setvars named by a macro.
-  int tx_collection_line = 0;
+  // Whether a link reads TX whole or by a regex key; the first SecRuleUpdateTargetById that does,
+  // and the first SecRuleUpdateActionById with a setvar named by a macro (0: none); in the link
+  // being checked, its setvars named by a macro (a link's so far: most_link_macro_setvars).
+  bool reads_tx_collection = false;
   int tx_collection_update_line = 0;
-  int macro_setvar_line = 0;
   int macro_setvar_update_line = 0;
   size_t link_macro_setvars = 0;
   RegexBytes regex_bytes;
@@ -348,13 +347,14 @@ Problem check_percent(std::string_view s, int line) {
   const std::string_view variable = name.substr(0, name.find_first_of(".:"));
   if (auto p = variable_name(variable, line)) return p;
   const std::string lower = ascii_lower(name);
+  const std::string_view lower_variable = std::string_view(lower).substr(0, variable.size());
   // A rule's msg and logdata may join several values, and a setvar or another msg or logdata
   // holding them would join them again at every rule (helper 100: setvar:tx.a=%{RULE.logdata}
   // after logdata:'%{tx.a}%{tx.a}' doubled at every rule); a macro of the list of matches copies
   // the whole list at every expansion (19 SecActions of 100 such macros in logdata took 19.7 s
   // on 100 arguments, against 0.14 s without).
   if (lower == "rule.msg" || lower == "rule:msg" || lower == "rule.logdata" ||
-      lower == "rule:logdata" || listed(kMatchListVariables, ascii_lower(variable))) {
+      lower == "rule:logdata" || listed(kMatchListVariables, lower_variable)) {
     return "must not use the macro %{" + std::string(name) +
            "}: RULE's msg and logdata may join several values, which would be joined again, and "
            "a macro of MATCHED_VARS copies the list of matches at every expansion" +
@@ -718,11 +718,9 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
       }
       if (auto p = setvar_name(a.value, line)) return p;
       if (a.value.substr(0, a.value.find('=')).find("%{") != std::string::npos) {
-        int& first_line =
-            role == Role::kUpdate ? scan->macro_setvar_update_line : scan->macro_setvar_line;
-        if (first_line == 0) first_line = line;
         if (role == Role::kUpdate) {
           ++scan->update_matches.macro_setvars;
+          if (scan->macro_setvar_update_line == 0) scan->macro_setvar_update_line = line;
         } else {
           ++scan->link_macro_setvars;
         }
@@ -1324,7 +1322,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
     if (chain && !rule) return "must not chain a SecAction" + at(line);
     if (reach.tx_readings > 0) {
       if (scan->link_macro_setvars > 0) return doubled_tx(line);
-      if (scan->tx_collection_line == 0) scan->tx_collection_line = line;
+      scan->reads_tx_collection = true;
     }
     // A setvar sets one variable; one named by a macro one for each match (a SecAction runs once).
     const size_t runs = std::max<size_t>(reach.matches, 1);
@@ -1551,8 +1549,8 @@ Problem scan_directives(std::string_view text, ScanResult* result) {
   // may have the other.
   const int tx_update = scan.tx_collection_update_line;
   const int setvar_update = scan.macro_setvar_update_line;
-  if ((tx_update != 0 && (scan.macro_setvar_line != 0 || setvar_update != 0)) ||
-      (setvar_update != 0 && scan.tx_collection_line != 0)) {
+  if ((tx_update != 0 && (scan.most_link_macro_setvars > 0 || setvar_update != 0)) ||
+      (setvar_update != 0 && scan.reads_tx_collection)) {
     return "must not add TX (whole or by a regex key) with SecRuleUpdateTargetById, or a setvar "
            "named by a macro with SecRuleUpdateActionById, to a text with the other: a rule could "
            "add a variable to TX for each one it reads, and TX double at every such rule" +
