@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -128,7 +129,11 @@ void quiet_log(const rd_kafka_t* /*rk*/, int /*level*/, const char* /*facility*/
 struct Consumer {
   rd_kafka_t* rk = nullptr;
   rd_kafka_topic_t* topic = nullptr;
+  rd_kafka_queue_t* queue = nullptr;  // where the started partitions' messages come
+  std::vector<int32_t> started;       // partitions consumed into `queue`
   ~Consumer() {
+    for (int32_t partition : started) rd_kafka_consume_stop(topic, partition);
+    if (queue != nullptr) rd_kafka_queue_destroy(queue);
     if (topic != nullptr) rd_kafka_topic_destroy(topic);
     if (rk != nullptr) rd_kafka_destroy(rk);
   }
@@ -171,6 +176,9 @@ Result<Sink::Tail> KafkaSink::tail(std::chrono::milliseconds timeout) {
                                          {"client.id", "gatewayd-tail"},
                                          {"enable.partition.eof", "true"},
                                          {"log.connection.close", "false"},
+                                         // A fetch finds its message at once; a broker holds one
+                                         // that finds none for this long (500 ms by default).
+                                         {"fetch.wait.max.ms", "10"},
                                      })) {
     return unavailable(*refused);
   }
@@ -221,26 +229,35 @@ Result<Sink::Tail> KafkaSink::tail(std::chrono::milliseconds timeout) {
   if (!lows.ok()) return lows.error();
   auto highs = offsets(RD_KAFKA_OFFSET_END);
   if (!highs.ok()) return highs.error();
+  // Every partition's last message at once, into one queue: read one partition after another,
+  // each took a fetch round of its own, and a fetch the broker held for its wait (500 ms by
+  // default) came between them, so 16 partitions took about 7.5 s, past `timeout`, at every try,
+  // and nothing more was sent (helper 102).
+  c.queue = rd_kafka_queue_new(c.rk);
+  std::set<int32_t> waiting;
   for (int i = 0; i < topic.partition_cnt; ++i) {
     const int32_t partition = topic.partitions[i].id;
     const int64_t low = lows.value()[i];
     const int64_t high = highs.value()[i];
     if (high <= low) continue;  // an empty partition
-    if (rd_kafka_consume_start(c.topic, partition, high - 1) != 0)
+    if (rd_kafka_consume_start_queue(c.topic, partition, high - 1, c.queue) != 0)
       return unavailable(rd_kafka_err2str(rd_kafka_last_error()));
-    rd_kafka_message_t* m = rd_kafka_consume(c.topic, partition, left());
-    std::optional<std::string> failed;
-    if (m == nullptr) {
-      failed = "no answer from partition " + std::to_string(partition);
-    } else if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      failed = rd_kafka_message_errstr(m);
-    } else if (const uint64_t seq = sequence_of(m); seq > newest.seq) {
+    c.started.push_back(partition);
+    waiting.insert(partition);
+  }
+  while (!waiting.empty()) {
+    rd_kafka_message_t* m = rd_kafka_consume_queue(c.queue, left());
+    if (m == nullptr)
+      return unavailable("no answer from partition " + std::to_string(*waiting.begin()));
+    std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> held_message(
+        m, &rd_kafka_message_destroy);
+    // What comes after a partition's last message (its end, or a message sent since) is not read.
+    if (waiting.erase(m->partition) == 0) continue;
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) return unavailable(rd_kafka_message_errstr(m));
+    if (const uint64_t seq = sequence_of(m); seq > newest.seq) {
       newest.seq = seq;
       newest.event.assign(static_cast<const char*>(m->payload), m->payload ? m->len : 0);
     }
-    if (m != nullptr) rd_kafka_message_destroy(m);
-    rd_kafka_consume_stop(c.topic, partition);
-    if (failed) return unavailable(*failed);
   }
   return newest;
 }
