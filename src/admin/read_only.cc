@@ -23,6 +23,14 @@ Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& da
   std::unique_ptr<ReadOnlyStore> out(new ReadOnlyStore());
   out->scratch_dir_ = scratch;
   out->removed_on_interrupt_ = std::make_unique<RemovedOnInterrupt>(scratch);
+  // A kill of gatewayd's first start left this (helper 102): RocksDB said "Column family not
+  // found", which reads as damage.
+  if (Store::half_made(data_dir)) {
+    return make_error(Code::kUnavailable,
+                      data_dir +
+                          " holds no gatewayd database yet: its first start was stopped "
+                          "before it was made (gatewayd finishes it when it starts)");
+  }
   const bool in_use = Store::locked_by_another_process(data_dir);
   // A log whose last write a crash tore is dropped by the first open for writing (Store::open);
   // until then RocksDB refuses to read it here, and the message says what will open it.

@@ -342,6 +342,15 @@ Result<std::unique_ptr<Store>> Store::open_secondary(const std::string& dir,
   return adopt(dir, raw, handles);
 }
 
+bool Store::half_made(const std::string& dir) {
+  std::vector<std::string> names;
+  if (!rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &names).ok()) return false;
+  for (const auto& wanted : column_families()) {
+    if (std::find(names.begin(), names.end(), wanted.name) == names.end()) return true;
+  }
+  return false;
+}
+
 bool Store::locked_by_another_process(const std::string& dir) {
   // RocksDB locks LOCK with fcntl (a write lock over the whole file), which F_GETLK reports.
   const int fd = ::open((dir + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);

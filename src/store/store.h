@@ -69,6 +69,10 @@ class Store {
                                                        const std::string& scratch_dir);
   // Whether another process holds `dir`'s LOCK (has it open for writing).
   static bool locked_by_another_process(const std::string& dir);
+  // Whether `dir` holds a database without all of gatewayd's column families: RocksDB makes them
+  // one by one after the database itself, so a first start stopped in between leaves that. It
+  // holds no event (nothing is written before they are all made); open() finishes it.
+  static bool half_made(const std::string& dir);
   // Opens `dir` strictly read-only and closes it again: an error (RocksDB's, naming the file) if
   // a table file its MANIFEST names is missing or unreadable, which a secondary would pass over
   // (see admin/read_only.h). Not beside a writer: a read-only open's view of the files is not
