@@ -109,8 +109,17 @@ std::optional<Error> check_profile_hostname(const std::string& hostname, const s
                                             const std::string& self, Lookups& lookups) {
   auto holder = lookups.live_profile_by_hostname(hostname);
   if (holder && *holder != self) {
+    // Whose it is tells the client where to look (it said neither, where a domain's 409 says
+    // "your team"); another team's profile is not named.
+    auto held = lookups.load(*holder);
+    if (held && meta_of(held->record).team_id == team) {
+      return make_error(Code::kHostnameConflict,
+                        "your team already has a gateway security "
+                        "profile for hostname " +
+                            hostname + ": " + *holder);
+    }
     return make_error(Code::kHostnameConflict,
-                      "hostname " + hostname + " already has a gateway security profile");
+                      "hostname " + hostname + " has a gateway security profile of another team");
   }
   if (other_team_claim(hostname, team, lookups)) return claimed(hostname);
   return std::nullopt;

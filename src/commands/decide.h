@@ -56,7 +56,8 @@ class Lookups {
 };
 
 // One event to append: its type, the full record after it and, for a verification outcome, the
-// sequence number of the request it answers.
+// sequence number of the request it answers. A decision's later changes (a domain inheriting or
+// losing its verification) are written with the first change's sequence number there.
 struct Change {
   std::string type;
   Record record;

@@ -368,15 +368,29 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
         r.check("verification_hostname", set_by_server("\"" + starting + "\" for this hostname"));
       }
     }
-    const std::pair<const char*, const std::optional<std::string>*> echoes[] = {
-        {"verification_value", &s.verification_value},
-        {"verification_parent_id", &s.verification_parent_id},
-        {"verification_error", &s.verification_error}};
-    for (const auto& [name, value] : echoes) {
-      if (*value && !(*value)->empty()) r.check(name, set_by_server("\"\" (empty)"));
+    // A new domain under a subtree its team has verified starts verified through it (decide.cc's
+    // create_domain), which the body alone cannot tell; the messages say both.
+    constexpr const char* kUnderVerified = " under a subtree domain your team has verified";
+    const std::pair<const char*, std::string> echoes[] = {
+        {"verification_value",
+         "a random value (\"gv-\" and 32 hex digits, a dot and the verification domain)"},
+        {"verification_parent_id",
+         std::string("\"\" (empty), or the id of that domain") + kUnderVerified},
+        {"verification_error", "\"\" (empty)"}};
+    const std::optional<std::string>* sent[] = {&s.verification_value, &s.verification_parent_id,
+                                                &s.verification_error};
+    for (size_t i = 0; i < std::size(echoes); ++i) {
+      if (*sent[i] && !(*sent[i])->empty())
+        r.check(echoes[i].first, set_by_server(echoes[i].second));
     }
-    if (s.status && *s.status != "pending") r.check("status", set_by_server("\"pending\""));
-    if (s.verified_at && *s.verified_at != 0) r.check("verified_at", set_by_server("0"));
+    if (s.status && *s.status != "pending") {
+      r.check("status",
+              set_by_server(std::string("\"pending\", or \"verified\"") + kUnderVerified));
+    }
+    if (s.verified_at && *s.verified_at != 0) {
+      r.check("verified_at",
+              set_by_server(std::string("0, or the time of its create") + kUnderVerified));
+    }
   }
   // The rules that need the stored record, so that one 422 lists every problem; the writer checks
   // them again against the record it updates (a body that breaks no other rule is checked there

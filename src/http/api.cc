@@ -164,6 +164,26 @@ std::optional<Error> parse_json_body(const Request& request, rapidjson::Document
   return std::nullopt;
 }
 
+// The check of a body sent to an action that reads none (verify, DELETE): it gets the checks of
+// every other body and may only be an empty object, so that a client that sends fields learns
+// that none is read. `action` names the action in the message.
+std::optional<Error> refuse_fields(const Request& request, std::string_view action) {
+  if (request.body.empty()) return std::nullopt;
+  char buffer[1 << 10];
+  rapidjson::MemoryPoolAllocator<> pool(buffer, sizeof buffer);
+  rapidjson::Document doc(&pool);
+  if (auto refused = parse_json_body(request, doc)) return refused;
+  if (!doc.IsObject())
+    return make_error(Code::kInvalidJson, "the request body must be a JSON object");
+  if (doc.MemberCount() == 0) return std::nullopt;
+  FieldErrors errors;
+  for (const auto& m : doc.GetObject()) {
+    errors.add(std::string(m.name.GetString(), m.name.GetStringLength()),
+               std::string(action) + " takes no fields; send no body or {}");
+  }
+  return errors.to_error();
+}
+
 struct Target {
   Route route = Route::kUnmatched;
   std::optional<Kind> kind;
@@ -675,6 +695,7 @@ void Api::update(const std::shared_ptr<Context>& ctx, Kind kind, const std::stri
 
 void Api::remove(const std::shared_ptr<Context>& ctx, Kind kind, const std::string& id) {
   if (!ctx->check_query({})) return;
+  if (auto refused = refuse_fields(ctx->request, "DELETE")) return ctx->fail(std::move(*refused));
   service_.remove(
       kind, id, ctx->actor(),
       [ctx, kind, id](Result<Written> r) {
@@ -687,25 +708,7 @@ void Api::remove(const std::shared_ptr<Context>& ctx, Kind kind, const std::stri
 
 void Api::verify(const std::shared_ptr<Context>& ctx, const std::string& id) {
   if (!ctx->check_query({})) return;
-  // Verify reads no body. One that is sent anyway goes through the checks of every other body, and
-  // may only be an empty object: a client that sends fields learns that none is read.
-  if (!ctx->request.body.empty()) {
-    char buffer[1 << 10];
-    rapidjson::MemoryPoolAllocator<> pool(buffer, sizeof buffer);
-    rapidjson::Document doc(&pool);
-    if (auto refused = parse_json_body(ctx->request, doc)) return ctx->fail(std::move(*refused));
-    if (!doc.IsObject()) {
-      return ctx->fail(make_error(Code::kInvalidJson, "the request body must be a JSON object"));
-    }
-    if (doc.MemberCount() != 0) {
-      FieldErrors errors;
-      for (const auto& m : doc.GetObject()) {
-        errors.add(std::string(m.name.GetString(), m.name.GetStringLength()),
-                   "verify takes no fields; send no body or {}");
-      }
-      return ctx->fail(errors.to_error());
-    }
-  }
+  if (auto refused = refuse_fields(ctx->request, "verify")) return ctx->fail(std::move(*refused));
   service_.verify(id, ctx->actor(), write_reply(ctx, Kind::kDomain, 200),
                   preconditions(ctx->request));
 }

@@ -68,9 +68,12 @@ bool is_resource_shortage(int error) {
   return error == EMFILE || error == ENFILE || error == ENOMEM || error == EINTR || error == EAGAIN;
 }
 
-// Why `name` cannot name a token ("must be ..."); nullptr when it can.
+// Why `name` cannot name a token ("must be ..."); nullptr when it can. The verifier's actor is
+// reserved in any case: `Verifier` in an event would pass for it at a glance.
 const char* name_problem(std::string_view name) {
-  if (name == kVerifierActor) return "verifier is reserved: the verifier's events carry that actor";
+  if (ascii_iequals(name, kVerifierActor)) {
+    return "verifier is reserved, in any case: the verifier's events carry that actor";
+  }
   bool charset = !name.empty() && name.size() <= 64;
   for (char c : name) {
     charset = charset &&
@@ -286,6 +289,37 @@ std::optional<Error> flag_problems(const std::string& tenant, const std::string&
   return errors.to_error();
 }
 
+// Reads `fd` from where it is to its end into *text; 0, or the errno of the failure.
+int read_all(int fd, std::string* text) {
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      text->append(buffer, static_cast<size_t>(n));
+    } else if (n == 0) {
+      return 0;
+    } else if (errno != EINTR) {
+      return errno;
+    }
+  }
+}
+
+// Each line of `text` (its newline included, if it has one) with the token it names as gatewayd
+// reads it (parse_token_line), or nullopt for a comment, an empty or a damaged line.
+std::vector<std::pair<std::string_view, std::optional<TokenLine>>> token_lines(
+    std::string_view text) {
+  std::vector<std::pair<std::string_view, std::optional<TokenLine>>> lines;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size() - 1) + 1;
+    const std::string_view line = text.substr(at, end - at);
+    at = end;
+    std::string why;
+    lines.emplace_back(
+        line, parse_token_line(line.substr(0, line.size() - (line.ends_with('\n') ? 1 : 0)), &why));
+  }
+  return lines;
+}
+
 // Writes all of `bytes` to `fd`; 0, or the errno of the failure.
 int write_all(int fd, std::string_view bytes) {
   for (size_t done = 0; done < bytes.size();) {
@@ -325,6 +359,23 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
     ::close(fd);
     return make_error(Code::kUnavailable, problem);
   }
+  // A name is the actor of its token's events, so one names one token of its tenant: two of one
+  // name wrote events no audit could tell apart (helper 103), and `token revoke` takes both.
+  std::string text;
+  if (const int error = read_all(fd, &text); error != 0) {
+    ::close(fd);
+    return make_error(Code::kUnavailable, "cannot read " + path + ": " + std::strerror(error));
+  }
+  for (const auto& entry : token_lines(text)) {
+    const std::optional<TokenLine>& held = entry.second;
+    if (held && held->tenant == tenant && held->name == name) {
+      ::close(fd);
+      return make_error(Code::kPreconditionFailed,
+                        "tenant " + tenant + " has a token named " + name + " in " + path +
+                            " already: give another --name (a name is the actor of its token's "
+                            "events), or revoke that token first");
+    }
+  }
   // A file edited by hand may lack its last newline: the new line must not join the last one.
   char last = '\n';
   if (st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n')
@@ -362,33 +413,15 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
     return make_error(Code::kUnavailable, problem);
   }
   std::string text;
-  std::unordered_set<std::string> revoked_digests;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n > 0) {
-      text.append(buffer, static_cast<size_t>(n));
-    } else if (n == 0) {
-      break;
-    } else if (errno != EINTR) {
-      return make_error(Code::kUnavailable, "cannot read " + path + ": " + std::strerror(errno));
-    }
+  if (const int error = read_all(fd, &text); error != 0) {
+    return make_error(Code::kUnavailable, "cannot read " + path + ": " + std::strerror(error));
   }
-  // The lines as gatewayd reads them (parse_token_line): each token line's digest, or nullopt
-  // for a comment, an empty or a damaged line.
-  std::vector<std::pair<std::string_view, std::optional<std::string>>> lines;
-  for (size_t at = 0; at < text.size();) {
-    const size_t end = std::min(text.find('\n', at), text.size() - 1) + 1;
-    const std::string_view line(text.data() + at, end - at);
-    at = end;
-    std::string why;
-    std::optional<TokenLine> token =
-        parse_token_line(line.substr(0, line.size() - (line.ends_with('\n') ? 1 : 0)), &why);
+  const auto lines = token_lines(text);
+  std::unordered_set<std::string> revoked_digests;
+  for (const auto& [line, token] : lines) {
     if (token && token->tenant == tenant && token->name == name) {
       revoked_digests.insert(token->digest);
     }
-    lines.emplace_back(line,
-                       token ? std::optional<std::string>(std::move(token->digest)) : std::nullopt);
   }
   if (revoked_digests.empty()) {
     return make_error(Code::kNotFound,
@@ -400,8 +433,8 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
   // and damaged lines too.
   std::string kept;
   kept.reserve(text.size());
-  for (const auto& [line, raw] : lines) {
-    if (!raw || revoked_digests.count(*raw) == 0) kept += line;
+  for (const auto& [line, token] : lines) {
+    if (!token || revoked_digests.count(token->digest) == 0) kept += line;
   }
   // The file is replaced whole by a rename, so gatewayd reads either the old file or the new one,
   // never a part; the new one has the old one's mode and owner.

@@ -55,6 +55,11 @@ bool opens_verification_request(std::string_view event_type) {
   return event_type == "domain.verification_requested";
 }
 
+bool answers_verification_request(std::string_view event_type) {
+  return event_type == "domain.verified" || event_type == "domain.verification_failed" ||
+         event_type == "domain.verification_superseded";
+}
+
 bool counted(std::string_view entry_key) { return entry_key[0] == 'l' || entry_key[0] == 'f'; }
 
 namespace {
@@ -106,7 +111,7 @@ void track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused
   if (opens_verification_request(type)) {
     tx.put(Cf::kProjections, keys::request_prefix() + encode_u64(seq), domain_id);
     tx.put(Cf::kProjections, keys::open_request(domain_id), encode_u64(seq));
-  } else if (caused_by != 0) {
+  } else if (answers_verification_request(type) && caused_by != 0) {
     tx.del(Cf::kProjections, keys::request_prefix() + encode_u64(caused_by));
     auto latest = tx.get(Cf::kProjections, keys::open_request(domain_id));
     if (latest.ok() && latest.value() && decode_u64(*latest.value()) == caused_by) {
@@ -153,6 +158,8 @@ Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, Decision& decision,
                                 const Actor& actor, int64_t now) {
   const std::string& subject = meta_of(decision.result).id;
   Recorded subject_written;
+  // A decision's later changes (inheritance, revocation) follow from its first, and say so.
+  uint64_t first_seq = 0;
   for (auto& change : decision.changes) {
     const Meta& m = meta_of(change.record);
     // Usually what the decision itself loaded, kept by `lookups`; a new record has nothing stored.
@@ -177,9 +184,10 @@ Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, Decision& decision,
                      actor.name,
                      now,
                      to_json(change.record),
-                     change.caused_by};
+                     first_seq != 0 && change.caused_by == 0 ? first_seq : change.caused_by};
     uint64_t seq = tx.append(draft);
-    track_requests(tx, change.type, seq, change.caused_by, m.id);
+    if (first_seq == 0) first_seq = seq;
+    track_requests(tx, change.type, seq, draft.caused_by, m.id);
     project(tx, seq, before, change.record, draft.data_json, version, create_seq);
     // The reply is the subject's record, not that of a domain a change cascaded to.
     const bool is_subject = m.id == subject;

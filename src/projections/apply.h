@@ -70,6 +70,9 @@ bool counted(std::string_view entry_key);
 
 // Whether an event of this type opens a verification request (a `q` key the verifier works from).
 bool opens_verification_request(std::string_view event_type);
+// Whether an event of this type is a verification request's outcome (its `caused_by` names the
+// request it closes). Inheritance and revocation carry a `caused_by` too, which closes nothing.
+bool answers_verification_request(std::string_view event_type);
 
 // Lookups for decide, over the writer's Tx (pending writes of the batch included). Records are
 // read and parsed once: load() keeps what it read until take(id), which must be called before

@@ -107,7 +107,7 @@ Result<bool> LogFold::add(LoggedEvent e) {
   if (opens_verification_request(e.type)) {
     open_requests_[e.seq] = id;
     latest_request_[id] = e.seq;
-  } else if (e.caused_by != 0) {
+  } else if (answers_verification_request(e.type) && e.caused_by != 0) {
     open_requests_.erase(e.caused_by);
     auto latest = latest_request_.find(id);
     if (latest != latest_request_.end() && latest->second == e.caused_by) {

@@ -41,7 +41,9 @@ struct EventDraft {
   std::string actor;
   int64_t time = 0;
   std::string data_json;  // the full record after the change
-  uint64_t caused_by = 0;  // the event this one answers (a verification request), 0 for none
+  // The event this one answers (a verification request) or follows from (the change that made a
+  // domain inherit or lose its verification), 0 for none.
+  uint64_t caused_by = 0;
 };
 
 inline constexpr int kSchemaVersion = 2;

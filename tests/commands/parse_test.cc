@@ -391,9 +391,25 @@ TEST_CASE("create: domain server fields only with a new domain's starting values
   // Each names the value the domain will have (only "is set by the server and cannot be
   // changed" before, unlike an update's, which names the value now).
   const auto& errors = r.error().errors;
-  CHECK(errors.at(1).message == R"(is set by the server: a new domain starts with "" (empty))");
-  CHECK(errors.at(2).message == R"(is set by the server: a new domain starts with "pending")");
-  CHECK(errors.at(3).message == "is set by the server: a new domain starts with 0");
+  // The value is random (it said "" before, which no new domain has).
+  CHECK(errors.at(1).message ==
+        "is set by the server: a new domain starts with a random value "
+        R"(("gv-" and 32 hex digits, a dot and the verification domain))");
+  CHECK(errors.at(2).message ==
+        R"(is set by the server: a new domain starts with "pending", or "verified" under a )"
+        "subtree domain your team has verified");
+  CHECK(errors.at(3).message ==
+        "is set by the server: a new domain starts with 0, or the time "
+        "of its create under a subtree domain your team has verified");
+  auto echoes = parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com",)"
+                                     R"("verification_parent_id":"d","verification_error":"e"})");
+  REQUIRE_FALSE(echoes.ok());
+  CHECK(fields_of(echoes) == "verification_parent_id,verification_error");
+  CHECK(echoes.error().errors.at(0).message ==
+        R"(is set by the server: a new domain starts with "" (empty), or the id of that domain )"
+        "under a subtree domain your team has verified");
+  CHECK(echoes.error().errors.at(1).message ==
+        R"(is set by the server: a new domain starts with "" (empty))");
 }
 
 TEST_CASE("create: verification_hostname may be sent with the one the hostname gives") {

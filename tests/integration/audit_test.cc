@@ -156,6 +156,13 @@ TEST_CASE("Idempotency-Key: a repeat gets the first answer and appends nothing")
     CHECK(theirs.status == 201);
     CHECK_FALSE(theirs.header("Idempotency-Replayed").has_value());
   }
+  SUBCASE("keys are the tenant's, shared by all its tokens") {
+    Api ci(server, server.new_token(kTeamA, "ci"), std::string(kTeamA));
+    Response replayed = ci.post("/v1/gateway_security_profile", body, key);
+    CHECK(replayed.status == 201);
+    CHECK(replayed.body == first.body);
+    CHECK(replayed.header("Idempotency-Replayed") == "true");
+  }
   SUBCASE("keys survive a restart") {
     REQUIRE(server.stop().success());
     server.restart();

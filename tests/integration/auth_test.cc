@@ -187,7 +187,7 @@ TEST_CASE("the tokens file: the name verifier is reserved, and lines gatewayd ig
   std::string text = read.str();
   size_t at = text.find(" team_a spoof\n");
   REQUIRE(at != std::string::npos);
-  text.replace(at, std::string_view(" team_a spoof\n").size(), " team_a verifier\n");
+  text.replace(at, std::string_view(" team_a spoof\n").size(), " team_a VeriFier\n");
   // Lines 1-4 are team_a-token, team_b-token, the spoof and kept; then three broken ones.
   text += "0123 team_a short-digest\n" + std::string(64, 'a') + " team_a\n" + std::string(64, 'b') +
           " team_a name extra-field\n";
@@ -220,7 +220,10 @@ TEST_CASE("gatewayctl token create: a bad --tenant or --name is a usage error, e
   const std::vector<Row> rows{
       {"bad team!", "ok", "gatewayctl: --tenant must be 1-128 characters of A-Z a-z 0-9 _ . -\n"},
       {"team_a", "a\tb", "gatewayctl: --name must be 1-64 characters of A-Z a-z 0-9 _ . -\n"},
-      {"team_a", "verifier", "gatewayctl: --name verifier is reserved"},
+      {"team_a", "verifier", "gatewayctl: --name verifier is reserved, in any case"},
+      // `Verifier` was taken, and its events passed for the verifier's at a glance (helper 103).
+      {"team_a", "Verifier", "gatewayctl: --name verifier is reserved, in any case"},
+      {"team_a", "VERIFIER", "gatewayctl: --name verifier is reserved, in any case"},
   };
   std::ostringstream before;
   before << std::ifstream(server.tokens_file()).rdbuf();
@@ -417,7 +420,15 @@ TEST_CASE("gatewayctl token revoke: the tokens of a tenant and name go, every ot
   Server server;
   const std::string file = server.tokens_file();
   const std::string ci1 = server.new_token(kTeamA, "ci");
-  const std::string ci2 = server.new_token(kTeamA, "ci");
+  const std::string ci2 = server.new_token(kTeamA, "ci2");
+  {
+    // A second token of the name, as a hand edit makes one (gatewayctl refuses it).
+    std::string text = read_file(file);
+    const size_t at = text.find(" team_a ci2\n");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, std::string_view(" team_a ci2\n").size(), " team_a ci\n");
+    std::ofstream(file, std::ios::trunc) << text;
+  }
   const std::string other = server.new_token(kTeamA, "other");
   const std::string team_b_ci = server.new_token(kTeamB, "ci");
   std::ofstream(file, std::ios::app) << "# a comment team_a ci\nnot a token line\n";
@@ -467,6 +478,44 @@ TEST_CASE("gatewayctl token revoke: the tokens of a tenant and name go, every ot
 // A revoke took a damaged line that named the tenant and name as a token, and counted it; and of
 // a token on two lines that disagree, which gatewayd accepts from neither, it took only the line
 // it was asked for, so the token began to work for the other line's tenant (helper 75).
+// A second token of a tenant's name was made, and events written with either carried the same
+// actor: no audit could tell who made a change (helper 103). Another tenant may use the name.
+TEST_CASE("gatewayctl token create: a name a token of the tenant has is refused, exit 1") {
+  Server server;
+  const std::string file = server.tokens_file();
+  const std::string first = server.new_token(kTeamA, "ci");
+  const std::string before = read_file(file);
+  for (const char* name : std::initializer_list<const char*>{"ci", nullptr}) {
+    std::vector<std::string> args{GATEWAYCTL_PATH, "token", "create", "--tokens-file", file,
+                                  "--tenant",      "team_a"};
+    if (name == nullptr) {
+      // The default name, `default`, once taken.
+      REQUIRE(testing::run_command(args, testing::ChildEnv{{"GATEWAY_"}, {}}).status.success());
+    } else {
+      args.insert(args.end(), {"--name", name});
+    }
+    const std::string taken = read_file(file);
+    testing::CommandResult r = testing::run_command(args, testing::ChildEnv{{"GATEWAY_"}, {}});
+    const std::string shown = name == nullptr ? "default" : name;
+    CHECK(r.status.exited);
+    CHECK(r.status.code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err == "gatewayctl: tenant team_a has a token named " + shown + " in " + file +
+                       " already: give another --name (a name is the actor of its token's "
+                       "events), or revoke that token first\n");
+    CHECK(read_file(file) == taken);
+  }
+  // Names are per tenant; after a revoke the name is free again.
+  CHECK(
+      Api(server, server.new_token(kTeamB, "ci"), std::string(kTeamB)).get("/v1/webhook").status ==
+      200);
+  REQUIRE(revoke(server, std::string(kTeamA), "ci").status.success());
+  const std::string again = server.new_token(kTeamA, "ci");
+  CHECK(again != first);
+  CHECK(Api(server, again, std::string(kTeamA)).get("/v1/webhook").status == 200);
+  CHECK(read_file(file).find(before) == std::string::npos);  // the first ci line is gone
+}
+
 TEST_CASE("gatewayctl token revoke takes every line of a token it revokes and no damaged line") {
   Server server;
   const std::string file = server.tokens_file();

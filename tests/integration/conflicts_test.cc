@@ -43,8 +43,19 @@ TEST_CASE("profile hostnames are unique across teams; pending domains are not cl
   Api b(server, kTeamB);
   Response pa = a.post("/v1/gateway_security_profile", profile_body(kTeamA, "shared.example.com"));
   REQUIRE(pa.status == 201);
-  check_problem(b.post("/v1/gateway_security_profile", profile_body(kTeamB, "shared.example.com")),
-                409, "hostname_conflict");
+  // The detail says whose the profile is (it said neither before, helper 103), and names the
+  // id of the team's own only.
+  Response theirs =
+      b.post("/v1/gateway_security_profile", profile_body(kTeamB, "shared.example.com"));
+  check_problem(theirs, 409, "hostname_conflict");
+  CHECK(str(json(theirs), "detail") ==
+        "hostname shared.example.com has a gateway security profile of another team");
+  Response ours =
+      a.post("/v1/gateway_security_profile", profile_body(kTeamA, "shared.example.com"));
+  check_problem(ours, 409, "hostname_conflict");
+  CHECK(str(json(ours), "detail") ==
+        "your team already has a gateway security profile for hostname shared.example.com: " +
+            str(json(pa), "profile_id"));
   REQUIRE(a.del(item_path(kProfile, str(json(pa), "profile_id"))).status == 200);
   CHECK(b.post("/v1/gateway_security_profile", profile_body(kTeamB, "shared.example.com")).status ==
         201);

@@ -123,6 +123,33 @@ TEST_CASE("verify reads no body: one sent anyway must be application/json and {}
   CHECK(events[events_before].find("domain.verification_requested") != std::string::npos);
 }
 
+// DELETE ignored any body before, so `{"force":true}` deleted as if it had been read (helper 103).
+TEST_CASE("DELETE reads no body: one sent anyway must be application/json and {}") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    const std::string path = item_path(*kind, create(api, *kind, 1));
+    const size_t events_before = all_events(api).size();
+    check_problem(api.send("DELETE", path, {{"Content-Type", "text/plain"}},
+                           std::string(R"({"force":true})")),
+                  415, "unsupported_media_type");
+    check_problem(api.send("DELETE", path, {}, std::string("{}")), 415, "unsupported_media_type");
+    const Headers json{{"Content-Type", "application/json"}};
+    check_problem(api.send("DELETE", path, json, std::string("garbage")), 400, "invalid_json");
+    check_problem(api.send("DELETE", path, json, std::string("[]")), 400, "invalid_json");
+    Response fields = api.send("DELETE", path, json, std::string(R"({"force":true})"));
+    check_problem(fields, 422, "validation_failed");
+    CHECK(error_fields(fields) == std::vector<std::string>{"force"});
+    CHECK(fields.body.find("DELETE takes no fields; send no body or {}") != std::string::npos);
+    CHECK(all_events(api).size() == events_before);
+    CHECK(api.get(path).status == 200);
+    // Accepted: an empty object (no body is every other test's DELETE).
+    CHECK(api.send("DELETE", path, json, std::string(" { } ")).status == 200);
+    CHECK(api.get(path).status == 404);
+  }
+}
+
 TEST_CASE("unknown paths and unknown ids are 404 not_found") {
   Server server;
   Api api(server, kTeamA);

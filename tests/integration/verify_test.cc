@@ -798,6 +798,8 @@ TEST_CASE("verify: a verified subtree domain is inherited under it; other teams 
     CHECK(of(events, shop.id, kRequested).empty());
     CHECK(outcomes_of(events, shop.id).empty());
     CHECK(inherited[0].seq > of(events, parent.id, kVerified).at(0).seq);
+    // It names the event it follows from (it had no caused_by before, helper 103).
+    CHECK(inherited[0].caused_by == of(events, parent.id, kVerified).at(0).seq);
     check_verified(a, inherited[0], shop.id, parent.id);
   }
 
@@ -871,10 +873,13 @@ TEST_CASE("verify: a verified subtree domain is inherited under it; other teams 
   barrier(a, other);
   events = feed(a);
   INFO(dump(events));
+  const Events deleted = of(events, parent.id, "domain.deleted");
+  REQUIRE(deleted.size() == 1);
   for (const std::string& id : {shop.id, born_id}) {
     CAPTURE(id);
     Events revoked = of(events, id, kRevoked);
     REQUIRE(revoked.size() == 1);
+    CHECK(revoked[0].caused_by == deleted[0].seq);
     CHECK(revoked[0].status == "pending");
     CHECK(revoked[0].verified_at == 0);
     CHECK(revoked[0].parent_id == "");
@@ -958,6 +963,9 @@ TEST_CASE(
     CHECK(revoked[0].status == "pending");
     CHECK(revoked[0].verified_at == 0);
     CHECK(revoked[0].parent_id == "");
+    const Events narrowed = of(events, parent.id, "domain.updated");
+    REQUIRE(narrowed.size() == 1);
+    CHECK(revoked[0].caused_by == narrowed[0].seq);
   }
   check_plain_pending(get_domain(a, shop.id));
   CHECK(str(get_domain(a, parent.id), "status") == "verified");
@@ -980,6 +988,16 @@ TEST_CASE(
       "inheritance after widening");
   check_verified(a, of(events, shop.id, kInherited).back(), shop.id, parent.id);
   check_verified(a, of(events, child_id, kInherited).back(), child_id, parent.id);
+  const Events widened = of(events, parent.id, "domain.updated");
+  REQUIRE(widened.size() == 2);
+  CHECK(of(events, shop.id, kInherited).back().caused_by == widened[1].seq);
+  CHECK(of(events, child_id, kInherited).back().caused_by == widened[1].seq);
+  // Only outcomes and what a change brings about name a cause.
+  for (const Event& e : events) {
+    CAPTURE(e.seq);
+    if (e.type == kInherited || e.type == kRevoked || e.type == kVerified) continue;
+    CHECK(e.caused_by == -1);
+  }
 }
 
 }  // namespace

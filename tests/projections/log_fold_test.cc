@@ -13,6 +13,7 @@
 #include "projections/apply.h"
 #include "projections/catch_up.h"
 #include "projections/fold.h"
+#include "projections/keys.h"
 #include "store/store_test_util.h"
 
 namespace gw {
@@ -179,6 +180,61 @@ TEST_CASE("folding the log writes the read model that applying each event writes
     auto caught_up = catch_up_projections(*store, *ids, at(place));
     REQUIRE(caught_up.ok());
     CHECK(caught_up.value() == 20000);
+    CHECK(testing::projections_as_read(*store) == applied);
+  }
+}
+
+// Inheritance and revocation events carry the seq of the change they follow from. A `caused_by`
+// closed a verification request whatever the event's type, so one naming a request (none does,
+// but the log is what an auditor may have written) closed it: only outcomes close one now.
+TEST_CASE("only a verification outcome's caused_by closes the request it names") {
+  Domain child;
+  child.meta.id = "dom_child";
+  child.meta.team_id = "team_a";
+  child.hostname = "a.example.com";
+  child.scope = "exact";
+  child.status = "pending";
+  struct Step {
+    const char* type;
+    const char* status;
+    uint64_t caused_by;
+  };
+  // Seq 2 opens a request; 3 names it but is no outcome; 4 answers it.
+  const Step steps[] = {{"domain.created", "pending", 0},
+                        {"domain.verification_requested", "pending", 0},
+                        {"domain.verification_inherited", "verified", 2},
+                        {"domain.verified", "verified", 2}};
+  const std::string request_key = keys::request_prefix() + encode_u64(2);
+  const std::string latest_key = keys::open_request("dom_child");
+  for (size_t until = 3; until <= 4; ++until) {
+    CAPTURE(until);
+    testing::ScratchDir dir;
+    auto store = std::move(Store::open(dir.path()).value());
+    rocksdb::WriteBatch batch;
+    std::string hash = kGenesisHash;
+    for (uint64_t seq = 1; seq <= until; ++seq) {
+      EventDraft d;
+      d.type = steps[seq - 1].type;
+      d.aggregate_kind = "domain";
+      d.aggregate_id = child.meta.id;
+      d.aggregate_version = seq;
+      d.tenant = child.meta.team_id;
+      d.actor = "test";
+      d.time = 1700000000 + static_cast<int64_t>(seq);
+      d.caused_by = steps[seq - 1].caused_by;
+      child.status = steps[seq - 1].status;
+      d.data_json = to_json(Record{child});
+      std::string next;
+      batch.Put(store->cf(Cf::kEvents), encode_u64(seq),
+                encode_event(seq, "evt_" + std::to_string(seq), d, hash, &next));
+      hash = next;
+    }
+    REQUIRE(store->db()->Write(rocksdb::WriteOptions(), &batch).ok());
+    const auto applied = applied_one_by_one(*store);
+    CHECK(applied.count(request_key) == (until == 3 ? 1 : 0));
+    CHECK(applied.count(latest_key) == (until == 3 ? 1 : 0));
+    REQUIRE(store->reset_projections().ok());
+    REQUIRE(rebuild_projections(*store, at(FoldPlace::kMemory)).ok());
     CHECK(testing::projections_as_read(*store) == applied);
   }
 }
