@@ -20,9 +20,10 @@ GW_DEPS=(
   git dnsmasq-base kcat curl
 )
 
-# Only scripts/test.sh installs these: docker-compose validates docker-compose.yml.
+# Only scripts/test.sh installs these: docker-compose validates docker-compose.yml; strace shows
+# the integration tests that gatewayctl syncs what it writes before it says so.
 GW_TEST_DEPS=(
-  docker-compose
+  docker-compose strace
 )
 
 # Only scripts/bench.sh installs these: wrk drives the HTTP load; time (/usr/bin/time) gives the

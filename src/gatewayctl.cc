@@ -24,6 +24,7 @@
 #include "admin/rebuild.h"
 #include "admin/waf_check.h"
 #include "core/flags.h"
+#include "core/fsync_dir.h"
 #include "http/tokens.h"
 #include "sandbox/waf_check.h"
 
@@ -297,12 +298,19 @@ int replay(int argc, char** argv) {
   auto records =
       gw::admin::write_replay(store.value()->store(), *until, out,
                               fold_options(flags, store.value()->scratch_dir() + "/fold", notes));
-  const bool closed = out.flush() && buffer.close() != nullptr;
+  // A file made here is synced before its rename, and the rename after it (helper 104: a power
+  // loss could leave FILE empty or in part, where it was to be the old one or the whole new one).
+  const bool closed =
+      out.flush() && (direct || ::fsync(buffer.fd()) == 0) && buffer.close() != nullptr;
   if (!records.ok()) return fail_output("replay", records.error());
   if (!closed) return fail("replay: cannot write " + written);
   if (!direct) {
     std::filesystem::rename(tmp_path, out_path, ec);
     if (ec) return fail("replay: cannot write " + out_path + ": " + ec.message());
+    const std::string dir = std::filesystem::path(out_path).parent_path().string();
+    if (!gw::fsync_dir(dir.empty() ? "." : dir)) {
+      return fail("replay: cannot sync the directory of " + out_path);
+    }
   }
   // Written into a descriptor or device (a terminal, stdout) the summary would run into the
   // records: it goes to stderr, or to stdout when the records go to stderr.

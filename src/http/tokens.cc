@@ -382,6 +382,9 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
     line.insert(line.begin(), '\n');
   int error = write_all(fd, line);
   if (error == 0 && ::fsync(fd) != 0) error = errno;
+  // A file this made has its entry synced too, before the token is printed (helper 104).
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const bool entry_synced = error != 0 || st.st_size > 0 || fsync_dir(dir.empty() ? "." : dir);
   if (error != 0) {
     // Part of a line (a full disk took the write up to the end of its last block) that gatewayd
     // would name at every read: the file is put back to what it was.
@@ -390,6 +393,12 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
     return make_error(Code::kUnavailable,
                       "cannot write " + path + ": " + std::strerror(error) +
                           (restored ? "" : "; the file may end in part of a line"));
+  }
+  if (!entry_synced) {
+    // The new file stays, with the line: its token is not printed, so no one can use it.
+    ::close(fd);
+    return make_error(Code::kUnavailable, "cannot sync the directory of " + path +
+                                              ", which this made: no token was printed");
   }
   ::close(fd);
   return token;
@@ -459,7 +468,11 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
   }
   // The rename made durable: a crash now does not bring the tokens back.
   const std::string dir = std::filesystem::path(path).parent_path().string();
-  fsync_dir(dir.empty() ? "." : dir);
+  if (!fsync_dir(dir.empty() ? "." : dir)) {
+    return make_error(Code::kUnavailable,
+                      "cannot sync the directory of " + path +
+                          ": the tokens are revoked, but a crash now could bring them back");
+  }
   return revoked_digests.size();
 }
 

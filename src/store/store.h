@@ -105,8 +105,8 @@ class Store {
 
   // Writes every memtable to table files (a clean stop: the next open replays no log).
   Result<bool> flush();
-  // Writes one kMeta key without fsync (a later synced write or a clean close makes it durable).
-  // kUnavailable on an I/O error.
+  // Writes one kMeta key, synced (every write to the log is, so that only its last record can be
+  // torn). kUnavailable on an I/O error.
   Result<bool> put_meta(std::string_view key, std::string_view value);
   // The same for several keys, in one atomic write.
   Result<bool> put_meta(

@@ -1,14 +1,15 @@
 // Tells a write-ahead log that a crash tore at its end from one damaged before it.
 //
 // gatewayd syncs every batch before it acknowledges any write in it, and writes one batch at a
-// time, so after a crash (a power cut, a kernel panic) only the last batch of the newest log can
-// be incomplete on disk, and it was never acknowledged. It may be cut short (RocksDB's
-// kTolerateCorruptedTailRecords drops such a record) or have its full length with parts that never
-// reached the disk: ext4 allocates a page's blocks when it writes the page back, so a page that
-// was not written yet reads as zeros inside a file whose size already covers it. RocksDB reports
-// the second kind as "Corruption: checksum mismatch" and refuses to open. This file reads the logs
-// in RocksDB's format (32 KiB blocks of records, each with a 7-byte header: masked CRC-32C,
-// length, type; a batch larger than a block's rest is split into first, middle and last
+// time (the mirror's checkpoint, its one write outside the writer, is synced too: helper 104 saw
+// it unsynced between two batches), so after a crash (a power cut, a kernel panic) only the last
+// batch of the newest log can be incomplete on disk, and it was never acknowledged. It may be cut
+// short (RocksDB's kTolerateCorruptedTailRecords drops such a record) or have its full length with
+// parts that never reached the disk: ext4 allocates a page's blocks when it writes the page back,
+// so a page that was not written yet reads as zeros inside a file whose size already covers it.
+// RocksDB reports the second kind as "Corruption: checksum mismatch" and refuses to open. This file
+// reads the logs in RocksDB's format (32 KiB blocks of records, each with a 7-byte header: masked
+// CRC-32C, length, type; a batch larger than a block's rest is split into first, middle and last
 // fragments) to tell whether the damage is that torn last write, with no trace of a later write
 // after it, or anything else, which must still stop the start (Store::open).
 #pragma once

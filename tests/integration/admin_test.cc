@@ -915,6 +915,31 @@ TEST_CASE("check that cannot read a data dir says so on stderr: it is no FAIL of
   CHECK(r.err == "gatewayctl: check: " + parent.file("absent") + " holds no gatewayd database\n");
 }
 
+// replay --out wrote its file and renamed it over FILE with no sync of either: after a power loss
+// FILE could be empty or in part, where it was to be the old one or the whole new one (helper 104,
+// from a trace).
+TEST_CASE("replay --out syncs its file before the rename, and the directory after it") {
+  Server server;
+  REQUIRE(Api(server, kTeamA).post("/v1/webhook", webhook_body(kTeamA, "wl")).status == 201);
+  REQUIRE(server.stop().success());
+  testing::TempDir out;
+  Traced t = run_traced({kGatewayctl, "replay", "--data-dir", server.data_dir(), "--until-seq", "1",
+                         "--out", out.file("replay.json")});
+  INFO(t.result.err);
+  REQUIRE(t.result.status.success());
+  std::string tmp_fd;
+  for (const std::string& line : t.lines) {
+    if (line.find(" openat(") != std::string::npos && line.find(".tmp.") != std::string::npos) {
+      tmp_fd = line.substr(line.rfind(") = ") + 4);
+    }
+  }
+  REQUIRE_FALSE(tmp_fd.empty());
+  const size_t renamed = first_line(t.lines, "\", \"" + out.file("replay.json") + "\")");
+  REQUIRE(renamed < t.lines.size());
+  CHECK(first_line(t.lines, " fsync(" + tmp_fd + ") = 0") < renamed);
+  CHECK(dir_sync(t.lines, out.path(), renamed) < t.lines.size());
+}
+
 // RocksDB makes the column families one by one after the database: a kill of gatewayd's first
 // start in between left a dir that `check` called unreadable ("Column family not found: events"),
 // a FAIL for a dir that holds no event (helper 102). gatewayd's start finishes it.

@@ -478,6 +478,20 @@ TEST_CASE("gatewayctl token revoke: the tokens of a tenant and name go, every ot
 // A revoke took a damaged line that named the tenant and name as a token, and counted it; and of
 // a token on two lines that disagree, which gatewayd accepts from neither, it took only the line
 // it was asked for, so the token began to work for the other line's tenant (helper 75).
+// A tokens file token create made was synced, its directory's entry for it not: after a power
+// loss a printed token's file could be gone (helper 104, from a trace).
+TEST_CASE(
+    "gatewayctl token create syncs the directory of a tokens file it makes before it prints") {
+  testing::TempDir dir;
+  Traced t = run_traced({GATEWAYCTL_PATH, "token", "create", "--tokens-file", dir.file("tokens"),
+                         "--tenant", "team_a", "--name", "ci"});
+  INFO(t.result.err);
+  REQUIRE(t.result.status.success());
+  const size_t printed = first_line(t.lines, " write(1, \"gw_");
+  REQUIRE(printed < t.lines.size());
+  CHECK(dir_sync(t.lines, dir.path()) < printed);
+}
+
 // A second token of a tenant's name was made, and events written with either carried the same
 // actor: no audit could tell who made a change (helper 103). Another tenant may use the name.
 TEST_CASE("gatewayctl token create: a name a token of the tenant has is refused, exit 1") {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -239,6 +240,71 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+Traced run_traced(const std::vector<std::string>& argv) {
+  testing::TempDir dir;
+  const std::string trace = dir.file("trace");
+  std::vector<std::string> traced{"/usr/bin/strace",
+                                  "-f",
+                                  "-qq",
+                                  "-o",
+                                  trace,
+                                  "-s",
+                                  "64",
+                                  "-e",
+                                  "trace=openat,fsync,fdatasync,rename,renameat,renameat2,write"};
+  traced.insert(traced.end(), argv.begin(), argv.end());
+  Traced out{
+      testing::run_command(traced, testing::ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(60)),
+      {}};
+  // A call another thread's interrupted is two lines, "PID call(args <unfinished ...>" and later
+  // "PID <... call resumed>rest": joined, at the place of its end.
+  std::map<std::string, std::string> unfinished;
+  std::ifstream in(trace);
+  for (std::string line; std::getline(in, line);) {
+    const std::string pid = line.substr(0, line.find(' '));
+    constexpr std::string_view kCut = " <unfinished ...>";
+    if (line.ends_with(kCut)) {
+      unfinished[pid] = line.substr(0, line.size() - kCut.size());
+      continue;
+    }
+    const size_t resumed = line.find(" resumed>");
+    if (resumed != std::string::npos && line.find(" <... ") != std::string::npos) {
+      line = unfinished[pid] + line.substr(resumed + 9);
+      unfinished.erase(pid);
+    }
+    // strace pads a short call to a column before its " = result".
+    for (size_t pad; (pad = line.find("  =")) != std::string::npos;) line.erase(pad, 1);
+    out.lines.push_back(line);
+  }
+  return out;
+}
+
+size_t first_line(const std::vector<std::string>& lines, std::string_view needle) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find(needle) != std::string::npos) return i;
+  }
+  return lines.size();
+}
+
+size_t dir_sync(const std::vector<std::string>& lines, const std::string& dir, size_t from) {
+  // "PID openat(AT_FDCWD, \"DIR\", O_RDONLY|O_CLOEXEC|O_DIRECTORY) = FD", then "PID fsync(FD) = 0";
+  // a descriptor number is what its last openat made it (numbers are reused).
+  std::map<std::string, bool> is_dir;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    const size_t eq = line.rfind(") = ");
+    if (line.find(" openat(") != std::string::npos && eq != std::string::npos) {
+      is_dir[line.substr(eq + 4)] = line.find("\"" + dir + "\"") != std::string::npos &&
+                                    line.find("O_DIRECTORY") != std::string::npos;
+    }
+    const size_t call = line.find(" fsync(");
+    if (i < from || call == std::string::npos || !line.ends_with(") = 0")) continue;
+    const size_t open = call + 7;
+    if (is_dir[line.substr(open, line.find(')', open) - open)]) return i;
+  }
+  return lines.size();
 }
 
 std::vector<std::string> all_events(Api& api) {

@@ -167,6 +167,19 @@ std::vector<std::string> split_list(std::string_view value);
 // Seconds since the epoch, now.
 int64_t unix_now();
 
+// `argv` run under strace, following forks, tracing openat, fsync, fdatasync, the renames and
+// write: its result, and the trace's lines (strace from Debian's package; scripts/deps.sh).
+struct Traced {
+  testing::CommandResult result;
+  std::vector<std::string> lines;
+};
+Traced run_traced(const std::vector<std::string>& argv);
+// The index of the first line of `lines` holding `needle` (lines.size() if none).
+size_t first_line(const std::vector<std::string>& lines, std::string_view needle);
+// The index of the first line that fsyncs directory `dir` (a descriptor openat gave for it, with
+// O_DIRECTORY) at or after line `from` (lines.size() if none).
+size_t dir_sync(const std::vector<std::string>& lines, const std::string& dir, size_t from = 0);
+
 // Every event of the api's tenant, paged through /v1/events, each as testing::to_json of it.
 std::vector<std::string> all_events(Api& api);
 
