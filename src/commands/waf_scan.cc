@@ -82,6 +82,26 @@ constexpr size_t kMaxGrowingTransformations = 2;
 // The list of a request's matches so far, and its names: a rule's every match adds to it (a rule
 // that does not match empties it), so a rule that reads it and matches doubles it.
 constexpr std::string_view kMatchListVariables = " matched_vars matched_vars_names ";
+// Variables of one value a request (the rest may hold one for each argument, header, cookie,
+// part, match or variable): a rule's actions run once a request for each (Reach::runs).
+constexpr std::string_view kSingleValueVariables =
+    " args_combined_size auth_type duration files_combined_size full_request full_request_length"
+    " highest_severity inbound_data_error matched_var matched_var_name modsec_build"
+    " multipart_boundary_quoted multipart_boundary_whitespace multipart_crlf_lf_lines"
+    " multipart_data_after multipart_data_before multipart_file_limit_exceeded"
+    " multipart_header_folding multipart_invalid_header_folding multipart_invalid_part"
+    " multipart_invalid_quoting multipart_lf_line multipart_missing_semicolon"
+    " multipart_semicolon_missing multipart_strict_error multipart_unmatched_boundary"
+    " outbound_data_error path_info query_string remote_addr remote_host remote_port remote_user"
+    " reqbody_error reqbody_error_msg reqbody_processor reqbody_processor_error"
+    " reqbody_processor_error_msg request_basename request_body request_body_length"
+    " request_filename request_line request_method request_protocol request_uri request_uri_raw"
+    " response_body response_content_length response_content_type response_protocol"
+    " response_status server_addr server_name server_port sessionid status status_line time"
+    " time_day time_epoch time_hour time_min time_mon time_sec time_wday time_year unique_id"
+    " urlencoded_error userid webappid ";
+// Variables that hold a whole body: no macro may copy one (check_percent).
+constexpr std::string_view kWholeBodyVariables = " request_body full_request response_body ";
 // Operators libmodsecurity 3.0.9 runs as std::string::find (substring_search_problem).
 constexpr std::string_view kSubstringOperators = " contains containsword strmatch within ";
 // Operators that take no parameter.
@@ -236,7 +256,14 @@ struct Scan {
     size_t tx_readings = 0;    // TX whole or by a regex key
     size_t setvars = 0;        // but those below
     size_t macro_setvars = 0;  // named by a macro
+    size_t copying_setvars = 0;  // whose value holds a macro (kMaxCopyingSetvarRuns)
   } update_matches;
+  // Runs for each argument of setvars whose value holds a macro, but sums (kMaxCopyingSetvarRuns);
+  // in the link being checked, such setvars; the most of one link.
+  size_t copying_runs = 0;
+  size_t link_copying_setvars = 0;
+  size_t most_link_copying_setvars = 0;
+  size_t message_macros = 0;  // in msg and logdata (kMaxMessageMacros)
   // Whether a link reads TX whole or by a regex key; the first SecRuleUpdateTargetById that does,
   // and the first SecRuleUpdateActionById with a setvar named by a macro (0: none); in the link
   // being checked, its setvars named by a macro (a link's so far: most_link_macro_setvars).
@@ -359,6 +386,12 @@ Problem check_percent(std::string_view s, int line) {
            "}: RULE's msg and logdata may join several values, which would be joined again, and "
            "a macro of MATCHED_VARS copies the list of matches at every expansion" +
            at(line);
+  }
+  // A msg or logdata of 1,990 of them held 260 MB on a request of 64 KB (the engine keeps every
+  // matched rule's msg and logdata, expanded, until the request ends; helper 101).
+  if (listed(kWholeBodyVariables, lower_variable)) {
+    return "must not use the macro %{" + std::string(name) +
+           "}: it copies a whole body at every expansion" + at(line);
   }
   return std::nullopt;
 }
@@ -502,6 +535,15 @@ Problem check_ctl(std::string_view value, int line) {
   std::string option = ascii_lower(value.substr(0, eq));
   std::string_view arg = eq == std::string_view::npos ? std::string_view() : value.substr(eq + 1);
   if (!listed(kCtlOptions, option)) return refused("ctl:" + shown(value.substr(0, eq)), line);
+  // libxml2 keeps a DTD's entities unexpanded in the document, and every reading of XML:/* or
+  // XML://@* expands them: one reading of a 63 KB body took 5 s and 1.6 GB, an attribute 171 s
+  // (helper 101). Which bodies are parsed as XML is the platform's choice.
+  if (option == "requestbodyprocessor" && ascii_lower(arg).find("xml") != std::string::npos) {
+    return "ctl:requestBodyProcessor may not be XML: a body's DTD makes every reading of XML:/* "
+           "expand its entities (seconds of CPU and gigabytes on a 63 KB body); which bodies are "
+           "parsed as XML is the platform's choice" +
+           at(line);
+  }
   long id = 0;
   if (option == "ruleremovebyid" && !local_id_or_range(arg, &id))
     return "ctl:ruleRemoveById may only name rule ids in 1..99999" + at(line);
@@ -628,6 +670,20 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
     // of 9,356 macros followed by msg:a 8.8 MB (helper 47).
     if (listed(kOnceInARule, a.name) && !given.insert(a.name).second)
       return "may give " + a.name + " once in a rule" + at(line);
+    // The engine keeps every matched rule's msg and logdata, expanded, until the request ends:
+    // their memory is their macros times the values these expand to (helper 101: 1,990 macros of
+    // the body held 260 MB on a request of 64 KB).
+    if (a.name == "msg" || a.name == "logdata") {
+      for (size_t at_macro = a.value.find("%{"); at_macro != std::string::npos;
+           at_macro = a.value.find("%{", at_macro + 2)) {
+        if (++scan->message_macros > kMaxMessageMacros) {
+          return "may hold at most " + std::to_string(kMaxMessageMacros) +
+                 " macros (%{...}) in msg and logdata in all: the WAF engine keeps every matched "
+                 "rule's msg and logdata, expanded, until the request ends" +
+                 at(line);
+        }
+      }
+    }
     // Each of these multiplies a value's length (hexEncode by 2, urlEncode and utf8toUnicode by up
     // to 3, base64Encode by 4/3), and the engine applies them in turn: 27 t:hexEncode on any
     // request took 17.8 s and 2 GB, 32 ended the process (std::bad_alloc). At most two to a rule,
@@ -732,6 +788,17 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
       // its own text at most, as the Core Rule Set's `=+%{tx.critical_anomaly_score}` does.
       const size_t eq = a.value.find('=');
       const size_t first = eq == std::string::npos ? eq : a.value.find("%{", eq);
+      // A value holding a macro is copied at each run, and one that appends to a variable
+      // (`tx.a=%{tx.a}<text>`) copies all that was appended before: in a rule of ARGS named 30
+      // times, 2,000 bytes so took 8.2 s on 100 arguments (helper 101). A sum (=+, =-) stays a
+      // number. Their runs are bounded (too_many_copies).
+      if (first != std::string::npos && a.value[eq + 1] != '+' && a.value[eq + 1] != '-') {
+        if (role == Role::kUpdate) {
+          ++scan->update_matches.copying_setvars;
+        } else {
+          ++scan->link_copying_setvars;
+        }
+      }
       if (first != std::string::npos && a.value.find("%{", first + 2) != std::string::npos) {
         return "setvar values may hold at most one macro (%{...}): a value made of two copies "
                "of variables can double at every run" +
@@ -928,6 +995,7 @@ struct Reach {
   size_t tx_readings = 0;    // TX whole or by a regex key: as many values as TX holds
   size_t plain = 0;          // the other variables
   size_t matches = 0;        // each variable 1, but those two: as many as the list or TX holds
+  size_t runs = 0;           // as matches, but a variable of kSingleValueVariables none
 };
 
 // `count` gets each variable; `kept`, if given, each but the exclusions (`!`), which the engine
@@ -973,6 +1041,7 @@ Problem check_variables(const Arg& arg, int line, RegexBytes* spent, size_t* cou
                "may join several values, which another rule would read back and join again" +
                at(line);
       }
+      const size_t matches_before = reach->matches;
       if (listed(kMatchListVariables, name)) {
         ++reach->list_readings;
         reach->matches += reach->list_before + reach->matches;
@@ -983,8 +1052,10 @@ Problem check_variables(const Arg& arg, int line, RegexBytes* spent, size_t* cou
         ++reach->plain;
         ++reach->matches;
       }
+      if (!listed(kSingleValueVariables, name)) reach->runs += reach->matches - matches_before;
       // Past the bound the count stays there: doubled 64 times, a size_t wraps to 0.
       reach->matches = std::min(reach->matches, kMaxMatches + 1);
+      reach->runs = std::min(reach->runs, kMaxMatches + 1);
     }
     // The name as written, for the message (`vars` is lower-cased).
     const std::string_view written = std::string_view(arg.text).substr(
@@ -1217,6 +1288,31 @@ size_t all_matches(const Scan& scan) {
   return list + tx;
 }
 
+// The runs, for each argument of a request, of the setvars whose value holds a macro, but sums
+// (kMaxCopyingSetvarRuns): each link's such setvars times its runs (Reach::runs). What
+// updates add counts as if it all went to the rule of the most matches, or of the most such
+// setvars; a reading of the list or of TX an update adds, as the most there is.
+size_t all_copying_runs(const Scan& scan) {
+  const auto& u = scan.update_matches;
+  const size_t copying = scan.most_link_copying_setvars + u.copying_setvars;
+  size_t runs =
+      scan.copying_runs + u.copying_setvars * scan.most_link_matches + copying * u.targets;
+  if (copying > 0 && u.list_readings + u.tx_readings > 0) runs += kMaxCopyingSetvarRuns + 1;
+  return runs;
+}
+
+Problem too_many_copies(const Scan& scan, int line) {
+  if (all_copying_runs(scan) <= kMaxCopyingSetvarRuns) return std::nullopt;
+  return "may run setvars whose value holds a macro (but sums, =+ and =-) at most " +
+         std::to_string(kMaxCopyingSetvarRuns) +
+         " times for each argument of a request, in all (a setvar runs once for each variable "
+         "of its rule, but one of a single value such as REQUEST_FILENAME, and for a reading of "
+         "MATCHED_VARS as many times as the list holds): each run "
+         "copies the value, and one that appends to a variable copies all that was appended "
+         "before" +
+         at(line);
+}
+
 Problem too_many_matches(const Scan& scan, int line) {
   if (all_matches(scan) <= kMaxMatches) return std::nullopt;
   return "may add at most " + std::to_string(kMaxMatches) +
@@ -1312,6 +1408,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
       if (auto p = check_operator(args[1], line, &scan->regex_bytes)) return p;
     }
     scan->link_macro_setvars = 0;
+    scan->link_copying_setvars = 0;
     if (args.size() == 1 || args.size() == 3) {
       // Unquoted, the engine skips ahead to the next double quote, the next lines included.
       if (!args.back().quoted) return "must put the actions in double quotes" + at(line);
@@ -1333,6 +1430,10 @@ Problem check_directive(const Directive& d, Scan* scan) {
     scan->most_link_macro_setvars =
         std::max(scan->most_link_macro_setvars, scan->link_macro_setvars);
     if (auto p = too_many_matches(*scan, line)) return p;
+    scan->copying_runs += scan->link_copying_setvars * reach.runs;
+    scan->most_link_copying_setvars =
+        std::max(scan->most_link_copying_setvars, scan->link_copying_setvars);
+    if (auto p = too_many_copies(*scan, line)) return p;
     const size_t growth = growth_of(counts.transformations);
     if (growth > 1) {
       if (reach.carrier) return lengthened_output(line);
@@ -1400,6 +1501,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
       u.targets += reach.plain;
       if (auto p = too_many_variables(*scan, line)) return p;
       if (auto p = too_many_matches(*scan, line)) return p;
+      if (auto p = too_many_copies(*scan, line)) return p;
       return too_many_transformations(*scan, line);
     }
     // Unquoted, the engine reads a value (msg:x) on over line breaks to the next comma or
@@ -1409,6 +1511,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
     LinkActions uncounted;  // an update's actions join exceptions, not a rule's lists
     if (auto p = check_actions(args[1], line, Role::kUpdate, scan, &unused, &chain, &uncounted))
       return p;  // (its t: count against kMaxLinkTransformations below, all updates together)
+    if (auto p = too_many_copies(*scan, line)) return p;
     if (scan->updates.transformations.size() > kMaxLinkTransformations) {
       return "may add at most " + std::to_string(kMaxLinkTransformations) +
              " transformations with SecRuleUpdateActionById in all (they may all go to one rule)" +

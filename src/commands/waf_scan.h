@@ -44,7 +44,12 @@
 //   a variable to TX), nor such a setvar and such a TX added by updates to a text with the other;
 //   RULE read only by a key other than msg and logdata, and no macro of RULE's msg or logdata, nor
 //   of MATCHED_VARS(_NAMES) (a rule's msg and logdata may join several values, which a later rule
-//   would read back and join again; a macro of the list copies it at every expansion).
+//   would read back and join again; a macro of the list copies it at every expansion); setvars
+//   whose value holds a macro (but sums, =+ and =-) run at most kMaxCopyingSetvarRuns times for
+//   each argument in all (each run copies the value, and one that appends to a variable copies
+//   all that was appended before); at most kMaxMessageMacros macros in msg and logdata in all
+//   (the engine keeps every matched rule's, expanded, until the request ends), and no macro of
+//   REQUEST_BODY, FULL_REQUEST or RESPONSE_BODY anywhere (each holds a whole body).
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
 //   maturity msg noauditlog nolog pass phase redirect rev sanitise* setvar severity
 //   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's
@@ -54,8 +59,10 @@
 //   and the engine's lexer reads an expirevar's value on over the actions after it, up to the last
 //   '=' before a blank or a double quote, quoted or not, so an expirevar could hide the text of a
 //   setvar of a shared collection in another action's value (a msg) and swallow one of TX to keep
-//   the audit's counts equal. ctl may only set requestBodyProcessor, requestBodyAccess,
-//   forceRequestBodyVariable, ruleRemoveById, ruleRemoveTargetById. So exec, setenv, initcol,
+//   the audit's counts equal. ctl may only set requestBodyProcessor (not to XML: a body's DTD
+//   makes every reading of XML:/* expand its entities; the platform decides which bodies are
+//   parsed as XML), requestBodyAccess, forceRequestBodyVariable, ruleRemoveById,
+//   ruleRemoveTargetById. So exec, setenv, initcol,
 //   setsid, setuid, setrsc, ctl:ruleEngine, ctl:auditEngine, ctl:auditLogParts and
 //   ctl:ruleRemove*ByTag are refused. SecRuleUpdateActionById takes no id, chain, phase, rev, ver,
 //   maturity or accuracy (the engine drops those there). phase takes no quotes (the engine reads
@@ -143,6 +150,16 @@ inline constexpr size_t kMaxLinkTransformations = 32;
 inline constexpr size_t kMaxMatches = 500;
 // The most macros (%{...}) in a text's directives, in all.
 inline constexpr size_t kMaxMacros = 2000;
+// The most macros in a text's msg and logdata actions, in all (the Core Rule Set 3.3.4's 942 file
+// has 147).
+inline constexpr size_t kMaxMessageMacros = 256;
+// The most runs, for each argument of a request, of a text's setvars whose value holds a macro
+// (but sums, =+ and =-), in all: a setvar runs once for each match of its rule (link), as the
+// matches count them (kMaxMatches), but a variable of one value a request (REQUEST_FILENAME) and
+// a SecAction, once a request, count none.
+// At the bound, 2,000 bytes appended by a rule of ARGS named twice took 0.022 s on 100 arguments
+// and 3.2 s on 1,000 (4 times: 0.096 s and 15.5 s).
+inline constexpr size_t kMaxCopyingSetvarRuns = 2;
 // The most text in all of a text's setvar actions (name=value, macros as written).
 inline constexpr size_t kMaxSetvarBytes = 2048;
 // The longest parameter of an operator the engine runs as a substring search (@contains,

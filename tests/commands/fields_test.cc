@@ -1317,21 +1317,22 @@ TEST_CASE("waf_directives allows 2000 variables in all, in rules and in updates"
 // Each macro took the engine about 1.07 KB: 9,356 in one msg took 10 MB (helper 47). Each refused
 // row was accepted before.
 TEST_CASE("waf_directives allows 2000 macros in all") {
-  auto rule = [](const std::string& msg, int id) {
-    return "SecRule ARGS \"@streq %{TX.a}\" \"id:" + std::to_string(id) + ",phase:2,deny,msg:'" +
-           msg + "'\"\n";
+  // Macros in comment lines count too (msg and logdata hold at most 256 in all).
+  auto rule = [](const std::string& comment, int id) {
+    return "# " + comment + "\nSecRule ARGS \"@streq %{TX.a}\" \"id:" + std::to_string(id) +
+           ",phase:2,deny\"\n";
   };
   const Bad bad[] = {
       {rule(repeat("%{TX.a}", 9000), 1), "may hold at most 2000 macros (%{...}) in all"},
       {rule(repeat("%{TX.a}", 1000), 1) + rule(repeat("%{MATCHED_VAR}", 999), 2),
-       "at most 2000 macros (%{...}) in all: the WAF engine keeps about 1 KB for each (line 2)"},
+       "at most 2000 macros (%{...}) in all: the WAF engine keeps about 1 KB for each (line 4)"},
   };
   for (const auto& b : bad) {
     CAPTURE(b.in.substr(0, 200));
     expect_bad(fields::waf_directives(b.in), b.why);
   }
   expect_ok(
-      fields::waf_directives(rule(repeat("%{TX.a}", 999), 1) + rule(repeat("%{TX.b}", 999), 2)));
+      fields::waf_directives(rule(repeat("%{TX.a}", 998), 1) + rule(repeat("%{TX.b}", 998), 2)));
 }
 
 // The engine dropped a rule's msg, logdata or severity for the next one without freeing it:
@@ -1571,6 +1572,124 @@ TEST_CASE("waf_directives adds at most 500 entries for each argument to the matc
                                    rule("MATCHED_VARS_NAMES", 3) + rule("MATCHED_VARS:a", 4)));
   expect_ok(fields::waf_directives(rule(repeat("ARGS", 249, "|"), 1) +
                                    "SecRuleUpdateTargetById 1 \"MATCHED_VARS\"\n"));
+}
+
+// Helper 101 found each of these accepted, costing a shared gateway seconds to minutes or hundreds
+// of megabytes per request (libmodsecurity 3.0.9): every refused row below was accepted before.
+TEST_CASE("waf_directives bounds the runs of setvars that copy a macro") {
+  auto rule = [](const std::string& variables, int id, const std::string& more = "") {
+    return "SecRule " + variables + " \"@rx .\" \"id:" + std::to_string(id) +
+           ",phase:2,pass,nolog" + more + "\"\n";
+  };
+  const std::string why =
+      "may run setvars whose value holds a macro (but sums, =+ and =-) at most 2 times for each "
+      "argument of a request, in all (a setvar runs once for each variable of its rule, but one "
+      "of a single value such as REQUEST_FILENAME, and for a reading of MATCHED_VARS as many "
+      "times as the list holds): each run copies the value, and one that appends to a variable "
+      "copies all that was appended before";
+  const Bad bad[] = {
+      // 2,000 bytes appended in a rule of ARGS named 30 times: 8.2 s on 100 arguments.
+      {rule(repeat("ARGS", 30, "|"), 1, ",setvar:tx.a=%{tx.a}" + std::string(100, 'A')),
+       why + " (line 1)"},
+      {rule(repeat("ARGS", 3, "|"), 1, ",setvar:'tx.a=%{MATCHED_VAR}'"), why + " (line 1)"},
+      {rule("ARGS", 1, ",setvar:tx.a=%{tx.a}x") + rule("ARGS_NAMES", 2, ",setvar:tx.b=%{tx.a}y") +
+           rule("REQUEST_COOKIES", 3, ",setvar:tx.c=%{MATCHED_VAR}"),
+       why + " (line 3)"},
+      // Updates count as if they all went to the rule of the most matches.
+      {rule("ARGS", 1, ",setvar:tx.a=%{tx.a}x") + "SecRuleUpdateTargetById 1 \"ARGS|ARGS\"\n",
+       why + " (line 2)"},
+      {rule(repeat("ARGS", 3, "|"), 1) + "SecRuleUpdateActionById 1 \"setvar:tx.a=%{tx.a}x\"\n",
+       why + " (line 2)"},
+      {rule("ARGS", 1, ",setvar:tx.a=%{tx.a}x") + "SecRuleUpdateTargetById 1 \"MATCHED_VARS\"\n",
+       why + " (line 2)"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.in.substr(0, 300));
+    expect_bad(fields::waf_directives(b.in), b.why);
+  }
+  expect_ok(fields::waf_directives(rule("ARGS|ARGS", 1, ",setvar:tx.a=%{tx.a}x")));
+  expect_ok(fields::waf_directives(rule("ARGS", 1, ",setvar:tx.a=%{tx.a}x") +
+                                   rule("ARGS_NAMES", 2, ",setvar:tx.b=%{tx.a}y")));
+  // Sums stay numbers; a SecAction, and a rule of variables of one value, run once a request
+  // (the Core Rule Set's exclusion files append to TX so: 903.9003 six times); the Core Rule
+  // Set's forms.
+  std::string actions;
+  for (int id = 10; id < 20; ++id) {
+    actions +=
+        "SecAction \"id:" + std::to_string(id) + ",phase:1,pass,nolog,setvar:tx.a=%{tx.a}x\"\n";
+    actions += "SecRule REQUEST_FILENAME|REQUEST_METHOD|MATCHED_VAR \"@rx ^/\" \"id:" +
+               std::to_string(id + 10) +
+               ",phase:1,pass,nolog,setvar:'tx.allowed_methods=%{tx.allowed_methods} PUT'\"\n";
+  }
+  expect_ok(fields::waf_directives(
+      rule(repeat("ARGS", 100, "|"), 1,
+           ",setvar:'tx.s=+%{tx.critical_anomaly_score}',setvar:tx.t=-%{tx.x}") +
+      actions +
+      "SecRule REQUEST_BASENAME \"@rx \\.(\\w+)$\" \"id:2,phase:2,pass,nolog,capture,"
+      "setvar:'tx.extension=.%{tx.1}/'\"\n" +
+      "SecRule REQUEST_HEADERS:Content-Type \"@rx ^[^;\\s]+\" \"id:3,phase:1,pass,nolog,capture,"
+      "setvar:'tx.content_type=|%{tx.0}|'\"\n"));
+}
+
+TEST_CASE("waf_directives bounds the macros of msg and logdata, and copies no whole body") {
+  auto rule = [](const std::string& actions, int id) {
+    return "SecRule ARGS \"@rx .\" \"id:" + std::to_string(id) + ",phase:2,pass,log," + actions +
+           "\"\n";
+  };
+  const std::string most =
+      "may hold at most 256 macros (%{...}) in msg and logdata in all: the WAF engine keeps every "
+      "matched rule's msg and logdata, expanded, until the request ends";
+  const Bad bad[] = {
+      {rule("logdata:'" + repeat("%{MATCHED_VAR}", 257) + "'", 1), most + " (line 1)"},
+      {rule("msg:'" + repeat("%{tx.a}", 128) + "',logdata:'" + repeat("%{tx.b}", 128) + "'", 1) +
+           rule("msg:'%{MATCHED_VAR_NAME}'", 2),
+       most + " (line 2)"},
+      {rule("msg:'" + repeat("%{tx.a}", 256) + "'", 1) +
+           "SecRuleUpdateActionById 1 \"logdata:'%{tx.b}'\"\n",
+       most + " (line 2)"},
+      // 1,990 of them held 260 MB on a request of 64 KB.
+      {rule("logdata:'%{REQUEST_BODY}'", 1),
+       "must not use the macro %{REQUEST_BODY}: it copies a whole body at every expansion (line "
+       "1)"},
+      {rule("msg:'%{full_request}'", 1), "must not use the macro %{full_request}"},
+      {rule("setvar:tx.a=%{Response_Body}", 1), "must not use the macro %{Response_Body}"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.in.substr(0, 300));
+    expect_bad(fields::waf_directives(b.in), b.why);
+  }
+  expect_ok(fields::waf_directives(
+      rule("msg:'" + repeat("%{tx.a}", 128) + "',logdata:'" + repeat("%{tx.b}", 127) + "'", 1) +
+      rule("logdata:'%{REQUEST_BODY_LENGTH}'", 2)));
+}
+
+// libxml2 keeps a DTD's entities unexpanded, and every reading of XML:/* or XML://@* expands them:
+// one reading of a 63 KB body took 5.0 s and 1.59 GB, an attribute of the same 171 s (helper 101).
+TEST_CASE("waf_directives refuses parsing bodies as XML") {
+  const std::string why =
+      "ctl:requestBodyProcessor may not be XML: a body's DTD makes every reading of XML:/* expand "
+      "its entities";
+  const Bad bad[] = {
+      {"SecRule REQUEST_HEADERS:Content-Type \"@rx xml\" "
+       "\"id:1,phase:1,pass,nolog,ctl:requestBodyProcessor=XML\"\n"
+       "SecRule XML://@* \"@rx ^A\" \"id:2,phase:2,pass,log,t:length,msg:%{MATCHED_VAR}\"",
+       why},
+      {"SecAction \"id:1,phase:1,pass,nolog,ctl:requestbodyprocessor=xml\"", why},
+      {"SecAction \"id:1,phase:1,pass,nolog\"\n"
+       "SecRuleUpdateActionById 1 \"ctl:requestBodyProcessor=XML\"",
+       "the platform's choice (line 2)"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.in);
+    expect_bad(fields::waf_directives(b.in), b.why);
+  }
+  for (const char* processor : {"JSON", "URLENCODED"}) {
+    CAPTURE(processor);
+    expect_ok(fields::waf_directives(std::string("SecAction \"id:1,phase:1,pass,nolog,"
+                                                 "ctl:requestBodyProcessor=") +
+                                     processor +
+                                     "\"\nSecRule XML:/* \"@rx a\" \"id:2,phase:2,pass\""));
+  }
 }
 
 // A rule's msg and logdata may join several values: read back by the next rule (RULE:logdata,
@@ -2241,7 +2360,7 @@ TEST_CASE("waf_directives refuses variables that are not exactly one of the engi
        R"x(setvar:'tx.p_%{MATCHED_VAR_NAME}=.%{TX.1}'")x",
        "setvars whose name and value both hold macros may use only"},
       {"SecRule ARGS \"@rx .\" \"id:1,phase:1,pass\"\nSecRuleUpdateActionById 1 "
-       "\"setvar:tx.%{MATCHED_VAR_NAME}=x%{REQUEST_BODY}\"",
+       "\"setvar:tx.%{MATCHED_VAR_NAME}=x%{REQUEST_URI}\"",
        "setvars whose name and value both hold macros may use only"},
       // A setvar value of two copies doubled at every run: 2 GB in 5 s on 40 arguments.
       {R"(SecRule ARGS "@unconditionalMatch" "id:1,phase:1,pass,nolog,setvar:tx.e=%{TX.e}%{TX.e}x")",
