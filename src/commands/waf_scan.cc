@@ -100,6 +100,9 @@ constexpr std::string_view kSingleValueVariables =
     " response_status server_addr server_name server_port sessionid status status_line time"
     " time_day time_epoch time_hour time_min time_mon time_sec time_wday time_year unique_id"
     " urlencoded_error userid webappid ";
+// Collections whose keys are unique: one read by a plain key holds one value (ARGS:a, a request's
+// headers and cookies by a name, may hold several).
+constexpr std::string_view kUniqueKeyCollections = " tx ip global session user resource geo rule ";
 // Variables that hold a whole body: no macro may copy one (check_percent).
 constexpr std::string_view kWholeBodyVariables = " request_body full_request response_body ";
 // Operators libmodsecurity 3.0.9 runs as std::string::find (substring_search_problem).
@@ -257,12 +260,23 @@ struct Scan {
     size_t setvars = 0;        // but those below
     size_t macro_setvars = 0;  // named by a macro
     size_t copying_setvars = 0;  // whose value holds a macro (kMaxCopyingSetvarRuns)
+    size_t growth_bytes = 0;     // of those copying TX, their text outside macros (growing_copy)
   } update_matches;
   // Runs for each argument of setvars whose value holds a macro, but sums (kMaxCopyingSetvarRuns);
   // in the link being checked, such setvars; the most of one link.
   size_t copying_runs = 0;
   size_t link_copying_setvars = 0;
   size_t most_link_copying_setvars = 0;
+  // Runs a request of those setvars for variables of one value, and in SecActions
+  // (kMaxRequestCopyingRuns); what those copying TX but a capture append for each argument
+  // (kMaxGrowthPerArgument), and in the link being checked, their text outside macros; the most
+  // runs for each argument, and for variables of one value, of a link.
+  size_t request_copying_runs = 0;
+  size_t growth_per_argument = 0;
+  size_t link_growth_bytes = 0;
+  size_t most_link_runs = 0;
+  size_t most_link_single_values = 0;
+  size_t most_link_growth_bytes = 0;
   size_t message_macros = 0;  // in msg and logdata (kMaxMessageMacros)
   // Whether a link reads TX whole or by a regex key; the first SecRuleUpdateTargetById that does,
   // and the first SecRuleUpdateActionById with a setvar named by a macro (0: none); in the link
@@ -658,6 +672,35 @@ Problem setvar_name(std::string_view value, int line) {
   return std::nullopt;
 }
 
+// The bytes of a setvar's value (after '=') outside its macros: what a run appends to the
+// values the macros copy.
+size_t text_outside_macros(std::string_view value) {
+  size_t bytes = value.size();
+  for (size_t at_macro = value.find("%{"); at_macro != std::string_view::npos;
+       at_macro = value.find("%{", at_macro + 2)) {
+    const size_t close = value.find('}', at_macro);
+    if (close == std::string_view::npos) break;
+    bytes -= close + 1 - at_macro;
+  }
+  return bytes;
+}
+
+// Whether a setvar's value (after '=') holds a macro of TX but a capture (TX.0 to TX.9), which
+// holds at most what a rule matched.
+bool copies_tx(std::string_view value) {
+  for (size_t at_macro = value.find("%{"); at_macro != std::string_view::npos;
+       at_macro = value.find("%{", at_macro + 2)) {
+    const size_t close = value.find('}', at_macro);
+    const std::string name = ascii_lower(
+        value.substr(at_macro + 2, close == std::string_view::npos ? 0 : close - at_macro - 2));
+    const std::string_view variable = std::string_view(name).substr(0, name.find_first_of(".:"));
+    if (variable != "tx") continue;
+    const std::string_view key = std::string_view(name).substr(std::min(name.size(), 3ul));
+    if (key.size() != 1 || !ascii_digit(key[0])) return true;
+  }
+  return false;
+}
+
 Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id, bool* chain,
                       LinkActions* counts) {
   std::vector<Action> actions;
@@ -673,13 +716,13 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
     // The engine keeps every matched rule's msg and logdata, expanded, until the request ends:
     // their memory is their macros times the values these expand to (helper 101: 1,990 macros of
     // the body held 260 MB on a request of 64 KB).
-    if (a.name == "msg" || a.name == "logdata") {
+    if (a.name == "msg" || a.name == "logdata" || a.name == "tag") {
       for (size_t at_macro = a.value.find("%{"); at_macro != std::string::npos;
            at_macro = a.value.find("%{", at_macro + 2)) {
         if (++scan->message_macros > kMaxMessageMacros) {
           return "may hold at most " + std::to_string(kMaxMessageMacros) +
-                 " macros (%{...}) in msg and logdata in all: the WAF engine keeps every matched "
-                 "rule's msg and logdata, expanded, until the request ends" +
+                 " macros (%{...}) in msg, logdata and tag in all: the WAF engine keeps every "
+                 "matched rule's msg, logdata and tags, expanded, until the request ends" +
                  at(line);
         }
       }
@@ -793,10 +836,14 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
       // times, 2,000 bytes so took 8.2 s on 100 arguments (helper 101). A sum (=+, =-) stays a
       // number. Their runs are bounded (too_many_copies).
       if (first != std::string::npos && a.value[eq + 1] != '+' && a.value[eq + 1] != '-') {
+        const std::string_view value = std::string_view(a.value).substr(eq + 1);
+        const size_t grows = copies_tx(value) ? text_outside_macros(value) : 0;
         if (role == Role::kUpdate) {
           ++scan->update_matches.copying_setvars;
+          scan->update_matches.growth_bytes += grows;
         } else {
           ++scan->link_copying_setvars;
+          scan->link_growth_bytes += grows;
         }
       }
       if (first != std::string::npos && a.value.find("%{", first + 2) != std::string::npos) {
@@ -996,6 +1043,7 @@ struct Reach {
   size_t plain = 0;          // the other variables
   size_t matches = 0;        // each variable 1, but those two: as many as the list or TX holds
   size_t runs = 0;           // as matches, but a variable of kSingleValueVariables none
+  size_t single_values = 0;  // variables of kSingleValueVariables (each runs once a request)
 };
 
 // `count` gets each variable; `kept`, if given, each but the exclusions (`!`), which the engine
@@ -1052,7 +1100,14 @@ Problem check_variables(const Arg& arg, int line, RegexBytes* spent, size_t* cou
         ++reach->plain;
         ++reach->matches;
       }
-      if (!listed(kSingleValueVariables, name)) reach->runs += reach->matches - matches_before;
+      // A collection of unique keys read by one plain key (TX:anomaly_score) holds one value.
+      const bool one_key =
+          !key.empty() && !key.starts_with('/') && listed(kUniqueKeyCollections, name);
+      if (listed(kSingleValueVariables, name) || one_key) {
+        ++reach->single_values;
+      } else {
+        reach->runs += reach->matches - matches_before;
+      }
       // Past the bound the count stays there: doubled 64 times, a size_t wraps to 0.
       reach->matches = std::min(reach->matches, kMaxMatches + 1);
       reach->runs = std::min(reach->runs, kMaxMatches + 1);
@@ -1288,6 +1343,19 @@ size_t all_matches(const Scan& scan) {
   return list + tx;
 }
 
+// A setvar that runs for each argument and copies TX (but a capture) may copy what its earlier
+// runs appended (`tx.a=%{tx.a}<text>`, or two that append to each other): the value grows by its
+// text at every run, and each run copies it whole (helper 105: 1,900 bytes at two runs a cookie
+// took 4.0 s on 1,000 cookies). The Core Rule Set's 903.9004 appends 25 bytes for each cookie of
+// a name.
+Problem growing_copy(int line) {
+  return "may append at most " + std::to_string(kMaxGrowthPerArgument) +
+         " bytes for each argument of a request through setvars that copy TX (but a capture, TX.0 "
+         "to TX.9), in all (each such setvar's text outside macros, times its rule's runs for "
+         "each argument): each run copies all that the runs before it appended" +
+         at(line);
+}
+
 // The runs, for each argument of a request, of the setvars whose value holds a macro, but sums
 // (kMaxCopyingSetvarRuns): each link's such setvars times its runs (Reach::runs). What
 // updates add counts as if it all went to the rule of the most matches, or of the most such
@@ -1302,6 +1370,22 @@ size_t all_copying_runs(const Scan& scan) {
 }
 
 Problem too_many_copies(const Scan& scan, int line) {
+  const auto& u = scan.update_matches;
+  // Updates count as if they went to the rule of the most runs, or of the most such setvars.
+  const size_t growth = scan.growth_per_argument + u.growth_bytes * scan.most_link_runs +
+                        (scan.most_link_growth_bytes + u.growth_bytes) * u.targets;
+  if (growth > kMaxGrowthPerArgument) return growing_copy(line);
+  const size_t request_runs = scan.request_copying_runs +
+                              u.copying_setvars * scan.most_link_single_values +
+                              (scan.most_link_copying_setvars + u.copying_setvars) * u.targets;
+  if (request_runs > kMaxRequestCopyingRuns) {
+    return "may run setvars whose value holds a macro (but sums, =+ and =-) at most " +
+           std::to_string(kMaxRequestCopyingRuns) +
+           " times a request for variables of one value (such as REQUEST_FILENAME, each time a "
+           "rule names one) and in SecActions, in all: a setvar that appends to a variable "
+           "copies all that was appended before" +
+           at(line);
+  }
   if (all_copying_runs(scan) <= kMaxCopyingSetvarRuns) return std::nullopt;
   return "may run setvars whose value holds a macro (but sums, =+ and =-) at most " +
          std::to_string(kMaxCopyingSetvarRuns) +
@@ -1409,6 +1493,7 @@ Problem check_directive(const Directive& d, Scan* scan) {
     }
     scan->link_macro_setvars = 0;
     scan->link_copying_setvars = 0;
+    scan->link_growth_bytes = 0;
     if (args.size() == 1 || args.size() == 3) {
       // Unquoted, the engine skips ahead to the next double quote, the next lines included.
       if (!args.back().quoted) return "must put the actions in double quotes" + at(line);
@@ -1433,6 +1518,15 @@ Problem check_directive(const Directive& d, Scan* scan) {
     scan->copying_runs += scan->link_copying_setvars * reach.runs;
     scan->most_link_copying_setvars =
         std::max(scan->most_link_copying_setvars, scan->link_copying_setvars);
+    // A rule of no variable but counts (&TX:x), as a SecAction, runs once a request.
+    scan->request_copying_runs +=
+        scan->link_copying_setvars *
+        (reach.runs == 0 && reach.single_values == 0 ? 1 : reach.single_values);
+    scan->most_link_runs = std::max(scan->most_link_runs, reach.runs);
+    scan->most_link_single_values =
+        std::max(scan->most_link_single_values, std::max<size_t>(reach.single_values, 1));
+    scan->growth_per_argument += scan->link_growth_bytes * reach.runs;
+    scan->most_link_growth_bytes = std::max(scan->most_link_growth_bytes, scan->link_growth_bytes);
     if (auto p = too_many_copies(*scan, line)) return p;
     const size_t growth = growth_of(counts.transformations);
     if (growth > 1) {

@@ -47,9 +47,12 @@
 //   would read back and join again; a macro of the list copies it at every expansion); setvars
 //   whose value holds a macro (but sums, =+ and =-) run at most kMaxCopyingSetvarRuns times for
 //   each argument in all (each run copies the value, and one that appends to a variable copies
-//   all that was appended before); at most kMaxMessageMacros macros in msg and logdata in all
-//   (the engine keeps every matched rule's, expanded, until the request ends), and no macro of
-//   REQUEST_BODY, FULL_REQUEST or RESPONSE_BODY anywhere (each holds a whole body).
+//   all that was appended before), at most kMaxRequestCopyingRuns times a request for variables
+//   of one value and in SecActions, and appending at most kMaxGrowthPerArgument bytes for each
+//   argument where they copy TX but a capture (what a setvar appends grows at every run); at most
+//   kMaxMessageMacros macros in msg, logdata and tag in all (the engine keeps every matched rule's,
+//   expanded, until the request ends), and no macro of REQUEST_BODY, FULL_REQUEST or RESPONSE_BODY
+//   anywhere (each holds a whole body).
 // - Actions (allow-list): accuracy allow auditlog block capture chain ctl deny drop id log logdata
 //   maturity msg noauditlog nolog pass phase redirect rev sanitise* setvar severity
 //   skipAfter status t tag ver xmlns. Not skip: it counts the rules after it, the platform's
@@ -150,8 +153,8 @@ inline constexpr size_t kMaxLinkTransformations = 32;
 inline constexpr size_t kMaxMatches = 500;
 // The most macros (%{...}) in a text's directives, in all.
 inline constexpr size_t kMaxMacros = 2000;
-// The most macros in a text's msg and logdata actions, in all (the Core Rule Set 3.3.4's 942 file
-// has 147).
+// The most macros in a text's msg, logdata and tag actions, in all (the Core Rule Set 3.3.4's 942
+// file has 147).
 inline constexpr size_t kMaxMessageMacros = 256;
 // The most runs, for each argument of a request, of a text's setvars whose value holds a macro
 // (but sums, =+ and =-), in all: a setvar runs once for each match of its rule (link), as the
@@ -160,6 +163,14 @@ inline constexpr size_t kMaxMessageMacros = 256;
 // At the bound, 2,000 bytes appended by a rule of ARGS named twice took 0.022 s on 100 arguments
 // and 3.2 s on 1,000 (4 times: 0.096 s and 15.5 s).
 inline constexpr size_t kMaxCopyingSetvarRuns = 2;
+// The most runs a request of a text's setvars whose value holds a macro (but sums) for variables
+// of one value (each time a rule names one) and in SecActions and rules of counts alone, in all:
+// a value that appends to itself grows by its text at each (helper 105: REQUEST_FILENAME named
+// 499 times built a value of 950 KB, which tags then copied 2,000 times: 5.8 s and 2.7 GB).
+inline constexpr size_t kMaxRequestCopyingRuns = 32;
+// The most bytes a text's setvars that copy TX (but a capture) may append for each argument of a
+// request, in all: each one's text outside macros times its rule's runs for each argument.
+inline constexpr size_t kMaxGrowthPerArgument = 64;
 // The most text in all of a text's setvar actions (name=value, macros as written).
 inline constexpr size_t kMaxSetvarBytes = 2048;
 // The longest parameter of an operator the engine runs as a substring search (@contains,
