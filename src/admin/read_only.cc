@@ -1,7 +1,10 @@
 #include "admin/read_only.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include "core/scratch_dir.h"
 #include "store/wal_tail.h"
@@ -23,13 +26,21 @@ Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& da
   std::unique_ptr<ReadOnlyStore> out(new ReadOnlyStore());
   out->scratch_dir_ = scratch;
   out->removed_on_interrupt_ = std::make_unique<RemovedOnInterrupt>(scratch);
-  // A kill of gatewayd's first start left this (helper 102): RocksDB said "Column family not
-  // found", which reads as damage.
-  if (Store::half_made(data_dir)) {
+  // RocksDB said "Column family not found", which reads as damage: a kill of gatewayd's first
+  // start left no events (helper 102), one of a rebuild no projections (helper 106).
+  const std::vector<std::string> absent = Store::missing_column_families(data_dir);
+  if (std::find(absent.begin(), absent.end(), "events") != absent.end()) {
     return make_error(Code::kUnavailable,
                       data_dir +
-                          " holds no gatewayd database yet: its first start was stopped "
-                          "before it was made (gatewayd finishes it when it starts)");
+                          " holds no gatewayd database yet: its first start has not made it "
+                          "(gatewayd finishes it when it starts)");
+  }
+  if (!absent.empty()) {
+    return make_error(Code::kUnavailable,
+                      "cannot read " + data_dir +
+                          ": its read model is missing (a rebuild, or a start that rebuilds it, "
+                          "was stopped between dropping it and making it again; the events are "
+                          "there): start gatewayd on it, or run gatewayctl rebuild");
   }
   const bool in_use = Store::locked_by_another_process(data_dir);
   // A log whose last write a crash tore is dropped by the first open for writing (Store::open);

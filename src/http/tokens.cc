@@ -69,10 +69,12 @@ bool is_resource_shortage(int error) {
 }
 
 // Why `name` cannot name a token ("must be ..."); nullptr when it can. The verifier's actor is
-// reserved in any case: `Verifier` in an event would pass for it at a glance.
-const char* name_problem(std::string_view name) {
-  if (ascii_iequals(name, kVerifierActor)) {
-    return "verifier is reserved, in any case: the verifier's events carry that actor";
+// reserved; `any_case`, in any case (gatewayctl makes no `Verifier`, whose events would pass for
+// the verifier's at a glance; gatewayd still takes one an earlier release made).
+const char* name_problem(std::string_view name, bool any_case = false) {
+  if (any_case ? ascii_iequals(name, kVerifierActor) : name == kVerifierActor) {
+    return any_case ? "verifier is reserved, in any case: the verifier's events carry that actor"
+                    : "verifier is reserved: the verifier's events carry that actor";
   }
   bool charset = !name.empty() && name.size() <= 64;
   for (char c : name) {
@@ -279,12 +281,14 @@ Result<int> open_locked(const std::string& path, int flags) {
   return make_error(Code::kUnavailable, path + " was replaced 100 times while this waited for it");
 }
 
-// Field errors for a bad tenant or name, as create_token and revoke_tokens give them.
-std::optional<Error> flag_problems(const std::string& tenant, const std::string& name) {
+// Field errors for a bad tenant or name, as create_token (`any_case`: a new name) and
+// revoke_tokens give them.
+std::optional<Error> flag_problems(const std::string& tenant, const std::string& name,
+                                   bool any_case) {
   FieldErrors errors;
   if (!valid_tenant_id(tenant))
     errors.add("tenant", "must be 1-128 characters of A-Z a-z 0-9 _ . -");
-  if (const char* why = name_problem(name)) errors.add("name", why);
+  if (const char* why = name_problem(name, any_case)) errors.add("name", why);
   if (errors.empty()) return std::nullopt;
   return errors.to_error();
 }
@@ -339,7 +343,7 @@ int write_all(int fd, std::string_view bytes) {
 
 Result<std::string> create_token(const std::string& path, const std::string& tenant,
                                  const std::string& name) {
-  if (auto problems = flag_problems(tenant, name)) return *problems;
+  if (auto problems = flag_problems(tenant, name, true)) return *problems;
   unsigned char secret[32];
   if (RAND_bytes(secret, sizeof(secret)) != 1) return make_error(Code::kInternal, "no randomness");
   std::string token =
@@ -397,8 +401,11 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
   if (!entry_synced) {
     // The new file stays, with the line: its token is not printed, so no one can use it.
     ::close(fd);
-    return make_error(Code::kUnavailable, "cannot sync the directory of " + path +
-                                              ", which this made: no token was printed");
+    return make_error(Code::kUnavailable,
+                      "cannot sync the directory of " + path +
+                          ", which this made: no token was printed, and its line stays (revoke "
+                          "it with token revoke --name " +
+                          name + " before trying again)");
   }
   ::close(fd);
   return token;
@@ -406,7 +413,8 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
 
 Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
                              const std::string& name, const std::string& scratch) {
-  if (auto problems = flag_problems(tenant, name)) return *problems;
+  // A `Verifier` an earlier release made can be revoked.
+  if (auto problems = flag_problems(tenant, name, false)) return *problems;
   // Without O_NONBLOCK a FIFO in the file's place held the open until a writer came.
   auto locked = open_locked(path, O_RDONLY | O_NONBLOCK);
   if (!locked.ok()) return locked.error();

@@ -246,7 +246,11 @@ Result<Sink::Tail> KafkaSink::tail(std::chrono::milliseconds timeout) {
     waiting.insert(partition);
   }
   while (!waiting.empty()) {
-    rd_kafka_message_t* m = rd_kafka_consume_queue(c.queue, left());
+    // Messages of partitions already read (their ends, or events sent since) must not hold the
+    // read past its time.
+    rd_kafka_message_t* m = std::chrono::steady_clock::now() < deadline
+                                ? rd_kafka_consume_queue(c.queue, left())
+                                : nullptr;
     if (m == nullptr)
       return unavailable("no answer from partition " + std::to_string(*waiting.begin()));
     std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> held_message(

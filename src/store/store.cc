@@ -342,13 +342,15 @@ Result<std::unique_ptr<Store>> Store::open_secondary(const std::string& dir,
   return adopt(dir, raw, handles);
 }
 
-bool Store::half_made(const std::string& dir) {
-  std::vector<std::string> names;
-  if (!rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &names).ok()) return false;
+std::vector<std::string> Store::missing_column_families(const std::string& dir) {
+  std::vector<std::string> names, missing;
+  if (!rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &names).ok()) return missing;
   for (const auto& wanted : column_families()) {
-    if (std::find(names.begin(), names.end(), wanted.name) == names.end()) return true;
+    if (std::find(names.begin(), names.end(), wanted.name) == names.end()) {
+      missing.push_back(wanted.name);
+    }
   }
-  return false;
+  return missing;
 }
 
 bool Store::locked_by_another_process(const std::string& dir) {

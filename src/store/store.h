@@ -69,10 +69,11 @@ class Store {
                                                        const std::string& scratch_dir);
   // Whether another process holds `dir`'s LOCK (has it open for writing).
   static bool locked_by_another_process(const std::string& dir);
-  // Whether `dir` holds a database without all of gatewayd's column families: RocksDB makes them
-  // one by one after the database itself, so a first start stopped in between leaves that. It
-  // holds no event (nothing is written before they are all made); open() finishes it.
-  static bool half_made(const std::string& dir);
+  // The names of gatewayd's column families `dir`'s database lacks (none if it cannot be read).
+  // RocksDB makes them one by one after the database itself, so a first start stopped in between
+  // lacks some, and holds no event then; a rebuild drops the projections and makes them again,
+  // so one stopped in between lacks those. open() makes what is missing.
+  static std::vector<std::string> missing_column_families(const std::string& dir);
   // Opens `dir` strictly read-only and closes it again: an error (RocksDB's, naming the file) if
   // a table file its MANIFEST names is missing or unreadable, which a secondary would pass over
   // (see admin/read_only.h). Not beside a writer: a read-only open's view of the files is not

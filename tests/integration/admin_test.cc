@@ -964,11 +964,43 @@ TEST_CASE("a data dir a first start left half made holds no database yet; gatewa
     CHECK(r.status.code == 1);
     CHECK(r.out.empty());
     CHECK(r.err == "gatewayctl: " + command + ": " + dir +
-                       " holds no gatewayd database yet: its first start was stopped before it "
-                       "was made (gatewayd finishes it when it starts)\n");
+                       " holds no gatewayd database yet: its first start has not made it "
+                       "(gatewayd finishes it when it starts)\n");
   }
   server.restart();
   REQUIRE(Api(server, kTeamA).post("/v1/webhook", webhook_body(kTeamA, "wl")).status == 201);
+  REQUIRE(server.stop().success());
+  auto checked = ctl({"check", "--data-dir", dir});
+  INFO(checked.out, checked.err);
+  CHECK(checked.status.code == 0);
+}
+
+// A rebuild drops the projections and makes them again: a kill in between left the events whole,
+// and the first version of the check above said the dir held no database (helper 106).
+TEST_CASE("a data dir a rebuild left without its read model says so; gatewayd makes it again") {
+  Server server;
+  REQUIRE(Api(server, kTeamA).post("/v1/webhook", webhook_body(kTeamA, "wl")).status == 201);
+  REQUIRE(server.stop().success());
+  const std::string dir = server.data_dir();
+  {
+    auto store = Store::open(dir);
+    REQUIRE(store.ok());
+    REQUIRE(store.value()->db()->DropColumnFamily(store.value()->cf(Cf::kProjections)).ok());
+  }
+  for (const std::string command : {"check", "events"}) {
+    CAPTURE(command);
+    auto r = ctl({command, "--data-dir", dir});
+    INFO(r.out, r.err);
+    CHECK(r.status.code == 1);
+    CHECK(r.err == "gatewayctl: " + command + ": cannot read " + dir +
+                       ": its read model is missing (a rebuild, or a start that rebuilds it, was "
+                       "stopped between dropping it and making it again; the events are there): "
+                       "start gatewayd on it, or run gatewayctl rebuild\n");
+  }
+  server.restart();
+  Response listed = Api(server, kTeamA).get("/v1/webhook");
+  REQUIRE(listed.status == 200);
+  CHECK(num(field(json(listed), "pagination"), "total") == 1);
   REQUIRE(server.stop().success());
   auto checked = ctl({"check", "--data-dir", dir});
   INFO(checked.out, checked.err);

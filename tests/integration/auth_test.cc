@@ -187,7 +187,7 @@ TEST_CASE("the tokens file: the name verifier is reserved, and lines gatewayd ig
   std::string text = read.str();
   size_t at = text.find(" team_a spoof\n");
   REQUIRE(at != std::string::npos);
-  text.replace(at, std::string_view(" team_a spoof\n").size(), " team_a VeriFier\n");
+  text.replace(at, std::string_view(" team_a spoof\n").size(), " team_a verifier\n");
   // Lines 1-4 are team_a-token, team_b-token, the spoof and kept; then three broken ones.
   text += "0123 team_a short-digest\n" + std::string(64, 'a') + " team_a\n" + std::string(64, 'b') +
           " team_a name extra-field\n";
@@ -478,6 +478,28 @@ TEST_CASE("gatewayctl token revoke: the tokens of a tenant and name go, every ot
 // A revoke took a damaged line that named the tenant and name as a token, and counted it; and of
 // a token on two lines that disagree, which gatewayd accepts from neither, it took only the line
 // it was asked for, so the token began to work for the other line's tenant (helper 75).
+// gatewayctl refuses `Verifier` now (helper 103); a token an earlier release made with that name
+// still works, and can be revoked (helper 106 saw gatewayd ignore such lines, and revoke refuse
+// the name).
+TEST_CASE("a token named Verifier from an earlier release still works and can be revoked") {
+  Server server;
+  const std::string file = server.tokens_file();
+  const std::string token = server.new_token(kTeamA, "legacy");
+  {
+    std::string text = read_file(file);
+    const size_t at = text.find(" team_a legacy\n");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, std::string_view(" team_a legacy\n").size(), " team_a Verifier\n");
+    std::ofstream(file, std::ios::trunc) << text;
+  }
+  REQUIRE(status_once(server, token, 200) == 200);
+  testing::CommandResult r = revoke(server, std::string(kTeamA), "Verifier");
+  INFO(r.err);
+  CHECK(r.status.success());
+  CHECK(r.out == "revoked 1 token of tenant team_a named Verifier\n");
+  CHECK(status_once(server, token, 401) == 401);
+}
+
 // A tokens file token create made was synced, its directory's entry for it not: after a power
 // loss a printed token's file could be gone (helper 104, from a trace).
 TEST_CASE(
