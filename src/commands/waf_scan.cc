@@ -1329,12 +1329,20 @@ Problem too_many_variables(const Scan& scan, int line) {
 // 51 s (helper 100; libmodsecurity 3.0.9 for all). The Core Rule Set 3.3.4's largest file, 942,
 // names 229 variables, and it reads the list 4 times in all its files. What updates add counts
 // as if it all went to the rule of the most matches, or of the most setvars named by macros.
+// A count over the links, `total`, with what updates add to it, as if it all went to one rule:
+// each of their `update_items` (setvars) runs as often as the link of the most `most_link_runs`,
+// and each target they add runs the `most_link_items` of a link and theirs.
+size_t with_updates(size_t total, size_t update_items, size_t most_link_items,
+                    size_t most_link_runs, size_t targets) {
+  return total + update_items * most_link_runs + (most_link_items + update_items) * targets;
+}
+
 size_t all_matches(const Scan& scan) {
   const auto& u = scan.update_matches;
   const size_t named = scan.most_link_macro_setvars + u.macro_setvars;
   size_t list = scan.matches + u.targets;
-  size_t tx =
-      scan.tx_variables + u.setvars + u.macro_setvars * scan.most_link_matches + named * u.targets;
+  size_t tx = with_updates(scan.tx_variables + u.setvars, u.macro_setvars,
+                           scan.most_link_macro_setvars, scan.most_link_matches, u.targets);
   list += u.tx_readings * tx;
   for (size_t i = 0; i < u.list_readings && list + tx <= kMaxMatches; ++i) {
     tx += named * list;
@@ -1362,22 +1370,24 @@ Problem growing_copy(int line) {
 // setvars; a reading of the list or of TX an update adds, as the most there is.
 size_t all_copying_runs(const Scan& scan) {
   const auto& u = scan.update_matches;
-  const size_t copying = scan.most_link_copying_setvars + u.copying_setvars;
-  size_t runs =
-      scan.copying_runs + u.copying_setvars * scan.most_link_matches + copying * u.targets;
-  if (copying > 0 && u.list_readings + u.tx_readings > 0) runs += kMaxCopyingSetvarRuns + 1;
+  size_t runs = with_updates(scan.copying_runs, u.copying_setvars, scan.most_link_copying_setvars,
+                             scan.most_link_matches, u.targets);
+  if (scan.most_link_copying_setvars + u.copying_setvars > 0 &&
+      u.list_readings + u.tx_readings > 0) {
+    runs += kMaxCopyingSetvarRuns + 1;
+  }
   return runs;
 }
 
 Problem too_many_copies(const Scan& scan, int line) {
   const auto& u = scan.update_matches;
   // Updates count as if they went to the rule of the most runs, or of the most such setvars.
-  const size_t growth = scan.growth_per_argument + u.growth_bytes * scan.most_link_runs +
-                        (scan.most_link_growth_bytes + u.growth_bytes) * u.targets;
+  const size_t growth = with_updates(scan.growth_per_argument, u.growth_bytes,
+                                     scan.most_link_growth_bytes, scan.most_link_runs, u.targets);
   if (growth > kMaxGrowthPerArgument) return growing_copy(line);
-  const size_t request_runs = scan.request_copying_runs +
-                              u.copying_setvars * scan.most_link_single_values +
-                              (scan.most_link_copying_setvars + u.copying_setvars) * u.targets;
+  const size_t request_runs =
+      with_updates(scan.request_copying_runs, u.copying_setvars, scan.most_link_copying_setvars,
+                   scan.most_link_single_values, u.targets);
   if (request_runs > kMaxRequestCopyingRuns) {
     return "may run setvars whose value holds a macro (but sums, =+ and =-) at most " +
            std::to_string(kMaxRequestCopyingRuns) +
