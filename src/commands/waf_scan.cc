@@ -277,7 +277,7 @@ struct Scan {
   size_t most_link_runs = 0;
   size_t most_link_single_values = 0;
   size_t most_link_growth_bytes = 0;
-  size_t message_macros = 0;  // in msg and logdata (kMaxMessageMacros)
+  size_t message_macros = 0;  // in msg, logdata and tag (kMaxMessageMacros)
   // Whether a link reads TX whole or by a regex key; the first SecRuleUpdateTargetById that does,
   // and the first SecRuleUpdateActionById with a setvar named by a macro (0: none); in the link
   // being checked, its setvars named by a macro (a link's so far: most_link_macro_setvars).
@@ -402,7 +402,7 @@ Problem check_percent(std::string_view s, int line) {
            at(line);
   }
   // A msg or logdata of 1,990 of them held 260 MB on a request of 64 KB (the engine keeps every
-  // matched rule's msg and logdata, expanded, until the request ends; helper 101).
+  // matched rule's msg, logdata and tags, expanded, until the request ends; helper 101).
   if (listed(kWholeBodyVariables, lower_variable)) {
     return "must not use the macro %{" + std::string(name) +
            "}: it copies a whole body at every expansion" + at(line);
@@ -713,9 +713,9 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
     // of 9,356 macros followed by msg:a 8.8 MB (helper 47).
     if (listed(kOnceInARule, a.name) && !given.insert(a.name).second)
       return "may give " + a.name + " once in a rule" + at(line);
-    // The engine keeps every matched rule's msg and logdata, expanded, until the request ends:
-    // their memory is their macros times the values these expand to (helper 101: 1,990 macros of
-    // the body held 260 MB on a request of 64 KB).
+    // The engine keeps every matched rule's msg, logdata and tags, expanded, until the request
+    // ends: their memory is their macros times the values these expand to (helper 101: 1,990
+    // macros of the body held 260 MB on a request of 64 KB; helper 105: 2,000 in tags, 2.7 GB).
     if (a.name == "msg" || a.name == "logdata" || a.name == "tag") {
       for (size_t at_macro = a.value.find("%{"); at_macro != std::string::npos;
            at_macro = a.value.find("%{", at_macro + 2)) {
@@ -1365,9 +1365,9 @@ Problem growing_copy(int line) {
 }
 
 // The runs, for each argument of a request, of the setvars whose value holds a macro, but sums
-// (kMaxCopyingSetvarRuns): each link's such setvars times its runs (Reach::runs). What
-// updates add counts as if it all went to the rule of the most matches, or of the most such
-// setvars; a reading of the list or of TX an update adds, as the most there is.
+// (kMaxCopyingSetvarRuns): each link's such setvars times its runs (Reach::runs). What updates
+// add counts as if it all went to one rule (with_updates); a reading of the list or of TX an
+// update adds, as the most there is.
 size_t all_copying_runs(const Scan& scan) {
   const auto& u = scan.update_matches;
   size_t runs = with_updates(scan.copying_runs, u.copying_setvars, scan.most_link_copying_setvars,
