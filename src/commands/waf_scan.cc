@@ -630,17 +630,29 @@ std::vector<std::string> pm_phrases(std::string_view param) {
 
 namespace {
 
-// Whether every macro in `text` (each well formed: check_percent) names what matched:
-// MATCHED_VAR or MATCHED_VAR_NAME, and with `rule_too` RULE's fields as well.
-bool macros_of_the_match(std::string_view text, bool rule_too) {
+// A macro of a text: its name, lower-cased, and the bytes it takes, `%{` to `}`.
+struct Macro {
+  std::string name;
+  size_t bytes = 0;
+};
+
+// The macros of `text` (each well formed: check_percent), in order.
+std::vector<Macro> macros_in(std::string_view text) {
+  std::vector<Macro> out;
   for (size_t at = text.find("%{"); at != std::string_view::npos; at = text.find("%{", at + 2)) {
-    const std::string macro = ascii_lower(text.substr(at + 2, text.find('}', at) - at - 2));
-    if (macro != "matched_var" && macro != "matched_var_name" &&
-        !(rule_too && (macro.starts_with("rule.") || macro.starts_with("rule:")))) {
-      return false;
-    }
+    const size_t end = std::min(text.find('}', at), text.size() - 1) + 1;
+    out.push_back(Macro{ascii_lower(text.substr(at + 2, end - at - 3)), end - at});
   }
-  return true;
+  return out;
+}
+
+// Whether every macro in `text` names what matched: MATCHED_VAR or MATCHED_VAR_NAME, and with
+// `rule_too` RULE's fields as well.
+bool macros_of_the_match(std::string_view text, bool rule_too) {
+  return std::ranges::all_of(macros_in(text), [rule_too](const Macro& m) {
+    return m.name == "matched_var" || m.name == "matched_var_name" ||
+           (rule_too && (m.name.starts_with("rule.") || m.name.starts_with("rule:")));
+  });
 }
 
 // The name a setvar of TX sets (after `tx.` or `tx:`, up to `=`): letters, digits, '_', '.', '-'
@@ -676,29 +688,19 @@ Problem setvar_name(std::string_view value, int line) {
 // values the macros copy.
 size_t text_outside_macros(std::string_view value) {
   size_t bytes = value.size();
-  for (size_t at_macro = value.find("%{"); at_macro != std::string_view::npos;
-       at_macro = value.find("%{", at_macro + 2)) {
-    const size_t close = value.find('}', at_macro);
-    if (close == std::string_view::npos) break;
-    bytes -= close + 1 - at_macro;
-  }
+  for (const Macro& m : macros_in(value)) bytes -= m.bytes;
   return bytes;
 }
 
 // Whether a setvar's value (after '=') holds a macro of TX but a capture (TX.0 to TX.9), which
 // holds at most what a rule matched.
 bool copies_tx(std::string_view value) {
-  for (size_t at_macro = value.find("%{"); at_macro != std::string_view::npos;
-       at_macro = value.find("%{", at_macro + 2)) {
-    const size_t close = value.find('}', at_macro);
-    const std::string name = ascii_lower(
-        value.substr(at_macro + 2, close == std::string_view::npos ? 0 : close - at_macro - 2));
-    const std::string_view variable = std::string_view(name).substr(0, name.find_first_of(".:"));
-    if (variable != "tx") continue;
-    const std::string_view key = std::string_view(name).substr(std::min(name.size(), 3ul));
-    if (key.size() != 1 || !ascii_digit(key[0])) return true;
-  }
-  return false;
+  return std::ranges::any_of(macros_in(value), [](const Macro& m) {
+    const std::string_view name = m.name;
+    if (name.substr(0, name.find_first_of(".:")) != "tx") return false;
+    const std::string_view key = name.substr(std::min<size_t>(name.size(), 3));
+    return key.size() != 1 || !ascii_digit(key[0]);
+  });
 }
 
 Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id, bool* chain,
@@ -717,14 +719,12 @@ Problem check_actions(const Arg& arg, int line, Role role, Scan* scan, long* id,
     // ends: their memory is their macros times the values these expand to (helper 101: 1,990
     // macros of the body held 260 MB on a request of 64 KB; helper 105: 2,000 in tags, 2.7 GB).
     if (a.name == "msg" || a.name == "logdata" || a.name == "tag") {
-      for (size_t at_macro = a.value.find("%{"); at_macro != std::string::npos;
-           at_macro = a.value.find("%{", at_macro + 2)) {
-        if (++scan->message_macros > kMaxMessageMacros) {
-          return "may hold at most " + std::to_string(kMaxMessageMacros) +
-                 " macros (%{...}) in msg, logdata and tag in all: the WAF engine keeps every "
-                 "matched rule's msg, logdata and tags, expanded, until the request ends" +
-                 at(line);
-        }
+      scan->message_macros += macros_in(a.value).size();
+      if (scan->message_macros > kMaxMessageMacros) {
+        return "may hold at most " + std::to_string(kMaxMessageMacros) +
+               " macros (%{...}) in msg, logdata and tag in all: the WAF engine keeps every "
+               "matched rule's msg, logdata and tags, expanded, until the request ends" +
+               at(line);
       }
     }
     // Each of these multiplies a value's length (hexEncode by 2, urlEncode and utf8toUnicode by up

@@ -407,6 +407,17 @@ bool revoke_scratch_left(const std::string& file) {
   return false;
 }
 
+// Renames the token of `team` named `from` to `to` in the tokens file, as a hand edit does.
+void rename_by_hand(const std::string& file, std::string_view team, const std::string& from,
+                    const std::string& to) {
+  std::string text = read_file(file);
+  const std::string line_end = " " + std::string(team) + " " + from + "\n";
+  const size_t at = text.find(line_end);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, line_end.size(), " " + std::string(team) + " " + to + "\n");
+  std::ofstream(file, std::ios::trunc) << text;
+}
+
 testing::CommandResult revoke(const Server& server, const std::string& tenant,
                               const std::string& name) {
   return testing::run_command({GATEWAYCTL_PATH, "token", "revoke", "--tokens-file",
@@ -421,14 +432,8 @@ TEST_CASE("gatewayctl token revoke: the tokens of a tenant and name go, every ot
   const std::string file = server.tokens_file();
   const std::string ci1 = server.new_token(kTeamA, "ci");
   const std::string ci2 = server.new_token(kTeamA, "ci2");
-  {
-    // A second token of the name, as a hand edit makes one (gatewayctl refuses it).
-    std::string text = read_file(file);
-    const size_t at = text.find(" team_a ci2\n");
-    REQUIRE(at != std::string::npos);
-    text.replace(at, std::string_view(" team_a ci2\n").size(), " team_a ci\n");
-    std::ofstream(file, std::ios::trunc) << text;
-  }
+  // A second token of the name, as a hand edit makes one (gatewayctl refuses it).
+  rename_by_hand(file, kTeamA, "ci2", "ci");
   const std::string other = server.new_token(kTeamA, "other");
   const std::string team_b_ci = server.new_token(kTeamB, "ci");
   std::ofstream(file, std::ios::app) << "# a comment team_a ci\nnot a token line\n";
@@ -485,13 +490,7 @@ TEST_CASE("a token named Verifier from an earlier release still works and can be
   Server server;
   const std::string file = server.tokens_file();
   const std::string token = server.new_token(kTeamA, "legacy");
-  {
-    std::string text = read_file(file);
-    const size_t at = text.find(" team_a legacy\n");
-    REQUIRE(at != std::string::npos);
-    text.replace(at, std::string_view(" team_a legacy\n").size(), " team_a Verifier\n");
-    std::ofstream(file, std::ios::trunc) << text;
-  }
+  rename_by_hand(file, kTeamA, "legacy", "Verifier");
   REQUIRE(status_once(server, token, 200) == 200);
   testing::CommandResult r = revoke(server, std::string(kTeamA), "Verifier");
   INFO(r.err);
