@@ -184,8 +184,9 @@ TEST_CASE("profile rejections name every bad field") {
 // and nothing said that the list was cut.
 TEST_CASE("a long bad list does not hide other fields' problems, and a cut list says so") {
   std::string headers, methods;
-  for (int i = 0; i < 1000; ++i) headers += (i ? "," : "") + std::string("a b");
-  for (int i = 0; i < 700; ++i) methods += (i ? "," : "") + std::string("get");
+  // Distinct bad items: the same one repeated is one problem, listed once.
+  for (int i = 0; i < 500; ++i) headers += (i ? "," : "") + ("a b" + std::to_string(i));
+  for (int i = 0; i < 500; ++i) methods += (i ? "," : "") + ("get" + std::to_string(i));
   const std::string body =
       R"({"team_id":"team_a","hostname":"bad host","enabled":true,"force_https":true,)"
       R"("hsts_enabled":true,"cors_enabled":true,"waf_mode":"loud","waf_template":"nextjs",)"
@@ -298,7 +299,11 @@ TEST_CASE("a member given twice is refused, a response-only one too") {
       {Kind::kWebhook,
        "{" + webhook + R"(,"status":"active","webhook_id":"a","webhook_id":"b",)" +
            R"("created_at":1,"created_at":2,"created_at":3})",
-       {"webhook_id", "created_at", "created_at"}},
+       {"webhook_id", "created_at"}},
+      // A problem found again is listed once (a member given three times had two entries).
+      {Kind::kWebhook,
+       "{" + webhook + R"(,"status":"active","status":"a","status":"b"})",
+       {"status"}},
       {Kind::kWebhook,
        "{" + webhook + R"(,"status":"active","updated_at":1,"updated_at":1})",
        {"updated_at"}},
@@ -313,6 +318,19 @@ TEST_CASE("a member given twice is refused, a response-only one too") {
     CHECK(r.error().code == Code::kValidationFailed);
     CHECK(fields_of(r) == join(row.fields));
     for (const auto& e : r.error().errors) CHECK(e.message == "is given more than once");
+  }
+  SUBCASE("an unknown member or a bad list item given again is listed once") {
+    auto r =
+        parse(Kind::kWebhook, ("{" + webhook + R"(,"status":"active","x":1,"x":2,"x":3})").c_str());
+    REQUIRE_FALSE(r.ok());
+    CHECK(fields_of(r) == "x");
+    auto p = parse(
+        Kind::kProfile,
+        std::string(kProfile).insert(1, R"("cors_methods":"GET, GET, GET, PUT, PUT",)").c_str());
+    REQUIRE_FALSE(p.ok());
+    REQUIRE(p.error().errors.size() == 2);
+    CHECK(p.error().errors[0].message == R"("GET": must not repeat a method)");
+    CHECK(p.error().errors[1].message == R"("PUT": must not repeat a method)");
   }
 }
 
