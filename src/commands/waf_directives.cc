@@ -178,7 +178,8 @@ constexpr std::string_view kAmbiguous =
 constexpr std::string_view kEndMarker = "gw:end";
 constexpr std::string_view kRunsOn =
     "could not be read unambiguously by the WAF engine: a directive runs on over a line break "
-    "(an unquoted value, or a rule without actions at the end)";
+    "(an unquoted value, a line continuation inside a quoted value, which the engine keeps in "
+    "the value, or a rule without actions at the end)";
 
 // What the engine's lexer drops while it parses: in a lexer state with no rule for the next
 // character, flex's default rule writes it to the lexer's output (stdout) and goes on. Every

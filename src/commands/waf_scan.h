@@ -63,13 +63,13 @@
 //   '=' before a blank or a double quote, quoted or not, so an expirevar could hide the text of a
 //   setvar of a shared collection in another action's value (a msg) and swallow one of TX to keep
 //   the audit's counts equal. ctl may only set requestBodyProcessor (not to XML: a body's DTD
-//   makes every reading of XML:/* expand its entities; the platform decides which bodies are
-//   parsed as XML), requestBodyAccess, forceRequestBodyVariable, ruleRemoveById,
-//   ruleRemoveTargetById. So exec, setenv, initcol,
-//   setsid, setuid, setrsc, ctl:ruleEngine, ctl:auditEngine, ctl:auditLogParts and
-//   ctl:ruleRemove*ByTag are refused. SecRuleUpdateActionById takes no id, chain, phase, rev, ver,
-//   maturity or accuracy (the engine drops those there). phase takes no quotes (the engine reads
-//   phase:'request' as allow).
+//   makes every reading of XML:/* expand its entities; nor to JSON: the engine names each value
+//   by the whole path of keys above it, so a long key makes megabytes of names; the platform
+//   decides which bodies are parsed as XML or JSON), requestBodyAccess, forceRequestBodyVariable,
+//   ruleRemoveById, ruleRemoveTargetById. So exec, setenv, initcol, setsid, setuid, setrsc,
+//   ctl:ruleEngine, ctl:auditEngine, ctl:auditLogParts and ctl:ruleRemove*ByTag are refused.
+//   SecRuleUpdateActionById takes no id, chain, phase, rev, ver, maturity or accuracy (the engine
+//   drops those there). phase takes no quotes (the engine reads phase:'request' as allow).
 // - ENV (as a variable or a %{ENV...} macro) is refused: it would expose the gateway's environment.
 //   A variable, in a list or a macro, is exactly one of the engine's names, with a key only after
 //   ':' or '.': the engine's lexer reads `REQUEST_LINEENV:X` as REQUEST_LINE and ENV:X, and the
