@@ -22,6 +22,7 @@
 #include <ctime>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -50,6 +51,14 @@ struct Server::State {
   std::unique_ptr<Linger> linger;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> in_flight{0};
+  // The open connections, from Pistache's onConnection to its onDisconnection: a stop ends them
+  // once their answers are written.
+  struct Connection {
+    std::weak_ptr<P::Tcp::Peer> peer;
+  };
+  std::mutex connections_mutex;
+  std::unordered_map<const P::Tcp::Peer*, Connection> connections;
+  size_t connections_sweep_at = 64;
 };
 
 namespace {
@@ -160,6 +169,20 @@ void mark_closing(const std::shared_ptr<P::Tcp::Peer>& peer) {
   peer->putData(kClosingMark, *marker);
 }
 
+// Pistache's Http::Handler::onConnection, which makes a connection's parser: private, so a
+// handler that overrides it calls it by its symbol, as a function whose first argument is the
+// handler (the Itanium C++ ABI's `this`), as accept_connection calls Pistache's accept below.
+using OnConnection = void (*)(P::Http::Handler*, const std::shared_ptr<P::Tcp::Peer>&);
+constexpr char kOnConnectionSymbol[] =
+    "_ZN8Pistache4Http7Handler12onConnectionERKSt10shared_ptrINS_3Tcp4PeerEE";
+
+// nullptr if this program was linked against a libpistache without it (Server::start refuses).
+OnConnection pistache_on_connection() {
+  static const auto found =
+      reinterpret_cast<OnConnection>(::dlsym(RTLD_DEFAULT, kOnConnectionSymbol));
+  return found;
+}
+
 // The idle timeout of the server started last (ServerConfig::idle_timeout), for the words of
 // its 408.
 std::atomic<int64_t> idle_timeout_ms{60000};
@@ -213,9 +236,20 @@ class Handler final : public P::Http::Handler {
     }
   }
 
+  void onConnection(const std::shared_ptr<P::Tcp::Peer>& peer) override {
+    pistache_on_connection()(this, peer);
+    std::lock_guard lock(state_->connections_mutex);
+    sweep_ended(state_->connections, &state_->connections_sweep_at);
+    state_->connections[peer.get()] = {peer};
+  }
+
   void onDisconnection(const std::shared_ptr<P::Tcp::Peer>& peer) override {
     held_.erase(peer.get());
     lingering_.erase(peer.get());
+    {
+      std::lock_guard lock(state_->connections_mutex);
+      state_->connections.erase(peer.get());
+    }
     P::Tcp::Handler::onDisconnection(peer);
   }
 
@@ -850,6 +884,10 @@ Result<uint16_t> Server::start() {
                                            kAcceptConnectionSymbol +
                                            " (gatewayd is built for Pistache 0.0.5)");
   }
+  if (pistache_on_connection() == nullptr) {
+    return make_error(Code::kInternal, std::string("libpistache has no ") + kOnConnectionSymbol +
+                                           " (gatewayd is built for Pistache 0.0.5)");
+  }
   try {
     P::Address addr(config_.host, P::Port(config_.port));
     endpoint_ = std::make_unique<P::Http::Endpoint>(addr);
@@ -934,6 +972,26 @@ void Server::shutdown(int drain_ms) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  // Every connection ends behind what is queued on it. Pistache's shutdown below stops the HTTP
+  // threads but leaves the connections open, unread, until the process exits: a request a client
+  // sent on one meanwhile (the rest of the stop: the verifier, the mirror's flush of up to 3 s, the
+  // writer) was never answered, and its connection was reset at the exit (helper 109). Ended now,
+  // a client sees the end of the stream as the stop begins.
+  std::vector<std::shared_ptr<P::Tcp::Peer>> open;
+  {
+    std::lock_guard lock(state_->connections_mutex);
+    for (const auto& [key, connection] : state_->connections) {
+      if (auto live = connection.peer.lock()) open.push_back(std::move(live));
+    }
+  }
+  for (const auto& peer : open) {
+    try {
+      end_connection(peer);
+    } catch (const std::exception&) {
+      // Out of memory: this connection ends at the process's exit, as before.
+    }
+  }
+  open.clear();
   // Every answer given is written whole before the connections go, up to the drain's deadline:
   // one that waited for a client reading it (a page of megabytes) was cut as the drain ended, 20
   // ms after the last answer was queued (helper 68: 7 MB of 18 read, then the end of the stream).

@@ -1,6 +1,12 @@
 // The Kafka mirror against a real Kafka-protocol broker (librdkafka's mock cluster in its own
 // process, tests/tools/kafka_mock) read back with a real consumer (kcat).
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <map>
 #include <memory>
 #include <set>
@@ -217,6 +223,41 @@ TEST_CASE("a frozen broker never blocks writes; the backlog drains in order when
                                            std::chrono::seconds(10));
     check_topic(messages, log);
   }
+}
+
+// A stop shut the HTTP threads once no request was in flight, but left the connections open, and
+// unread, until the verifier, the Kafka mirror (up to its 3 s flush) and the writer had stopped: a
+// request a client sent meanwhile on a keep-alive connection was never answered, and its
+// connection was reset at the end (helper 109, up to 0.84 s after the signal). The connections now
+// end as the HTTP threads stop, before the rest of the stop.
+TEST_CASE("a stop ends open connections as the HTTP threads stop, before the mirror's flush") {
+  Broker broker;
+  Server server(broker.flags());
+  Api api(server, kTeamA);
+  REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "before-freeze")).status == 201);
+  wait_mirrored(server);
+  const int fd = connect_to(server);
+  REQUIRE(fd >= 0);
+  send_until_read(server, fd, "GET /healthz HTTP/1.1\r\nHost: gatewayd\r\n\r\n");
+  const std::string first = read_response(fd);
+  REQUIRE(first.starts_with("HTTP/1.1 200 "));
+  REQUIRE(first.find("\r\nConnection: close\r\n") == std::string::npos);
+  // An event the frozen broker never confirms: the mirror's stop waits its 3 s flush for it.
+  broker.mock.pause();
+  REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "frozen")).status == 201);
+  REQUIRE(::kill(server.pid(), SIGTERM) == 0);
+  const timeval wait{.tv_sec = 10, .tv_usec = 0};
+  REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) == 0);
+  char byte = 0;
+  CHECK(::recv(fd, &byte, 1, 0) == 0);  // the end of the stream, no reset
+  // Ended while the mirror still flushes: its thread is still there (it was joined first).
+  const auto names = testing::thread_names(server.pid());
+  CHECK(std::find(names.begin(), names.end(), "gw-mirror") != names.end());
+  ::close(fd);
+  const testing::ExitStatus stopped = server.stop();
+  INFO(server.output());
+  CHECK(stopped.describe() == "exit 0");
+  broker.mock.resume();
 }
 
 // The checkpoint was the data dir's: restarted with another --kafka-topic, or against another
