@@ -7,6 +7,7 @@
 #include <limits>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "commands/challenge.h"
 #include "commands/fields.h"
@@ -76,29 +77,33 @@ class BodyReader {
   BodyReader(Kind kind, const rapidjson::Value& body, const std::array<FieldDef, N>& defs,
              FieldErrors& errors)
       : body_(body), errors_(errors) {
-    std::array<bool, N> seen{};
-    std::array<bool, 4> ignored{};  // the response-only members seen
+    // How often each member was seen: a member given three times is one problem, listed once
+    // (it had an entry for each time after the first).
+    std::array<int, N> seen{};
+    std::array<int, 4> ignored{};  // the response-only members seen
+    std::vector<std::string_view> unknown;
     for (auto it = body.MemberBegin(); it != body.MemberEnd(); ++it) {
       std::string_view name(it->name.GetString(), it->name.GetStringLength());
       if (int i = response_only(kind, name); i >= 0) {
         // Ignored, but not when ambiguous: a member given twice is 422 whatever it is.
-        if (ignored[i]) errors_.add(std::string(name), "is given more than once");
-        ignored[i] = true;
+        if (++ignored[i] == 2) errors_.add(std::string(name), "is given more than once");
         continue;
       }
       const FieldDef* def = nullptr;
       for (size_t i = 0; i < N; ++i) {
         if (name == defs[i].name) {
           def = &defs[i];
-          if (seen[i]) {
+          if (++seen[i] == 2) {
             errors_.add(defs[i].name, "is given more than once");
             bad_.push_back(defs[i].name);
           }
-          seen[i] = true;
         }
       }
       if (def == nullptr) {
-        errors_.add(std::string(name), "unknown field");
+        if (std::find(unknown.begin(), unknown.end(), name) == unknown.end()) {
+          errors_.add(std::string(name), "unknown field");
+          unknown.push_back(name);
+        }
         continue;
       }
       if (it->value.IsNull() && def->nullable) continue;

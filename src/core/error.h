@@ -81,14 +81,9 @@ class FieldErrors {
  public:
   static constexpr size_t kMaxFieldErrors = 100;
   static constexpr size_t kMaxPerField = 10;
-  // A problem already listed (the same field and message: a member given three times, a CORS
-  // item repeated twice the same wrong way) is not listed again.
   void add(std::string field, std::string message) {
     size_t same = 0;
-    for (const auto& e : list_) {
-      if (e.field == field && e.message == message) return;
-      same += same_field(e.field, field) ? 1 : 0;
-    }
+    for (const auto& e : list_) same += same_field(e.field, field) ? 1 : 0;
     if (list_.size() >= kMaxFieldErrors || same >= kMaxPerField) {
       left_out_ = true;
       return;
