@@ -976,7 +976,10 @@ void Server::shutdown(int drain_ms) {
   // threads but leaves the connections open, unread, until the process exits: a request a client
   // sent on one meanwhile (the rest of the stop: the verifier, the mirror's flush of up to 3 s, the
   // writer) was never answered, and its connection was reset at the exit (helper 109). Ended now,
-  // a client sees the end of the stream as the stop begins.
+  // a client sees the end of the stream as the stop begins. A quiet end, not end_connection's: shut
+  // both ways, a connection whose client sent anything more was reset at once, which took the part
+  // of an answer still in the socket's buffers with it (helper 110: 24 KB of a 645 KB page read
+  // slowly, with a request sent behind it after the signal).
   std::vector<std::shared_ptr<P::Tcp::Peer>> open;
   {
     std::lock_guard lock(state_->connections_mutex);
@@ -986,7 +989,7 @@ void Server::shutdown(int drain_ms) {
   }
   for (const auto& peer : open) {
     try {
-      end_connection(peer);
+      stop_connection(peer);
     } catch (const std::exception&) {
       // Out of memory: this connection ends at the process's exit, as before.
     }

@@ -61,14 +61,18 @@ GW_EXPOSE(EventFdTag, &WriteQueue::event_fd);
 // then the connection ends if nothing it was sent is unread; kAnswer, they answer a request
 // expect_answer() was told of; kEndNow, the connection is shut both ways once they are written and
 // ends at its HTTP thread's next read, whatever its client sent that was not read (end_connection);
-// kWaited, set as they wait for the socket to take more (a client that reads slowly).
+// kWaited, set as they wait for the socket to take more (a client that reads slowly); kQuietAfter,
+// the write side is shut once they are written, and what its client sends from then on is read
+// and dropped until its end (stop_connection).
+constexpr int kQuietAfter = 1 << 24;
 constexpr int kWaited = 1 << 25;
 constexpr int kEndNow = 1 << 26;
 constexpr int kEndAfter = 1 << 27;
 constexpr int kAnswer = 1 << 28;
 constexpr int kIdentified = 1 << 29;
 constexpr int kShutAfter = 1 << 30;
-constexpr int kOurFlags = kWaited | kEndNow | kEndAfter | kAnswer | kIdentified | kShutAfter;
+constexpr int kOurFlags =
+    kQuietAfter | kWaited | kEndNow | kEndAfter | kAnswer | kIdentified | kShutAfter;
 
 // A monotonic clock in milliseconds, read cheaply (to within a few): it tells whether an answer
 // took more than a second.
@@ -89,6 +93,7 @@ struct Expected {
   bool read_ended = false;
   bool input_waits = false;  // the handler holds bytes until the answers are taken
   bool ending = false;       // to end at its next read (kEndNow)
+  bool quiet = false;        // its input is dropped until its client's end (kQuietAfter)
   bool sends_more = false;   // no end at once after a closing answer (client_sends_more)
   // A write waits for the socket to take more (EAGAIN: a client that reads slowly, or not at all):
   // nothing more is served meanwhile (answer_waits_for_socket). A 408 of Pistache's timer is
@@ -338,6 +343,17 @@ void end_now(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
   ::shutdown(fd, SHUT_RDWR);
 }
 
+// On a transport's own thread, once a write with kQuietAfter is written on descriptor `fd`: the
+// write side is shut (the client reads the end of the stream after what was written), and what
+// the client sends is dropped from now on (Transport::handleIncoming).
+void quiet_now(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return;
+  entry_of(*peer->second).quiet = true;
+  ::shutdown(fd, SHUT_WR);
+}
+
 // On a transport's own thread, as a closing answer with kEndAfter is written on descriptor `fd`:
 // whether its client sent more behind the request (client_sends_more).
 bool sends_more(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
@@ -394,6 +410,12 @@ void written_all(Pistache::Tcp::Transport& transport, Pistache::Fd fd, bool brok
 bool ending(const Pistache::Tcp::Peer& peer) {
   const Expected* e = expected_of(peer.fd(), peer.getID());
   return e != nullptr && e->ending;
+}
+
+// On a connection's HTTP thread: whether its quiet end was queued (stop_connection) and written.
+bool quiet(const Pistache::Tcp::Peer& peer) {
+  const Expected* e = expected_of(peer.fd(), peer.getID());
+  return e != nullptr && e->quiet;
 }
 
 // Wakes a transport's thread to drain what was queued on it.
@@ -466,6 +488,10 @@ void end_connection(const std::shared_ptr<Pistache::Tcp::Peer>& peer) {
   queue_flagged(peer, start_write(0), kIdentified | kEndNow);
 }
 
+void stop_connection(const std::shared_ptr<Pistache::Tcp::Peer>& peer) {
+  queue_flagged(peer, start_write(0), kIdentified | kQuietAfter);
+}
+
 }  // namespace gw::http
 
 // Pistache 0.0.5 writes a connection's queued writes in Transport::asyncWriteImpl. When the socket
@@ -526,6 +552,7 @@ void Transport::asyncWriteImpl(Fd fd) {
         }
       }
       if ((entry.flags & gw::http::kEndNow) != 0) gw::http::end_now(*this, fd);
+      if ((entry.flags & gw::http::kQuietAfter) != 0) gw::http::quiet_now(*this, fd);
       if ((entry.flags & gw::http::kWaited) != 0) gw::http::written_after_wait(*this, fd);
       Async::Deferred<ssize_t> done = std::move(entry.deferred);
       queue.pop_front();
@@ -610,11 +637,14 @@ void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
     handlePeerDisconnection(peer);
     return;
   }
+  const bool quiet = gw::http::quiet(*peer);
   char buffer[Const::MaxBuffer];
   for (;;) {
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
     if (n > 0) {
-      handler_->onInput(buffer, static_cast<size_t>(n), peer);
+      // A quiet end's (stop_connection): read, so that closing at the client's end resets
+      // nothing, and dropped.
+      if (!quiet) handler_->onInput(buffer, static_cast<size_t>(n), peer);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

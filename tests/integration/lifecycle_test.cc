@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -606,6 +607,69 @@ TEST_CASE("SIGTERM: a large answer given before the signal is written whole befo
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // past the old end of the drain
   check_large_page(read_large_page(fd));
   ::close(fd);
+  testing::ExitStatus s = server.stop();
+  INFO(server.output());
+  CHECK(s.describe() == "exit 0");
+}
+
+// A stop ends every open connection behind its last answer once no request is in flight (an
+// idle one got no answer and a reset at the exit for a request sent during the rest of the stop,
+// helper 109). Its first version shut them both ways, and a client that sent anything more had
+// its connection reset at once, losing the part of an answer still in the socket's buffers
+// (helper 110: 24 KB of a 645 KB page read slowly, with a request sent behind it after the
+// signal). The end only shuts the write side now; what the client sends is not answered.
+TEST_CASE(
+    "SIGTERM: an answer in the socket's buffers is delivered whole to a client sending more") {
+  Server server;
+  Api api(server, kTeamA);
+  for (int i = 0; i < 10; ++i) {
+    std::string body = kProfile.body(api.team(), i);
+    body.insert(body.size() - 1, R"(,"waf_overrides":{"k":")" + std::string(60'000, 'x') + "\"}");
+    REQUIRE(api.post(std::string(kProfile.path), body).status == 201);
+  }
+  const int idle = connect_to(server);
+  REQUIRE(idle >= 0);
+  send_until_read(server, idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  REQUIRE(read_response(idle).starts_with("HTTP/1.1 200 "));
+  const int fd = connect_to(server, 16384);
+  REQUIRE(fd >= 0);
+  const std::string page_request =
+      "GET /v1/gateway_security_profile?per_page=10 HTTP/1.1\r\n"
+      "Host: x\r\nAuthorization: Bearer " +
+      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
+  send_until_read(server, fd, page_request);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
+  // The rest of the stop held (the verifier's thread, which it joins after the HTTP side).
+  const std::vector<pid_t> verifier = testing::threads_named(server.pid(), "gw-verify");
+  REQUIRE(verifier.size() == 1);
+  {
+    ThreadHold hold(verifier[0]);
+    REQUIRE(hold.stopped());
+    REQUIRE(::kill(server.pid(), SIGTERM) == 0);
+    REQUIRE(server.wait_for_line("gatewayd: signal 15, draining").has_value());
+    // The idle connection ends at once: the stop has ended the connections.
+    const timeval wait{.tv_sec = 10, .tv_usec = 0};
+    REQUIRE(::setsockopt(idle, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) == 0);
+    char byte = 0;
+    CHECK(::recv(idle, &byte, 1, 0) == 0);
+    const std::string more = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    REQUIRE(::send(fd, more.data(), more.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(more.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a reset would have come
+    REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) == 0);
+    const std::string got = read_response(fd);
+    REQUIRE(got.starts_with("HTTP/1.1 200 "));
+    const size_t head_end = got.find("\r\n\r\n");
+    REQUIRE(head_end != std::string::npos);
+    rapidjson::Document page = testing::parse_json(got.substr(head_end + 4));
+    REQUIRE(page.IsObject());
+    CHECK(length(field(page, "data")) == 10);
+    errno = 0;
+    CHECK(::recv(fd, &byte, 1, 0) == 0);  // the end of the stream, no answer to the request sent
+    CHECK(errno == 0);
+  }
+  ::close(fd);
+  ::close(idle);
   testing::ExitStatus s = server.stop();
   INFO(server.output());
   CHECK(s.describe() == "exit 0");
