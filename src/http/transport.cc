@@ -176,7 +176,7 @@ bool writing(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
 // keep-alive limit of 300 s, ended without an answer, instead of the timeout).
 //
 // A connection whose answer waits for the socket is ended instead (shut both ways, and ended at
-// its HTTP thread's next read, as end_now does) once a whole timeout has passed since the 408
+// its HTTP thread's next read, as kEndNow does) once a whole timeout has passed since the 408
 // dropped before, without a byte more taken by its client: a client that never read its answer
 // held the connection, and the answer's memory, for good (nothing else bounds that wait; no 408
 // can be written behind it).
@@ -332,26 +332,19 @@ void end_if_answered(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
   if (e != nullptr && e->answers == 0) ::shutdown(fd, SHUT_RDWR);
 }
 
-// On a transport's own thread, once a write with kEndNow is written on descriptor `fd`: the
-// connection is shut both ways, which wakes its HTTP thread, and its next read ends it
-// (Transport::handleIncoming) before reading what its client sent.
-void end_now(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+// On a transport's own thread, once a write with kEndNow or kQuietAfter is written on descriptor
+// `fd`: sets the connection's `mark` and shuts its socket `how`.
+// - kEndNow: `ending`, shut both ways, which wakes its HTTP thread, and its next read ends it
+//   (Transport::handleIncoming) before reading what its client sent.
+// - kQuietAfter: `quiet`, the write side shut (the client reads the end of the stream after what
+//   was written), and what the client sends is dropped from now on (Transport::handleIncoming).
+void mark_and_shut(Pistache::Tcp::Transport& transport, Pistache::Fd fd, bool Expected::*mark,
+                   int how) {
   auto& peers = transport.*member_of(PeersTag{});
   const auto peer = peers.find(fd);
   if (peer == peers.end()) return;
-  entry_of(*peer->second).ending = true;
-  ::shutdown(fd, SHUT_RDWR);
-}
-
-// On a transport's own thread, once a write with kQuietAfter is written on descriptor `fd`: the
-// write side is shut (the client reads the end of the stream after what was written), and what
-// the client sends is dropped from now on (Transport::handleIncoming).
-void quiet_now(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
-  auto& peers = transport.*member_of(PeersTag{});
-  const auto peer = peers.find(fd);
-  if (peer == peers.end()) return;
-  entry_of(*peer->second).quiet = true;
-  ::shutdown(fd, SHUT_WR);
+  entry_of(*peer->second).*mark = true;
+  ::shutdown(fd, how);
 }
 
 // On a transport's own thread, as a closing answer with kEndAfter is written on descriptor `fd`:
@@ -551,8 +544,12 @@ void Transport::asyncWriteImpl(Fd fd) {
           ::shutdown(fd, SHUT_RD);
         }
       }
-      if ((entry.flags & gw::http::kEndNow) != 0) gw::http::end_now(*this, fd);
-      if ((entry.flags & gw::http::kQuietAfter) != 0) gw::http::quiet_now(*this, fd);
+      if ((entry.flags & gw::http::kEndNow) != 0) {
+        gw::http::mark_and_shut(*this, fd, &gw::http::Expected::ending, SHUT_RDWR);
+      }
+      if ((entry.flags & gw::http::kQuietAfter) != 0) {
+        gw::http::mark_and_shut(*this, fd, &gw::http::Expected::quiet, SHUT_WR);
+      }
       if ((entry.flags & gw::http::kWaited) != 0) gw::http::written_after_wait(*this, fd);
       Async::Deferred<ssize_t> done = std::move(entry.deferred);
       queue.pop_front();
