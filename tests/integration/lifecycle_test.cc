@@ -523,13 +523,19 @@ std::string read_large_page(int fd) {
   return read_response(fd);
 }
 
-// A 200 whose page holds the twelve profiles of create_profiles_with_large_overrides, whole.
-void check_large_page(const std::string& got) {
+// The page of a 200 read whole off a connection (REQUIREs both).
+rapidjson::Document page_of(const std::string& got) {
   REQUIRE(got.starts_with("HTTP/1.1 200 "));
   const size_t head_end = got.find("\r\n\r\n");
   REQUIRE(head_end != std::string::npos);
   rapidjson::Document page = testing::parse_json(got.substr(head_end + 4));
   REQUIRE(page.IsObject());
+  return page;
+}
+
+// A 200 whose page holds the twelve profiles of create_profiles_with_large_overrides, whole.
+void check_large_page(const std::string& got) {
+  const rapidjson::Document page = page_of(got);
   REQUIRE(length(field(page, "data")) == 12);
   for (rapidjson::SizeType i = 0; i < 12; ++i) {
     CAPTURE(i);
@@ -657,13 +663,7 @@ TEST_CASE(
             static_cast<ssize_t>(more.size()));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a reset would have come
     REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) == 0);
-    const std::string got = read_response(fd);
-    REQUIRE(got.starts_with("HTTP/1.1 200 "));
-    const size_t head_end = got.find("\r\n\r\n");
-    REQUIRE(head_end != std::string::npos);
-    rapidjson::Document page = testing::parse_json(got.substr(head_end + 4));
-    REQUIRE(page.IsObject());
-    CHECK(length(field(page, "data")) == 10);
+    CHECK(length(field(page_of(read_response(fd)), "data")) == 10);
     errno = 0;
     CHECK(::recv(fd, &byte, 1, 0) == 0);  // the end of the stream, no answer to the request sent
     CHECK(errno == 0);
