@@ -438,6 +438,7 @@ int main(int argc, char** argv) {
   // A compaction of L0 in progress (seconds on a large store) ends now instead of being waited for.
   store.value()->stop_background_work();
   quiet_compaction.stop();
+  server.drop_unread_input();
   if (!http_stopped) {
     // The busy thread still runs in Pistache, on objects that returning would destroy.
     std::fflush(nullptr);

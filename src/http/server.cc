@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -59,6 +60,16 @@ struct Server::State {
   std::mutex connections_mutex;
   std::unordered_map<const P::Tcp::Peer*, Connection> connections;
   size_t connections_sweep_at = 64;
+  // A copy of the descriptor of each connection the stop ended (its own, so that it cannot be
+  // another file's once Pistache closes the connection's), for drop_unread_input.
+  std::vector<int> ended_copies;
+
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() {
+    for (const int fd : ended_copies) ::close(fd);
+  }
 };
 
 namespace {
@@ -756,6 +767,10 @@ constexpr std::chrono::milliseconds kSayWaitingForWrites{5000};
 // written in well under this.
 constexpr std::chrono::milliseconds kQueuedWrites{20};
 
+// How many bytes of one ended connection's input the exit reads and drops at most: more than a
+// socket's receive buffer holds (Linux's largest by default is 6 MB, net.ipv4.tcp_rmem).
+constexpr size_t kMostDroppedAtExit = size_t{8} << 20;
+
 // Set once accepting a connection fails for want of a descriptor (or of memory), or waits because
 // the descriptors left are kept back, cleared by the next accept that succeeds: each such spell is
 // told on stderr once, at its start and at its end.
@@ -989,10 +1004,16 @@ void Server::shutdown(int drain_ms) {
   }
   for (const auto& peer : open) {
     try {
+      state_->ended_copies.reserve(state_->ended_copies.size() + 1);
       stop_connection(peer);
     } catch (const std::exception&) {
       // Out of memory: this connection ends at the process's exit, as before.
+      continue;
     }
+    // None if the descriptors have run out: what its client sends once the HTTP threads have
+    // stopped then resets it at the exit, as before.
+    const int copy = ::fcntl(peer->fd(), F_DUPFD_CLOEXEC, 0);
+    if (copy >= 0) state_->ended_copies.push_back(copy);
   }
   open.clear();
   // Every answer given is written whole before the connections go, up to the drain's deadline:
@@ -1004,6 +1025,28 @@ void Server::shutdown(int drain_ms) {
   // Before the transports go: the linger thread queues writes on them.
   state_->linger->stop();
   if (endpoint_) endpoint_->shutdown();
+}
+
+void Server::drop_unread_input() {
+  // A close with bytes unread resets the connection (RFC 2525 2.17), and the reset takes with it
+  // what of the connection's last answer the kernel has not yet sent. A client that reads a large
+  // answer slowly, and sent its next request after the HTTP threads stopped (the rest of the
+  // stop: the verifier, the mirror's flush of up to 3 s, the writer), had that answer cut at the
+  // exit (lifecycle_test). Read and dropped here, its bytes leave nothing unread; the kernel goes
+  // on sending the answer after the exit.
+  std::array<char, 64 * 1024> buffer;
+  for (const int fd : state_->ended_copies) {
+    // At most what a receive buffer holds, so that a client sending without pause cannot hold
+    // the exit.
+    for (size_t dropped = 0; dropped < kMostDroppedAtExit;) {
+      const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      dropped += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  }
+  state_->ended_copies.clear();
 }
 
 bool Server::join(std::chrono::milliseconds limit) {

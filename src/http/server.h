@@ -57,6 +57,11 @@ class Server {
   // for good on one connection): it goes on running and may still call the Api, so the caller
   // must then end the process with _Exit, destroying nothing.
   bool join(std::chrono::milliseconds limit);
+  // Last, just before the process exits: reads and drops what the clients of the connections the
+  // stop ended have sent since the HTTP threads stopped, so that the exit does not reset those
+  // connections and cut an answer their clients are still reading. Bytes that come after this
+  // still reset a connection (the kernel's answer to input for a closed socket).
+  void drop_unread_input();
 
   struct State;
 

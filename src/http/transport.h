@@ -53,8 +53,9 @@ void end_connection(const std::shared_ptr<Pistache::Tcp::Peer>& peer);
 // Queues the quiet end of `peer`'s connection behind everything queued on it: once that is
 // written, the write side is shut (its client reads the end of the stream), and what the client
 // sends from then on is read and dropped until its own end, when the connection ends. Unlike
-// end_connection, nothing the client sends resets the connection while the process runs (bytes
-// left unread when it exits, its HTTP threads stopped, reset it then), so the answers written
+// end_connection, nothing the client sends resets the connection while the process runs (once
+// its HTTP threads have stopped, Server::drop_unread_input drops what came at the exit), so the
+// answers written
 // before it reach a client that reads them slowly and sent more meanwhile. Callable from any
 // thread; throws as queue_write does.
 void stop_connection(const std::shared_ptr<Pistache::Tcp::Peer>& peer);

@@ -675,6 +675,61 @@ TEST_CASE(
   CHECK(s.describe() == "exit 0");
 }
 
+// What a client sent once the HTTP threads had stopped was left unread, and the exit's close of
+// its connection then reset it, which took with it the part of an answer the kernel had not yet
+// sent: a client reading a large page slowly, that sent its next request in the rest of the stop
+// (here the verifier's, held), got a cut page. Now the exit reads and drops those bytes first.
+TEST_CASE("SIGTERM: bytes sent once the HTTP threads stopped do not cut an answer at the exit") {
+  Server server;
+  Api api(server, kTeamA);
+  for (int i = 0; i < 10; ++i) {
+    std::string body = kProfile.body(api.team(), i);
+    body.insert(body.size() - 1, R"(,"waf_overrides":{"k":")" + std::string(60'000, 'x') + "\"}");
+    REQUIRE(api.post(std::string(kProfile.path), body).status == 201);
+  }
+  const int fd = connect_to(server, 16384);
+  REQUIRE(fd >= 0);
+  const std::string page_request =
+      "GET /v1/gateway_security_profile?per_page=10 HTTP/1.1\r\n"
+      "Host: x\r\nAuthorization: Bearer " +
+      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
+  send_until_read(server, fd, page_request);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
+  // Pistache's threads (the listener's and the HTTP threads) have no name of their own.
+  const size_t unnamed = testing::threads_named(server.pid(), "gatewayd").size();
+  const std::vector<pid_t> verifier = testing::threads_named(server.pid(), "gw-verify");
+  REQUIRE(verifier.size() == 1);
+  {
+    ThreadHold hold(verifier[0]);
+    REQUIRE(hold.stopped());
+    REQUIRE(::kill(server.pid(), SIGTERM) == 0);
+    REQUIRE(server.wait_for_line("gatewayd: signal 15, draining").has_value());
+    // The listener's thread and the two HTTP threads end; the stop then waits for the verifier.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (testing::threads_named(server.pid(), "gatewayd").size() > unnamed - 3 &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(testing::threads_named(server.pid(), "gatewayd").size() == unnamed - 3);
+    const std::string more = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    REQUIRE(::send(fd, more.data(), more.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(more.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // nothing reads them now
+  }
+  testing::ExitStatus s = server.stop();
+  INFO(server.output());
+  CHECK(s.describe() == "exit 0");
+  // Read only now, the process gone: the kernel goes on sending the page after the exit.
+  const timeval wait{.tv_sec = 10, .tv_usec = 0};
+  REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) == 0);
+  CHECK(length(field(page_of(read_response(fd)), "data")) == 10);
+  char byte = 0;
+  errno = 0;
+  CHECK(::recv(fd, &byte, 1, 0) == 0);  // the end of the stream, no answer to the request sent
+  CHECK(errno == 0);
+  ::close(fd);
+}
+
 TEST_CASE("a restart on the same data dir keeps every record, list and event") {
   Server server;
   Api a(server, kTeamA);
