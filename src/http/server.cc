@@ -1002,18 +1002,27 @@ void Server::shutdown(int drain_ms) {
       if (auto live = connection.peer.lock()) open.push_back(std::move(live));
     }
   }
+  std::vector<int>& copies = state_->ended_copies;
+  try {
+    copies.reserve(open.size());
+  } catch (const std::exception&) {
+    // Out of memory: no copies, and what clients send once the HTTP threads have stopped resets
+    // their connections at the exit.
+  }
   for (const auto& peer : open) {
     try {
-      state_->ended_copies.reserve(state_->ended_copies.size() + 1);
       stop_connection(peer);
     } catch (const std::exception&) {
       // Out of memory: this connection ends at the process's exit, as before.
       continue;
     }
-    // None if the descriptors have run out: what its client sends once the HTTP threads have
-    // stopped then resets it at the exit, as before.
+    if (copies.size() == copies.capacity()) continue;
+    // None if the descriptors have run out: as without copies. A connection that ended meanwhile
+    // may have left its number to another file; its copy is then that file's, from which the exit
+    // reads nothing (not a socket) or what nothing reads any more (the resolver and the mirror
+    // have stopped).
     const int copy = ::fcntl(peer->fd(), F_DUPFD_CLOEXEC, 0);
-    if (copy >= 0) state_->ended_copies.push_back(copy);
+    if (copy >= 0) copies.push_back(copy);
   }
   open.clear();
   // Every answer given is written whole before the connections go, up to the drain's deadline:
