@@ -35,7 +35,8 @@
 //   rule that reads TX, MATCHED_VAR(S), their names or RULE, which another rule's output reaches
 //   (nor such variables added by updates to a text with one); no multiMatch (memory growing with
 //   the square of a rule's matches); XML read only whole, as XML:/* or as XML://@* (any other key
-//   is an XPath expression evaluated at every request), but in an exclusion; at most
+//   is an XPath expression evaluated at every request), but in an exclusion; MULTIPART_PART_HEADERS
+//   read only as a count or in an exclusion (nothing bounds a part's header lines); at most
 //   kMaxSetvarBytes of setvar text in all (a setvar may copy its text once per matched variable); a
 //   setvar whose name and value both hold macros uses only MATCHED_VAR, MATCHED_VAR_NAME (and RULE
 //   in the name); at most kMaxMatches entries added to the request's list of matches and to TX
