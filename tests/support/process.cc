@@ -77,14 +77,13 @@ pid_t spawn_raw(std::vector<std::string> argv, const ChildEnv& env, int out_fd, 
     sigprocmask(SIG_SETMASK, &none, nullptr);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
-    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaction(sig, &dfl, nullptr);
+    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGXFSZ}) {
+      sigaction(sig, &dfl, nullptr);
+    }
     struct sigaction ignored {};
     ignored.sa_handler = SIG_IGN;
     for (int sig : env.ignored_signals) sigaction(sig, &ignored, nullptr);
     if (env.max_file_bytes > 0) {
-      struct sigaction ignore {};
-      ignore.sa_handler = SIG_IGN;
-      sigaction(SIGXFSZ, &ignore, nullptr);  // an ignored signal stays ignored across execve
       struct rlimit limit {};
       limit.rlim_cur = limit.rlim_max = env.max_file_bytes;
       if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(124);

@@ -29,8 +29,9 @@ struct ExitStatus {
 
 // The environment of a child: this process's variables minus those whose name starts with one of
 // `drop_prefixes`, plus `add` ("NAME=value", replacing a variable of the same name).
-// `max_file_bytes` > 0 sets the child's RLIMIT_FSIZE and ignores SIGXFSZ in it, so that a write
-// past that size fails with EFBIG, as on a full disk, instead of killing the child.
+// `max_file_bytes` > 0 sets the child's RLIMIT_FSIZE: a write past that size raises SIGXFSZ,
+// which kills a child that does not ignore it, or fails with EFBIG, as on a full disk. (gatewayd
+// and gatewayctl ignore it; this used to ignore it for them, which hid that gatewayd did not.)
 // `max_open_files` > 0 sets the child's RLIMIT_NOFILE, soft and hard: it cannot raise it.
 struct ChildEnv {
   std::vector<std::string> drop_prefixes;
