@@ -15,6 +15,9 @@ std::optional<Error> unusable_data_dir(const std::string& data_dir) {
   std::error_code ec;
   if (std::filesystem::exists(data_dir + "/CURRENT", ec)) return std::nullopt;
   if (ec) return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + ec.message());
+  if (auto refused = Store::files_without_current(data_dir)) {
+    return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + refused->detail);
+  }
   return make_error(Code::kUnavailable, data_dir + " holds no gatewayd database");
 }
 

@@ -20,7 +20,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gw {
@@ -218,7 +220,47 @@ std::optional<Error> unfinished_backup(const std::string& dir) {
           "): it may lack events or projections; remove it and make the backup again");
 }
 
+// A name RocksDB gives a database's files: MANIFEST-NNNNNN, or NNNNNN.log, .sst or .blob.
+bool database_file(std::string_view name) {
+  auto number = [](std::string_view digits) {
+    return !digits.empty() &&
+           std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (name.starts_with("MANIFEST-")) return number(name.substr(9));
+  for (std::string_view suffix : {".log", ".sst", ".blob"}) {
+    if (name.ends_with(suffix)) return number(name.substr(0, name.size() - suffix.size()));
+  }
+  return false;
+}
+
 }  // namespace
+
+// Without CURRENT, RocksDB's create_if_missing made a new database in the dir: the first open
+// failed on the old write-ahead log ("wal_dir contains existing log file") but left a CURRENT
+// naming an empty MANIFEST, and the next start served an empty store, deleting every table file
+// of the old one (helper 113: 5,231 events gone). With no log left, the first start did so.
+std::optional<Error> Store::files_without_current(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "CURRENT", ec) || ec) {
+    return std::nullopt;  // an error reading the dir is RocksDB's to report
+  }
+  std::vector<std::string> found;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (database_file(name)) found.push_back(std::move(name));
+  }
+  if (found.empty()) return std::nullopt;
+  std::sort(found.begin(), found.end());
+  std::string shown;
+  for (size_t i = 0; i < found.size() && i < 3; ++i) shown += (i == 0 ? "" : ", ") + found[i];
+  if (found.size() > 3) shown += " and " + std::to_string(found.size() - 3) + " more";
+  return make_error(Code::kUnavailable,
+                    "it holds a database's files (" + shown +
+                        ") but no CURRENT, the file that names its MANIFEST: opened, it would "
+                        "become a new, empty database and those files would be deleted. Restore "
+                        "CURRENT (the name of the newest MANIFEST-NNNNNN file, and a newline) or "
+                        "a backup");
+}
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& dir, rocksdb::Env* env) {
   if (auto refused = unfinished_backup(dir)) return std::move(*refused);
@@ -230,6 +272,7 @@ Result<std::unique_ptr<Store>> Store::open_backup_copy(const std::string& dir) {
 }
 
 Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, rocksdb::Env* env) {
+  if (auto refused = files_without_current(dir)) return std::move(*refused);
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;

@@ -69,6 +69,11 @@ class Store {
                                                        const std::string& scratch_dir);
   // Whether another process holds `dir`'s LOCK (has it open for writing).
   static bool locked_by_another_process(const std::string& dir);
+  // kUnavailable if `dir` holds a database's files (MANIFEST-*, numbered .log, .sst or .blob) but
+  // no CURRENT, the file naming the MANIFEST: opened, RocksDB made a new, empty database there
+  // and deleted them. open() and gatewayctl's reads refuse such a dir. The message begins "it
+  // holds", to follow "cannot open DIR: ".
+  static std::optional<Error> files_without_current(const std::string& dir);
   // The names of gatewayd's column families `dir`'s database lacks (none if it cannot be read).
   // RocksDB makes them one by one after the database itself, so a first start stopped in between
   // lacks some, and holds no event then; a rebuild drops the projections and makes them again,

@@ -268,6 +268,47 @@ TEST_CASE("a write-ahead log damaged before its end stops gatewayd from starting
   CHECK(run.err.find("cannot open " + server.data_dir() + ": Corruption:") != std::string::npos);
 }
 
+// A data dir whose CURRENT was lost (an operator's cleanup, a partial restore): gatewayd's first
+// start exited 1 on RocksDB's "wal_dir contains existing log file" but left a new CURRENT naming
+// an empty database, and the second served that empty store, having deleted every table file,
+// while gatewayctl called the dir "no gatewayd database yet" (helper 113: 5,231 events gone).
+TEST_CASE("a data dir without its CURRENT stops gatewayd and gatewayctl, and keeps its events") {
+  Server server;
+  Api api(server, kTeamA);
+  for (int n = 0; n < 20; ++n) {
+    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "kept-" + std::to_string(n))).status ==
+            201);
+  }
+  REQUIRE(server.stop().success());
+  REQUIRE(std::filesystem::remove(server.data_dir() + "/CURRENT"));
+  const std::string refusal = ": it holds a database's files (";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    testing::CommandResult run =
+        testing::run_command({GATEWAYD_PATH, "--listen", "127.0.0.1:0", "--data-dir",
+                              server.data_dir(), "--tokens-file", server.tokens_file()},
+                             testing::ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(10));
+    CAPTURE(run.err);
+    CHECK(run.status.describe() == "exit 1");
+    CHECK(run.err.find("cannot open " + server.data_dir() + refusal) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(server.data_dir() + "/CURRENT"));
+  }
+  auto check = testing::run_command({GATEWAYCTL_PATH, "check", "--data-dir", server.data_dir()}, {},
+                                    std::chrono::seconds(30));
+  CAPTURE(check.err);
+  CHECK(check.status.describe() == "exit 1");
+  CHECK(check.err.starts_with("gatewayctl: check: cannot read " + server.data_dir() + refusal));
+  // CURRENT restored as the message says, every event is there.
+  std::string manifest;
+  for (const auto& entry : std::filesystem::directory_iterator(server.data_dir())) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("MANIFEST-")) manifest = std::max(manifest, name);
+  }
+  REQUIRE_FALSE(manifest.empty());
+  std::ofstream(server.data_dir() + "/CURRENT") << manifest << "\n";
+  server.restart();
+  CHECK(num(field(json(api.get("/v1/webhook")), "pagination"), "total") == 20);
+}
+
 // A power cut during a batch's synced write can leave the batch at its full length on disk with
 // parts of it never written (ext4 gives a page its blocks when it writes it back: until then it
 // reads as zeros). RocksDB drops a last record cut short, but took one of full length with a bad
