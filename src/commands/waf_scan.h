@@ -142,10 +142,8 @@ inline constexpr size_t kMaxCallingRegexBytes = 8 << 10;
 // add, in all.
 inline constexpr size_t kMaxVariables = 2000;
 // The most transformations a text's rules apply to one value, in all: the sum over the links of
-// rules of their variables times their t: actions (see too_many_transformations). 992 steps took
-// up to 2.4 s on one 64 KB body, 512 up to 1.5 s (helper 111); the Core Rule Set's files but 941
-// and 942 (572, refused by kMaxSetvarBytes anyway) count at most 262.
-inline constexpr size_t kMaxTransformationSteps = 500;
+// rules of their variables times their t: actions (see too_many_transformations).
+inline constexpr size_t kMaxTransformationSteps = 1000;
 // The most t: actions in one link of a rule, and in all of a text's SecRuleUpdateActionById.
 inline constexpr size_t kMaxLinkTransformations = 32;
 // The most entries a text's rules can add, for each argument of a request, to the request's list

@@ -1388,7 +1388,7 @@ TEST_CASE("waf_directives allows two transformations that lengthen a value in a 
 // it: ARGS named 2,000 times with 4,500 transformations took 22 s of a gateway's CPU on one
 // 100-byte argument (helper 90), and a rule's cost grows faster than its transformations (helper
 // 92). Each refused row was accepted before.
-TEST_CASE("waf_directives allows 32 transformations in a rule and 500 of a value in all") {
+TEST_CASE("waf_directives allows 32 transformations in a rule and 1000 of a value in all") {
   auto rule = [](const std::string& variables, size_t transformations, int id) {
     return "SecRule " + variables + " \"@rx a\" \"id:" + std::to_string(id) + ",phase:2,pass" +
            (transformations == 0
@@ -1416,41 +1416,41 @@ TEST_CASE("waf_directives allows 32 transformations in a rule and 500 of a value
        "to one rule) (line 3)"},
       {rule("ARGS", 0, 1) + update_actions(1, 40),
        "may add at most 32 transformations with SecRuleUpdateActionById in all"},
-      {rule(repeat("&ARGS", 501, "|"), 1, 1),
-       "may apply at most 500 transformations to a value in all (each rule's variables times "
+      {rule(repeat("&ARGS", 1001, "|"), 1, 1),
+       "may apply at most 1000 transformations to a value in all (each rule's variables times "
        "its t: actions, summed over the rules): the WAF engine runs them for every variable of a "
        "rule that holds the value (line 1)"},
-      {rule(repeat("ARGS", 100, "|"), 4, 1) + rule(repeat("ARGS", 50, "|"), 2, 2) +
+      {rule(repeat("ARGS", 100, "|"), 8, 1) + rule(repeat("ARGS", 100, "|"), 2, 2) +
            rule("ARGS|ARGS_NAMES", 1, 3),
-       "at most 500 transformations to a value in all (each rule's variables times its t: "
+       "at most 1000 transformations to a value in all (each rule's variables times its t: "
        "actions, summed over the rules): the WAF engine runs them for every variable of a rule "
        "that holds the value (line 3)"},
       // Each link of a chain counts.
-      {"SecRule " + repeat("ARGS", 10, "|") + " \"@rx a\" \"id:1,phase:2,pass,chain," +
-           repeat("t:lowercase", 25, ",") + "\"\nSecRule " + repeat("ARGS", 9, "|") +
+      {"SecRule " + repeat("ARGS", 20, "|") + " \"@rx a\" \"id:1,phase:2,pass,chain," +
+           repeat("t:lowercase", 25, ",") + "\"\nSecRule " + repeat("ARGS", 17, "|") +
            " \"@rx b\" \"" + repeat("t:lowercase", 30, ",") + "\"",
-       "at most 500 transformations"},
+       "at most 1000 transformations"},
       // An update's transformations as if every rule had the most variables of one, its targets
       // as if every rule had the most transformations of one, and both as if added to one rule.
-      {rule(repeat("ARGS", 50, "|"), 0, 1) + update_actions(1, 11),
-       "at most 500 transformations to a value in all (each rule's variables times its t: "
+      {rule(repeat("ARGS", 100, "|"), 0, 1) + update_actions(1, 11),
+       "at most 1000 transformations to a value in all (each rule's variables times its t: "
        "actions, summed over the rules): the WAF engine runs them for every variable of a rule "
        "that holds the value (line 2)"},
-      {rule("ARGS", 25, 1) + update_targets(1, 20), "at most 500 transformations"},
-      {rule("ARGS", 1, 1) + update_targets(1, 20) + update_actions(1, 24),
-       "at most 500 transformations to a value in all"},
+      {rule("ARGS", 25, 1) + update_targets(1, 40), "at most 1000 transformations"},
+      {rule("ARGS", 1, 1) + update_targets(1, 40) + update_actions(1, 24),
+       "at most 1000 transformations to a value in all"},
   };
   for (const auto& b : bad) {
     CAPTURE(b.in.substr(0, 200));
     expect_bad(fields::waf_directives(b.in), b.why);
   }
   expect_ok(fields::waf_directives(rule("ARGS", 32, 1)));
-  expect_ok(fields::waf_directives(rule(repeat("ARGS", 100, "|"), 4, 1) +
-                                   rule(repeat("ARGS", 50, "|"), 2, 2) + rule("ARGS", 0, 3)));
-  expect_ok(fields::waf_directives(rule(repeat("ARGS", 50, "|"), 0, 1) + update_actions(1, 10)));
-  expect_ok(fields::waf_directives(rule("ARGS", 25, 1) + update_targets(1, 19)));
+  expect_ok(fields::waf_directives(rule(repeat("ARGS", 100, "|"), 8, 1) +
+                                   rule(repeat("ARGS", 100, "|"), 2, 2) + rule("ARGS", 0, 3)));
+  expect_ok(fields::waf_directives(rule(repeat("ARGS", 100, "|"), 0, 1) + update_actions(1, 10)));
+  expect_ok(fields::waf_directives(rule("ARGS", 25, 1) + update_targets(1, 39)));
   expect_ok(
-      fields::waf_directives(rule("ARGS", 1, 1) + update_targets(1, 19) + update_actions(1, 20)));
+      fields::waf_directives(rule("ARGS", 1, 1) + update_targets(1, 40) + update_actions(1, 20)));
 }
 
 // A rule that lengthens values and reads another rule's output lengthens it again: 13 rules of
@@ -1848,21 +1848,21 @@ TEST_CASE("waf_directives counts transformations after a lengthening one as many
            ",phase:2,pass,t:urlEncode,t:hexEncode," + repeat("t:lowercase", 30, ",") + "\"\n";
   };
   // 32 transformations, 6 times over: 192 steps a variable.
-  expect_bad(fields::waf_directives(rule(3, 1)), "at most 500 transformations");
-  expect_ok(fields::waf_directives(rule(2, 1)));
-  expect_bad(fields::waf_directives(rule(2, 1) + rule(1, 2)), "(line 2)");
+  expect_bad(fields::waf_directives(rule(6, 1)), "at most 1000 transformations");
+  expect_ok(fields::waf_directives(rule(5, 1)));
+  expect_bad(fields::waf_directives(rule(3, 1) + rule(3, 2)), "(line 2)");
   // And so do the variables and transformations updates add to such a rule (they counted once:
-  // 2 targets were 64 steps, not 384).
+  // 5 targets were 160 steps, not 960).
   auto targets = [](int n) {
     return "SecRuleUpdateTargetById 1 \"" + repeat("ARGS_NAMES", n, "|") + "\"";
   };
-  expect_bad(fields::waf_directives(rule(1, 1) + targets(2)), "at most 500 transformations");
-  expect_ok(fields::waf_directives(rule(1, 1) + targets(1)));
+  expect_bad(fields::waf_directives(rule(1, 1) + targets(5)), "at most 1000 transformations");
+  expect_ok(fields::waf_directives(rule(1, 1) + targets(4)));
   auto actions = [](int n) {
     return "SecRuleUpdateActionById 1 \"" + repeat("t:lowercase", n, ",") + "\"";
   };
-  expect_bad(fields::waf_directives(rule(2, 1) + actions(10)), "at most 500 transformations");
-  expect_ok(fields::waf_directives(rule(2, 1) + actions(9)));
+  expect_bad(fields::waf_directives(rule(4, 1) + actions(10)), "at most 1000 transformations");
+  expect_ok(fields::waf_directives(rule(4, 1) + actions(9)));
 }
 
 // With multiMatch the engine's record of a rule's matches grows with each match and is copied at
