@@ -82,6 +82,8 @@ constexpr size_t kMaxGrowingTransformations = 2;
 // The list of a request's matches so far, and its names: a rule's every match adds to it (a rule
 // that does not match empties it), so a rule that reads it and matches doubles it.
 constexpr std::string_view kMatchListVariables = " matched_vars matched_vars_names ";
+// Every header line of a multipart body's parts (part_headers), lower-cased.
+constexpr std::string_view kPartHeaders = "multipart_part_headers";
 // Variables of one value a request (the rest may hold one for each argument, header, cookie,
 // part, match or variable): a rule's actions run once a request for each (Reach::runs).
 constexpr std::string_view kSingleValueVariables =
@@ -401,6 +403,14 @@ Problem check_percent(std::string_view s, int line) {
            "a macro of MATCHED_VARS copies the list of matches at every expansion" +
            at(line);
   }
+  // Each expansion builds the whole collection of a multipart body's header lines, thousands
+  // (part_headers): 490 rules `@streq %{MULTIPART_PART_HEADERS}` took 4.4 s on 62 KB (helper 114).
+  if (lower_variable == kPartHeaders) {
+    return "must not use the macro %{" + std::string(name) +
+           "}: each expansion builds the list of every header line of a multipart body's parts, "
+           "which nothing in the WAF engine bounds" +
+           at(line);
+  }
   // A msg or logdata of 1,990 of them held 260 MB on a request of 64 KB (the engine keeps every
   // matched rule's msg, logdata and tags, expanded, until the request ends; helper 101).
   if (listed(kWholeBodyVariables, lower_variable)) {
@@ -414,9 +424,22 @@ Problem check_percent(std::string_view s, int line) {
 Problem split_directives(std::string_view text, std::vector<Directive>* out) {
   int line = 1;
   size_t macros = 0;
+  size_t part_header_names = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     auto c = static_cast<unsigned char>(text[i]);
     if (c == '\n') ++line;
+    // Every naming of MULTIPART_PART_HEADERS but an exclusion, comment lines included: the
+    // reads and macros other checks refuse, and the counts, each of which builds the collection
+    // (part_headers; helper 114: 1,000 counts took 5.0 s on a 62 KB body).
+    if ((c | 0x20) == kPartHeaders[0] && (i == 0 || text[i - 1] != '!') &&
+        ascii_iequals(text.substr(i, kPartHeaders.size()), kPartHeaders) &&
+        ++part_header_names > kMaxPartHeaderCounts) {
+      return "may name MULTIPART_PART_HEADERS at most " + std::to_string(kMaxPartHeaderCounts) +
+             " times in all, but in exclusions, and only to count it: each count builds the list "
+             "of every header line of a multipart body's parts, which nothing in the WAF engine "
+             "bounds" +
+             at(line);
+    }
     if (c == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'))
       return "must not contain a carriage return outside CRLF" + at(line);
     if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
@@ -1037,10 +1060,11 @@ Problem xml_key(std::string_view name, std::string_view key, int line) {
 // fit in a 62 KB body, and a rule reading them (by a part's name too) adds each to the request's
 // list of matches, which the bounds above count as one value per argument. Ten rules of
 // `MULTIPART_PART_HEADERS "@rx ."` took 19.3 s on 100 parts of 68 headers, a rule naming it 499
-// times ended the engine with std::bad_alloc (helper 111). A count (`&`) or an exclusion (`!`)
-// reads none. A lower-cased `name`.
+// times ended the engine with std::bad_alloc (helper 111). An exclusion (`!`) reads none; a count
+// (`&`) builds the whole collection too, so a text counts it at most kMaxPartHeaderCounts times
+// (split_directives), and no macro names it (check_percent). A lower-cased `name`.
 Problem part_headers(std::string_view name, int line) {
-  if (name != "multipart_part_headers") return std::nullopt;
+  if (name != kPartHeaders) return std::nullopt;
   return "may read MULTIPART_PART_HEADERS only as a count (&MULTIPART_PART_HEADERS): nothing in "
          "the WAF engine bounds a multipart part's headers, and a rule reading them takes "
          "seconds on a 50 KB body" +
