@@ -705,7 +705,7 @@ TEST_CASE("SIGTERM: bytes sent once the HTTP threads stopped do not cut an answe
            std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    REQUIRE(testing::threads_named(server.pid(), "gatewayd").size() == unnamed - 3);
+    REQUIRE(testing::threads_named(server.pid(), "gatewayd").size() <= unnamed - 3);
     const std::string more = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
     REQUIRE(::send(fd, more.data(), more.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(more.size()));
