@@ -618,25 +618,6 @@ TEST_CASE("SIGTERM: a large answer given before the signal is written whole befo
   CHECK(s.describe() == "exit 0");
 }
 
-// Ten profiles of about 60 KB each, and a connection with a 16 KB receive buffer on which a page
-// of all ten (about 600 KB) was asked for: its answer waits in the sockets' buffers, unread.
-int page_left_in_buffers(Server& server, Api& api) {
-  for (int i = 0; i < 10; ++i) {
-    std::string body = kProfile.body(api.team(), i);
-    body.insert(body.size() - 1, R"(,"waf_overrides":{"k":")" + std::string(60'000, 'x') + "\"}");
-    REQUIRE(api.post(std::string(kProfile.path), body).status == 201);
-  }
-  const int fd = connect_to(server, 16384);
-  REQUIRE(fd >= 0);
-  const std::string page_request =
-      "GET /v1/gateway_security_profile?per_page=10 HTTP/1.1\r\n"
-      "Host: x\r\nAuthorization: Bearer " +
-      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
-  send_until_read(server, fd, page_request);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
-  return fd;
-}
-
 // A stop ends every open connection behind its last answer once no request is in flight (an
 // idle one got no answer and a reset at the exit for a request sent during the rest of the stop,
 // helper 109). Its first version shut them both ways, and a client that sent anything more had
@@ -647,11 +628,23 @@ TEST_CASE(
     "SIGTERM: an answer in the socket's buffers is delivered whole to a client sending more") {
   Server server;
   Api api(server, kTeamA);
-  const int fd = page_left_in_buffers(server, api);
+  for (int i = 0; i < 10; ++i) {
+    std::string body = kProfile.body(api.team(), i);
+    body.insert(body.size() - 1, R"(,"waf_overrides":{"k":")" + std::string(60'000, 'x') + "\"}");
+    REQUIRE(api.post(std::string(kProfile.path), body).status == 201);
+  }
   const int idle = connect_to(server);
   REQUIRE(idle >= 0);
   send_until_read(server, idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   REQUIRE(read_response(idle).starts_with("HTTP/1.1 200 "));
+  const int fd = connect_to(server, 16384);
+  REQUIRE(fd >= 0);
+  const std::string page_request =
+      "GET /v1/gateway_security_profile?per_page=10 HTTP/1.1\r\n"
+      "Host: x\r\nAuthorization: Bearer " +
+      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
+  send_until_read(server, fd, page_request);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
   // The rest of the stop held (the verifier's thread, which it joins after the HTTP side).
   const std::vector<pid_t> verifier = testing::threads_named(server.pid(), "gw-verify");
   REQUIRE(verifier.size() == 1);
@@ -689,7 +682,19 @@ TEST_CASE(
 TEST_CASE("SIGTERM: bytes sent once the HTTP threads stopped do not cut an answer at the exit") {
   Server server;
   Api api(server, kTeamA);
-  const int fd = page_left_in_buffers(server, api);
+  for (int i = 0; i < 10; ++i) {
+    std::string body = kProfile.body(api.team(), i);
+    body.insert(body.size() - 1, R"(,"waf_overrides":{"k":")" + std::string(60'000, 'x') + "\"}");
+    REQUIRE(api.post(std::string(kProfile.path), body).status == 201);
+  }
+  const int fd = connect_to(server, 16384);
+  REQUIRE(fd >= 0);
+  const std::string page_request =
+      "GET /v1/gateway_security_profile?per_page=10 HTTP/1.1\r\n"
+      "Host: x\r\nAuthorization: Bearer " +
+      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
+  send_until_read(server, fd, page_request);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
   // Pistache's threads (the listener's and the HTTP threads) have no name of their own.
   const size_t unnamed = testing::threads_named(server.pid(), "gatewayd").size();
   const std::vector<pid_t> verifier = testing::threads_named(server.pid(), "gw-verify");
