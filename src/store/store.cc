@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include "core/text.h"
 #include "store/crc32c.h"
 #include "store/info_log.h"
 #include "store/wal_tail.h"
@@ -223,8 +224,7 @@ std::optional<Error> unfinished_backup(const std::string& dir) {
 // A name RocksDB gives a database's files: MANIFEST-NNNNNN, or NNNNNN.log, .sst or .blob.
 bool database_file(std::string_view name) {
   auto number = [](std::string_view digits) {
-    return !digits.empty() &&
-           std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !digits.empty() && std::all_of(digits.begin(), digits.end(), ascii_digit);
   };
   if (name.starts_with("MANIFEST-")) return number(name.substr(9));
   for (std::string_view suffix : {".log", ".sst", ".blob"}) {

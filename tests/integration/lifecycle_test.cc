@@ -618,6 +618,28 @@ TEST_CASE("SIGTERM: a large answer given before the signal is written whole befo
   CHECK(s.describe() == "exit 0");
 }
 
+// Ten profiles of about 60 KB each: a page of all ten is about 600 KB.
+void create_ten_profiles_of_60_kb(Api& api) {
+  for (int i = 0; i < 10; ++i) {
+    std::string body = kProfile.body(api.team(), i);
+    body.insert(body.size() - 1, R"(,"waf_overrides":{"k":")" + std::string(60'000, 'x') + "\"}");
+    REQUIRE(api.post(std::string(kProfile.path), body).status == 201);
+  }
+}
+
+// A connection with a 16 KB receive buffer on which that page was asked for (and read by
+// gatewayd); nothing is read from it yet.
+int ask_for_page_of_ten(const Server& server, const Api& api) {
+  const int fd = connect_to(server, 16384);
+  REQUIRE(fd >= 0);
+  const std::string page_request =
+      "GET /v1/gateway_security_profile?per_page=10 HTTP/1.1\r\n"
+      "Host: x\r\nAuthorization: Bearer " +
+      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
+  send_until_read(server, fd, page_request);
+  return fd;
+}
+
 // A stop ends every open connection behind its last answer once no request is in flight (an
 // idle one got no answer and a reset at the exit for a request sent during the rest of the stop,
 // helper 109). Its first version shut them both ways, and a client that sent anything more had
@@ -628,22 +650,12 @@ TEST_CASE(
     "SIGTERM: an answer in the socket's buffers is delivered whole to a client sending more") {
   Server server;
   Api api(server, kTeamA);
-  for (int i = 0; i < 10; ++i) {
-    std::string body = kProfile.body(api.team(), i);
-    body.insert(body.size() - 1, R"(,"waf_overrides":{"k":")" + std::string(60'000, 'x') + "\"}");
-    REQUIRE(api.post(std::string(kProfile.path), body).status == 201);
-  }
+  create_ten_profiles_of_60_kb(api);
   const int idle = connect_to(server);
   REQUIRE(idle >= 0);
   send_until_read(server, idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   REQUIRE(read_response(idle).starts_with("HTTP/1.1 200 "));
-  const int fd = connect_to(server, 16384);
-  REQUIRE(fd >= 0);
-  const std::string page_request =
-      "GET /v1/gateway_security_profile?per_page=10 HTTP/1.1\r\n"
-      "Host: x\r\nAuthorization: Bearer " +
-      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
-  send_until_read(server, fd, page_request);
+  const int fd = ask_for_page_of_ten(server, api);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
   // The rest of the stop held (the verifier's thread, which it joins after the HTTP side).
   const std::vector<pid_t> verifier = testing::threads_named(server.pid(), "gw-verify");
@@ -682,18 +694,8 @@ TEST_CASE(
 TEST_CASE("SIGTERM: bytes sent once the HTTP threads stopped do not cut an answer at the exit") {
   Server server;
   Api api(server, kTeamA);
-  for (int i = 0; i < 10; ++i) {
-    std::string body = kProfile.body(api.team(), i);
-    body.insert(body.size() - 1, R"(,"waf_overrides":{"k":")" + std::string(60'000, 'x') + "\"}");
-    REQUIRE(api.post(std::string(kProfile.path), body).status == 201);
-  }
-  const int fd = connect_to(server, 16384);
-  REQUIRE(fd >= 0);
-  const std::string page_request =
-      "GET /v1/gateway_security_profile?per_page=10 HTTP/1.1\r\n"
-      "Host: x\r\nAuthorization: Bearer " +
-      server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
-  send_until_read(server, fd, page_request);
+  create_ten_profiles_of_60_kb(api);
+  const int fd = ask_for_page_of_ten(server, api);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
   // Pistache's threads (the listener's and the HTTP threads) have no name of their own.
   const size_t unnamed = testing::threads_named(server.pid(), "gatewayd").size();
