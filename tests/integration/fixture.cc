@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -346,13 +347,16 @@ int connect_to(const Server& server, int receive_buffer) {
   return fd;
 }
 
-// Whether gatewayd has read everything that the client's connection `fd` to `server` sent.
-static bool server_read_all(const Server& server, int fd) {
-  int unsent = 0;
-  if (::ioctl(fd, TIOCOUTQ, &unsent) != 0 || unsent != 0) return false;
+// The state and the "tx_queue:rx_queue" of gatewayd's end of the client's connection `fd` to
+// `server`, from /proc/net/tcp; nullopt if it is not there.
+struct ServerEnd {
+  int state = 0;  // TCP_ESTABLISHED, TCP_FIN_WAIT1, ...
+  std::string queues;
+};
+static std::optional<ServerEnd> server_end(const Server& server, int fd) {
   sockaddr_in client{};
   socklen_t size = sizeof client;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&client), &size) != 0) return false;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&client), &size) != 0) return std::nullopt;
   const int server_port = server.port();
   char wanted[32];
   std::snprintf(wanted, sizeof wanted, ":%04X %08X:%04X", server_port, 0x0100007Fu,
@@ -363,11 +367,31 @@ static bool server_read_all(const Server& server, int fd) {
     if (line.find(wanted) == std::string::npos) continue;
     // "sl local rem st tx_queue:rx_queue ..."
     std::istringstream fields(line);
-    std::string sl, local, remote, state, queues;
-    fields >> sl >> local >> remote >> state >> queues;
-    return queues.substr(queues.find(':') + 1) == "00000000";
+    std::string sl, local, remote, state;
+    ServerEnd end;
+    fields >> sl >> local >> remote >> state >> end.queues;
+    end.state = std::stoi(state, nullptr, 16);
+    return end;
   }
-  return false;
+  return std::nullopt;
+}
+
+// Whether gatewayd has read everything that the client's connection `fd` to `server` sent.
+static bool server_read_all(const Server& server, int fd) {
+  int unsent = 0;
+  if (::ioctl(fd, TIOCOUTQ, &unsent) != 0 || unsent != 0) return false;
+  const std::optional<ServerEnd> end = server_end(server, fd);
+  return end && end->queues.substr(end->queues.find(':') + 1) == "00000000";
+}
+
+void wait_until_server_shut_writing(const Server& server, int fd) {
+  bool shut = false;
+  for (int i = 0; i < 10000 && !shut; ++i) {
+    const std::optional<ServerEnd> end = server_end(server, fd);
+    shut = end && end->state != TCP_ESTABLISHED && end->state != TCP_CLOSE_WAIT;
+    if (!shut) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(shut);
 }
 
 void send_until_read(const Server& server, int fd, const std::string& bytes) {

@@ -195,6 +195,11 @@ int connect_to(const Server& server, int receive_buffer = 0);
 // has none left unread (its receive queue in /proc/net/tcp). REQUIREs both. IPv4 loopback only.
 void send_until_read(const Server& server, int fd, const std::string& bytes);
 
+// Waits until gatewayd has shut the sending side of the client's connection `fd` (its end has
+// left ESTABLISHED in /proc/net/tcp: a FIN is queued behind whatever it still has to send), at
+// most 10 s. REQUIREs it. IPv4 loopback only.
+void wait_until_server_shut_writing(const Server& server, int fd);
+
 // A POST of `body` (application/json) to `path` as the bytes of an HTTP/1.1 request, with `team`'s
 // token and X-Tenant-ID and `more_headers` (each line ending in CRLF), for tests that write to a
 // connection themselves.
