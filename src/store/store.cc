@@ -15,6 +15,7 @@
 #include <rocksdb/table_properties.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -233,6 +234,68 @@ bool database_file(std::string_view name) {
   return false;
 }
 
+// What give_back_reserved_space gave back.
+struct GivenBack {
+  int files = 0;
+  uint64_t bytes = 0;
+};
+
+// Below this, what a file holds past its end is not a reservation worth a write: an extent tree's
+// blocks (st_blocks counts them too) make a few KB on a large table file that RocksDB closed.
+constexpr uint64_t kReservationWorthGivingBack = 256 << 10;
+
+// The bytes of disk `st`'s file holds past the block its last byte is in (st_blocks counts
+// 512-byte units).
+uint64_t held_past_end(const struct stat& st) {
+  const uint64_t block = st.st_blksize > 0 ? static_cast<uint64_t>(st.st_blksize) : 4096;
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const uint64_t used = (size + block - 1) / block * block;
+  const uint64_t held = static_cast<uint64_t>(st.st_blocks) * 512;
+  return held > used ? held - used : 0;
+}
+
+// RocksDB reserves disk ahead of a file it writes (fallocate with FALLOC_FL_KEEP_SIZE: about 70 MB
+// ahead of a write-ahead log, 4 MB ahead of a MANIFEST) and gives the rest back as it closes the
+// file, by truncating it to its size. A crash (SIGKILL, a power cut) leaves the reservation in
+// place, and the next open needs room for a new log, MANIFEST and table file besides: on a disk
+// the reservation had filled, the restart failed with "No space left on device" (helper 113), until
+// the operator truncated each log by hand. Given back here, as RocksDB's close would have, with
+// `dir`'s LOCK held, so that no other process is writing those files. The file's bytes are left as
+// they are: a truncate to the size it has, then, on a file system that keeps the blocks past the
+// end through that, a hole punched from the end on.
+GivenBack give_back_reserved_space(const std::string& dir) {
+  GivenBack given;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!database_file(it->path().filename().string())) continue;
+    struct stat before {};
+    if (::lstat(it->path().c_str(), &before) != 0 || !S_ISREG(before.st_mode)) continue;
+    if (held_past_end(before) < kReservationWorthGivingBack) continue;
+    const int fd = ::open(it->path().c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && ::ftruncate(fd, st.st_size) == 0) {
+      struct stat after {};
+      if (::fstat(fd, &after) == 0 && held_past_end(after) >= kReservationWorthGivingBack) {
+        // Past every block the file holds: the reservation lies within.
+        const auto reach = static_cast<off_t>(static_cast<uint64_t>(after.st_blocks) * 512);
+        [[maybe_unused]] const int punched =
+            ::fallocate(fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, after.st_size, reach);
+      }
+      if (::fstat(fd, &after) == 0) {
+        const uint64_t was = static_cast<uint64_t>(st.st_blocks) * 512;
+        const uint64_t now = static_cast<uint64_t>(after.st_blocks) * 512;
+        if (now < was) {
+          ++given.files;
+          given.bytes += was - now;
+        }
+      }
+    }
+    ::close(fd);
+  }
+  return given;
+}
+
 }  // namespace
 
 // Without CURRENT, RocksDB's create_if_missing made a new database in the dir: the first open
@@ -304,11 +367,13 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   // second gatewayd, or `gatewayctl rebuild` beside a running one, moved the live process's LOG
   // (which it went on writing to) among the ten kept, so that a few such tries had it deleted.
   // Released again at once for DB::Open, which takes it for good (and says so if it lost a race).
+  GivenBack given;
   {
     rocksdb::Env* lock_env = env != nullptr ? env : rocksdb::Env::Default();
     rocksdb::FileLock* lock = nullptr;
     auto locked = lock_env->LockFile(dir + "/LOCK", &lock);
     if (!locked.ok()) return lock_refused(dir, locked);
+    given = give_back_reserved_space(dir);
     lock_env->UnlockFile(lock);
   }
   // The info log grows by about 130 KB an hour under load (statistics every 10 minutes): each
@@ -320,6 +385,12 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   rocksdb::Log(rocksdb::InfoLogLevel::INFO_LEVEL, options.info_log,
                "gatewayd: write-ahead log checksums (CRC-32C) computed by %s",
                crc32c_implementation());
+  if (given.files > 0) {
+    rocksdb::Log(rocksdb::InfoLogLevel::WARN_LEVEL, options.info_log,
+                 "gatewayd: %d files kept the disk reserved ahead of them by a run that did not "
+                 "close them (a crash): %llu bytes given back",
+                 given.files, static_cast<unsigned long long>(given.bytes));
+  }
   auto s = rocksdb::DB::Open(options, dir, column_families(), &handles, &raw);
   std::string note;
   if (s.IsCorruption()) {
