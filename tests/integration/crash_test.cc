@@ -245,16 +245,25 @@ void overwrite(const std::string& path, uintmax_t offset, std::string_view bytes
   REQUIRE(f.good());
 }
 
+// Creates `n` webhooks of kTeamA named `tag`-0 and on, each acknowledged (REQUIREd); their ids.
+std::vector<std::string> create_webhooks(Api& api, int n, std::string_view tag) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    Response r =
+        api.post("/v1/webhook", webhook_body(kTeamA, std::string(tag) + "-" + std::to_string(i)));
+    REQUIRE(r.status == 201);
+    ids.push_back(str(json(r), "webhook_id"));
+  }
+  return ids;
+}
+
 // RocksDB's point-in-time recovery replayed the log up to a damaged record and dropped every
 // acknowledged event after it without a word: gatewayd started with 15 of 50 creates, and the
 // next create reused sequence number 16.
 TEST_CASE("a write-ahead log damaged before its end stops gatewayd from starting") {
   Server server;
   Api api(server, kTeamA);
-  for (int n = 0; n < 50; ++n) {
-    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "acked-" + std::to_string(n))).status ==
-            201);
-  }
+  create_webhooks(api, 50, "acked");
   server.kill();
   // The events are in the write-ahead log only (a crash; a clean stop would have flushed them to
   // table files): damage its middle.
@@ -279,10 +288,7 @@ TEST_CASE("a write-ahead log damaged before its end stops gatewayd from starting
 TEST_CASE("a data dir without its CURRENT stops gatewayd and gatewayctl, and keeps its events") {
   Server server;
   Api api(server, kTeamA);
-  for (int n = 0; n < 20; ++n) {
-    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "kept-" + std::to_string(n))).status ==
-            201);
-  }
+  create_webhooks(api, 20, "kept");
   REQUIRE(server.stop().success());
   REQUIRE(std::filesystem::remove(server.data_dir() + "/CURRENT"));
   const std::string refusal = ": it holds a database's files (";
@@ -320,10 +326,7 @@ TEST_CASE("a data dir without its CURRENT stops gatewayd and gatewayctl, and kee
 TEST_CASE("after a SIGKILL, the restart gives back the disk reserved past the log's end") {
   Server server;
   Api api(server, kTeamA);
-  for (int n = 0; n < 5; ++n) {
-    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "reserved-" + std::to_string(n))).status ==
-            201);
-  }
+  create_webhooks(api, 5, "reserved");
   server.kill();
   // Kept under other names, which RocksDB's deletion of the old files after the restart leaves.
   std::vector<std::string> kept;
@@ -361,12 +364,7 @@ TEST_CASE("after a SIGKILL, the restart gives back the disk reserved past the lo
 TEST_CASE("a write-ahead log whose last write a crash tore starts without that write") {
   Server server;
   Api api(server, kTeamA);
-  std::vector<std::string> ids;
-  for (int n = 0; n < 20; ++n) {
-    Response r = api.post("/v1/webhook", webhook_body(kTeamA, "torn-" + std::to_string(n)));
-    REQUIRE(r.status == 201);
-    ids.push_back(str(json(r), "webhook_id"));
-  }
+  const std::vector<std::string> ids = create_webhooks(api, 20, "torn");
   server.kill();
   // The last create's batch ends the log; a few of its bytes never reached the disk.
   const std::string wal = largest_log(server.data_dir());
