@@ -387,9 +387,9 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
                crc32c_implementation());
   if (given.files > 0) {
     rocksdb::Log(rocksdb::InfoLogLevel::WARN_LEVEL, options.info_log,
-                 "gatewayd: %d files kept the disk reserved ahead of them by a run that did not "
-                 "close them (a crash): %llu bytes given back",
-                 given.files, static_cast<unsigned long long>(given.bytes));
+                 "gatewayd: gave back %llu bytes of disk reserved past the ends of %d of the "
+                 "database's files by a run that did not close them (a crash)",
+                 static_cast<unsigned long long>(given.bytes), given.files);
   }
   auto s = rocksdb::DB::Open(options, dir, column_families(), &handles, &raw);
   std::string note;
