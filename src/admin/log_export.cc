@@ -22,7 +22,17 @@ Error write_failed(const char* what, int error) {
 }  // namespace
 
 Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& out) {
-  if (after == UINT64_MAX) return uint64_t{0};  // no seq is greater (and after + 1 would be 0)
+  // An `after` past the log's end is a checkpoint from another log, or from this one before an
+  // older backup was restored: writing nothing, the command had the auditor skip every event up to
+  // it without a word (as GET /v1/events did; as replay's --until-seq).
+  auto last = ReadModel(store).last_seq();
+  if (!last.ok()) return std::move(last.error());
+  if (after > last.value()) {
+    return make_error(Code::kValidationFailed,
+                      "--after " + std::to_string(after) +
+                          " is past the end of the log (its last event is " +
+                          std::to_string(last.value()) + ")");
+  }
   auto it = store.iterate(Cf::kEvents);
   uint64_t written = 0;
   int error = 0;  // taken as a write fails, before the store's reads can change errno

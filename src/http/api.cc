@@ -741,6 +741,18 @@ void Api::events(Context& ctx) {
   }
   auto result = reads_.tenant_events(ctx.caller.tenant, after, limit);
   if (!result.ok()) return ctx.fail(result.error());
+  if (result.value().events.empty() && after != 0) {
+    // No `after` a tailer was given lies beyond the log's end: one there is a checkpoint from
+    // another log, or from this one before a restore of an older backup, and an empty page would
+    // have it skip every event up to it without a word (as `as_of`; the log's end only grows, so
+    // one read after the page is beyond it at the page's read too).
+    auto last = reads_.last_seq();
+    if (!last.ok()) return ctx.fail(last.error());
+    if (after > last.value()) {
+      return ctx.fail(make_error(Code::kInvalidQuery, "after must not be beyond the last event (" +
+                                                          std::to_string(last.value()) + ")"));
+    }
+  }
   std::string body = "{\"data\":[" + join(result.value().events) +
                      "],\"next_after\":" + std::to_string(result.value().next_after) + "}";
   ctx.reply(json_reply(200, std::move(body)));
