@@ -222,7 +222,7 @@ constexpr int64_t kMaxBodyBytesMax = 2147483647;
 void read_team(BodyReader& r, Meta* meta) {
   if (auto team = r.str("team_id")) {
     if (!valid_tenant_id(*team)) {
-      r.check("team_id", std::string("must be 1-128 characters of A-Z a-z 0-9 _ . -"));
+      r.check("team_id", "must be " + std::string(kTenantIdRule));
     }
     meta->team_id = std::move(*team);
   }

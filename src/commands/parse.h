@@ -68,5 +68,8 @@ std::optional<std::string> status_problem(Kind kind, std::string_view status);
 
 // Tenant ids (X-Tenant-ID, token tenants): 1..128 bytes of [A-Za-z0-9_.-], starting alphanumeric.
 bool valid_tenant_id(std::string_view tenant);
+// That rule, as the errors that refuse a tenant id give it ("must be " and this).
+inline constexpr std::string_view kTenantIdRule =
+    "1-128 characters of A-Z a-z 0-9 _ . -, starting with a letter or digit";
 
 }  // namespace gw

@@ -111,7 +111,7 @@ std::optional<TokenLine> parse_token_line(std::string_view line, std::string* wh
   } else if (!(raw = digest_of(digest))) {
     *why = "the first field is not a SHA-256 digest in hex (64 characters 0-9 a-f)";
   } else if (!valid_tenant_id(tenant)) {
-    *why = "the tenant is not 1-128 characters of A-Z a-z 0-9 _ . -";
+    *why = "the tenant is not " + std::string(kTenantIdRule);
   } else if (const char* bad = name_problem(name)) {
     *why = std::string("the name ") + bad;
   }
@@ -286,8 +286,7 @@ Result<int> open_locked(const std::string& path, int flags) {
 std::optional<Error> flag_problems(const std::string& tenant, const std::string& name,
                                    bool any_case) {
   FieldErrors errors;
-  if (!valid_tenant_id(tenant))
-    errors.add("tenant", "must be 1-128 characters of A-Z a-z 0-9 _ . -");
+  if (!valid_tenant_id(tenant)) errors.add("tenant", "must be " + std::string(kTenantIdRule));
   if (const char* why = name_problem(name, any_case)) errors.add("name", why);
   if (errors.empty()) return std::nullopt;
   return errors.to_error();

@@ -179,6 +179,23 @@ TEST_CASE("profile rejections name every bad field") {
   }
 }
 
+// The message gave the characters only, which `_x` has: it says where a tenant id starts too
+// (helper 116).
+TEST_CASE("a team_id that starts with another character is refused with the whole rule") {
+  for (const char* team : {"_x", "-x", ".x", "team a", ""}) {
+    CAPTURE(team);
+    const std::string body = std::string(R"({"team_id":")") + team +
+                             R"(","workload_id":"w","provider":"github","external_id":"e",)"
+                             R"("status":"active"})";
+    auto r = parse(Kind::kWebhook, body.c_str());
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().errors.size() == 1);
+    CHECK(r.error().errors[0].field == "team_id");
+    CHECK(r.error().errors[0].message ==
+          "must be 1-128 characters of A-Z a-z 0-9 _ . -, starting with a letter or digit");
+  }
+}
+
 // A whole number beyond int64 was "must be an integer", although it is one.
 // One long bad list filled the 100 entries alone, so the other fields' problems never showed,
 // and nothing said that the list was cut.

@@ -218,7 +218,13 @@ TEST_CASE("gatewayctl token create: a bad --tenant or --name is a usage error, e
     std::string tenant, name, message;
   };
   const std::vector<Row> rows{
-      {"bad team!", "ok", "gatewayctl: --tenant must be 1-128 characters of A-Z a-z 0-9 _ . -\n"},
+      {"bad team!", "ok",
+       "gatewayctl: --tenant must be 1-128 characters of A-Z a-z 0-9 _ . -, starting with a letter "
+       "or digit\n"},
+      // The message gave the characters only, which `_x` has (helper 116).
+      {"_x", "ok",
+       "gatewayctl: --tenant must be 1-128 characters of A-Z a-z 0-9 _ . -, starting with a letter "
+       "or digit\n"},
       {"team_a", "a\tb", "gatewayctl: --name must be 1-64 characters of A-Z a-z 0-9 _ . -\n"},
       {"team_a", "verifier", "gatewayctl: --name verifier is reserved, in any case"},
       // `Verifier` was taken, and its events passed for the verifier's at a glance (helper 103).
@@ -475,7 +481,9 @@ TEST_CASE("gatewayctl token revoke: the tokens of a tenant and name go, every ot
   CHECK(revoke(server, std::string(kTeamA), "").status.code == 2);
   testing::CommandResult bad = revoke(server, "team a", "ci");
   CHECK(bad.status.code == 2);
-  CHECK(bad.err == "gatewayctl: --tenant must be 1-128 characters of A-Z a-z 0-9 _ . -\n");
+  CHECK(bad.err ==
+        "gatewayctl: --tenant must be 1-128 characters of A-Z a-z 0-9 _ . -, starting with a "
+        "letter or digit\n");
   CHECK(read_file(file) == after);
   CHECK_FALSE(revoke_scratch_left(file));
 }
