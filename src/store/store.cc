@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -234,10 +235,11 @@ bool database_file(std::string_view name) {
   return false;
 }
 
-// What give_back_reserved_space gave back.
+// What give_back_reserved_space gave back, and the files it could not give theirs back from.
 struct GivenBack {
   int files = 0;
   uint64_t bytes = 0;
+  std::vector<std::string> kept;  // "NAME: why"
 };
 
 // Below this, what a file holds past its end is not a reservation worth a write: an extent tree's
@@ -254,44 +256,69 @@ uint64_t held_past_end(const struct stat& st) {
   return held > used ? held - used : 0;
 }
 
+// Gives back what the regular file `path` holds past its end into `given`; why not, if it could
+// not. The file's bytes are left as they are: a truncate to the size it has, then, on a file
+// system that keeps the blocks past the end through that, a hole punched from the end on (ext4
+// and tmpfs give them back at the truncate).
+std::optional<std::string> give_back(const std::filesystem::path& path, GivenBack& given) {
+  // Not blocking: a FIFO put in the file's place since it was looked at would hold the open.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return std::strerror(errno);
+  std::optional<std::string> why;
+  struct stat st {};
+  struct stat after {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = "not a regular file any more";
+  } else if (::ftruncate(fd, st.st_size) != 0) {
+    why = std::strerror(errno);
+  } else {
+    if (::fstat(fd, &after) == 0 && held_past_end(after) >= kReservationWorthGivingBack) {
+      // Past every block the file holds: the reservation lies within.
+      const auto reach = static_cast<off_t>(static_cast<uint64_t>(after.st_blocks) * 512);
+      if (::fallocate(fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, after.st_size, reach) != 0) {
+        why = std::strerror(errno);
+      }
+    }
+    if (::fstat(fd, &after) == 0) {
+      const uint64_t was = static_cast<uint64_t>(st.st_blocks) * 512;
+      const uint64_t now = static_cast<uint64_t>(after.st_blocks) * 512;
+      if (now < was) {
+        ++given.files;
+        given.bytes += was - now;
+      }
+      if (!why && held_past_end(after) >= kReservationWorthGivingBack) {
+        why = "the file system kept it through a truncate and a hole punched past the end";
+      }
+    }
+  }
+  ::close(fd);
+  return why;
+}
+
 // RocksDB reserves disk ahead of a file it writes (fallocate with FALLOC_FL_KEEP_SIZE: about 70 MB
 // ahead of a write-ahead log, 4 MB ahead of a MANIFEST) and gives the rest back as it closes the
 // file, by truncating it to its size. A crash (SIGKILL, a power cut) leaves the reservation in
 // place, and the next open needs room for a new log, MANIFEST and table file besides: on a disk
 // the reservation had filled, the restart failed with "No space left on device" (helper 113), until
 // the operator truncated each log by hand. Given back here, as RocksDB's close would have, with
-// `dir`'s LOCK held, so that no other process is writing those files. The file's bytes are left as
-// they are: a truncate to the size it has, then, on a file system that keeps the blocks past the
-// end through that, a hole punched from the end on.
+// `dir`'s LOCK held, so that no other process is writing those files.
 GivenBack give_back_reserved_space(const std::string& dir) {
   GivenBack given;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!database_file(it->path().filename().string())) continue;
-    struct stat before {};
-    if (::lstat(it->path().c_str(), &before) != 0 || !S_ISREG(before.st_mode)) continue;
-    if (held_past_end(before) < kReservationWorthGivingBack) continue;
-    const int fd = ::open(it->path().c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) continue;
+    const std::string name = it->path().filename().string();
+    if (!database_file(name)) continue;
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && ::ftruncate(fd, st.st_size) == 0) {
-      struct stat after {};
-      if (::fstat(fd, &after) == 0 && held_past_end(after) >= kReservationWorthGivingBack) {
-        // Past every block the file holds: the reservation lies within.
-        const auto reach = static_cast<off_t>(static_cast<uint64_t>(after.st_blocks) * 512);
-        [[maybe_unused]] const int punched =
-            ::fallocate(fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, after.st_size, reach);
-      }
-      if (::fstat(fd, &after) == 0) {
-        const uint64_t was = static_cast<uint64_t>(st.st_blocks) * 512;
-        const uint64_t now = static_cast<uint64_t>(after.st_blocks) * 512;
-        if (now < was) {
-          ++given.files;
-          given.bytes += was - now;
-        }
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (held_past_end(st) < kReservationWorthGivingBack) continue;
+    if (auto why = give_back(it->path(), given)) {
+      // Kept for want of that: a full disk's restart fails with RocksDB's "No space left".
+      try {
+        given.kept.push_back(name + ": " + *why);
+      } catch (const std::exception&) {
+        // Out of memory: not said.
       }
     }
-    ::close(fd);
   }
   return given;
 }
@@ -390,6 +417,12 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
                  "gatewayd: gave back %llu bytes of disk reserved past the ends of %d of the "
                  "database's files by a run that did not close them (a crash)",
                  static_cast<unsigned long long>(given.bytes), given.files);
+  }
+  for (const std::string& kept : given.kept) {
+    rocksdb::Log(rocksdb::InfoLogLevel::WARN_LEVEL, options.info_log,
+                 "gatewayd: cannot give back the disk reserved past the end of %s (a run that "
+                 "did not close the file left it; on a full disk the open fails for want of it)",
+                 kept.c_str());
   }
   auto s = rocksdb::DB::Open(options, dir, column_families(), &handles, &raw);
   std::string note;
