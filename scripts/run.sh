@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds Release into build/, makes a dev token for team_demo and runs
-# gatewayd, by default on 127.0.0.1:8080 with its data in ./data (relative to the repository root).
+# gatewayd, by default on 127.0.0.1:8080 with its data in ./data (relative to the repository root;
+# a relative path given is taken from the directory run.sh was started in).
 # GATEWAY_LISTEN, GATEWAY_DATA_DIR and GATEWAY_TOKENS_FILE change where, as do the flags
 # --listen, --data-dir and --tokens-file (flags win); any other GATEWAY_* variable reaches gatewayd
 # as it is, and other arguments are passed on to it (scripts/run.sh --rate-limit 100).
 set -euo pipefail
 
 LISTEN="${GATEWAY_LISTEN:-127.0.0.1:8080}"
-DATA_DIR="${GATEWAY_DATA_DIR:-./data}"
+DATA_DIR="${GATEWAY_DATA_DIR:-}"
 TOKENS="${GATEWAY_TOKENS_FILE:-}"
 # The three flags run.sh gives gatewayd itself are taken from the arguments (given twice,
 # gatewayd would refuse them), in either form, `--listen X` or `--listen=X`.
@@ -28,6 +29,15 @@ while [[ $# -gt 0 ]]; do
     *) PASSED+=("$1"); shift ;;
   esac
 done
+# A path given is the caller's: a relative one is taken from the directory run.sh was started in,
+# not the repository's, which the script works in (`cd /srv && /repo/scripts/run.sh --data-dir gw`
+# put the data in /repo/gw). The default data dir is the repository's ./data.
+caller_path() {
+  if [[ -z "$1" || "$1" == /* ]]; then printf '%s' "$1"; else printf '%s/%s' "$PWD" "$1"; fi
+}
+DATA_DIR="$(caller_path "${DATA_DIR}")"
+TOKENS="$(caller_path "${TOKENS}")"
+DATA_DIR="${DATA_DIR:-./data}"
 TOKENS="${TOKENS:-${DATA_DIR}/tokens}"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
