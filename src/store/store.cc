@@ -239,7 +239,7 @@ bool database_file(std::string_view name) {
 struct GivenBack {
   int files = 0;
   uint64_t bytes = 0;
-  std::vector<std::string> kept;  // "NAME: why"
+  std::vector<std::pair<std::string, std::string>> kept;  // a file's name, why
 };
 
 // Below this, what a file holds past its end is not a reservation worth a write: an extent tree's
@@ -301,7 +301,10 @@ std::optional<std::string> give_back(const std::filesystem::path& path, GivenBac
 // place, and the next open needs room for a new log, MANIFEST and table file besides: on a disk
 // the reservation had filled, the restart failed with "No space left on device" (helper 113), until
 // the operator truncated each log by hand. Given back here, as RocksDB's close would have, with
-// `dir`'s LOCK held, so that no other process is writing those files.
+// `dir`'s LOCK held, so that no other process is writing those files through this dir. A file with
+// other names (hard links: `cp -al` of a running data dir) may be written through another one, by
+// a process the LOCK does not keep out, and a truncate to the size seen could cut what it wrote
+// meanwhile: it is left as it is (helper 118).
 GivenBack give_back_reserved_space(const std::string& dir) {
   GivenBack given;
   std::error_code ec;
@@ -311,10 +314,16 @@ GivenBack give_back_reserved_space(const std::string& dir) {
     struct stat st {};
     if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     if (held_past_end(st) < kReservationWorthGivingBack) continue;
-    if (auto why = give_back(it->path(), given)) {
+    std::optional<std::string> why;
+    if (st.st_nlink > 1) {
+      why = "it has other names (hard links), through which another process may be writing it";
+    } else {
+      why = give_back(it->path(), given);
+    }
+    if (why) {
       // Kept for want of that: a full disk's restart fails with RocksDB's "No space left".
       try {
-        given.kept.push_back(name + ": " + *why);
+        given.kept.emplace_back(name, std::move(*why));
       } catch (const std::exception&) {
         // Out of memory: not said.
       }
@@ -418,11 +427,11 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
                  "database's files by a run that did not close them (a crash)",
                  static_cast<unsigned long long>(given.bytes), given.files);
   }
-  for (const std::string& kept : given.kept) {
+  for (const auto& [name, why] : given.kept) {
     rocksdb::Log(rocksdb::InfoLogLevel::WARN_LEVEL, options.info_log,
-                 "gatewayd: cannot give back the disk reserved past the end of %s (a run that "
+                 "gatewayd: cannot give back the disk reserved past the end of %s: %s (a run that "
                  "did not close the file left it; on a full disk the open fails for want of it)",
-                 kept.c_str());
+                 name.c_str(), why.c_str());
   }
   auto s = rocksdb::DB::Open(options, dir, column_families(), &handles, &raw);
   std::string note;
@@ -467,7 +476,15 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
       }
     }
   }
-  if (!s.ok()) return io_error(s);
+  if (!s.ok()) {
+    // Said with the error too: on the full disk where it matters, LOG may have had no room for it.
+    Error error = io_error(s);
+    for (const auto& [name, why] : given.kept) {
+      error.detail += "; the disk reserved past the end of " + name +
+                      " by a run that did not close it could not be given back (" + why + ")";
+    }
+    return error;
+  }
   auto store = adopt(dir, raw, handles);
   store->seals_ = std::move(seals);
   store->recovery_note_ = std::move(note);
