@@ -742,10 +742,10 @@ void Api::events(Context& ctx) {
   auto result = reads_.tenant_events(ctx.caller.tenant, after, limit);
   if (!result.ok()) return ctx.fail(result.error());
   if (result.value().events.empty() && after != 0) {
-    // No `after` a tailer was given lies beyond the log's end: one there is a checkpoint from
-    // another log, or from this one before a restore of an older backup, and an empty page would
-    // have it skip every event up to it without a word (as `as_of`; the log's end only grows, so
-    // one read after the page is beyond it at the page's read too).
+    // Every `after` a tailer was given is at most the log's end. One beyond it is a checkpoint from
+    // another log, or from this one before an older backup was restored, and an empty page would
+    // have the tailer skip every event up to it without a word (as for `as_of`). The end only
+    // grows, so an `after` beyond the end read after the page was beyond it at the page's read.
     auto last = reads_.last_seq();
     if (!last.ok()) return ctx.fail(last.error());
     if (after > last.value()) {
