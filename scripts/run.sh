@@ -19,16 +19,24 @@ while [[ $# -gt 0 ]]; do
       if [[ $# -lt 2 ]]; then echo "run.sh: $1 needs a value" >&2; exit 2; fi
       case "$1" in
         --listen) LISTEN="$2" ;;
-        --data-dir) DATA_DIR="$2" ;;
-        --tokens-file) TOKENS="$2" ;;
+        --data-dir) DATA_DIR="$2"; DATA_GIVEN=1 ;;
+        --tokens-file) TOKENS="$2"; TOKENS_GIVEN=1 ;;
       esac
       shift 2 ;;
     --listen=*) LISTEN="${1#*=}"; shift ;;
-    --data-dir=*) DATA_DIR="${1#*=}"; shift ;;
-    --tokens-file=*) TOKENS="${1#*=}"; shift ;;
+    --data-dir=*) DATA_DIR="${1#*=}"; DATA_GIVEN=1; shift ;;
+    --tokens-file=*) TOKENS="${1#*=}"; TOKENS_GIVEN=1; shift ;;
     *) PASSED+=("$1"); shift ;;
   esac
 done
+# An empty value given to a flag is refused, as gatewayd refuses it: `--data-dir="$UNSET"` would
+# otherwise run on the default's data (helper 118). An empty variable counts as unset, as for
+# gatewayd.
+if [[ -z "${LISTEN}" || ( -n "${DATA_GIVEN:-}" && -z "${DATA_DIR}" ) ||
+      ( -n "${TOKENS_GIVEN:-}" && -z "${TOKENS}" ) ]]; then
+  echo "run.sh: --listen, --data-dir and --tokens-file must not be empty" >&2
+  exit 2
+fi
 # A path given is the caller's: a relative one is taken from the directory run.sh was started in,
 # not the repository's, which the script works in (`cd /srv && /repo/scripts/run.sh --data-dir gw`
 # put the data in /repo/gw). The default data dir is the repository's ./data.
