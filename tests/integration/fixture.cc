@@ -385,13 +385,17 @@ static bool server_read_all(const Server& server, int fd) {
 }
 
 void wait_until_server_shut_writing(const Server& server, int fd) {
-  bool shut = false;
-  for (int i = 0; i < 10000 && !shut; ++i) {
-    const std::optional<ServerEnd> end = server_end(server, fd);
-    shut = end && end->state != TCP_ESTABLISHED && end->state != TCP_CLOSE_WAIT;
-    if (!shut) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::optional<ServerEnd> end;
+  for (;;) {
+    end = server_end(server, fd);
+    // Gone: reset, or closed and its end already through (the checks after this tell which).
+    if (!end || (end->state != TCP_ESTABLISHED && end->state != TCP_CLOSE_WAIT)) break;
+    REQUIRE(std::chrono::steady_clock::now() < until);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  REQUIRE(shut);
+  INFO("gatewayd's end of the connection is no longer in /proc/net/tcp");
+  REQUIRE(end.has_value());
 }
 
 void send_until_read(const Server& server, int fd, const std::string& bytes) {

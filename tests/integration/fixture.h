@@ -197,7 +197,7 @@ void send_until_read(const Server& server, int fd, const std::string& bytes);
 
 // Waits until gatewayd has shut the sending side of the client's connection `fd` (its end has
 // left ESTABLISHED in /proc/net/tcp: a FIN is queued behind whatever it still has to send), at
-// most 10 s. REQUIREs it. IPv4 loopback only.
+// most 10 s. REQUIREs it, and that the end is still there (not reset). IPv4 loopback only.
 void wait_until_server_shut_writing(const Server& server, int fd);
 
 // A POST of `body` (application/json) to `path` as the bytes of an HTTP/1.1 request, with `team`'s
