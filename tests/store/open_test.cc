@@ -249,11 +249,11 @@ TEST_CASE("an open leaves the reservation of a file with other names, and says w
   CHECK(fs->most_held(0) >= 8 << 20);
   std::filesystem::remove(other);
   const std::string name = std::filesystem::path(log).filename().string();
-  CHECK(log_text(dir.path()).find(
-            "[WARN] gatewayd: cannot give back the disk reserved past the end of " + name +
-            ": it has other names (hard links), through which another process may be writing it "
-            "(a run that did not close the file left it; on a full disk the open fails for want "
-            "of it)\n") != std::string::npos);
+  const std::string said =
+      "[WARN] gatewayd: cannot give back the disk reserved past the end of " + name +
+      ": it has other names (hard links), through which another process may be writing it (a "
+      "run that did not close the file left it; on a full disk the open fails for want of it)\n";
+  CHECK(log_text(dir.path()).find(said) != std::string::npos);
 }
 
 // A file it could not give back from was skipped without a word, and on a full disk the open then
@@ -297,10 +297,11 @@ TEST_CASE("an open says which file's reservation it could not give back, and why
   CHECK(events_in(*opened->value()) == 10);
   opened.reset();
   CHECK(held >= 8 << 20);
-  CHECK(log_text(dir.path()).find(
-            "[WARN] gatewayd: cannot give back the disk reserved past the end of " + name +
-            ": Operation not permitted (a run that did not close the file left it; on a full "
-            "disk the open fails for want of it)\n") != std::string::npos);
+  const std::string said =
+      "[WARN] gatewayd: cannot give back the disk reserved past the end of " + name +
+      ": Operation not permitted (a run that did not close the file left it; on a full disk the "
+      "open fails for want of it)\n";
+  CHECK(log_text(dir.path()).find(said) != std::string::npos);
 }
 
 // Not while another open holds the LOCK: that process may be writing its log.
