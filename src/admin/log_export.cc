@@ -2,7 +2,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "projections/fold.h"
 #include "projections/read_model.h"
@@ -19,20 +21,23 @@ Error write_failed(const char* what, int error) {
                         (error != 0 ? std::string(": ") + std::strerror(error) : std::string()));
 }
 
+// kValidationFailed if `seq`, given as `flag`, is past the log's last event; an error reading it.
+std::optional<Error> past_the_end(const Store& store, std::string_view flag, uint64_t seq) {
+  auto last = ReadModel(store).last_seq();
+  if (!last.ok()) return std::move(last.error());
+  if (seq <= last.value()) return std::nullopt;
+  return make_error(Code::kValidationFailed, std::string(flag) + " " + std::to_string(seq) +
+                                                 " is past the end of the log (its last event is " +
+                                                 std::to_string(last.value()) + ")");
+}
+
 }  // namespace
 
 Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& out) {
   // An `after` past the log's end is a checkpoint from another log, or from this one before an
   // older backup was restored: writing nothing, the command had the auditor skip every event up to
   // it without a word (as GET /v1/events did; as replay's --until-seq).
-  auto last = ReadModel(store).last_seq();
-  if (!last.ok()) return std::move(last.error());
-  if (after > last.value()) {
-    return make_error(Code::kValidationFailed,
-                      "--after " + std::to_string(after) +
-                          " is past the end of the log (its last event is " +
-                          std::to_string(last.value()) + ")");
-  }
+  if (auto past = past_the_end(store, "--after", after)) return std::move(*past);
   auto it = store.iterate(Cf::kEvents);
   uint64_t written = 0;
   int error = 0;  // taken as a write fails, before the store's reads can change errno
@@ -55,14 +60,7 @@ Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& 
 
 Result<uint64_t> write_replay(const Store& store, uint64_t until_seq, std::ostream& out,
                               const FoldOptions& options) {
-  auto last = ReadModel(store).last_seq();
-  if (!last.ok()) return std::move(last.error());
-  if (until_seq > last.value()) {
-    return make_error(Code::kValidationFailed,
-                      "--until-seq " + std::to_string(until_seq) +
-                          " is past the end of the log (its last event is " +
-                          std::to_string(last.value()) + ")");
-  }
+  if (auto past = past_the_end(store, "--until-seq", until_seq)) return std::move(*past);
   auto fold = Fold::of_log(store, until_seq, options);
   if (!fold.ok()) return std::move(fold.error());
   // errno is taken right after a write that failed: a fold on disk reads between the writes.
