@@ -36,7 +36,7 @@ std::optional<Error> past_the_end(const Store& store, std::string_view flag, uin
 Result<uint64_t> write_events(const Store& store, uint64_t after, std::ostream& out) {
   // An `after` past the log's end is a checkpoint from another log, or from this one before an
   // older backup was restored: writing nothing, the command had the auditor skip every event up to
-  // it without a word (as GET /v1/events did; as replay's --until-seq).
+  // it without a word. Refused, as GET /v1/events refuses it, and replay its --until-seq.
   if (auto past = past_the_end(store, "--after", after)) return std::move(*past);
   auto it = store.iterate(Cf::kEvents);
   uint64_t written = 0;
