@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <optional>
+#include <string_view>
 #include <variant>
 
 #include <rapidjson/document.h>
@@ -267,6 +269,17 @@ Target route(const std::string& method, const std::string& path) {
     }
   }
   return t;
+}
+
+// 400 invalid_query if the query parameter `name`'s sequence number `seq` lies beyond the log's
+// last event; an error reading that.
+std::optional<Error> beyond_the_log(const ReadModel& reads, std::string_view name, uint64_t seq) {
+  auto last = reads.last_seq();
+  if (!last.ok()) return std::move(last.error());
+  if (seq <= last.value()) return std::nullopt;
+  return make_error(Code::kInvalidQuery, std::string(name) +
+                                             " must not be beyond the last event (" +
+                                             std::to_string(last.value()) + ")");
 }
 
 }  // namespace
@@ -652,14 +665,9 @@ void Api::get(Context& ctx, Kind kind, const std::string& id) {
   if (!ctx.check_query({"as_of"})) return;
   uint64_t as_of = 0;  // 0: as it is now
   if (!ctx.int_param("as_of", 1, kMaxQuerySeq, &as_of)) return;
+  // A point in the future would give an answer that later writes could change.
   if (as_of != 0) {
-    // A point in the future would give an answer that later writes could change.
-    auto last = reads_.last_seq();
-    if (!last.ok()) return ctx.fail(last.error());
-    if (as_of > last.value()) {
-      return ctx.fail(make_error(Code::kInvalidQuery, "as_of must not be beyond the last event (" +
-                                                          std::to_string(last.value()) + ")"));
-    }
+    if (auto beyond = beyond_the_log(reads_, "as_of", as_of)) return ctx.fail(*beyond);
   }
   auto found = as_of != 0 ? reads_.get_as_of(kind, ctx.caller.tenant, id, as_of)
                           : reads_.get(kind, ctx.caller.tenant, id);
@@ -746,12 +754,7 @@ void Api::events(Context& ctx) {
     // another log, or from this one before an older backup was restored, and an empty page would
     // have the tailer skip every event up to it without a word (as for `as_of`). The end only
     // grows, so an `after` beyond the end read after the page was beyond it at the page's read.
-    auto last = reads_.last_seq();
-    if (!last.ok()) return ctx.fail(last.error());
-    if (after > last.value()) {
-      return ctx.fail(make_error(Code::kInvalidQuery, "after must not be beyond the last event (" +
-                                                          std::to_string(last.value()) + ")"));
-    }
+    if (auto beyond = beyond_the_log(reads_, "after", after)) return ctx.fail(*beyond);
   }
   std::string body = "{\"data\":[" + join(result.value().events) +
                      "],\"next_after\":" + std::to_string(result.value().next_after) + "}";
