@@ -17,6 +17,7 @@ namespace gw::itest::auth_test {
 namespace {
 
 using testing::json_with;
+using testing::read_file;
 using testing::str;
 
 TEST_CASE("requests without a valid bearer token are 401 with WWW-Authenticate: Bearer") {
@@ -292,12 +293,6 @@ TEST_CASE("a tokens file group or others may write: no token from it is accepted
   struct stat st {};
   REQUIRE(::stat(file.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0640);
-}
-
-std::string read_file(const std::string& path) {
-  std::ostringstream text;
-  text << std::ifstream(path).rdbuf();
-  return text.str();
 }
 
 // The status of GET /v1/webhook with `token` once it is `want`, polling for up to 2 s (the file is

@@ -1,13 +1,10 @@
 // Durability: SIGKILL gatewayd under load; every create it acknowledged must survive a restart
 // byte-for-byte (same JSON, same ETag).
-#include <sys/stat.h>
-
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <thread>
 
 #include "integration/fixture.h"
@@ -334,9 +331,7 @@ TEST_CASE("after a SIGKILL, the restart gives back the disk reserved past the lo
   for (const auto& entry : std::filesystem::directory_iterator(server.data_dir())) {
     const std::string name = entry.path().filename().string();
     if (!name.ends_with(".log") && !name.starts_with("MANIFEST-")) continue;
-    struct stat st {};
-    REQUIRE(::stat(entry.path().c_str(), &st) == 0);
-    const int64_t held = static_cast<int64_t>(st.st_blocks) * 512 - st.st_size;
+    const int64_t held = testing::held_past_size(entry.path());
     if (held < (1 << 20)) continue;
     ++reserved_files;
     reserved += held;
@@ -344,17 +339,16 @@ TEST_CASE("after a SIGKILL, the restart gives back the disk reserved past the lo
   REQUIRE(reserved_files == 2);  // the log and the MANIFEST
   server.restart();
   CHECK(num(field(json(api.get("/v1/webhook")), "pagination"), "total") == 5);
-  std::ostringstream text;
-  text << std::ifstream(server.data_dir() + "/LOG", std::ios::binary).rdbuf();
+  const std::string text = testing::read_file(server.data_dir() + "/LOG");
   const std::string said = "[WARN] gatewayd: gave back ";
-  const size_t at = text.str().find(said);
+  const size_t at = text.find(said);
   REQUIRE(at != std::string::npos);
-  const int64_t given = std::stoll(text.str().substr(at + said.size()));
+  const int64_t given = std::stoll(text.substr(at + said.size()));
   CHECK(given > reserved - 2 * 4096);
   CHECK(given <= reserved);
-  CHECK(text.str().find(" bytes of disk reserved past the ends of 2 of the database's files by a "
-                        "run that did not close them (a crash)\n",
-                        at) != std::string::npos);
+  CHECK(text.find(" bytes of disk reserved past the ends of 2 of the database's files by a "
+                  "run that did not close them (a crash)\n",
+                  at) != std::string::npos);
 }
 
 // A power cut during a batch's synced write can leave the batch at its full length on disk with

@@ -17,13 +17,13 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "store/store.h"
 #include "store/store_test_util.h"
+#include "support/temp_dir.h"
 
 namespace gw {
 namespace {
@@ -102,13 +102,6 @@ TEST_CASE("a new data dir with other files, a .log of the operator's among them,
   CHECK(store.ok());
 }
 
-// The disk a file holds past its size, in bytes.
-int64_t held_past_size(const std::string& path) {
-  struct stat st {};
-  REQUIRE(::stat(path.c_str(), &st) == 0);
-  return static_cast<int64_t>(st.st_blocks) * 512 - st.st_size;
-}
-
 // Reserves `bytes` of disk past `path`'s end, as RocksDB does ahead of a file it writes
 // (FALLOC_FL_KEEP_SIZE), and as a crash leaves it.
 void reserve_past_end(const std::string& path, off_t bytes) {
@@ -118,7 +111,7 @@ void reserve_past_end(const std::string& path, off_t bytes) {
   REQUIRE(::fstat(fd, &st) == 0);
   REQUIRE(::fallocate(fd, FALLOC_FL_KEEP_SIZE, st.st_size, bytes) == 0);
   ::close(fd);
-  REQUIRE(held_past_size(path) >= bytes);
+  REQUIRE(testing::held_past_size(path) >= bytes);
 }
 
 // As RocksDB makes each new file while it opens a database: the most disk each watched file held
@@ -142,11 +135,7 @@ class WatchesReservation final : public rocksdb::FileSystemWrapper {
         if (::stat(watched_[i].c_str(), &st) != 0) continue;
         most_held_[i] =
             std::max<int64_t>(most_held_[i], static_cast<int64_t>(st.st_blocks) * 512 - st.st_size);
-        if (i == 0 && !first_seen_) {
-          std::ostringstream bytes;
-          bytes << std::ifstream(watched_[0], std::ios::binary).rdbuf();
-          first_seen_ = bytes.str();
-        }
+        if (i == 0 && !first_seen_) first_seen_ = testing::read_file(watched_[0]);
       }
     }
     if (no_space_) return rocksdb::IOStatus::NoSpace("no room for " + name);
@@ -195,11 +184,7 @@ int events_in(const Store& store) {
   return events;
 }
 
-std::string log_text(const std::string& dir) {
-  std::ostringstream text;
-  text << std::ifstream(dir + "/LOG", std::ios::binary).rdbuf();
-  return text.str();
-}
+std::string log_text(const std::string& dir) { return testing::read_file(dir + "/LOG"); }
 
 // LOG's line for the file `name` whose reservation the open kept, for `why`.
 std::string kept_line(const std::string& name, const std::string& why) {
@@ -219,9 +204,8 @@ TEST_CASE(
     "an open gives back the disk a crash left reserved past the log's end, before it writes") {
   testing::ScratchDir dir;
   const auto [log, manifest] = reserved_log_and_manifest(dir.path(), 100, 32 << 20);
-  std::ostringstream before;
-  before << std::ifstream(log, std::ios::binary).rdbuf();
-  REQUIRE(before.str().size() > 1000);
+  const std::string before = testing::read_file(log);
+  REQUIRE(before.size() > 1000);
   auto fs = std::make_shared<WatchesReservation>(std::vector<std::string>{log, manifest});
   auto env = rocksdb::NewCompositeEnv(fs);
   {
@@ -234,7 +218,7 @@ TEST_CASE(
   CHECK(fs->most_held(0) < 256 << 10);
   CHECK(fs->most_held(1) >= 0);
   CHECK(fs->most_held(1) < 256 << 10);
-  CHECK(fs->first_seen() == before.str());
+  CHECK(fs->first_seen() == before);
   CHECK(log_text(dir.path()).find("[WARN] gatewayd: gave back ") != std::string::npos);
 }
 
@@ -289,7 +273,7 @@ TEST_CASE("an open says which file's reservation it could not give back, and why
   std::optional<Result<std::unique_ptr<Store>>> opened;
   int64_t held = 0;
   opened.emplace(Store::open(dir.path()));
-  held = held_past_size(log);  // before RocksDB's close deletes the replayed log
+  held = testing::held_past_size(log);  // before RocksDB's close deletes the replayed log
   flags &= ~FS_IMMUTABLE_FL;
   const int cleared = ::ioctl(fd, FS_IOC_SETFLAGS, &flags);
   ::close(fd);
@@ -318,13 +302,13 @@ TEST_CASE("an open refused for the LOCK leaves the reservation of the log in use
     if (name.ends_with(".log") && name != "LOG") log = std::max(log, dir.path() + "/" + name);
   }
   REQUIRE_FALSE(log.empty());
-  const int64_t held = held_past_size(log);
+  const int64_t held = testing::held_past_size(log);
   if (held < 256 << 10) reserve_past_end(log, 8 << 20);
-  const int64_t reserved = held_past_size(log);
+  const int64_t reserved = testing::held_past_size(log);
   auto refused = Store::open(dir.path());
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().detail.starts_with(Store::kInUse));
-  CHECK(held_past_size(log) == reserved);
+  CHECK(testing::held_past_size(log) == reserved);
 }
 
 }  // namespace

@@ -3,13 +3,30 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
 
 #include <stdlib.h>  // mkdtemp
+#include <sys/stat.h>
 
 namespace gw::testing {
+
+std::string read_file(const std::string& path) {
+  std::ostringstream text;
+  text << std::ifstream(path, std::ios::binary).rdbuf();
+  return text.str();
+}
+
+int64_t held_past_size(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw std::runtime_error("stat(" + path + "): " + std::strerror(errno));
+  }
+  return static_cast<int64_t>(st.st_blocks) * 512 - st.st_size;
+}
 
 TempDir::TempDir(std::string_view prefix) {
   std::string pattern = "/tmp/" + std::string(prefix) + "XXXXXX";

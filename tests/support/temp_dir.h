@@ -2,10 +2,19 @@
 // Not thread-safe to destroy while another thread uses the directory; otherwise a plain value.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace gw::testing {
+
+// The bytes of the file at `path` ("" if it cannot be read).
+std::string read_file(const std::string& path);
+
+// The bytes of disk the file at `path` holds past its size (st_blocks counts 512-byte units): what
+// a reservation (fallocate with FALLOC_FL_KEEP_SIZE) holds past its end, and the rest of its last
+// block. Throws std::runtime_error if it cannot be looked at.
+int64_t held_past_size(const std::string& path);
 
 class TempDir {
  public:
