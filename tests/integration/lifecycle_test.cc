@@ -618,18 +618,14 @@ TEST_CASE("SIGTERM: a large answer given before the signal is written whole befo
   CHECK(s.describe() == "exit 0");
 }
 
-// Ten profiles of about 60 KB each: a page of all ten is about 600 KB.
-void create_ten_profiles_of_60_kb(Api& api) {
+// Ten profiles of about 60 KB each, and a connection with a 16 KB receive buffer on which a page
+// of all ten (about 600 KB) was asked for: its answer waits in the sockets' buffers, unread.
+int page_left_in_buffers(const Server& server, Api& api) {
   for (int i = 0; i < 10; ++i) {
     std::string body = kProfile.body(api.team(), i);
     body.insert(body.size() - 1, R"(,"waf_overrides":{"k":")" + std::string(60'000, 'x') + "\"}");
     REQUIRE(api.post(std::string(kProfile.path), body).status == 201);
   }
-}
-
-// A connection with a 16 KB receive buffer on which that page was asked for (and read by
-// gatewayd); nothing is read from it yet.
-int ask_for_page_of_ten(const Server& server, const Api& api) {
   const int fd = connect_to(server, 16384);
   REQUIRE(fd >= 0);
   const std::string page_request =
@@ -637,6 +633,7 @@ int ask_for_page_of_ten(const Server& server, const Api& api) {
       "Host: x\r\nAuthorization: Bearer " +
       server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
   send_until_read(server, fd, page_request);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
   return fd;
 }
 
@@ -650,13 +647,11 @@ TEST_CASE(
     "SIGTERM: an answer in the socket's buffers is delivered whole to a client sending more") {
   Server server;
   Api api(server, kTeamA);
-  create_ten_profiles_of_60_kb(api);
+  const int fd = page_left_in_buffers(server, api);
   const int idle = connect_to(server);
   REQUIRE(idle >= 0);
   send_until_read(server, idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   REQUIRE(read_response(idle).starts_with("HTTP/1.1 200 "));
-  const int fd = ask_for_page_of_ten(server, api);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
   // The rest of the stop held (the verifier's thread, which it joins after the HTTP side).
   const std::vector<pid_t> verifier = testing::threads_named(server.pid(), "gw-verify");
   REQUIRE(verifier.size() == 1);
@@ -672,9 +667,8 @@ TEST_CASE(
     CHECK(::recv(idle, &byte, 1, 0) == 0);
     // And this one's end, queued behind the page. The idle one's does not tell: the stop ends the
     // connections one after another, each written by its connection's HTTP thread, and a request
-    // read before its connection's end is answered, 503 (with the idle connection opened after the
-    // page was asked for, that answer followed the page in 14 of 152 ASan runs, which the page's
-    // parse took for part of it).
+    // read before its connection's end is answered, 503 (that answer followed the page in 14 of
+    // 152 ASan runs, which the page's parse took for part of it).
     wait_until_server_shut_writing(server, fd);
     const std::string more = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
     REQUIRE(::send(fd, more.data(), more.size(), MSG_NOSIGNAL) ==
@@ -700,9 +694,7 @@ TEST_CASE(
 TEST_CASE("SIGTERM: bytes sent once the HTTP threads stopped do not cut an answer at the exit") {
   Server server;
   Api api(server, kTeamA);
-  create_ten_profiles_of_60_kb(api);
-  const int fd = ask_for_page_of_ten(server, api);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
+  const int fd = page_left_in_buffers(server, api);
   // Pistache's threads (the listener's and the HTTP threads) have no name of their own.
   const size_t unnamed = testing::threads_named(server.pid(), "gatewayd").size();
   const std::vector<pid_t> verifier = testing::threads_named(server.pid(), "gw-verify");
