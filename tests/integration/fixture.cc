@@ -347,11 +347,11 @@ int connect_to(const Server& server, int receive_buffer) {
   return fd;
 }
 
-// The state and the "tx_queue:rx_queue" of gatewayd's end of the client's connection `fd` to
-// `server`, from /proc/net/tcp; nullopt if it is not there.
+// gatewayd's end of the client's connection `fd` to `server`, from /proc/net/tcp; nullopt if it
+// is not there.
 struct ServerEnd {
-  int state = 0;  // TCP_ESTABLISHED, TCP_FIN_WAIT1, ...
-  std::string queues;
+  int state = 0;        // TCP_ESTABLISHED, TCP_FIN_WAIT1, ...
+  uint64_t unread = 0;  // rx_queue: bytes received and not yet read
 };
 static std::optional<ServerEnd> server_end(const Server& server, int fd) {
   sockaddr_in client{};
@@ -367,11 +367,10 @@ static std::optional<ServerEnd> server_end(const Server& server, int fd) {
     if (line.find(wanted) == std::string::npos) continue;
     // "sl local rem st tx_queue:rx_queue ..."
     std::istringstream fields(line);
-    std::string sl, local, remote, state;
-    ServerEnd end;
-    fields >> sl >> local >> remote >> state >> end.queues;
-    end.state = std::stoi(state, nullptr, 16);
-    return end;
+    std::string sl, local, remote, state, queues;
+    fields >> sl >> local >> remote >> state >> queues;
+    return ServerEnd{.state = std::stoi(state, nullptr, 16),
+                     .unread = std::stoull(queues.substr(queues.find(':') + 1), nullptr, 16)};
   }
   return std::nullopt;
 }
@@ -381,7 +380,7 @@ static bool server_read_all(const Server& server, int fd) {
   int unsent = 0;
   if (::ioctl(fd, TIOCOUTQ, &unsent) != 0 || unsent != 0) return false;
   const std::optional<ServerEnd> end = server_end(server, fd);
-  return end && end->queues.substr(end->queues.find(':') + 1) == "00000000";
+  return end && end->unread == 0;
 }
 
 void wait_until_server_shut_writing(const Server& server, int fd) {
@@ -389,7 +388,6 @@ void wait_until_server_shut_writing(const Server& server, int fd) {
   std::optional<ServerEnd> end;
   for (;;) {
     end = server_end(server, fd);
-    // Gone: reset, or closed and its end already through (the checks after this tell which).
     if (!end || (end->state != TCP_ESTABLISHED && end->state != TCP_CLOSE_WAIT)) break;
     REQUIRE(std::chrono::steady_clock::now() < until);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
