@@ -27,8 +27,8 @@ std::optional<Error> past_the_end(const Store& store, std::string_view flag, uin
   if (!last.ok()) return std::move(last.error());
   if (seq <= last.value()) return std::nullopt;
   return make_error(Code::kValidationFailed, std::string(flag) + " " + std::to_string(seq) +
-                                                 " is past the end of the log (its last event is " +
-                                                 std::to_string(last.value()) + ")");
+                                                 " is past the end of the log (" +
+                                                 the_logs_end(last.value()) + ")");
 }
 
 }  // namespace

@@ -277,9 +277,8 @@ std::optional<Error> beyond_the_log(const ReadModel& reads, std::string_view nam
   auto last = reads.last_seq();
   if (!last.ok()) return std::move(last.error());
   if (seq <= last.value()) return std::nullopt;
-  return make_error(Code::kInvalidQuery, std::string(name) +
-                                             " must not be beyond the last event (" +
-                                             std::to_string(last.value()) + ")");
+  return make_error(Code::kInvalidQuery, std::string(name) + " must not be beyond the log's end (" +
+                                             the_logs_end(last.value()) + ")");
 }
 
 }  // namespace

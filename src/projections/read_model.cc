@@ -335,6 +335,11 @@ Result<uint64_t> ReadModel::last_seq() const {
   return decode_u64(view(it->key()));
 }
 
+std::string the_logs_end(uint64_t last_seq) {
+  if (last_seq == 0) return "it has no events yet";
+  return "its last event is " + std::to_string(last_seq);
+}
+
 Result<ReadModel::Page> ReadModel::list(Kind kind, std::string_view team,
                                         const std::vector<Filter>& filters, uint64_t page,
                                         uint64_t per_page) const {

@@ -102,4 +102,8 @@ class ReadModel {
   ListMemo* memo_;
 };
 
+// The log's end as the errors that refuse a sequence number beyond it name it: "its last event is
+// N", or "it has no events yet" for an empty log (`last_seq` 0, which is no event).
+std::string the_logs_end(uint64_t last_seq);
+
 }  // namespace gw

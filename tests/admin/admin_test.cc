@@ -361,6 +361,23 @@ TEST_CASE("events writes the stored bytes of the events after a sequence number"
   CHECK(all.str() == file);
 }
 
+// An empty log's end was named "its last event is 0", an event no log has.
+TEST_CASE("events and replay past the end of an empty log say it has no events") {
+  testing::ScratchDir dir;
+  open_store(dir.path()).reset();
+  auto ro = open_read_only(dir.path());
+  std::ostringstream out;
+  auto events = write_events(ro->store(), 1, out);
+  REQUIRE_FALSE(events.ok());
+  CHECK(events.error().detail == "--after 1 is past the end of the log (it has no events yet)");
+  auto records = write_replay(ro->store(), 1, out);
+  REQUIRE_FALSE(records.ok());
+  CHECK(records.error().detail ==
+        "--until-seq 1 is past the end of the log (it has no events yet)");
+  CHECK(write_events(ro->store(), 0, out).value() == 0);
+  CHECK(out.str().empty());
+}
+
 // A full disk (/dev/full) said "cannot write the events" and no more (helper 44).
 TEST_CASE("events and replay that cannot write say why") {
   FixtureDir fx;

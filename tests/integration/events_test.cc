@@ -83,6 +83,11 @@ TEST_CASE("create, update, delete and verify each append one event with the full
 TEST_CASE("events: sequence order, hash chain, next_after and limit") {
   Server server;
   Api api(server, kTeamA);
+  // An empty log has no last event to name: "(0)" read as an event 0.
+  Response before_any = api.get("/v1/events?after=1");
+  check_problem(before_any, 400, "invalid_query");
+  CHECK(before_any.body.find("after must not be beyond the log's end (it has no events yet)") !=
+        std::string::npos);
   for (int i = 0; i < 5; ++i) create(api, kWebhook, i);
   rapidjson::Document log = events(api, 0);
   const rapidjson::Value& data = field(log, "data");
@@ -113,7 +118,7 @@ TEST_CASE("events: sequence order, hash chain, next_after and limit") {
     CAPTURE(beyond);
     Response r = api.get("/v1/events?after=" + beyond);
     check_problem(r, 400, "invalid_query");
-    CHECK(r.body.find("after must not be beyond the last event (" + end + ")") !=
+    CHECK(r.body.find("after must not be beyond the log's end (its last event is " + end + ")") !=
           std::string::npos);
   }
   // Another team's events after the end are no page of this team's: still 200.
