@@ -146,8 +146,9 @@ TEST_CASE("bad page, per_page and unknown query parameters are 400 invalid_query
   CHECK(str(json(bad_text), "detail") ==
         R"(query parameter "workload_id" must be UTF-8 text without control characters)");
   CHECK(api.get("/v1/webhook?workload_id=%C3%A9t%C3%A9").status == 200);
-  // Empty segments (a leading, doubled or trailing `&`) name no parameter.
-  for (const std::string q : {"?&per_page=1", "?page=1&&per_page=1", "?per_page=1&", "?&"}) {
+  // Empty segments (a leading, doubled or trailing `&`, a lone `=`) name no parameter.
+  for (const std::string q :
+       {"?&per_page=1", "?page=1&&per_page=1", "?per_page=1&", "?&", "?=&per_page=1", "?="}) {
     CAPTURE(q);
     Response r = api.get("/v1/webhook" + q);
     CHECK(r.status == 200);
