@@ -350,9 +350,19 @@ int main(int argc, char** argv) {
   }
   gw::SystemClock clock;
   auto ids = gw::make_system_id_generator(clock);
+  // A read model of another layout (an older release's) is rebuilt by the catch-up: said, as an
+  // upgrade's first start takes longer for it (helper 119: nothing said so).
+  auto stale = gw::projections_of_another_layout(*store.value());
+  if (!stale.ok()) return fail("cannot read the projections: " + stale.error().detail);
   auto caught_up = gw::catch_up_projections(*store.value(), *ids, fold);
   if (!caught_up.ok())
     return fail("cannot bring projections up to date: " + caught_up.error().detail);
+  if (stale.value()) {
+    std::fprintf(stderr,
+                 "gatewayd: the read model was of another layout (an older gatewayd's): rebuilt "
+                 "from the log's %llu events\n",
+                 static_cast<unsigned long long>(caught_up.value()));
+  }
   std::unique_ptr<gw::ReadCache> read_cache;
   if (*read_cache_mb > 0)
     read_cache = std::make_unique<gw::ReadCache>(static_cast<size_t>(*read_cache_mb) << 20);

@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "core/hex.h"
+#include "projections/catch_up.h"
 #include "projections/keys.h"
 #include "store/writer.h"
 
@@ -145,6 +146,15 @@ Result<CheckReport> check_store(const Store& store, const FoldOptions& options) 
     return report;
   }
   const Fold& folded = *fold.value();
+  // Its first key differs from a replay's, which read as damage (helper 119).
+  auto stale = projections_of_another_layout(store);
+  if (!stale.ok()) return std::move(stale.error());
+  if (stale.value()) {
+    report.failure =
+        "projections: the read model is of another layout than this release's (an older "
+        "gatewayd's): gatewayd rebuilds it when it starts, as gatewayctl rebuild does";
+    return report;
+  }
   auto diff = compare_projections(
       store, concatenated(folded.projections()), [&folded] { return folded.stream_error(); },
       &report.projection_keys, &report.spent_counters);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/scratch_dir.h"
+#include "store/data_format.h"
 #include "store/wal_tail.h"
 
 namespace gw::admin {
@@ -23,6 +24,10 @@ std::optional<Error> unusable_data_dir(const std::string& data_dir) {
 
 Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& data_dir) {
   if (auto unusable = unusable_data_dir(data_dir)) return std::move(*unusable);
+  // A dir of a newer data format is read by no part of this release (store/data_format.h).
+  if (auto format = read_data_format(data_dir); !format.ok()) {
+    return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + format.error().detail);
+  }
   auto made = make_scratch_dir("gatewayctl-");
   if (!made.ok()) return std::move(made.error());
   const std::string& scratch = made.value();

@@ -125,6 +125,16 @@ Result<uint64_t> rebuild_projections(Store& store, const FoldOptions& options) {
   return fold.value()->events();
 }
 
+Result<bool> projections_of_another_layout(const Store& store) {
+  auto checkpoint = store.get(Cf::kProjections, keys::checkpoint());
+  if (!checkpoint.ok()) return std::move(checkpoint.error());
+  if (checkpoint.value()) return false;
+  auto any = store.iterate(Cf::kProjections);
+  any->SeekToFirst();
+  if (!any->status().ok()) return io_error(any->status());
+  return any->Valid();
+}
+
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const FoldOptions& options) {
   // What a rebuild stopped half way (a kill, a power cut) left: nothing reads it.
   for (const char* left : {kFoldDir, kRebuildDir}) {
@@ -138,12 +148,9 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const Fold
     // once the log has been read to its end.
     auto fold = fold_log(store, options);
     if (!fold.ok()) return std::move(fold.error());
-    auto any = store.iterate(Cf::kProjections);
-    any->SeekToFirst();
-    if (!any->status().ok()) return io_error(any->status());
-    const bool stale = any->Valid();
-    any.reset();
-    if (stale) {
+    auto stale = projections_of_another_layout(store);
+    if (!stale.ok()) return std::move(stale.error());
+    if (stale.value()) {
       if (auto r = store.reset_projections(); !r.ok()) return std::move(r.error());
     }
     if (auto r = write_projections(store, *fold.value()); !r.ok()) return std::move(r.error());

@@ -21,6 +21,11 @@ namespace gw {
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids,
                                       const FoldOptions& options = {});
 
+// True if the projections hold keys but no checkpoint of this release's layout: a read model an
+// older gatewayd wrote in another layout (keys.h), which catch_up_projections drops and rebuilds.
+// gatewayd says so as it starts, and `gatewayctl check` names it instead of its first key.
+Result<bool> projections_of_another_layout(const Store& store);
+
 // A fold on disk for a rebuild goes into <data-dir>/fold.tmp unless the options name another
 // scratch directory; the sorted table files into <data-dir>/rebuild.tmp. Both are removed once
 // used, and made afresh (removing what a stopped rebuild left) when next needed.

@@ -2,6 +2,7 @@
 
 #include "core/text.h"
 #include "store/crc32c.h"
+#include "store/data_format.h"
 #include "store/info_log.h"
 #include "store/wal_tail.h"
 
@@ -403,14 +404,22 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   // second gatewayd, or `gatewayctl rebuild` beside a running one, moved the live process's LOG
   // (which it went on writing to) among the ten kept, so that a few such tries had it deleted.
   // Released again at once for DB::Open, which takes it for good (and says so if it lost a race).
+  // The data format mark is read under the LOCK too, and a dir of a newer format is refused
+  // before anything in it changes (store/data_format.h).
   GivenBack given;
+  uint64_t format = 0;
   {
     rocksdb::Env* lock_env = env != nullptr ? env : rocksdb::Env::Default();
     rocksdb::FileLock* lock = nullptr;
     auto locked = lock_env->LockFile(dir + "/LOCK", &lock);
     if (!locked.ok()) return lock_refused(dir, locked);
-    given = give_back_reserved_space(dir);
+    auto read = read_data_format(dir);
+    if (read.ok()) {
+      format = read.value();
+      given = give_back_reserved_space(dir);
+    }
     lock_env->UnlockFile(lock);
+    if (!read.ok()) return std::move(read.error());
   }
   // The info log grows by about 130 KB an hour under load (statistics every 10 minutes): each
   // file is set aside at 8 MiB, and RocksDB keeps 10 in all (`LOG` and the newest set aside).
@@ -488,6 +497,11 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   auto store = adopt(dir, raw, handles);
   store->seals_ = std::move(seals);
   store->recovery_note_ = std::move(note);
+  // Marked once open, with RocksDB's LOCK held: before, a new dir would hold a file and no
+  // database, and an open that then failed would have marked a dir it never read.
+  if (format < kDataFormat) {
+    if (auto unmarked = mark_data_format(dir)) return std::move(*unmarked);
+  }
   return store;
 }
 

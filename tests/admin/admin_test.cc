@@ -31,6 +31,7 @@
 #include "store/tx.h"
 #include "support/event_log.h"
 #include "support/json.h"
+#include "support/temp_dir.h"
 
 namespace gw::admin {
 namespace {
@@ -267,6 +268,31 @@ TEST_CASE("check names the event after one that was re-hashed, and a missing eve
     store.reset();
     CHECK(check_failure(fx.path()) == "event 3: missing (the log goes on with event 4)");
   }
+}
+
+// A read model of another layout differed from a replay at its first key, which read as damage
+// (helper 119).
+TEST_CASE("check names a read model of another layout as such") {
+  FixtureDir fx;
+  {
+    auto store = open_store(fx.path());
+    auto* cf = store->cf(Cf::kProjections);
+    auto checkpoint = store->get(Cf::kProjections, keys::checkpoint());
+    REQUIRE(checkpoint.value().has_value());
+    REQUIRE(store->db()->Delete(rocksdb::WriteOptions(), cf, keys::checkpoint()).ok());
+    REQUIRE(store->db()
+                ->Put(rocksdb::WriteOptions(), cf,
+                      std::string("m\0checkpoint\0"
+                                  "2",
+                                  14),
+                      *checkpoint.value())
+                .ok());
+  }
+  CHECK(check_failure(fx.path()) ==
+        "projections: the read model is of another layout than this release's (an older "
+        "gatewayd's): gatewayd rebuilds it when it starts, as gatewayctl rebuild does");
+  REQUIRE(rebuild(fx.path()).ok());
+  CHECK(check_failure(fx.path()) == "");
 }
 
 TEST_CASE("check names the first projection key that differs from a fresh replay") {
@@ -514,6 +540,7 @@ TEST_CASE("backup copies every column family and refuses a non-empty directory")
         stored_record(fx.path(), Kind::kDomain, "team_a", kDomainA));
   CHECK(open_store(out)->get(Cf::kMeta, "mirror-checkpoint").value() ==
         std::optional<std::string>("5"));
+  CHECK(testing::read_file(out + "/GATEWAYD-FORMAT") == "1\n");  // the copy's own, made here
 
   auto again = backup(fx.path(), out);
   REQUIRE_FALSE(again.ok());

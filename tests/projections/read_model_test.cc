@@ -761,11 +761,27 @@ TEST_CASE("projections of layout 2 (histories under h) are rebuilt with historie
   REQUIRE(db->Put(wo, cf, std::string("h\0", 2) + id + std::string(1, '\0') + encode_u64(1),
                   encode_u64(1))
               .ok());
+  CHECK(projections_of_another_layout(*fx.store_).value());
 
   auto applied = catch_up_projections(*fx.store_, *fx.ids_);
   REQUIRE(applied.ok());
   CHECK(applied.value() == 1);
   CHECK(fx.dump_projections() == before);
+  CHECK_FALSE(projections_of_another_layout(*fx.store_).value());
+}
+
+TEST_CASE("only a read model with keys and no checkpoint of this layout is of another layout") {
+  testing::ScratchDir dir;
+  auto store = Store::open(dir.path());
+  REQUIRE(store.ok());
+  CHECK_FALSE(projections_of_another_layout(*store.value()).value());  // new: empty
+  auto* db = store.value()->db();
+  auto* cf = store.value()->cf(Cf::kProjections);
+  REQUIRE(db->Put(rocksdb::WriteOptions(), cf, keys::checkpoint(), encode_u64(0)).ok());
+  CHECK_FALSE(projections_of_another_layout(*store.value()).value());
+  REQUIRE(db->Delete(rocksdb::WriteOptions(), cf, keys::checkpoint()).ok());
+  REQUIRE(db->Put(rocksdb::WriteOptions(), cf, std::string("m\0checkpoint", 12), "x").ok());
+  CHECK(projections_of_another_layout(*store.value()).value());
 }
 
 // ?as_of walked a record's history from its first version, so its cost grew with the history.
