@@ -23,6 +23,7 @@
 #include "mirror/kafka_sink.h"
 #include "mirror/publisher.h"
 #include "projections/catch_up.h"
+#include "projections/keys.h"
 #include "projections/list_memo.h"
 #include "projections/read_cache.h"
 #include "projections/read_model.h"
@@ -350,17 +351,19 @@ int main(int argc, char** argv) {
   }
   gw::SystemClock clock;
   auto ids = gw::make_system_id_generator(clock);
-  // A read model of another layout (an older release's) is rebuilt by the catch-up: said, as an
+  // A read model of another layout (another release's) is rebuilt by the catch-up: said, as an
   // upgrade's first start takes longer for it (helper 119: nothing said so).
-  auto stale = gw::projections_of_another_layout(*store.value());
-  if (!stale.ok()) return fail("cannot read the projections: " + stale.error().detail);
+  auto other_layout = gw::other_projections_layout(*store.value());
+  if (!other_layout.ok())
+    return fail("cannot read the projections: " + other_layout.error().detail);
   auto caught_up = gw::catch_up_projections(*store.value(), *ids, fold);
   if (!caught_up.ok())
     return fail("cannot bring projections up to date: " + caught_up.error().detail);
-  if (stale.value()) {
+  if (other_layout.value()) {
     std::fprintf(stderr,
-                 "gatewayd: the read model was of another layout (an older gatewayd's): rebuilt "
-                 "from the log's %llu events\n",
+                 "gatewayd: the read model was of layout %s, not this release's %s: rebuilt from "
+                 "the log's %llu events\n",
+                 other_layout.value()->c_str(), std::string(gw::keys::kLayout).c_str(),
                  static_cast<unsigned long long>(caught_up.value()));
   }
   std::unique_ptr<gw::ReadCache> read_cache;

@@ -147,12 +147,12 @@ Result<CheckReport> check_store(const Store& store, const FoldOptions& options) 
   }
   const Fold& folded = *fold.value();
   // Its first key differs from a replay's, which read as damage (helper 119).
-  auto stale = projections_of_another_layout(store);
-  if (!stale.ok()) return std::move(stale.error());
-  if (stale.value()) {
-    report.failure =
-        "projections: the read model is of another layout than this release's (an older "
-        "gatewayd's): gatewayd rebuilds it when it starts, as gatewayctl rebuild does";
+  auto other_layout = other_projections_layout(store);
+  if (!other_layout.ok()) return std::move(other_layout.error());
+  if (other_layout.value()) {
+    report.failure = "projections: the read model is of layout " + *other_layout.value() +
+                     ", not this release's " + std::string(keys::kLayout) +
+                     ": gatewayd rebuilds it when it starts, as gatewayctl rebuild does";
     return report;
   }
   auto diff = compare_projections(

@@ -125,14 +125,16 @@ Result<uint64_t> rebuild_projections(Store& store, const FoldOptions& options) {
   return fold.value()->events();
 }
 
-Result<bool> projections_of_another_layout(const Store& store) {
-  auto checkpoint = store.get(Cf::kProjections, keys::checkpoint());
-  if (!checkpoint.ok()) return std::move(checkpoint.error());
-  if (checkpoint.value()) return false;
-  auto any = store.iterate(Cf::kProjections);
-  any->SeekToFirst();
-  if (!any->status().ok()) return io_error(any->status());
-  return any->Valid();
+Result<std::optional<std::string>> other_projections_layout(const Store& store) {
+  std::optional<std::string> other;
+  auto it = store.iterate_under(Cf::kProjections, keys::checkpoint_prefix());
+  for (it->Seek(keys::checkpoint_prefix()); it->Valid(); it->Next()) {
+    auto layout = keys::checkpoint_layout(std::string_view(it->key().data(), it->key().size()));
+    if (layout == keys::kLayout) return std::optional<std::string>();
+    if (layout) other = std::move(layout);
+  }
+  if (!it->status().ok()) return io_error(it->status());
+  return other;
 }
 
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const FoldOptions& options) {
@@ -148,9 +150,12 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const Fold
     // once the log has been read to its end.
     auto fold = fold_log(store, options);
     if (!fold.ok()) return std::move(fold.error());
-    auto stale = projections_of_another_layout(store);
-    if (!stale.ok()) return std::move(stale.error());
-    if (stale.value()) {
+    auto any = store.iterate(Cf::kProjections);
+    any->SeekToFirst();
+    if (!any->status().ok()) return io_error(any->status());
+    const bool stale = any->Valid();
+    any.reset();
+    if (stale) {
       if (auto r = store.reset_projections(); !r.ok()) return std::move(r.error());
     }
     if (auto r = write_projections(store, *fold.value()); !r.ok()) return std::move(r.error());

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -21,10 +23,11 @@ namespace gw {
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids,
                                       const FoldOptions& options = {});
 
-// True if the projections hold keys but no checkpoint of this release's layout: a read model an
-// older gatewayd wrote in another layout (keys.h), which catch_up_projections drops and rebuilds.
-// gatewayd says so as it starts, and `gatewayctl check` names it instead of its first key.
-Result<bool> projections_of_another_layout(const Store& store);
+// The layout of a read model another release wrote (keys.h: "2", say), which catch_up_projections
+// drops and rebuilds: the layout a checkpoint key names when none names this release's. nullopt
+// if a checkpoint of this layout is there, or none is. gatewayd says so as it starts, and
+// `gatewayctl check` names it instead of its first key.
+Result<std::optional<std::string>> other_projections_layout(const Store& store);
 
 // A fold on disk for a rebuild goes into <data-dir>/fold.tmp unless the options name another
 // scratch directory; the sorted table files into <data-dir>/rebuild.tmp. Both are removed once

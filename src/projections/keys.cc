@@ -1,5 +1,7 @@
 #include "projections/keys.h"
 
+#include <algorithm>
+
 #include "store/store.h"
 
 namespace gw::keys {
@@ -99,13 +101,22 @@ std::string open_request(std::string_view domain_id) { return join({"Q", domain_
 
 std::string tenant_events_prefix(std::string_view team) { return join({"t", team, ""}); }
 
-namespace {
-// Layout 3: an aggregate's history right after its record, under the record's key (layout 2 kept
-// it under `h`). Layout 2: claims keyed by reversed hostname (layout 1 keyed them by hostname).
-constexpr std::string_view kLayout = "3";
-}  // namespace
-
 std::string checkpoint() { return join({"m", "checkpoint", kLayout}); }
+
+std::string checkpoint_prefix() { return join({"m", "checkpoint"}); }
+
+std::optional<std::string> checkpoint_layout(std::string_view key) {
+  const std::string prefix = checkpoint_prefix();
+  if (!key.starts_with(prefix)) return std::nullopt;
+  key.remove_prefix(prefix.size());
+  if (key.empty()) return "1";
+  if (key.size() < 2 || key[0] != '\0') return std::nullopt;
+  key.remove_prefix(1);
+  if (!std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return std::string(key);
+}
 
 bool scanned_by_decisions(std::string_view key) {
   return !key.empty() && (key[0] == 'v' || key[0] == 'n' || key[0] == 'i');

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -54,10 +55,18 @@ std::string inherited_prefix(std::string_view parent_id);
 std::string request_prefix();
 std::string open_request(std::string_view domain_id);
 std::string tenant_events_prefix(std::string_view team);
+// The projections' layout. Layout 3: an aggregate's history right after its record, under the
+// record's key (layout 2 kept it under `h`). Layout 2: claims keyed by reversed hostname (layout 1
+// keyed them by hostname).
+inline constexpr std::string_view kLayout = "3";
 // The sequence number the projections include. Its key holds the projections' layout version:
 // projections of another layout have no checkpoint under it, so gatewayd drops them and rebuilds
 // them from the log at start.
 std::string checkpoint();
+// The start of every layout's checkpoint key (layout 1's key is this alone).
+std::string checkpoint_prefix();
+// The layout a checkpoint key of any layout names ("1" for layout 1's); nullopt for another key.
+std::optional<std::string> checkpoint_layout(std::string_view key);
 
 // True for the keys decisions scan in key order (claims, domains by name, inherited
 // verifications), also for a prefix of such keys: the writer's Tx orders only these (Tx::scan).

@@ -16,8 +16,8 @@ namespace {
 
 std::string mark_path(const std::string& dir) { return dir + "/" + kDataFormatFile; }
 
-// The mark's text as a format number: digits and one newline after them (a newline is optional,
-// as an editor may drop it). nullopt for anything else.
+// The mark's text as a format number: decimal digits, and a newline after them or none. nullopt
+// for anything else.
 std::optional<uint64_t> format_number(std::string_view text) {
   if (text.ends_with('\n')) text.remove_suffix(1);
   uint64_t n = 0;
@@ -77,7 +77,9 @@ std::optional<Error> mark_data_format(const std::string& dir) {
   const std::string text = std::to_string(kDataFormat) + "\n";
   ::unlink(scratch.c_str());  // left by a run killed while it wrote the mark
   int error = 0;
-  const int fd = ::open(scratch.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // Readable as RocksDB's files are (0644 under the umask): a user who may read the data dir
+  // (gatewayctl check, backup) must read the mark first (helper 121: 0600 stopped them).
+  const int fd = ::open(scratch.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     error = errno;
   } else {

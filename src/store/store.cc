@@ -400,12 +400,14 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
     std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::replace, ignored);
   }
+  // A dir of a newer data format is refused before anything in it changes (store/data_format.h),
+  // also its LOCK (helper 121: a copy without one got one). The mark is read again under the LOCK,
+  // which a newer gatewayd holds while it writes the mark.
+  if (auto newer = read_data_format(dir); !newer.ok()) return std::move(newer.error());
   // The LOCK is tried before the info log is made, which sets the earlier run's LOG aside: a
   // second gatewayd, or `gatewayctl rebuild` beside a running one, moved the live process's LOG
   // (which it went on writing to) among the ten kept, so that a few such tries had it deleted.
   // Released again at once for DB::Open, which takes it for good (and says so if it lost a race).
-  // The data format mark is read under the LOCK too, and a dir of a newer format is refused
-  // before anything in it changes (store/data_format.h).
   GivenBack given;
   uint64_t format = 0;
   {

@@ -289,8 +289,8 @@ TEST_CASE("check names a read model of another layout as such") {
                 .ok());
   }
   CHECK(check_failure(fx.path()) ==
-        "projections: the read model is of another layout than this release's (an older "
-        "gatewayd's): gatewayd rebuilds it when it starts, as gatewayctl rebuild does");
+        "projections: the read model is of layout 2, not this release's 3: gatewayd rebuilds it "
+        "when it starts, as gatewayctl rebuild does");
   REQUIRE(rebuild(fx.path()).ok());
   CHECK(check_failure(fx.path()) == "");
 }

@@ -761,27 +761,48 @@ TEST_CASE("projections of layout 2 (histories under h) are rebuilt with historie
   REQUIRE(db->Put(wo, cf, std::string("h\0", 2) + id + std::string(1, '\0') + encode_u64(1),
                   encode_u64(1))
               .ok());
-  CHECK(projections_of_another_layout(*fx.store_).value());
+  CHECK(other_projections_layout(*fx.store_).value() == std::optional<std::string>("2"));
 
   auto applied = catch_up_projections(*fx.store_, *fx.ids_);
   REQUIRE(applied.ok());
   CHECK(applied.value() == 1);
   CHECK(fx.dump_projections() == before);
-  CHECK_FALSE(projections_of_another_layout(*fx.store_).value());
+  CHECK(other_projections_layout(*fx.store_).value() == std::nullopt);
 }
 
-TEST_CASE("only a read model with keys and no checkpoint of this layout is of another layout") {
+// Only a checkpoint of another layout makes a read model another layout's: one that lost its
+// checkpoint is no such thing (a difference check names as it finds it).
+TEST_CASE("a read model is of another layout when a checkpoint of another layout names it") {
   testing::ScratchDir dir;
   auto store = Store::open(dir.path());
   REQUIRE(store.ok());
-  CHECK_FALSE(projections_of_another_layout(*store.value()).value());  // new: empty
+  auto other = [&store] { return other_projections_layout(*store.value()).value(); };
+  CHECK(other() == std::nullopt);  // new: empty
   auto* db = store.value()->db();
   auto* cf = store.value()->cf(Cf::kProjections);
-  REQUIRE(db->Put(rocksdb::WriteOptions(), cf, keys::checkpoint(), encode_u64(0)).ok());
-  CHECK_FALSE(projections_of_another_layout(*store.value()).value());
-  REQUIRE(db->Delete(rocksdb::WriteOptions(), cf, keys::checkpoint()).ok());
-  REQUIRE(db->Put(rocksdb::WriteOptions(), cf, std::string("m\0checkpoint", 12), "x").ok());
-  CHECK(projections_of_another_layout(*store.value()).value());
+  const rocksdb::WriteOptions wo;
+  REQUIRE(db->Put(wo, cf, keys::record("whk_1"), "r").ok());
+  CHECK(other() == std::nullopt);  // keys, no checkpoint
+  REQUIRE(db->Put(wo, cf, std::string("m\0checkpointx", 13), "x").ok());
+  REQUIRE(db->Put(wo, cf,
+                  std::string("m\0checkpoint\0"
+                              "2a",
+                              15),
+                  "x")
+              .ok());
+  CHECK(other() == std::nullopt);  // no checkpoint keys
+  REQUIRE(db->Put(wo, cf, std::string("m\0checkpoint", 12), "x").ok());
+  CHECK(other() == std::optional<std::string>("1"));
+  REQUIRE(db->Put(wo, cf,
+                  std::string("m\0checkpoint\0"
+                              "2",
+                              14),
+                  "x")
+              .ok());
+  CHECK(other() == std::optional<std::string>("2"));
+  REQUIRE(db->Put(wo, cf, keys::checkpoint(), encode_u64(0)).ok());
+  CHECK(other() == std::nullopt);
+  REQUIRE(keys::checkpoint_layout(keys::checkpoint()) == std::string(keys::kLayout));
 }
 
 // ?as_of walked a record's history from its first version, so its cost grew with the history.

@@ -59,9 +59,13 @@ TEST_CASE("a data dir gets this release's data format mark at its first open, an
   testing::ScratchDir dir;
   make_store(dir.path());
   CHECK(mark_of(dir.path()) == "1\n");
-  struct stat st {};
+  // Readable by whoever may read the database's files (helper 121: at 0600, a group allowed to
+  // run gatewayctl check could not).
+  struct stat st {
+  }, current{};
   REQUIRE(::stat((dir.path() + "/GATEWAYD-FORMAT").c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0600);
+  REQUIRE(::stat((dir.path() + "/CURRENT").c_str(), &current) == 0);
+  CHECK((st.st_mode & 0777) == (current.st_mode & 0777));
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/GATEWAYD-FORMAT.new"));
   // An open of a marked dir writes no mark again.
   const auto marked = std::get<2>(state_of(dir.path())["GATEWAYD-FORMAT"]);
@@ -106,6 +110,11 @@ TEST_CASE("a dir of a newer data format is refused, for writing or reading, and 
     CHECK(read.error().detail == "cannot read " + dir.path() + ": " + kNewer);
     CHECK(state_of(dir.path()) == before);
   }
+  // Nor does a copy without its LOCK get one (helper 121).
+  REQUIRE(std::filesystem::remove(dir.path() + "/LOCK"));
+  const auto unlocked = state_of(dir.path());
+  CHECK(Store::open(dir.path()).error().detail == kNewer);
+  CHECK(state_of(dir.path()) == unlocked);
   // The format it reads, without a newline too, opens.
   set_mark(dir.path(), "1");
   CHECK(Store::open(dir.path()).ok());
