@@ -34,6 +34,7 @@ Result<uint64_t> read_data_format(const std::string& dir) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return uint64_t{0};
+    if (errno == ENOTDIR) return make_error(Code::kUnavailable, "it is not a directory");
     return make_error(Code::kUnavailable, std::string("cannot read its ") + kDataFormatFile + ": " +
                                               std::strerror(errno));
   }

@@ -2,7 +2,7 @@
 
 // A data dir's format mark: the file GATEWAYD-FORMAT, the newest data format a gatewayd that
 // opened the dir for writing wrote in, as a decimal number and a newline. A gatewayd or gatewayctl
-// that reads an older format refuses the dir before RocksDB opens it (so it changes nothing
+// that reads only older formats refuses the dir before RocksDB opens it (so it changes nothing
 // there): started on a data dir a newer release wrote, a release before the mark rebuilt the read
 // model in its own layout and served what it made of events it did not know, and sent the Kafka
 // mirror's events again from the first (helper 119).

@@ -155,6 +155,17 @@ TEST_CASE("a mark that holds no format number is refused as damage") {
   }
 }
 
+// The mark is the first thing an open reads: a data dir that is a file was "cannot read its
+// GATEWAYD-FORMAT: Not a directory".
+TEST_CASE("a data dir that is a file is said to be no directory") {
+  testing::ScratchDir dir;
+  const std::string file = dir.path() + "/file";
+  std::ofstream(file) << "x";
+  auto refused = Store::open(file);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().detail == "it is not a directory");
+}
+
 TEST_CASE("an open that cannot write the mark fails and says why") {
   testing::ScratchDir dir;
   make_store(dir.path());
