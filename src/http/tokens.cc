@@ -122,10 +122,31 @@ std::optional<TokenLine> parse_token_line(std::string_view line, std::string* wh
 }  // namespace
 
 TokenStore::TokenStore(std::string path, std::chrono::milliseconds keep_last_for)
-    : path_(std::move(path)),
-      keep_last_ms_(keep_last_for.count()),
-      map_(std::make_shared<const Map>()) {
+    : path_(std::move(path)), keep_last_ms_(keep_last_for.count()) {
+  replace_map(std::make_shared<const Map>());
   maybe_reload(true);
+}
+
+void TokenStore::replace_map(std::shared_ptr<const Map> map) {
+  static std::atomic<uint64_t> generations{0};
+  std::lock_guard<std::mutex> lock(map_mu_);
+  map_ = std::move(map);
+  map_generation_.store(generations.fetch_add(1, std::memory_order_relaxed) + 1,
+                        std::memory_order_release);
+}
+
+const TokenStore::Map& TokenStore::current_map() {
+  struct Taken {
+    uint64_t generation = 0;  // no map has 0
+    std::shared_ptr<const Map> map;
+  };
+  thread_local Taken taken;
+  if (taken.generation != map_generation_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(map_mu_);
+    taken.map = map_;
+    taken.generation = map_generation_.load(std::memory_order_relaxed);
+  }
+  return *taken.map;
 }
 
 // The tokens of the lines of `in` into *map. A line gatewayd cannot use is skipped and named on
@@ -228,7 +249,7 @@ void TokenStore::maybe_reload(bool force) {
       std::fprintf(stderr,
                    "gatewayd: %s; the tokens read before (%zu) are still accepted until it can "
                    "be read\n",
-                   problem.c_str(), map_.load()->size());
+                   problem.c_str(), current_map().size());
     } else {
       std::fprintf(stderr, "gatewayd: no token accepted: %s\n", problem.c_str());
     }
@@ -236,17 +257,17 @@ void TokenStore::maybe_reload(bool force) {
   problem_ = problem;
   problem_stamp_ = stamp;
   file_stamp_ = read_again ? std::string() : std::move(stamp);
-  if (!keep_last) map_.store(std::move(map));
+  if (!keep_last) replace_map(std::move(map));
 }
 
 std::optional<TokenInfo> TokenStore::find(std::string_view token) {
   maybe_reload(false);
   const std::string digest = sha256(token);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto map = map_.load();
-    auto it = map->find(digest);
+    const Map& map = current_map();
+    auto it = map.find(digest);
     // The hash-table lookup only narrows the candidates; equality is confirmed in constant time.
-    if (it != map->end() && constant_time_equal(it->second.digest, digest)) return it->second.info;
+    if (it != map.end() && constant_time_equal(it->second.digest, digest)) return it->second.info;
     if (attempt == 0) maybe_reload(true);
   }
   return std::nullopt;

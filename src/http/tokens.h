@@ -48,10 +48,19 @@ class TokenStore {
   using Map = std::unordered_map<std::string, Entry>;  // keyed by digest
   void maybe_reload(bool force);
   void read_lines(std::istream& in, Map* map) const;
+  // The tokens now, as the calling thread last took them: valid until its next call.
+  const Map& current_map();
+  void replace_map(std::shared_ptr<const Map> map);
 
   std::string path_;
   int64_t keep_last_ms_;
-  std::atomic<std::shared_ptr<const Map>> map_;
+  // Lookups take no lock: each thread keeps the map it last took and takes map_mu_ only when
+  // map_generation_, a number no other map of any TokenStore had, says a reload replaced it.
+  // (std::atomic<std::shared_ptr> raced there: in libstdc++ 12 its load releases its lock bit
+  // with a relaxed store, which orders nothing; helper 120's ThreadSanitizer report.)
+  std::mutex map_mu_;
+  std::shared_ptr<const Map> map_;  // GUARDED_BY(map_mu_)
+  std::atomic<uint64_t> map_generation_{0};
   std::atomic<int64_t> last_check_ms_{0};
   std::mutex reload_mu_;            // serializes reloads only; never held by lookups
   std::string file_stamp_;          // GUARDED_BY(reload_mu_): what tells a change (stamp_of)

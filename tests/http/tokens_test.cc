@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -63,6 +64,35 @@ struct OneToken {
   std::string first;
   TokenStore store;
 };
+
+// A lookup's read of the map raced a reload's replacement of it in libstdc++ 12's
+// std::atomic<std::shared_ptr> (its load releases its lock bit with a relaxed store): reported by
+// ThreadSanitizer under token churn (helper 120). Lookups on several threads while every missed
+// token forces a reload: each finds the token that is in every version of the file, and the ones
+// made meanwhile once they are there.
+TEST_CASE("lookups on several threads while reloads replace the tokens find what the file holds") {
+  OneToken t;
+  std::atomic<bool> done{false};
+  std::atomic<int> missed{0};
+  std::atomic<int> lookups{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 3; ++i) {
+    readers.emplace_back([&] {
+      while (!done.load()) {
+        if (!t.store.find(t.first)) missed.fetch_add(1);
+        t.store.find("gw_unknown");  // a miss: reloads the file if it changed
+        lookups.fetch_add(1);
+      }
+    });
+  }
+  std::vector<std::string> made;
+  for (int i = 0; i < 40; ++i) made.push_back(t.make("team_b", "n" + std::to_string(i)));
+  done.store(true);
+  for (auto& r : readers) r.join();
+  CHECK(missed.load() == 0);
+  CHECK(lookups.load() > 0);
+  for (const auto& token : made) CHECK(t.store.find(token).has_value());
+}
 
 TEST_CASE("out of descriptors, the tokens read before stay accepted until the file can be read") {
   OneToken file;
