@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/text.h"
 #include "store/store.h"
 
 namespace gw::keys {
@@ -112,9 +113,7 @@ std::optional<std::string> checkpoint_layout(std::string_view key) {
   if (key.empty()) return "1";
   if (key.size() < 2 || key[0] != '\0') return std::nullopt;
   key.remove_prefix(1);
-  if (!std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
+  if (!std::all_of(key.begin(), key.end(), ascii_digit)) return std::nullopt;
   return std::string(key);
 }
 

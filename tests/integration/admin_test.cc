@@ -271,17 +271,7 @@ TEST_CASE("a data dir of a newer data format stops gatewayd and gatewayctl, and 
   const std::string mark = dir + "/GATEWAYD-FORMAT";
   CHECK(testing::read_file(mark) == "1\n");
   std::ofstream(mark, std::ios::trunc) << "2\n";
-  auto files = [&dir] {
-    std::map<std::string, std::pair<uintmax_t, int64_t>> out;
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      struct stat st {};
-      REQUIRE(::lstat(entry.path().c_str(), &st) == 0);
-      out[entry.path().filename().string()] = {st.st_size,
-                                               st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
-    }
-    return out;
-  };
-  const auto before = files();
+  const auto before = testing::dir_state(dir);
   const std::string newer =
       ": it holds data of format 2 (GATEWAYD-FORMAT), which a newer gatewayd wrote; this one reads "
       "formats up to 1. Run that gatewayd, or restore the backup taken before the upgrade\n";
@@ -310,7 +300,7 @@ TEST_CASE("a data dir of a newer data format stops gatewayd and gatewayctl, and 
         args[0] == "rebuild" ? "cannot open " + dir + " for writing" : "cannot read " + dir;
     CHECK(refused.err == "gatewayctl: " + args[0] + ": " + opened + newer);
   }
-  CHECK(files() == before);
+  CHECK(testing::dir_state(dir) == before);
   CHECK_FALSE(fs::exists(parent.path() + "/replay.json"));
   CHECK_FALSE(fs::exists(parent.path() + "/copy"));
   // Marked with its own format again, it is all there.

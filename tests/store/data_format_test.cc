@@ -7,9 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "admin/read_only.h"
@@ -19,19 +17,6 @@
 
 namespace gw {
 namespace {
-
-// Each file of `dir` with its size and change time (ns): what an open that changed nothing keeps.
-std::map<std::string, std::tuple<uintmax_t, int64_t, int64_t>> state_of(const std::string& dir) {
-  std::map<std::string, std::tuple<uintmax_t, int64_t, int64_t>> out;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    struct stat st {};
-    REQUIRE(::lstat(entry.path().c_str(), &st) == 0);
-    out[entry.path().filename().string()] = {static_cast<uintmax_t>(st.st_size),
-                                             st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
-                                             st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec};
-  }
-  return out;
-}
 
 std::string mark_of(const std::string& dir) {
   return testing::read_file(dir + "/" + kDataFormatFile);
@@ -68,9 +53,9 @@ TEST_CASE("a data dir gets this release's data format mark at its first open, an
   CHECK((st.st_mode & 0777) == (current.st_mode & 0777));
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/GATEWAYD-FORMAT.new"));
   // An open of a marked dir writes no mark again.
-  const auto marked = std::get<2>(state_of(dir.path())["GATEWAYD-FORMAT"]);
+  const auto marked = testing::dir_state(dir.path())["GATEWAYD-FORMAT"];
   REQUIRE(Store::open(dir.path()).ok());
-  CHECK(std::get<2>(state_of(dir.path())["GATEWAYD-FORMAT"]) == marked);
+  CHECK(testing::dir_state(dir.path())["GATEWAYD-FORMAT"] == marked);
 }
 
 TEST_CASE("a dir of a release before the mark, or of an older format, is marked at its next open") {
@@ -99,7 +84,7 @@ TEST_CASE("a dir of a newer data format is refused, for writing or reading, and 
   testing::ScratchDir dir;
   make_store(dir.path());
   set_mark(dir.path(), "2\n");
-  const auto before = state_of(dir.path());
+  const auto before = testing::dir_state(dir.path());
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto refused = Store::open(dir.path());
     REQUIRE_FALSE(refused.ok());
@@ -108,13 +93,13 @@ TEST_CASE("a dir of a newer data format is refused, for writing or reading, and 
     auto read = admin::ReadOnlyStore::open(dir.path());
     REQUIRE_FALSE(read.ok());
     CHECK(read.error().detail == "cannot read " + dir.path() + ": " + kNewer);
-    CHECK(state_of(dir.path()) == before);
+    CHECK(testing::dir_state(dir.path()) == before);
   }
   // Nor does a copy without its LOCK get one (helper 121).
   REQUIRE(std::filesystem::remove(dir.path() + "/LOCK"));
-  const auto unlocked = state_of(dir.path());
+  const auto unlocked = testing::dir_state(dir.path());
   CHECK(Store::open(dir.path()).error().detail == kNewer);
-  CHECK(state_of(dir.path()) == unlocked);
+  CHECK(testing::dir_state(dir.path()) == unlocked);
   // The format it reads, without a newline too, opens.
   set_mark(dir.path(), "1");
   CHECK(Store::open(dir.path()).ok());
@@ -126,8 +111,8 @@ TEST_CASE("a mark that holds no format number is refused as damage") {
       "its GATEWAYD-FORMAT holds no data format number (gatewayd writes a decimal number and a "
       "newline there): the dir was damaged; restore the file or a backup";
   for (const std::string& text :
-       std::vector<std::string>{"", "\n", "x\n", "1 \n", " 1\n", "-1\n", "1\n\n", "+1\n", "0x1\n",
-                                "99999999999999999999\n", std::string(40, '1')}) {
+       std::vector<std::string>{"", "\n", "x\n", "1\r\n", "1 \n", " 1\n", "-1\n", "1\n\n", "+1\n",
+                                "0x1\n", "99999999999999999999\n", std::string(40, '1')}) {
     CAPTURE(text);
     testing::ScratchDir dir;
     make_store(dir.path());

@@ -28,6 +28,20 @@ int64_t held_past_size(const std::string& path) {
   return static_cast<int64_t>(st.st_blocks) * 512 - st.st_size;
 }
 
+std::map<std::string, FileState> dir_state(const std::string& dir) {
+  std::map<std::string, FileState> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) != 0) {
+      throw std::runtime_error("lstat(" + entry.path().string() + "): " + std::strerror(errno));
+    }
+    out[entry.path().filename().string()] = {static_cast<uint64_t>(st.st_size),
+                                             st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+                                             st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec};
+  }
+  return out;
+}
+
 TempDir::TempDir(std::string_view prefix) {
   std::string pattern = "/tmp/" + std::string(prefix) + "XXXXXX";
   std::vector<char> buf(pattern.begin(), pattern.end());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,17 @@ std::string read_file(const std::string& path);
 // a reservation (fallocate with FALLOC_FL_KEEP_SIZE) holds past its end, and the rest of its last
 // block. Throws std::runtime_error if it cannot be looked at.
 int64_t held_past_size(const std::string& path);
+
+// What a change to a file shows: its size, modification and status change times (ns).
+struct FileState {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  bool operator==(const FileState&) const = default;
+};
+// Each entry of the directory `dir` (not followed if a symlink) by name, with its state: what an
+// operation that must change nothing there keeps. Throws std::runtime_error if it cannot be read.
+std::map<std::string, FileState> dir_state(const std::string& dir);
 
 class TempDir {
  public:
