@@ -59,7 +59,18 @@ gw_install_deps
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGATEWAY_SANITIZE=OFF -DGATEWAY_WERROR=OFF
 cmake --build build -j"$(nproc)" --target gatewayd gatewayctl kafka_mock
 
-mkdir -p "${DATA_DIR}" "$(dirname "${TOKENS}")"
+# The directories made here are made durable, as gatewayd makes its own data dir's: each one's
+# entry is synced in the directory it was made in (coreutils' `sync FILE` fsyncs FILE), or a
+# power cut could take the data dir away with every event acknowledged in it.
+make_dirs() {
+  local dir made=()
+  for dir in "$@"; do
+    while [[ ! -e "${dir}" ]]; do made+=("${dir}"); dir="$(dirname "${dir}")"; done
+  done
+  mkdir -p "$@"
+  for dir in ${made[@]+"${made[@]}"}; do sync "$(dirname "${dir}")"; done
+}
+make_dirs "${DATA_DIR}" "$(dirname "${TOKENS}")"
 # One dev token at a time: the previous run's is revoked (a running gatewayd re-reads the file
 # when it changes). Tokens are stored hashed, so an old one cannot be shown again.
 if [[ -f "${TOKENS}" ]] && grep -q ' team_demo dev$' "${TOKENS}"; then

@@ -89,6 +89,9 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
   ec.clear();
   // `existed`: not made by this backup (also when another made it since the look).
   bool existed = fs::exists(out_dir, ec);
+  // Its entry, and that of each parent made with it, is synced once the copy is whole.
+  const std::vector<std::string> made =
+      existed ? std::vector<std::string>{} : missing_directories(out_dir);
   if (!existed) {
     existed = !fs::create_directories(out_dir, ec);
     if (ec) return make_error(Code::kUnavailable, "cannot create " + out_dir + ": " + ec.message());
@@ -138,11 +141,8 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
     if (!existed) fs::remove(out_dir, ec);
     return report;
   }
-  fs::path path = fs::absolute(out_dir, ec).lexically_normal();
-  if (path.filename().empty()) path = path.parent_path();  // "dir/" names dir
-  const fs::path parent = path.parent_path();
-  if (!existed && !fsync_dir(parent.string())) {
-    return make_error(Code::kUnavailable, "cannot sync " + parent.string());
+  if (!existed) {
+    if (auto unsynced = fsync_parents(made)) return make_error(Code::kUnavailable, *unsynced);
   }
   return report;
 }

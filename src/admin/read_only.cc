@@ -13,6 +13,9 @@
 namespace gw::admin {
 
 std::optional<Error> unusable_data_dir(const std::string& data_dir) {
+  // First: a backup stopped early holds no CURRENT yet, or none of the column families, and was
+  // told as a dir that gatewayd or a rebuild would finish, which refuse it (helper 122).
+  if (auto refused = Store::unfinished_backup(data_dir)) return refused;
   std::error_code ec;
   if (std::filesystem::exists(data_dir + "/CURRENT", ec)) return std::nullopt;
   if (ec) return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + ec.message());

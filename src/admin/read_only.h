@@ -26,8 +26,9 @@
 
 namespace gw::admin {
 
-// Why gatewayctl cannot use `data_dir` as a database, if it cannot: none is there, or the
-// directory cannot be read (say, as another user than gatewayd's), which is not the same advice.
+// Why gatewayctl cannot use `data_dir` as a database, if it cannot: it holds a backup not
+// finished, none is there, or the directory cannot be read (say, as another user than
+// gatewayd's), which is not the same advice.
 std::optional<Error> unusable_data_dir(const std::string& data_dir);
 
 class ReadOnlyStore {

@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include "core/fsync_dir.h"
 #include "core/text.h"
 #include "store/crc32c.h"
 #include "store/data_format.h"
@@ -209,11 +210,7 @@ bool is_spent_counter(std::string_view key, std::string_view value) {
   return !key.empty() && key[0] == 'c' && value.size() == 8 && decode_u64(value) == 0;
 }
 
-namespace {
-
-// Refuses a copy that `gatewayctl backup` did not finish: part of the log, or projections half
-// copied, would be served as if they were the whole database.
-std::optional<Error> unfinished_backup(const std::string& dir) {
+std::optional<Error> Store::unfinished_backup(const std::string& dir) {
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::path(dir) / Store::kUnfinishedBackup, ec)) {
     return std::nullopt;
@@ -223,6 +220,8 @@ std::optional<Error> unfinished_backup(const std::string& dir) {
       dir + " holds a backup that gatewayctl backup did not finish (" + Store::kUnfinishedBackup +
           "): it may lack events or projections; remove it and make the backup again");
 }
+
+namespace {
 
 // A name RocksDB gives a database's files: MANIFEST-NNNNNN, or NNNNNN.log, .sst or .blob.
 bool database_file(std::string_view name) {
@@ -394,11 +393,17 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   auto seals = std::make_shared<MemtableSeals>();
   options.listeners.push_back(seals);
   // A data dir gatewayd makes is its owner's alone (0700): it holds every tenant's records. One
-  // that exists keeps its mode.
+  // that exists keeps its mode. RocksDB syncs the entries of the files it makes in the dir, not
+  // the dir's own entry: until the directory it was made in is synced (and so for each parent
+  // made with it), a power cut could take the dir away with every event acknowledged in it
+  // (helper 122, with a model of what a sync makes durable; ext4's journal would most likely
+  // have kept it).
+  const std::vector<std::string> missing = missing_directories(dir);
   std::error_code ignored;  // RocksDB reports a dir it cannot make
   if (std::filesystem::create_directories(dir, ignored)) {
     std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::replace, ignored);
+    if (auto unsynced = fsync_parents(missing)) return make_error(Code::kUnavailable, *unsynced);
   }
   // A dir of a newer data format is refused before anything in it changes (store/data_format.h),
   // also its LOCK (helper 121: a copy without one got one). The mark is read again under the LOCK,

@@ -74,6 +74,10 @@ class Store {
   // and deleted them. open() and gatewayctl's reads refuse such a dir. The message begins "it
   // holds", to follow "cannot open DIR: ".
   static std::optional<Error> files_without_current(const std::string& dir);
+  // kUnavailable if `dir` holds a copy that `gatewayctl backup` did not finish (its
+  // kUnfinishedBackup marker): part of the log, or projections half copied, would be served as if
+  // they were the whole database. open() and gatewayctl's commands refuse such a dir.
+  static std::optional<Error> unfinished_backup(const std::string& dir);
   // The names of gatewayd's column families `dir`'s database lacks (none if it cannot be read).
   // RocksDB makes them one by one after the database itself, so a first start stopped in between
   // lacks some, and holds no event then; a rebuild drops the projections and makes them again,

@@ -4,6 +4,7 @@
 // back; rebuild refuses a data dir in use; backup copies every column family. check, replay and
 // rebuild give the same results folding the log in memory and on disk.
 #include <doctest/doctest.h>
+#include <rocksdb/db.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -584,6 +585,45 @@ TEST_CASE("a backup's copy is marked unfinished until it is whole; a marked copy
   CHECK(rebuilt.error().detail.find("did not finish") != std::string::npos);
   CHECK(backup(out, parent.path() + "/copy2").error().detail.find("did not finish") !=
         std::string::npos);
+}
+
+// A backup stopped in its first moments leaves its marker with no CURRENT yet, or a database
+// without all of gatewayd's column families. gatewayctl told those as a dir a first start or a
+// rebuild had left ("gatewayd finishes it when it starts"), and gatewayd and rebuild then refused
+// it as the unfinished backup it is (helper 122).
+TEST_CASE("a backup stopped before its copy has a whole database is refused as unfinished") {
+  testing::ScratchDir parent;
+  const std::string out = parent.path() + "/copy";
+  std::filesystem::create_directory(out);
+  std::ofstream(out + "/" + Store::kUnfinishedBackup).close();
+  auto all_refuse = [&] {
+    auto read_only = ReadOnlyStore::open(out);
+    REQUIRE_FALSE(read_only.ok());
+    CHECK(read_only.error().detail ==
+          out + " holds a backup that gatewayctl backup did not finish (" +
+              Store::kUnfinishedBackup +
+              "): it may lack events or projections; remove it and make the backup again");
+    auto rebuilt = rebuild(out);
+    REQUIRE_FALSE(rebuilt.ok());
+    CHECK(rebuilt.error().detail == read_only.error().detail);
+    auto opened = Store::open(out);
+    REQUIRE_FALSE(opened.ok());
+    CHECK(opened.error().detail == read_only.error().detail);
+  };
+  SUBCASE("the marker alone") { all_refuse(); }
+  SUBCASE("the default column family alone, or the events without the projections") {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    REQUIRE(rocksdb::DB::Open(options, out, &raw).ok());
+    all_refuse();
+    rocksdb::ColumnFamilyHandle* events = nullptr;
+    REQUIRE(raw->CreateColumnFamily(rocksdb::ColumnFamilyOptions(), "events", &events).ok());
+    REQUIRE(raw->DestroyColumnFamilyHandle(events).ok());
+    delete raw;
+    all_refuse();
+  }
+  CHECK(std::filesystem::exists(out + "/" + Store::kUnfinishedBackup));
 }
 
 // Two backups started at the same moment into one empty directory both found it empty; the one
