@@ -17,8 +17,8 @@ inline constexpr std::string_view kCannotWrite = "the service cannot accept writ
 inline constexpr std::string_view kCannotRead = "the service cannot read its data right now";
 inline constexpr std::string_view kShuttingDown = "the server is shutting down";
 inline constexpr std::string_view kWritesStopped =
-    "writes stopped after a failed write to the data dir (disk full or I/O error); restart "
-    "gatewayd to recover";
+    "writes stopped after a failed write to or read of the data dir (disk full or I/O error); "
+    "restart gatewayd to recover";
 
 // An application/problem+json reply for `error` (status, title, detail, code, errors). Internal
 // details never leave the process: a 500 says "an internal error occurred", a 503 `unavailable`.

@@ -189,6 +189,59 @@ class MemtableSeals final : public rocksdb::EventListener {
   std::atomic<uint64_t> count{0};
 };
 
+// RocksDB stops taking writes after an error of severity hard or worse, met by its own threads
+// (a flush, a compaction: a table file that cannot be read, a disk that fails) as well as by a
+// write: every later write fails with it until the database is opened again. Said once, to
+// whoever listens (the Writer, which stops at once rather than at the next write: helper 123's
+// failed read in a compaction on an idle server left /readyz 200 until a client's write met it).
+class WriteStops final : public rocksdb::EventListener {
+ public:
+  void OnBackgroundError(rocksdb::BackgroundErrorReason reason, rocksdb::Status* error) override {
+    if (error == nullptr || error->ok() || error->IsShutdownInProgress() ||
+        error->severity() < rocksdb::Status::Severity::kHardError) {
+      return;  // a soft error: RocksDB goes on taking writes
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!why_.empty()) return;
+    why_ = "RocksDB stopped taking writes after " + std::string(failed(reason)) + ": " +
+           error->ToString();
+    if (stopped_) stopped_(why_);
+  }
+
+  void set(std::function<void(const std::string&)> stopped) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = std::move(stopped);
+    if (stopped_ && !why_.empty()) stopped_(why_);
+  }
+
+ private:
+  static const char* failed(rocksdb::BackgroundErrorReason reason) {
+    switch (reason) {
+      case rocksdb::BackgroundErrorReason::kFlush:
+      case rocksdb::BackgroundErrorReason::kFlushNoWAL:
+        return "a flush of a memtable failed";
+      case rocksdb::BackgroundErrorReason::kCompaction:
+        return "a compaction failed";
+      case rocksdb::BackgroundErrorReason::kWriteCallback:
+        return "a write failed";
+      case rocksdb::BackgroundErrorReason::kMemTable:
+        return "a write to a memtable failed";
+      case rocksdb::BackgroundErrorReason::kManifestWrite:
+      case rocksdb::BackgroundErrorReason::kManifestWriteNoWAL:
+        return "a write to the MANIFEST failed";
+    }
+    return "an error";
+  }
+
+  std::mutex mu_;
+  std::string why_;                                  // GUARDED_BY(mu_)
+  std::function<void(const std::string&)> stopped_;  // GUARDED_BY(mu_)
+};
+
+void Store::on_writes_stopped(std::function<void(const std::string& why)> stopped) {
+  if (stops_) stops_->set(std::move(stopped));
+}
+
 std::string encode_u64(uint64_t v) {
   std::string out(8, '\0');
   for (int i = 7; i >= 0; --i) {
@@ -392,6 +445,8 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   if (env != nullptr) options.env = env;
   auto seals = std::make_shared<MemtableSeals>();
   options.listeners.push_back(seals);
+  auto stops = std::make_shared<WriteStops>();
+  options.listeners.push_back(stops);
   // A data dir gatewayd makes is its owner's alone (0700): it holds every tenant's records. One
   // that exists keeps its mode. RocksDB syncs the entries of the files it makes in the dir, not
   // the dir's own entry: until the directory it was made in is synced (and so for each parent
@@ -503,6 +558,7 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   }
   auto store = adopt(dir, raw, handles);
   store->seals_ = std::move(seals);
+  store->stops_ = std::move(stops);
   store->recovery_note_ = std::move(note);
   // Marked once open, with RocksDB's LOCK held: before, a new dir would hold a file and no
   // database, and an open that then failed would have marked a dir it never read.

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,7 @@ Error io_error(const rocksdb::Status& s);
 void disable_rocksdb_perf_counters();
 
 class MemtableSeals;  // store.cc: counts the projections' sealed memtables
+class WriteStops;     // store.cc: RocksDB's errors that stop it taking writes
 
 class Store {
  public:
@@ -113,6 +115,13 @@ class Store {
                                                    const rocksdb::Snapshot* snapshot = nullptr,
                                                    uint64_t max_skipped = 0) const;
 
+  // Calls `stopped` with why once RocksDB has stopped taking writes after an error of its own
+  // (of severity hard or worse: a flush, a compaction or a MANIFEST write that failed, or a
+  // write to the write-ahead log, from any thread), or at once if it has already; nullptr
+  // forgets it. Every later write would fail with that error; RocksDB met it on its own thread,
+  // maybe long before the next write. Called on the thread that met the error, never while
+  // another call of it runs, and not after on_writes_stopped(nullptr) has returned.
+  void on_writes_stopped(std::function<void(const std::string& why)> stopped);
   // Writes every memtable to table files (a clean stop: the next open replays no log).
   Result<bool> flush();
   // Writes one kMeta key, synced (every write to the log is, so that only its last record can be
@@ -176,6 +185,7 @@ class Store {
   rocksdb::ColumnFamilyHandle* events_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* projections_cf_ = nullptr;
   std::shared_ptr<MemtableSeals> seals_;
+  std::shared_ptr<WriteStops> stops_;
   std::string recovery_note_;
   std::mutex tally_mu_;
   uint64_t tally_seals_ = 0;                            // GUARDED_BY(tally_mu_)

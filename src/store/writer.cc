@@ -35,6 +35,13 @@ Result<std::unique_ptr<Writer>> Writer::start(Store& store, IdGenerator& ids, Sc
   w->finish_thread_ = std::thread([p = w.get()] { p->finish_loop(); });
   w->commit_thread_ = std::thread([p = w.get()] { p->commit_loop(); });
   w->thread_ = std::thread([p = w.get()] { p->run(); });
+  // RocksDB stopped by an error met on its own threads takes no more writes: stopped now, not at
+  // the next batch, so that /readyz says so while no write comes.
+  // A batch whose write fails is told by commit() itself, which knows it was a batch.
+  w->commit_thread_id_ = w->commit_thread_.get_id();
+  store.on_writes_stopped([p = w.get()](const std::string& why) {
+    if (std::this_thread::get_id() != p->commit_thread_id_) p->stop_writes(why);
+  });
   return w;
 }
 
@@ -92,6 +99,18 @@ void Writer::stop() {
     stopped_ = true;
   }
   commit_cv_.notify_all();
+  store_.on_writes_stopped(nullptr);  // a failed flush at gatewayd's stop says so itself
+}
+
+void Writer::stop_writes(const std::string& why) {
+  // Once: every later batch fails without a write. The operator learns why here; /healthz and
+  // /readyz answer 503 from now on.
+  if (writable_.exchange(false, std::memory_order_acq_rel)) {
+    std::fprintf(stderr,
+                 "gatewayd: writes stopped: %s; every write now answers 503 until gatewayd is "
+                 "restarted\n",
+                 why.c_str());
+  }
 }
 
 uint64_t Writer::wait_beyond(uint64_t seq, std::chrono::milliseconds timeout) {
@@ -272,15 +291,9 @@ void Writer::commit(Batch& batch) {
         batches_.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    if (!committed) {
-      // Once: every later batch fails without a write. The operator learns why here; /healthz
-      // and /readyz answer 503 from now on.
-      std::fprintf(stderr,
-                   "gatewayd: writes stopped: %s; every write now answers 503 until gatewayd is "
-                   "restarted\n",
-                   failure.c_str());
-      writable_.store(false, std::memory_order_release);
-    }
+    // Said here unless RocksDB's report of the failure stopped the writes first
+    // (Store::on_writes_stopped), in its words.
+    if (!committed) stop_writes(failure);
   }
   queue_finish(batch.jobs, committed);
   {

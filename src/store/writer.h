@@ -82,9 +82,11 @@ class Writer {
   bool has_unfinished();
   // The store it writes, for reads of what it has written.
   const Store& store() const { return store_; }
-  // False after a batch failed to be written (disk full, I/O error). The writer then fails every
-  // later job without executing it: the failed batch may or may not be in the WAL, so only a
-  // restart, which recovers the log's true tail, can continue the sequence and the hash chain.
+  // False after a batch failed to be written (disk full, I/O error), or RocksDB stopped taking
+  // writes after an error of its own (a failed flush or compaction: Store::on_writes_stopped).
+  // The writer then fails every later job without executing it: the failed batch may or may not
+  // be in the WAL, so only a restart, which recovers the log's true tail, can continue the
+  // sequence and the hash chain.
   bool writable() const { return writable_.load(std::memory_order_acquire); }
   uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
   // How long each synced batch write took (RocksDB's Write: the write-ahead log's append and
@@ -117,6 +119,8 @@ class Writer {
   void commit(Batch& batch);
   // Blocks until batch `number` is written (or failed to be).
   void await_written(uint64_t number);
+  // Stops the writes (writable() false from now on) and says why on stderr, the first time.
+  void stop_writes(const std::string& why);
   // Queues `jobs` to be finished on the finish thread, after every batch queued before them.
   void queue_finish(std::vector<std::unique_ptr<Job>>& jobs, bool committed);
 
@@ -167,6 +171,7 @@ class Writer {
   bool finish_stop_ = false;        // GUARDED_BY(finish_mu_)
   std::thread thread_;
   std::thread commit_thread_;
+  std::thread::id commit_thread_id_;  // set before the store's writes-stopped call is
   std::thread finish_thread_;
 };
 

@@ -170,8 +170,8 @@ TEST_CASE("a failed disk write stops writes, fails the health checks, and a rest
     check_problem(health, 503, "unavailable");
     // This detail was written for the operator but replaced by the generic one of writes.
     CHECK(str(json(health), "detail") ==
-          "writes stopped after a failed write to the data dir (disk full or I/O error); restart "
-          "gatewayd to recover");
+          "writes stopped after a failed write to or read of the data dir (disk full or I/O "
+          "error); restart gatewayd to recover");
   }
   CHECK(api.get(item_path(kWebhook, acked.back().first)).status == 200);
   // A retry of a create that was written gets its answer, as before the failure (it was 503).

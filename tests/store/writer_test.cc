@@ -397,6 +397,132 @@ TEST_CASE("a failed write answers every job of the batch as not committed and st
   CHECK(writer.value()->writable());
 }
 
+// Wraps the real Env; while `fail` is set, reads of table files fail (a disk that cannot read).
+class FailingReadsEnv final : public rocksdb::EnvWrapper {
+ public:
+  FailingReadsEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
+  const char* Name() const override { return "FailingReadsEnv"; }
+  std::atomic<bool> fail{false};
+
+  rocksdb::Status NewRandomAccessFile(const std::string& name,
+                                      std::unique_ptr<rocksdb::RandomAccessFile>* result,
+                                      const rocksdb::EnvOptions& options) override {
+    std::unique_ptr<rocksdb::RandomAccessFile> file;
+    auto s = target()->NewRandomAccessFile(name, &file, options);
+    if (s.ok() && name.ends_with(".sst")) file = std::make_unique<File>(std::move(file), fail);
+    if (s.ok()) *result = std::move(file);
+    return s;
+  }
+
+ private:
+  class File final : public rocksdb::RandomAccessFileWrapper {
+   public:
+    File(std::unique_ptr<rocksdb::RandomAccessFile> target, const std::atomic<bool>& fail)
+        : rocksdb::RandomAccessFileWrapper(target.get()), owned_(std::move(target)), fail_(fail) {}
+    rocksdb::Status Read(uint64_t offset, size_t n, rocksdb::Slice* result,
+                         char* scratch) const override {
+      if (fail_) return rocksdb::Status::IOError("injected: read failed");
+      return rocksdb::RandomAccessFileWrapper::Read(offset, n, result, scratch);
+    }
+    rocksdb::Status MultiRead(rocksdb::ReadRequest* reqs, size_t num_reqs) override {
+      if (fail_) return rocksdb::Status::IOError("injected: read failed");
+      return rocksdb::RandomAccessFileWrapper::MultiRead(reqs, num_reqs);
+    }
+
+   private:
+    std::unique_ptr<rocksdb::RandomAccessFile> owned_;
+    const std::atomic<bool>& fail_;
+  };
+};
+
+// A read that failed in a compaction stopped RocksDB's writes, but the writer learnt of it only
+// from the next batch's failure: on an idle server /readyz said 200 for as long as no client
+// wrote (helper 123, a failed pread of a table file in a compaction RocksDB started itself).
+TEST_CASE("a compaction that fails stops the writes at once, before any write meets it") {
+  testing::ScratchDir dir;
+  SystemClock clock;
+  auto ids = make_system_id_generator(clock);
+  FailingReadsEnv env;
+  {
+    auto store = std::move(Store::open(dir.path(), &env).value());
+    auto writer = std::move(Writer::start(*store, *ids).value());
+    auto append = [&](const std::string& id) {
+      std::promise<bool> p;
+      auto f = p.get_future();
+      writer->submit(std::make_unique<AppendJob>(id, false, std::move(p)));
+      return f.get();
+    };
+    for (int file = 0; file < 3; ++file) {  // three L0 table files of projections to compact
+      REQUIRE(append("before-" + std::to_string(file)));
+      REQUIRE(store->db()->Flush(rocksdb::FlushOptions(), store->cf(Cf::kProjections)).ok());
+    }
+    REQUIRE(store->level0_files(Cf::kProjections) == 3);
+    REQUIRE(writer->writable());
+    env.fail = true;
+    CHECK_FALSE(store->compact_level0(Cf::kProjections).ok());
+    env.fail = false;
+    CHECK_FALSE(writer->writable());  // no write was tried
+    CHECK_FALSE(append("after"));
+    CHECK(writer->last_seq() == 3);
+    writer->stop();
+  }
+  // A restart recovers: the three events, their chain, and writes again.
+  auto store = std::move(Store::open(dir.path()).value());
+  auto events = all_events(*store);
+  CHECK(events.size() == 3);
+  check_chain(events);
+  auto writer = std::move(Writer::start(*store, *ids).value());
+  CHECK(writer->writable());
+}
+
+// The Kafka mirror writes its checkpoint beside the writer (Store::put_meta, on its own thread).
+// A failure of that write stopped RocksDB's writes without a word: the next client's write was
+// the one told, and /readyz said 200 until then (helper 123).
+TEST_CASE("a failed write of another thread's stops the writer's writes at once") {
+  testing::ScratchDir dir;
+  SystemClock clock;
+  auto ids = make_system_id_generator(clock);
+  FailingEnv env;
+  auto store = std::move(Store::open(dir.path(), &env).value());
+  auto writer = std::move(Writer::start(*store, *ids).value());
+  std::promise<bool> p;
+  auto before = p.get_future();
+  writer->submit(std::make_unique<AppendJob>("before", false, std::move(p)));
+  REQUIRE(before.get());
+  env.fail = true;
+  std::thread([&] { CHECK_FALSE(store->put_meta("checkpoint", "x").ok()); }).join();
+  env.fail = false;
+  CHECK_FALSE(writer->writable());
+  writer->stop();
+}
+
+// A Writer registered for RocksDB's stop and destroyed leaves nothing behind for a later one:
+// a stop met after it (a flush at gatewayd's stop) reaches no writer, and a new writer on a store
+// RocksDB stopped is stopped from its start.
+TEST_CASE("a writer started on a store RocksDB has stopped is stopped from its start") {
+  testing::ScratchDir dir;
+  SystemClock clock;
+  auto ids = make_system_id_generator(clock);
+  FailingReadsEnv env;
+  auto store = std::move(Store::open(dir.path(), &env).value());
+  for (int file = 0; file < 2; ++file) {  // two table files of one key: a compaction reads both
+    REQUIRE(store->db()
+                ->Put(rocksdb::WriteOptions(), store->cf(Cf::kProjections), "k",
+                      "v" + std::to_string(file))
+                .ok());
+    REQUIRE(store->db()->Flush(rocksdb::FlushOptions(), store->cf(Cf::kProjections)).ok());
+  }
+  {
+    auto first = std::move(Writer::start(*store, *ids).value());
+    first->stop();
+  }
+  env.fail = true;
+  CHECK_FALSE(store->compact_level0(Cf::kProjections).ok());
+  env.fail = false;
+  auto second = std::move(Writer::start(*store, *ids).value());
+  CHECK_FALSE(second->writable());
+}
+
 // Wraps the real Env and keeps, for each write-ahead log file, its size at its last sync.
 class SyncedSizesEnv final : public rocksdb::EnvWrapper {
  public:
