@@ -254,6 +254,11 @@ void TokenStore::maybe_reload(bool force) {
       std::fprintf(stderr, "gatewayd: no token accepted: %s\n", problem.c_str());
     }
   }
+  if (problem.empty() && !problem_.empty()) {
+    // After a "no token accepted" (or tokens kept through a shortage): said, as the trouble was.
+    std::fprintf(stderr, "gatewayd: tokens accepted again: %s read, %zu token%s\n", path_.c_str(),
+                 map->size(), map->size() == 1 ? "" : "s");
+  }
   problem_ = problem;
   problem_stamp_ = stamp;
   file_stamp_ = read_again ? std::string() : std::move(stamp);

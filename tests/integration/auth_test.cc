@@ -358,6 +358,7 @@ TEST_CASE("the tokens file: edits in place, owner, a directory, conflicting and 
     REQUIRE(::rmdir(file.c_str()) == 0);
     REQUIRE(::rename((file + ".away").c_str(), file.c_str()) == 0);
     CHECK(status_once(server, victim, 200) == 200);
+    CHECK(server.wait_for_line("gatewayd: tokens accepted again: " + file + " read, ").has_value());
   }
   SUBCASE("one digest on two lines with different tenants: neither is accepted") {
     const std::string original = read_file(file);
@@ -755,6 +756,8 @@ TEST_CASE("a missing tokens file is said once; a token made in it later is accep
   const std::string late =
       testing::create_token(GATEWAYCTL_PATH, file, std::string(kTeamA), "after-restore");
   CHECK(Api(server, late, std::string(kTeamA)).get("/v1/webhook").status == 200);
+  // The operator who read the line above learns that it is over (helper 123: nothing said so).
+  CHECK(server.wait_for_line("gatewayd: tokens accepted again: " + file + " read, 1 token"));
   const std::string out = server.output();
   CHECK(out.find(said) == out.rfind(said));  // once, however many requests looked
 }
