@@ -89,12 +89,19 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
   ec.clear();
   // `existed`: not made by this backup (also when another made it since the look).
   bool existed = fs::exists(out_dir, ec);
-  // Its entry, and that of each parent made with it, is synced once the copy is whole.
+  // Its entry, and that of each parent made with it, is synced as it is made.
   const std::vector<std::string> made =
       existed ? std::vector<std::string>{} : missing_directories(out_dir);
   if (!existed) {
     existed = !fs::create_directories(out_dir, ec);
     if (ec) return make_error(Code::kUnavailable, "cannot create " + out_dir + ": " + ec.message());
+    // Synced before anything is copied: a sync that failed after the copy would leave a whole copy
+    // that said nothing of it (helper 124).
+    if (!existed) {
+      if (auto unsynced = sync_made_directories(made)) {
+        return make_error(Code::kUnavailable, *unsynced);
+      }
+    }
   }
   if (existed && !fs::is_directory(out_dir, ec)) {
     return make_error(Code::kPreconditionFailed,
@@ -140,9 +147,6 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
     fs::remove(marker, ec);
     if (!existed) fs::remove(out_dir, ec);
     return report;
-  }
-  if (!existed) {
-    if (auto unsynced = fsync_parents(made)) return make_error(Code::kUnavailable, *unsynced);
   }
   return report;
 }

@@ -41,13 +41,16 @@ std::vector<std::string> missing_directories(const std::string& dir) {
   return missing;
 }
 
-std::optional<std::string> fsync_parents(const std::vector<std::string>& made) {
+std::optional<std::string> sync_made_directories(const std::vector<std::string>& made) {
   for (const std::string& dir : made) {
     std::string parent = std::filesystem::path(dir).parent_path().string();
     if (parent.empty()) parent = ".";
     if (!fsync_dir(parent)) {
-      return "cannot sync " + parent + ", the directory " + dir +
-             " was made in: " + std::strerror(errno);
+      std::string failed = "cannot sync " + parent + ", the directory " + dir +
+                           " was made in: " + std::strerror(errno);
+      std::error_code ec;
+      for (const std::string& gone : made) std::filesystem::remove(gone, ec);  // if empty
+      return failed;
     }
   }
   return std::nullopt;

@@ -458,7 +458,9 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   if (std::filesystem::create_directories(dir, ignored)) {
     std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::replace, ignored);
-    if (auto unsynced = fsync_parents(missing)) return make_error(Code::kUnavailable, *unsynced);
+    if (auto unsynced = sync_made_directories(missing)) {
+      return make_error(Code::kUnavailable, *unsynced);
+    }
   }
   // A dir of a newer data format is refused before anything in it changes (store/data_format.h),
   // also its LOCK (helper 121: a copy without one got one). The mark is read again under the LOCK,

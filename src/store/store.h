@@ -120,7 +120,8 @@ class Store {
   // write to the write-ahead log, from any thread), or at once if it has already; nullptr
   // forgets it. Every later write would fail with that error; RocksDB met it on its own thread,
   // maybe long before the next write. Called on the thread that met the error, never while
-  // another call of it runs, and not after on_writes_stopped(nullptr) has returned.
+  // another call of it runs, and not after on_writes_stopped(nullptr) has returned. One at a time:
+  // a call replaces the one before (gatewayd has one Writer for its Store).
   void on_writes_stopped(std::function<void(const std::string& why)> stopped);
   // Writes every memtable to table files (a clean stop: the next open replays no log).
   Result<bool> flush();

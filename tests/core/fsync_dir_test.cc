@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -27,16 +28,24 @@ TEST_CASE("missing_directories names what create_directories would make, deepest
         Dirs{"gatewayd-absent-dir/x", "gatewayd-absent-dir"});
 }
 
-TEST_CASE("fsync_parents syncs the directory each was made in, and names the one it could not") {
+TEST_CASE("sync_made_directories syncs where each was made; on a failure it takes them back") {
   testing::TempDir t;
   std::filesystem::create_directories(t.file("a/b"));
-  CHECK(fsync_parents({t.file("a/b"), t.file("a")}) == std::nullopt);
-  CHECK(fsync_parents({}) == std::nullopt);
-  // A parent that is gone.
-  auto failed = fsync_parents({t.file("gone/x")});
+  CHECK(sync_made_directories({t.file("a/b"), t.file("a")}) == std::nullopt);
+  CHECK(sync_made_directories({}) == std::nullopt);
+  CHECK(std::filesystem::exists(t.file("a/b")));
+  // A directory whose parent cannot be synced (gone): the message names both, and the directories
+  // made that are still empty are removed, so that the next try makes and syncs them again; one
+  // that holds something stays.
+  std::filesystem::create_directories(t.file("full"));
+  std::ofstream(t.file("full/file")) << "x";
+  auto failed = sync_made_directories({t.file("a/b"), t.file("full"), t.file("gone/x")});
   REQUIRE(failed.has_value());
   CHECK(*failed == "cannot sync " + t.file("gone") + ", the directory " + t.file("gone/x") +
                        " was made in: No such file or directory");
+  CHECK_FALSE(std::filesystem::exists(t.file("a/b")));
+  CHECK(std::filesystem::exists(t.file("a")));  // not in the list
+  CHECK(std::filesystem::exists(t.file("full/file")));
 }
 
 }  // namespace
