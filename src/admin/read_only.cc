@@ -38,7 +38,8 @@ Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& da
   out->scratch_dir_ = scratch;
   out->removed_on_interrupt_ = std::make_unique<RemovedOnInterrupt>(scratch);
   // RocksDB said "Column family not found", which reads as damage: a kill of gatewayd's first
-  // start left no events (helper 102), one of a rebuild no projections (helper 106).
+  // start left no events (helper 102), one of a rebuild no projections (helper 106), and so did a
+  // power cut in a first start after the events' column family was made (helper 125).
   const std::vector<std::string> absent = Store::missing_column_families(data_dir);
   if (std::find(absent.begin(), absent.end(), "events") != absent.end()) {
     return make_error(Code::kUnavailable,
@@ -49,9 +50,10 @@ Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& da
   if (!absent.empty()) {
     return make_error(Code::kUnavailable,
                       "cannot read " + data_dir +
-                          ": its read model is missing (a rebuild, or a start that rebuilds it, "
-                          "was stopped between dropping it and making it again; the events are "
-                          "there): start gatewayd on it, or run gatewayctl rebuild");
+                          ": its read model is missing (a first start was stopped before making "
+                          "it, or a rebuild, or a start that rebuilds it, between dropping it and "
+                          "making it again; the events are there): start gatewayd on it, or run "
+                          "gatewayctl rebuild");
   }
   const bool in_use = Store::locked_by_another_process(data_dir);
   // A log whose last write a crash tore is dropped by the first open for writing (Store::open);

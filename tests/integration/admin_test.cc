@@ -1151,9 +1151,10 @@ TEST_CASE("a data dir a rebuild left without its read model says so; gatewayd ma
     INFO(r.out, r.err);
     CHECK(r.status.code == 1);
     CHECK(r.err == "gatewayctl: " + command + ": cannot read " + dir +
-                       ": its read model is missing (a rebuild, or a start that rebuilds it, was "
-                       "stopped between dropping it and making it again; the events are there): "
-                       "start gatewayd on it, or run gatewayctl rebuild\n");
+                       ": its read model is missing (a first start was stopped before making "
+                       "it, or a rebuild, or a start that rebuilds it, between dropping it and "
+                       "making it again; the events are there): start gatewayd on it, or run "
+                       "gatewayctl rebuild\n");
   }
   server.restart();
   Response listed = Api(server, kTeamA).get("/v1/webhook");
