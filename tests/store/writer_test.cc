@@ -51,6 +51,14 @@ class AppendJob final : public Job {
   std::latch* started_;
 };
 
+// Submits one AppendJob for `id` and waits for it: whether it was committed.
+bool append_one(Writer& writer, const std::string& id) {
+  std::promise<bool> p;
+  auto f = p.get_future();
+  writer.submit(std::make_unique<AppendJob>(id, false, std::move(p)));
+  return f.get();
+}
+
 std::vector<std::string> all_events(Store& store) {
   std::vector<std::string> out;
   auto it = store.iterate(Cf::kEvents);
@@ -371,12 +379,7 @@ TEST_CASE("a failed write answers every job of the batch as not committed and st
     REQUIRE(store.ok());
     auto writer = Writer::start(*store.value(), *ids);
     REQUIRE(writer.ok());
-    auto append = [&](const std::string& id) {
-      std::promise<bool> p;
-      auto f = p.get_future();
-      writer.value()->submit(std::make_unique<AppendJob>(id, false, std::move(p)));
-      return f.get();
-    };
+    auto append = [&](const std::string& id) { return append_one(*writer.value(), id); };
     CHECK(append("before"));
     env.fail = true;
     CHECK_FALSE(append("during"));
@@ -446,12 +449,7 @@ TEST_CASE("a compaction that fails stops the writes at once, before any write me
   {
     auto store = std::move(Store::open(dir.path(), &env).value());
     auto writer = std::move(Writer::start(*store, *ids).value());
-    auto append = [&](const std::string& id) {
-      std::promise<bool> p;
-      auto f = p.get_future();
-      writer->submit(std::make_unique<AppendJob>(id, false, std::move(p)));
-      return f.get();
-    };
+    auto append = [&](const std::string& id) { return append_one(*writer, id); };
     for (int file = 0; file < 3; ++file) {  // three L0 table files of projections to compact
       REQUIRE(append("before-" + std::to_string(file)));
       REQUIRE(store->db()->Flush(rocksdb::FlushOptions(), store->cf(Cf::kProjections)).ok());
@@ -485,10 +483,7 @@ TEST_CASE("a failed write of another thread's stops the writer's writes at once"
   FailingEnv env;
   auto store = std::move(Store::open(dir.path(), &env).value());
   auto writer = std::move(Writer::start(*store, *ids).value());
-  std::promise<bool> p;
-  auto before = p.get_future();
-  writer->submit(std::make_unique<AppendJob>("before", false, std::move(p)));
-  REQUIRE(before.get());
+  REQUIRE(append_one(*writer, "before"));
   env.fail = true;
   std::thread([&] { CHECK_FALSE(store->put_meta("checkpoint", "x").ok()); }).join();
   env.fail = false;
