@@ -95,13 +95,11 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
   if (!existed) {
     existed = !fs::create_directories(out_dir, ec);
     if (ec) return make_error(Code::kUnavailable, "cannot create " + out_dir + ": " + ec.message());
-    // Synced before anything is copied: a sync that failed after the copy would leave a whole copy
-    // that said nothing of it (helper 124).
-    if (!existed) {
-      if (auto unsynced = sync_made_directories(made)) {
-        return make_error(Code::kUnavailable, *unsynced);
-      }
-    }
+  }
+  // Synced before anything is copied: a sync that failed after the copy would leave a whole copy
+  // that said nothing of it (helper 124).
+  if (auto unsynced = existed ? std::nullopt : sync_made_directories(made)) {
+    return make_error(Code::kUnavailable, *unsynced);
   }
   if (existed && !fs::is_directory(out_dir, ec)) {
     return make_error(Code::kPreconditionFailed,

@@ -477,18 +477,13 @@ TEST_CASE("a compaction that fails stops the writes at once, before any write me
 // A failure of that write stopped RocksDB's writes without a word: the next client's write was
 // the one told, and /readyz said 200 until then (helper 123).
 TEST_CASE("a failed write of another thread's stops the writer's writes at once") {
-  testing::ScratchDir dir;
-  SystemClock clock;
-  auto ids = make_system_id_generator(clock);
-  FailingEnv env;
-  auto store = std::move(Store::open(dir.path(), &env).value());
-  auto writer = std::move(Writer::start(*store, *ids).value());
-  REQUIRE(append_one(*writer, "before"));
-  env.fail = true;
-  std::thread([&] { CHECK_FALSE(store->put_meta("checkpoint", "x").ok()); }).join();
-  env.fail = false;
-  CHECK_FALSE(writer->writable());
-  writer->stop();
+  PipelineRun run;  // its real store and writer on the FailingEnv; no batch is held here
+  REQUIRE(append_one(*run.writer, "before"));
+  run.env.fail = true;
+  std::thread([&] { CHECK_FALSE(run.store->put_meta("checkpoint", "x").ok()); }).join();
+  run.env.fail = false;
+  CHECK_FALSE(run.writer->writable());
+  run.writer->stop();
 }
 
 // A Writer registered for RocksDB's stop and destroyed leaves nothing behind for a later one:
