@@ -49,10 +49,13 @@ struct Error {
   Code code;
   std::string detail;
   std::vector<FieldError> errors;  // every field problem found, for kValidationFailed
+  // A kUnavailable met reading the store for a write: the write was refused because its reads
+  // failed, which says nothing of whether writes would succeed.
+  bool read_failed = false;
 };
 
 inline Error make_error(Code code, std::string detail) {
-  return Error{code, std::move(detail), {}};
+  return Error{code, std::move(detail), {}, false};
 }
 
 // A value or an Error. Deliberately tiny: ok(), value(), error().
@@ -104,7 +107,7 @@ class FieldErrors {
           " (more problems were found than are listed: at most 10 for a field and 100 in "
           "all)";
     }
-    return Error{Code::kValidationFailed, std::move(detail), list_};
+    return Error{Code::kValidationFailed, std::move(detail), list_, false};
   }
 
  private:

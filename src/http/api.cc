@@ -326,9 +326,9 @@ struct Api::Context {
     metrics->record(route, kind_index, r.status, seconds);
     respond(std::move(r));
   }
-  // A read's 503 is no failed write: it says so.
+  // A read's 503 is no failed write: it says so, as does a write's whose reads failed.
   void fail(const Error& e) {
-    const bool reads = request.method == "GET" || request.method == "HEAD";
+    const bool reads = request.method == "GET" || request.method == "HEAD" || e.read_failed;
     log_hidden_detail(e, request.method, request.path);
     reply(problem(e, reads ? kCannotRead : kCannotWrite));
   }
