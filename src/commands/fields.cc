@@ -390,8 +390,11 @@ Problem hostname(std::string_view in, std::string* normalized) {
   bool hex = last.size() >= 2 && last[0] == '0' && last[1] == 'x' &&
              std::all_of(last.begin() + 2, last.end(),
                          [](char c) { return ascii_digit(c) || (c >= 'a' && c <= 'f'); });
-  if (hex || std::all_of(last.begin(), last.end(), ascii_digit))
-    return "must be a hostname, not an IP address";
+  if (hex || std::all_of(last.begin(), last.end(), ascii_digit)) {
+    in_addr address{};
+    if (::inet_aton(h.c_str(), &address) == 1) return "must be a hostname, not an IP address";
+    return "must not end in a numeric label: URL parsers read such a name as an IPv4 address";
+  }
   *normalized = std::move(h);
   return std::nullopt;
 }
