@@ -572,7 +572,8 @@ Problem opaque_id(std::string_view in, size_t max_bytes) {
   return std::nullopt;
 }
 
-Problem redirect_to(std::string_view in) {
+Problem redirect_to(std::string_view in, std::string* back_to) {
+  if (back_to != nullptr) back_to->clear();
   if (in.empty()) return std::nullopt;
   if (in.size() > kMaxRedirectBytes) return "must be at most 2048 bytes";
   for (size_t i = 0; i < in.size(); ++i) {
@@ -583,6 +584,7 @@ Problem redirect_to(std::string_view in) {
   std::string normalized;
   if (in.find("://") == std::string_view::npos) {
     if (hostname(in, &normalized)) return "must be a hostname or an http:// or https:// URL";
+    if (back_to != nullptr) *back_to = std::move(normalized);
     return std::nullopt;
   }
   auto after = after_http_scheme(in);
@@ -591,12 +593,16 @@ Problem redirect_to(std::string_view in) {
   std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
   if (authority.find('@') != std::string_view::npos) return "URLs must not contain userinfo";
   if (authority.starts_with('[')) return "URL hosts must be hostnames, not IP addresses";
+  bool default_port = true;
   size_t colon = authority.rfind(':');
   if (colon != std::string_view::npos) {
-    if (!is_port(authority.substr(colon + 1))) return "URL ports must be 1-65535";
+    std::string_view port = authority.substr(colon + 1);
+    if (!is_port(port)) return "URL ports must be 1-65535";
+    default_port = port == (in.starts_with("https://") ? "443" : "80");
     authority = authority.substr(0, colon);
   }
   if (auto p = hostname(authority, &normalized)) return "URL host " + *p;
+  if (back_to != nullptr && default_port) *back_to = std::move(normalized);
   return std::nullopt;
 }
 

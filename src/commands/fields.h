@@ -90,7 +90,9 @@ Problem opaque_id(std::string_view in, size_t max_bytes);
 
 // A redirect target: empty, a hostname, or an absolute http(s) URL (lower-case scheme, optional
 // port 1-65535, no userinfo) whose host is a hostname. No blanks, backslashes or control
-// characters. At most 2048 bytes.
-Problem redirect_to(std::string_view in);
+// characters. At most 2048 bytes. When it is one, `back_to` (if given) gets the hostname,
+// normalised, that a request to the target reaches: its host, unless the URL names a port other
+// than its scheme's default; empty then, and for an empty target.
+Problem redirect_to(std::string_view in, std::string* back_to = nullptr);
 
 }  // namespace gw::fields

@@ -344,7 +344,14 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
                             " bytes for a domain, so that its verification_hostname (" +
                             std::string(kVerificationLabel) + "<hostname>) is a DNS name");
   }
-  r.string_field("redirect_to", &d.redirect_to, fields::redirect_to);
+  std::string back_to;
+  r.string_field("redirect_to", &d.redirect_to,
+                 [&back_to](std::string_view v) { return fields::redirect_to(v, &back_to); });
+  // Every request to the domain is redirected, so a target on its own hostname redirects for ever.
+  if (valid_hostname && back_to == d.hostname) {
+    r.check("redirect_to",
+            "must not lead back to the domain's own hostname " + d.hostname + " (a redirect loop)");
+  }
   r.string_field("scope", &d.scope, [](std::string_view v) { return one_of(v, kScopes); });
   if (auto w = r.str("workload_id"); w && !w->empty()) {
     r.check("workload_id", fields::opaque_id(*w, kWorkloadIdMax));

@@ -634,6 +634,24 @@ TEST_CASE("redirect_to") {
   }
 }
 
+TEST_CASE("redirect_to gives the hostname a request to the target reaches") {
+  const std::pair<std::string, std::string> rows[] = {
+      {"", ""},
+      {"Example.COM.", "example.com"},
+      {"https://Shop.Example.com/a?b#c", "shop.example.com"},
+      {"https://example.com:443", "example.com"},
+      {"http://example.com:80/", "example.com"},
+      {"https://example.com:8443/", ""},  // another port: maybe another server
+      {"http://example.com:443/", ""},
+  };
+  for (const auto& [in, host] : rows) {
+    CAPTURE(in);
+    std::string back_to = "left over";
+    expect_ok(redirect_to(in, &back_to));
+    CHECK(back_to == host);
+  }
+}
+
 TEST_CASE("waf_directives accepts tenant rules") {
   const Ok ok[] = {
       {""},

@@ -424,6 +424,32 @@ TEST_CASE("domain rules: reserved namespaces, scope enum, echoed server fields k
   CHECK_FALSE(s.verification_hostname.has_value());
 }
 
+// Every request to a domain is redirected: a target on its own hostname loops (was accepted).
+TEST_CASE("a domain's redirect_to must not lead back to its own hostname") {
+  auto with_target = [](const std::string& target) {
+    return parse(
+        Kind::kDomain,
+        (R"({"team_id":"t","hostname":"Loop.Example.org.","redirect_to":")" + target + "\"}")
+            .c_str());
+  };
+  for (const std::string loop :
+       {"loop.example.org", "LOOP.example.org.", "https://loop.example.org/start?x=1",
+        "http://Loop.Example.Org", "https://loop.example.org:443/", "http://loop.example.org:80"}) {
+    CAPTURE(loop);
+    auto r = with_target(loop);
+    REQUIRE_FALSE(r.ok());
+    CHECK(fields_of(r) == "redirect_to");
+    CHECK(r.error().errors.at(0).message ==
+          "must not lead back to the domain's own hostname loop.example.org (a redirect loop)");
+  }
+  for (const std::string other :
+       {"www.loop.example.org", "example.org", "https://loop.example.org:8443/",
+        "http://loop.example.org:443/", "https://loop.example.net/"}) {
+    CAPTURE(other);
+    CHECK(with_target(other).ok());
+  }
+}
+
 TEST_CASE("create: domain server fields only with a new domain's starting values, all reported") {
   auto r = parse(Kind::kDomain, R"({"team_id":"t","hostname":"a.com","status":"verified",)"
                                 R"("scope":"wide","verified_at":5,"verification_value":"x"})");

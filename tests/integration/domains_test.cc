@@ -68,6 +68,17 @@ TEST_CASE("domain optional fields are stored") {
                                            testing::json_quote("javascript:alert(1)")));
   check_problem(bad, 422, "validation_failed");
   CHECK(has_field(error_fields(bad), "redirect_to"));
+  // A target on the domain's own hostname is a redirect loop, on create and on update.
+  Response loop = api.post(kPath, json_with(domain_body(kTeamA, "loop.example.com"), "redirect_to",
+                                            R"("https://LOOP.example.com/start")"));
+  check_problem(loop, 422, "validation_failed");
+  CHECK(has_field(error_fields(loop), "redirect_to"));
+  const std::string to_path = item_path(kDomain, str(plain, "domain_id"));
+  Response looped_update = api.put(to_path, json_with(domain_body(kTeamA, "to.example.com"),
+                                                      "redirect_to", R"("to.example.com")"));
+  check_problem(looped_update, 422, "validation_failed");
+  CHECK(has_field(error_fields(looped_update), "redirect_to"));
+  CHECK(str(json(api.get(to_path)), "redirect_to") == "www.example.com");
 }
 
 TEST_CASE("domain scope defaults: registrable domain -> subtree, deeper name -> exact") {
