@@ -128,13 +128,20 @@ std::optional<Error> target_form_problem(std::string_view method, std::string_vi
   if (!absolute) {
     return bad("the request target must be a path from '/', an absolute URI or '*' for OPTIONS");
   }
-  if ((ascii_iequals(scheme, "http") || ascii_iequals(scheme, "https")) &&
-      target.substr(colon + 1).starts_with("//")) {
-    const std::string_view rest = target.substr(colon + 3);
-    const std::string_view authority = rest.substr(0, rest.find_first_of("/?"));
-    if (authority.find('@') != std::string_view::npos) {
-      return bad("the request target must not have user information ('@' in its authority)");
-    }
+  if (!ascii_iequals(scheme, "http") && !ascii_iequals(scheme, "https")) return std::nullopt;
+  // An http(s) URI has an authority, whose host must not be empty (RFC 9110 4.2.1: a recipient
+  // MUST reject one that has none as invalid); it is the Host header's syntax. `http:///healthz`
+  // and `http://h:abc/healthz` were served.
+  if (!target.substr(colon + 1).starts_with("//")) {
+    return bad("the request target, an http or https URI, must have '//' and a host");
+  }
+  const std::string_view rest = target.substr(colon + 3);
+  const std::string_view authority = rest.substr(0, rest.find_first_of("/?"));
+  if (authority.find('@') != std::string_view::npos) {
+    return bad("the request target must not have user information ('@' in its authority)");
+  }
+  if (authority.empty() || authority.front() == ':' || !valid_host(authority)) {
+    return bad("the request target's host is not a valid host");
   }
   return std::nullopt;
 }

@@ -55,6 +55,9 @@ TEST_CASE("heads a server takes") {
            head("GET HTTPS://h:443 HTTP/1.1", "Host: h\r\n"),
            head("GET urn:a.b-c+d:x HTTP/1.1", "Host: h\r\n"),
            head("GET http://h/a@b?c@d HTTP/1.1", "Host: h\r\n"),  // '@' in the path and query
+           head("GET http://[::1]:8080/healthz HTTP/1.1", "Host: h\r\n"),
+           head("GET http://127.0.0.1:/healthz?x=1 HTTP/1.1", "Host: h\r\n"),
+           head("GET http://h HTTP/1.1", "Host: h\r\n"),
            head("GET ftp://u@h/ HTTP/1.1", "Host: h\r\n"),
            head("GET / HTTP/1.1", "Host: [::1]\r\n"),
            head("GET / HTTP/1.1", "Host: 127.0.0.1:\r\n"),
@@ -91,6 +94,18 @@ TEST_CASE("heads a server must refuse are 400 bad_request, each with what is wro
            Row{head("GET http://u@h/healthz HTTP/1.1", "Host: h\r\n"), "user information"},
            Row{head("GET hTTpS://u:p@h HTTP/1.1", "Host: h\r\n"), "user information"},
            Row{head("GET http://u@h?x HTTP/1.1", "Host: h\r\n"), "user information"},
+           // An http(s) URI with no host, or one the Host header's rules refuse, was served
+           // (helper 127); RFC 9110 4.2.1 says to reject it.
+           Row{head("GET http:///healthz HTTP/1.1", "Host: x\r\n"), "host is not a valid host"},
+           Row{head("GET http://:80/healthz HTTP/1.1", "Host: x\r\n"), "host is not a valid host"},
+           Row{head("GET https://?a HTTP/1.1", "Host: x\r\n"), "host is not a valid host"},
+           Row{head("GET http://h:abc/healthz HTTP/1.1", "Host: x\r\n"),
+               "host is not a valid host"},
+           Row{head("GET http://h%zz/ HTTP/1.1", "Host: x\r\n"), "host is not a valid host"},
+           Row{head("GET http://h\"/ HTTP/1.1", "Host: x\r\n"), "host is not a valid host"},
+           Row{head("GET http://[::1/ HTTP/1.1", "Host: x\r\n"), "host is not a valid host"},
+           Row{head("GET http:/healthz HTTP/1.1", "Host: x\r\n"), "must have '//' and a host"},
+           Row{head("GET HTTP:healthz HTTP/1.1", "Host: x\r\n"), "must have '//' and a host"},
            Row{head("GET /a\x7f HTTP/1.1", "Host: x\r\n"), "target must be"},
            // A '%' that starts no escape of two hex digits (helper 52: `?workload_id=%ZZ` was
            // a filter on the three characters).
@@ -134,6 +149,7 @@ TEST_CASE("heads a server must refuse are 400 bad_request, each with what is wro
     const auto r = parse_head(row.head);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == Code::kBadRequest);
+    CAPTURE(r.error().detail);
     CHECK(r.error().detail.find(row.detail_part) != std::string::npos);
   }
 }

@@ -208,6 +208,14 @@ TEST_CASE("a request target in absolute form is served as its path (RFC 9112 3.2
   check_problem(
       http.request("GET", server.url() + item, auth, std::nullopt, "ftp://gateway.example" + item),
       404, "not_found");
+  // An http URI with no host, or with a port that is not a number, was served (helper 127).
+  for (const std::string bad_authority : {"http://", "http://:80", "http://h:abc"}) {
+    CAPTURE(bad_authority);
+    Response refused =
+        http.request("GET", server.url() + item, auth, std::nullopt, bad_authority + item);
+    check_problem(refused, 400, "bad_request");
+    CHECK(str(json(refused), "detail") == "the request target's host is not a valid host");
+  }
   CHECK(total(api, kWebhook) == 3);
 }
 
