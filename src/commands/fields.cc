@@ -363,7 +363,17 @@ Problem hostname(std::string_view in, std::string* normalized) {
   if (h.front() == '[' || h.find(':') != std::string::npos)
     return "must be a hostname, not an IP address or host:port";
   if (h.find('*') != std::string::npos) return "must not contain wildcards";
+  // A number as URL parsers read an IPv4 address's part (WHATWG's IPv4 number parser): decimal
+  // digits, or 0x and hex digits (none: `0x` is 0).
+  auto number = [](std::string_view label) {
+    if (label.size() >= 2 && label[0] == '0' && label[1] == 'x') {
+      return std::all_of(label.begin() + 2, label.end(),
+                         [](char c) { return ascii_digit(c) || (c >= 'a' && c <= 'f'); });
+    }
+    return std::all_of(label.begin(), label.end(), ascii_digit);
+  };
   size_t labels = 0;
+  size_t numbers = 0;
   size_t start = 0;
   std::string_view last;
   while (start <= h.size()) {
@@ -381,19 +391,17 @@ Problem hostname(std::string_view in, std::string* normalized) {
       if (auto p = a_label(label)) return p;
     }
     ++labels;
+    if (number(label)) ++numbers;
     last = label;
     start = dot + 1;
   }
   if (labels < 2) return "must have at least two labels";
-  // A name whose last label is a number (decimal, or hex after 0x) is an IPv4 address to
-  // inet_aton and to URL parsers (WHATWG's "ends in a number"): 0x7f.1 is 127.0.0.1.
-  bool hex = last.size() >= 2 && last[0] == '0' && last[1] == 'x' &&
-             std::all_of(last.begin() + 2, last.end(),
-                         [](char c) { return ascii_digit(c) || (c >= 'a' && c <= 'f'); });
-  if (hex || std::all_of(last.begin(), last.end(), ascii_digit)) {
-    in_addr address{};
-    if (::inet_aton(h.c_str(), &address) == 1) return "must be a hostname, not an IP address";
-    return "must not end in a numeric label: URL parsers read such a name as an IPv4 address";
+  // A name whose last label is a number is an IPv4 address to URL parsers (WHATWG's "ends in a
+  // number"), or one they refuse: 0x7f.1 is 127.0.0.1. Up to four numbers are an address's
+  // shape; a name of other labels that ends in one (example.123) is no address, and is told so.
+  if (number(last)) {
+    if (labels == numbers && labels <= 4) return "must be a hostname, not an IP address";
+    return "must not end in a numeric label, which URL parsers take for an IPv4 address";
   }
   *normalized = std::move(h);
   return std::nullopt;
@@ -583,7 +591,9 @@ Problem redirect_to(std::string_view in, std::string* back_to) {
   }
   std::string normalized;
   if (in.find("://") == std::string_view::npos) {
-    if (hostname(in, &normalized)) return "must be a hostname or an http:// or https:// URL";
+    if (auto p = hostname(in, &normalized)) {
+      return "must be a hostname or an http:// or https:// URL; as a hostname, it " + *p;
+    }
     if (back_to != nullptr) *back_to = std::move(normalized);
     return std::nullopt;
   }

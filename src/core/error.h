@@ -45,17 +45,24 @@ struct FieldError {
   bool operator==(const FieldError&) const = default;
 };
 
+// What the answer to a kUnavailable says, whose detail is written for the log (a RocksDB status,
+// a path), not for the client.
+enum class Shown {
+  kByMethod,    // that the service cannot take writes; for GET and HEAD, that it cannot read
+  kCannotRead,  // that it cannot read: a write refused because its reads of the store failed,
+                // which says nothing of whether writes would succeed
+  kDetail,      // the detail, written for the client
+};
+
 struct Error {
   Code code;
   std::string detail;
   std::vector<FieldError> errors;  // every field problem found, for kValidationFailed
-  // A kUnavailable met reading the store for a write: the write was refused because its reads
-  // failed, which says nothing of whether writes would succeed.
-  bool read_failed = false;
+  Shown shown = Shown::kByMethod;  // for kUnavailable
 };
 
 inline Error make_error(Code code, std::string detail) {
-  return Error{code, std::move(detail), {}, false};
+  return Error{code, std::move(detail), {}, Shown::kByMethod};
 }
 
 // A value or an Error. Deliberately tiny: ok(), value(), error().
@@ -107,7 +114,7 @@ class FieldErrors {
           " (more problems were found than are listed: at most 10 for a field and 100 in "
           "all)";
     }
-    return Error{Code::kValidationFailed, std::move(detail), list_, false};
+    return Error{Code::kValidationFailed, std::move(detail), list_, Shown::kByMethod};
   }
 
  private:

@@ -326,11 +326,9 @@ struct Api::Context {
     metrics->record(route, kind_index, r.status, seconds);
     respond(std::move(r));
   }
-  // A read's 503 is no failed write: it says so, as does a write's whose reads failed.
   void fail(const Error& e) {
-    const bool reads = request.method == "GET" || request.method == "HEAD" || e.read_failed;
     log_hidden_detail(e, request.method, request.path);
-    reply(problem(e, reads ? kCannotRead : kCannotWrite));
+    reply(problem(e, unavailable_detail(e, request.method)));
   }
   // Query parameters other than `allowed` (and filters accepted by `filter_ok`) are refused, and
   // so is one given twice (`?status=a&status=b`): which one counts would be a guess. Each

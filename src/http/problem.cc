@@ -139,10 +139,22 @@ Reply request_timeout(std::chrono::milliseconds idle) {
   return r;
 }
 
+std::string_view unavailable_detail(const Error& error, std::string_view method) {
+  switch (error.shown) {
+    case Shown::kByMethod:
+      break;
+    case Shown::kCannotRead:
+      return kCannotRead;
+    case Shown::kDetail:
+      return error.detail;
+  }
+  return method == "GET" || method == "HEAD" ? kCannotRead : kCannotWrite;
+}
+
 Reply problem(const Error& error, std::string_view unavailable) {
   std::string detail = error.detail;
   if (error.code == Code::kInternal) detail = "an internal error occurred";
-  if (error.code == Code::kUnavailable) detail = unavailable;
+  if (error.code == Code::kUnavailable && error.shown != Shown::kDetail) detail = unavailable;
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);
   w.StartObject();

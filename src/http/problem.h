@@ -20,8 +20,13 @@ inline constexpr std::string_view kWritesStopped =
     "writes stopped after a failed write to or read of the data dir (disk full or I/O error); "
     "restart gatewayd to recover";
 
+// What a 503 to a request of `method` says for `error` (see Shown): a read's is no failed write,
+// nor is a write's whose reads failed.
+std::string_view unavailable_detail(const Error& error, std::string_view method);
+
 // An application/problem+json reply for `error` (status, title, detail, code, errors). Internal
-// details never leave the process: a 500 says "an internal error occurred", a 503 `unavailable`.
+// details never leave the process: a 500 says "an internal error occurred", a 503 `unavailable`
+// (unless the error's detail is written for the client: Shown::kDetail).
 Reply problem(const Error& error, std::string_view unavailable = kCannotWrite);
 
 // 503 unavailable, "the server is shutting down", with Connection: close: for a request that

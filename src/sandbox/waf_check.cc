@@ -22,8 +22,10 @@ Result<fields::Problem> waf_problem(const Outcome& outcome) {
       stderr, "gatewayd: waf sandbox: %s\n",
       outcome.kind == Kind::kDone ? "an answer waf_task does not give" : outcome.detail.c_str());
   if (outcome.kind == Kind::kUnavailable) {
-    return make_error(Code::kUnavailable,
-                      "waf_custom_directives cannot be checked right now; try again");
+    Error e = make_error(Code::kUnavailable,
+                         "waf_custom_directives cannot be checked right now; try again");
+    e.shown = Shown::kDetail;  // said as it is: writes go on (it said they could not)
+    return e;
   }
   return fields::Problem(
       "must be valid ModSecurity directives: the WAF engine could not parse them");

@@ -78,7 +78,7 @@ class CommandJob final : public Job {
   // execute() only reads the store (its writes are the batch's, written after it), so a
   // kUnavailable met there is a failed read, which the answer says.
   bool reject(Error e) {
-    if (e.code == Code::kUnavailable) e.read_failed = true;
+    if (e.code == Code::kUnavailable) e.shown = Shown::kCannotRead;
     result_ = std::move(e);
     return false;
   }

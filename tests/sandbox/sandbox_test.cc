@@ -3,6 +3,7 @@
 // the caller's descriptors). The zygotes are runs of this binary (tests/unit_main.cc).
 #include "sandbox/sandbox.h"
 
+#include "http/problem.h"
 #include "sandbox/test_task.h"
 #include "sandbox/waf_check.h"
 
@@ -455,6 +456,10 @@ TEST_CASE("waf_problem: crashes and hangs are the text's problem, a lost sandbox
   REQUIRE_FALSE(gone.ok());
   CHECK(gone.error().code == Code::kUnavailable);
   CHECK(gone.error().detail.find("EPIPE") == std::string::npos);  // internals stay in the log
+  // The answer says this, not that writes cannot be taken (helper 128).
+  CHECK(gone.error().shown == Shown::kDetail);
+  CHECK(http::unavailable_detail(gone.error(), "POST") ==
+        "waf_custom_directives cannot be checked right now; try again");
 }
 
 }  // namespace
