@@ -105,19 +105,22 @@ void project(Tx& tx, uint64_t seq, const std::optional<Record>& before, const Re
 
 // The open-request queue the verifier works from: a verification request opens one (and becomes
 // the domain's latest), its outcome closes it. Kept in the same batch as the events.
-// LogFold::add (projections/log_fold.cc) follows the same rules.
-void track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused_by,
-                    const std::string& domain_id) {
+// LogFold::add (projections/log_fold.cc) follows the same rules. A failed read of the open
+// request is the caller's failure: ignored, it left the request open (helper 128).
+std::optional<Error> track_requests(Tx& tx, std::string_view type, uint64_t seq, uint64_t caused_by,
+                                    const std::string& domain_id) {
   if (opens_verification_request(type)) {
     tx.put(Cf::kProjections, keys::request_prefix() + encode_u64(seq), domain_id);
     tx.put(Cf::kProjections, keys::open_request(domain_id), encode_u64(seq));
   } else if (answers_verification_request(type) && caused_by != 0) {
     tx.del(Cf::kProjections, keys::request_prefix() + encode_u64(caused_by));
     auto latest = tx.get(Cf::kProjections, keys::open_request(domain_id));
-    if (latest.ok() && latest.value() && decode_u64(*latest.value()) == caused_by) {
+    if (!latest.ok()) return std::move(latest.error());
+    if (latest.value() && decode_u64(*latest.value()) == caused_by) {
       tx.del(Cf::kProjections, keys::open_request(domain_id));
     }
   }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -187,7 +190,7 @@ Result<Recorded> record_changes(Tx& tx, TxLookups& lookups, Decision& decision,
                      first_seq != 0 && change.caused_by == 0 ? first_seq : change.caused_by};
     uint64_t seq = tx.append(draft);
     if (first_seq == 0) first_seq = seq;
-    track_requests(tx, change.type, seq, draft.caused_by, m.id);
+    if (auto failed = track_requests(tx, change.type, seq, draft.caused_by, m.id)) return *failed;
     project(tx, seq, before, change.record, draft.data_json, version, create_seq);
     // The reply is the subject's record, not that of a domain a change cascaded to.
     const bool is_subject = m.id == subject;
@@ -253,7 +256,7 @@ Result<bool> apply_event(Tx& tx, const LoggedEvent& e, bool* created) {
   }
   if (created != nullptr) *created = !current.value();
   project(tx, e.seq, before, e.record, to_json(e.record), e.version, create_seq);
-  track_requests(tx, e.type, e.seq, e.caused_by, id);
+  if (auto failed = track_requests(tx, e.type, e.seq, e.caused_by, id)) return *failed;
   return true;
 }
 

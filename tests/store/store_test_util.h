@@ -3,13 +3,17 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include <rocksdb/env.h>
 
 #include "store/store.h"
 
@@ -87,6 +91,44 @@ class Gate {
   std::condition_variable cv_;
   bool shut_ = false;  // GUARDED_BY(mu_)
   int waiting_ = 0;    // GUARDED_BY(mu_)
+};
+
+// Wraps the real Env; while `fail` is set, reads of table files fail (a disk that cannot read).
+class FailingReadsEnv final : public rocksdb::EnvWrapper {
+ public:
+  FailingReadsEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
+  const char* Name() const override { return "FailingReadsEnv"; }
+  std::atomic<bool> fail{false};
+
+  rocksdb::Status NewRandomAccessFile(const std::string& name,
+                                      std::unique_ptr<rocksdb::RandomAccessFile>* result,
+                                      const rocksdb::EnvOptions& options) override {
+    std::unique_ptr<rocksdb::RandomAccessFile> file;
+    auto s = target()->NewRandomAccessFile(name, &file, options);
+    if (s.ok() && name.ends_with(".sst")) file = std::make_unique<File>(std::move(file), fail);
+    if (s.ok()) *result = std::move(file);
+    return s;
+  }
+
+ private:
+  class File final : public rocksdb::RandomAccessFileWrapper {
+   public:
+    File(std::unique_ptr<rocksdb::RandomAccessFile> target, const std::atomic<bool>& fail)
+        : rocksdb::RandomAccessFileWrapper(target.get()), owned_(std::move(target)), fail_(fail) {}
+    rocksdb::Status Read(uint64_t offset, size_t n, rocksdb::Slice* result,
+                         char* scratch) const override {
+      if (fail_) return rocksdb::Status::IOError("injected: read failed");
+      return rocksdb::RandomAccessFileWrapper::Read(offset, n, result, scratch);
+    }
+    rocksdb::Status MultiRead(rocksdb::ReadRequest* reqs, size_t num_reqs) override {
+      if (fail_) return rocksdb::Status::IOError("injected: read failed");
+      return rocksdb::RandomAccessFileWrapper::MultiRead(reqs, num_reqs);
+    }
+
+   private:
+    std::unique_ptr<rocksdb::RandomAccessFile> owned_;
+    const std::atomic<bool>& fail_;
+  };
 };
 
 }  // namespace gw::testing

@@ -400,44 +400,6 @@ TEST_CASE("a failed write answers every job of the batch as not committed and st
   CHECK(writer.value()->writable());
 }
 
-// Wraps the real Env; while `fail` is set, reads of table files fail (a disk that cannot read).
-class FailingReadsEnv final : public rocksdb::EnvWrapper {
- public:
-  FailingReadsEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
-  const char* Name() const override { return "FailingReadsEnv"; }
-  std::atomic<bool> fail{false};
-
-  rocksdb::Status NewRandomAccessFile(const std::string& name,
-                                      std::unique_ptr<rocksdb::RandomAccessFile>* result,
-                                      const rocksdb::EnvOptions& options) override {
-    std::unique_ptr<rocksdb::RandomAccessFile> file;
-    auto s = target()->NewRandomAccessFile(name, &file, options);
-    if (s.ok() && name.ends_with(".sst")) file = std::make_unique<File>(std::move(file), fail);
-    if (s.ok()) *result = std::move(file);
-    return s;
-  }
-
- private:
-  class File final : public rocksdb::RandomAccessFileWrapper {
-   public:
-    File(std::unique_ptr<rocksdb::RandomAccessFile> target, const std::atomic<bool>& fail)
-        : rocksdb::RandomAccessFileWrapper(target.get()), owned_(std::move(target)), fail_(fail) {}
-    rocksdb::Status Read(uint64_t offset, size_t n, rocksdb::Slice* result,
-                         char* scratch) const override {
-      if (fail_) return rocksdb::Status::IOError("injected: read failed");
-      return rocksdb::RandomAccessFileWrapper::Read(offset, n, result, scratch);
-    }
-    rocksdb::Status MultiRead(rocksdb::ReadRequest* reqs, size_t num_reqs) override {
-      if (fail_) return rocksdb::Status::IOError("injected: read failed");
-      return rocksdb::RandomAccessFileWrapper::MultiRead(reqs, num_reqs);
-    }
-
-   private:
-    std::unique_ptr<rocksdb::RandomAccessFile> owned_;
-    const std::atomic<bool>& fail_;
-  };
-};
-
 // A read that failed in a compaction stopped RocksDB's writes, but the writer learnt of it only
 // from the next batch's failure: on an idle server /readyz said 200 for as long as no client
 // wrote (helper 123, a failed pread of a table file in a compaction RocksDB started itself).
@@ -445,7 +407,7 @@ TEST_CASE("a compaction that fails stops the writes at once, before any write me
   testing::ScratchDir dir;
   SystemClock clock;
   auto ids = make_system_id_generator(clock);
-  FailingReadsEnv env;
+  testing::FailingReadsEnv env;
   {
     auto store = std::move(Store::open(dir.path(), &env).value());
     auto writer = std::move(Writer::start(*store, *ids).value());
@@ -493,7 +455,7 @@ TEST_CASE("a writer started on a store RocksDB has stopped is stopped from its s
   testing::ScratchDir dir;
   SystemClock clock;
   auto ids = make_system_id_generator(clock);
-  FailingReadsEnv env;
+  testing::FailingReadsEnv env;
   auto store = std::move(Store::open(dir.path(), &env).value());
   for (int file = 0; file < 2; ++file) {  // two table files of one key: a compaction reads both
     REQUIRE(store->db()
