@@ -565,10 +565,13 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode, std::stri
   // A domain update's body that breaks a field rule is checked against the stored domain as well
   // (its hostname, its server-set fields), so that one 422 lists every problem. The caller's own
   // live domains only: for any other id the 404 comes once the body is right.
+  // A failed read is the answer (503), not a 422 short of the checks it would have made.
   StoredDomain stored;
+  std::optional<Error> unread;
   if (kind == Kind::kDomain && mode == Mode::kUpdate) {
-    stored = [this, &ctx, id]() -> std::optional<Domain> {
+    stored = [this, &ctx, id, &unread]() -> std::optional<Domain> {
       auto found = reads_.get(Kind::kDomain, ctx.caller.tenant, id);
+      if (!found.ok()) unread = std::move(found.error());
       if (!found.ok() || !found.value()) return std::nullopt;
       auto record = parse_stored_record(Kind::kDomain, id, found.value()->json);
       auto* domain = record.ok() ? std::get_if<Domain>(&record.value()) : nullptr;
@@ -576,6 +579,11 @@ std::optional<Spec> Api::read_spec(Context& ctx, Kind kind, Mode mode, std::stri
     };
   }
   auto spec = parse_spec(kind, mode, doc, config_.policy, stored);
+  if (unread) {
+    unread->shown = Shown::kCannotRead;
+    ctx.fail(*unread);
+    return std::nullopt;
+  }
   if (!spec.ok()) {
     ctx.fail(spec.error());
     return std::nullopt;

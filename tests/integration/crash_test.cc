@@ -256,8 +256,8 @@ std::vector<std::string> create_webhooks(Api& api, int n, std::string_view tag) 
 // A write refused because the read it needs failed said "the service cannot accept writes right
 // now", as if writes had stopped, while they went on (helper 123, with reads failing on EIO). A
 // table file damaged where one webhook's bytes are fails every read of them with RocksDB's
-// Corruption: the GET, the PUT and the DELETE of that webhook answer 503 saying reads fail, and
-// other writes go on.
+// Corruption: the GET, the PUT and the DELETE of that webhook answer 503 saying reads fail (as
+// does a domain's update next to it), and other writes go on.
 TEST_CASE("a write whose read of the store fails says that reads fail, and writes go on") {
   Server server;
   Api api(server, kTeamA);
@@ -272,6 +272,22 @@ TEST_CASE("a write whose read of the store fails says that reads fail, and write
   REQUIRE(target.status == 201);
   const std::string path = item_path(kWebhook, str(json(target), "webhook_id"));
   create_webhooks(api, 150, "after");
+  // A domain with the marker in a field of its record only (its hostname is in keys a start
+  // reads), in the middle of 200 domains.
+  auto create_domains = [&api](int n, std::string_view tag) {
+    for (int i = 0; i < n; ++i) {
+      const std::string host = std::string(tag) + "-" + std::to_string(i) + ".example.com";
+      REQUIRE(api.post("/v1/domain", domain_body(kTeamA, host)).status == 201);
+    }
+  };
+  create_domains(100, "before");
+  const std::string hostname = "unread.example.com";
+  Response domain =
+      api.post("/v1/domain", testing::json_with(domain_body(kTeamA, hostname), "workload_id",
+                                                testing::json_quote(marker)));
+  REQUIRE(domain.status == 201);
+  const std::string domain_path = item_path(kDomain, str(json(domain), "domain_id"));
+  create_domains(100, "after");
   REQUIRE(server.stop().success());  // a clean stop flushes the projections to a table file
   int damaged = 0;
   for (const auto& entry : std::filesystem::directory_iterator(server.data_dir())) {
@@ -283,7 +299,7 @@ TEST_CASE("a write whose read of the store fails says that reads fail, and write
       ++damaged;
     }
   }
-  REQUIRE(damaged > 0);  // the record, its history and the tenant's feed
+  REQUIRE(damaged > 0);  // the records, their history and the tenant's feed
   server.restart();
   INFO("server output: ", server.output());
   const std::string reads_fail = "the service cannot read its data right now";
@@ -294,6 +310,13 @@ TEST_CASE("a write whose read of the store fails says that reads fail, and write
     check_problem(refused, 503, "unavailable");
     CHECK(str(json(refused), "detail") == reads_fail);
   }
+  // A domain update whose body breaks a rule is checked against the stored domain as well: a
+  // failed read of it is the answer, not a 422 short of those checks (helper 128: 422 naming
+  // scope alone).
+  Response unchecked = api.put(
+      domain_path, testing::json_with(domain_body(kTeamA, hostname), "scope", R"("bogus")"));
+  check_problem(unchecked, 503, "unavailable");
+  CHECK(str(json(unchecked), "detail") == reads_fail);
   CHECK(api.post("/v1/webhook", webhook_body(kTeamA, "new")).status == 201);
   CHECK(unauthenticated(server, "/readyz").status == 200);
   CHECK(server.wait_for_line("unavailable: Corruption: block checksum mismatch").has_value());
