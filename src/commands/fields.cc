@@ -2,6 +2,7 @@
 // waf_directives.cc). Pure functions over bytes and RapidJSON values; no I/O.
 #include "commands/fields.h"
 #include "core/error.h"
+#include "core/hex.h"
 #include "core/text.h"
 
 #include <arpa/inet.h>
@@ -367,8 +368,7 @@ Problem hostname(std::string_view in, std::string* normalized) {
   // digits, or 0x and hex digits (none: `0x` is 0).
   auto number = [](std::string_view label) {
     if (label.size() >= 2 && label[0] == '0' && label[1] == 'x') {
-      return std::all_of(label.begin() + 2, label.end(),
-                         [](char c) { return ascii_digit(c) || (c >= 'a' && c <= 'f'); });
+      return std::all_of(label.begin() + 2, label.end(), [](char c) { return hex_digit(c) >= 0; });
     }
     return std::all_of(label.begin(), label.end(), ascii_digit);
   };

@@ -22,13 +22,10 @@ Domain domain(uint64_t updated_at) {
 // A verification outcome's apply read the domain's open request and ignored a failed read: the
 // request stayed open, with no error (helper 128 F4).
 TEST_CASE("an outcome whose read of the domain's open request fails is not applied") {
-  testing::ScratchDir dir;
-  SystemClock clock;
-  auto ids = make_system_id_generator(clock);
-  testing::FailingReadsEnv env;
-  auto store = std::move(Store::open(dir.path(), &env).value());
+  testing::FailingReadsDir disk;
+  auto store = disk.open();
   auto apply = [&](const LoggedEvent& e) -> Result<bool> {
-    Tx tx(*store, *ids, e.seq - 1, kGenesisHash);
+    Tx tx(*store, *disk.ids, e.seq - 1, kGenesisHash);
     auto applied = apply_event(tx, e);
     if (!applied.ok()) return applied;
     REQUIRE(store->db()->Write(rocksdb::WriteOptions(), tx.seal().value()).ok());
@@ -40,15 +37,15 @@ TEST_CASE("an outcome whose read of the domain's open request fails is not appli
   // holds; the domain's record, written again as it is, in the memtable.
   const std::string record = store->get(Cf::kProjections, keys::record("dom_01")).value().value();
   store.reset();
-  store = std::move(Store::open(dir.path(), &env).value());
+  store = disk.open();
   REQUIRE(store->level0_files(Cf::kProjections) > 0);
   REQUIRE(store->db()
               ->Put(rocksdb::WriteOptions(), store->cf(Cf::kProjections), keys::record("dom_01"),
                     record)
               .ok());
-  env.fail = true;
+  disk.env.fail = true;
   auto outcome = apply(LoggedEvent{3, "domain.verification_failed", 3, 2, domain(3)});
-  env.fail = false;
+  disk.env.fail = false;
   REQUIRE_FALSE(outcome.ok());
   CHECK(outcome.error().code == Code::kUnavailable);
   CHECK(outcome.error().detail.find("injected: read failed") != std::string::npos);

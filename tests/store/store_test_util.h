@@ -15,6 +15,7 @@
 
 #include <rocksdb/env.h>
 
+#include "core/clock.h"
 #include "store/store.h"
 
 namespace gw::testing {
@@ -129,6 +130,17 @@ class FailingReadsEnv final : public rocksdb::EnvWrapper {
     std::unique_ptr<rocksdb::RandomAccessFile> owned_;
     const std::atomic<bool>& fail_;
   };
+};
+
+// A scratch data dir with what a store whose table-file reads can fail needs: the Env that fails
+// them and an id generator for its writes.
+struct FailingReadsDir {
+  ScratchDir dir;
+  SystemClock clock;
+  std::unique_ptr<IdGenerator> ids = make_system_id_generator(clock);
+  FailingReadsEnv env;
+  // The store in `dir`, on `env`.
+  std::unique_ptr<Store> open() { return std::move(Store::open(dir.path(), &env).value()); }
 };
 
 }  // namespace gw::testing

@@ -404,13 +404,10 @@ TEST_CASE("a failed write answers every job of the batch as not committed and st
 // from the next batch's failure: on an idle server /readyz said 200 for as long as no client
 // wrote (helper 123, a failed pread of a table file in a compaction RocksDB started itself).
 TEST_CASE("a compaction that fails stops the writes at once, before any write meets it") {
-  testing::ScratchDir dir;
-  SystemClock clock;
-  auto ids = make_system_id_generator(clock);
-  testing::FailingReadsEnv env;
+  testing::FailingReadsDir disk;
   {
-    auto store = std::move(Store::open(dir.path(), &env).value());
-    auto writer = std::move(Writer::start(*store, *ids).value());
+    auto store = disk.open();
+    auto writer = std::move(Writer::start(*store, *disk.ids).value());
     auto append = [&](const std::string& id) { return append_one(*writer, id); };
     for (int file = 0; file < 3; ++file) {  // three L0 table files of projections to compact
       REQUIRE(append("before-" + std::to_string(file)));
@@ -418,20 +415,20 @@ TEST_CASE("a compaction that fails stops the writes at once, before any write me
     }
     REQUIRE(store->level0_files(Cf::kProjections) == 3);
     REQUIRE(writer->writable());
-    env.fail = true;
+    disk.env.fail = true;
     CHECK_FALSE(store->compact_level0(Cf::kProjections).ok());
-    env.fail = false;
+    disk.env.fail = false;
     CHECK_FALSE(writer->writable());  // no write was tried
     CHECK_FALSE(append("after"));
     CHECK(writer->last_seq() == 3);
     writer->stop();
   }
   // A restart recovers: the three events, their chain, and writes again.
-  auto store = std::move(Store::open(dir.path()).value());
+  auto store = std::move(Store::open(disk.dir.path()).value());
   auto events = all_events(*store);
   CHECK(events.size() == 3);
   check_chain(events);
-  auto writer = std::move(Writer::start(*store, *ids).value());
+  auto writer = std::move(Writer::start(*store, *disk.ids).value());
   CHECK(writer->writable());
 }
 
@@ -452,11 +449,8 @@ TEST_CASE("a failed write of another thread's stops the writer's writes at once"
 // a stop met after it (a flush at gatewayd's stop) reaches no writer, and a new writer on a store
 // RocksDB stopped is stopped from its start.
 TEST_CASE("a writer started on a store RocksDB has stopped is stopped from its start") {
-  testing::ScratchDir dir;
-  SystemClock clock;
-  auto ids = make_system_id_generator(clock);
-  testing::FailingReadsEnv env;
-  auto store = std::move(Store::open(dir.path(), &env).value());
+  testing::FailingReadsDir disk;
+  auto store = disk.open();
   for (int file = 0; file < 2; ++file) {  // two table files of one key: a compaction reads both
     REQUIRE(store->db()
                 ->Put(rocksdb::WriteOptions(), store->cf(Cf::kProjections), "k",
@@ -465,13 +459,13 @@ TEST_CASE("a writer started on a store RocksDB has stopped is stopped from its s
     REQUIRE(store->db()->Flush(rocksdb::FlushOptions(), store->cf(Cf::kProjections)).ok());
   }
   {
-    auto first = std::move(Writer::start(*store, *ids).value());
+    auto first = std::move(Writer::start(*store, *disk.ids).value());
     first->stop();
   }
-  env.fail = true;
+  disk.env.fail = true;
   CHECK_FALSE(store->compact_level0(Cf::kProjections).ok());
-  env.fail = false;
-  auto second = std::move(Writer::start(*store, *ids).value());
+  disk.env.fail = false;
+  auto second = std::move(Writer::start(*store, *disk.ids).value());
   CHECK_FALSE(second->writable());
 }
 
