@@ -7,6 +7,7 @@
 #include <array>
 #include <charconv>
 #include <string>
+#include <vector>
 
 #include "core/hex.h"
 #include "core/text.h"
@@ -157,7 +158,65 @@ void read_connection_options(std::string_view options, Head* out) {
   }
 }
 
+// What is wrong with a request's Transfer-Encoding (its lines joined), if anything: see
+// parse_head.
+std::optional<Error> transfer_coding_problem(std::string_view codings, bool http11,
+                                             bool content_length) {
+  if (!http11) {
+    return bad(
+        "an HTTP/1.0 request must not have a Transfer-Encoding: send the body with a "
+        "Content-Length");
+  }
+  if (content_length) {
+    return bad("a request must not have both a Transfer-Encoding and a Content-Length");
+  }
+  // The codings in the order they were applied; empty list elements are none (RFC 9110 5.6.1).
+  std::vector<std::string_view> applied;
+  while (!codings.empty()) {
+    const size_t comma = codings.find(',');
+    const std::string_view coding = trim_blanks(codings.substr(0, comma));
+    if (!coding.empty()) applied.push_back(coding);
+    codings = comma == std::string_view::npos ? std::string_view() : codings.substr(comma + 1);
+  }
+  if (applied.empty() || !ascii_iequals(applied.back(), "chunked")) {
+    return bad(
+        "the last transfer coding of a request must be chunked, or where its body ends is "
+        "not known");
+  }
+  for (size_t i = 0; i + 1 < applied.size(); ++i) {
+    if (ascii_iequals(applied[i], "chunked")) {
+      return bad("the chunked transfer coding must not be applied twice");
+    }
+  }
+  if (applied.size() > 1) {
+    return make_error(Code::kNotImplemented,
+                      "the transfer coding " + std::string(applied.front()) +
+                          " is not supported: send the body chunked, or with a Content-Length");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+bool token_char(char c) { return (kClasses[static_cast<unsigned char>(c)] & kToken) != 0; }
+
+bool field_value_char(char c) { return (kClasses[static_cast<unsigned char>(c)] & kValue) != 0; }
+
+Result<Field> read_field_line(std::string_view line) {
+  if (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {
+    return bad("a header line begins with a blank (obsolete line folding is not accepted)");
+  }
+  const size_t colon = line.find(':');
+  if (colon == std::string_view::npos) return bad("a header line has no colon");
+  const Field field{line.substr(0, colon), trim_blanks(line.substr(colon + 1))};
+  if (field.name.empty() || !all_of_class(field.name, kToken)) {
+    return bad("a header name must be a token, with no blank before its colon");
+  }
+  if (!all_of_class(field.value, kValue)) {
+    return bad("a header value holds a control character (CR, LF, NUL or another)");
+  }
+  return field;
+}
 
 size_t head_end(std::string_view bytes, size_t from) {
   const size_t start = from > 3 ? from - 3 : 0;  // the end may straddle what came before
@@ -223,7 +282,7 @@ Result<Head> parse_head(std::string_view head) {
 
   int hosts = 0;
   std::optional<std::string_view> content_length;
-  bool transfer_encoding = false;
+  std::optional<std::string> transfer_encoding;  // its lines' values, joined
   // A header gatewayd takes once: a second line of it is refused.
   auto once = [](std::optional<std::string_view>& slot, std::string_view value,
                  std::string_view name) -> std::optional<Error> {
@@ -244,21 +303,10 @@ Result<Head> parse_head(std::string_view head) {
     const size_t end = head.find("\r\n", at);
     if (end == std::string_view::npos) return bad("the request's headers do not end");
     if (end == at) break;  // the empty line
-    const std::string_view field = head.substr(at, end - at);
+    auto field = read_field_line(head.substr(at, end - at));
     at = end + 2;
-    if (field.front() == ' ' || field.front() == '\t') {
-      return bad("a header line begins with a blank (obsolete line folding is not accepted)");
-    }
-    const size_t colon = field.find(':');
-    if (colon == std::string_view::npos) return bad("a header line has no colon");
-    const std::string_view name = field.substr(0, colon);
-    const std::string_view value = trim_blanks(field.substr(colon + 1));
-    if (name.empty() || !all_of_class(name, kToken)) {
-      return bad("a header name must be a token, with no blank before its colon");
-    }
-    if (!all_of_class(value, kValue)) {
-      return bad("a header value holds a control character (CR, LF, NUL or another)");
-    }
+    if (!field.ok()) return std::move(field.error());
+    const auto [name, value] = field.value();
     std::optional<Error> twice;
     if (ascii_iequals(name, "Host")) {
       if (++hosts > 1) return bad("the Host header is given more than once");
@@ -285,7 +333,7 @@ Result<Head> parse_head(std::string_view head) {
     } else if (ascii_iequals(name, "Expect")) {
       out.expect_continue = out.expect_continue || ascii_iequals(value, "100-continue");
     } else if (ascii_iequals(name, "Transfer-Encoding")) {
-      transfer_encoding = true;
+      add_to_list(transfer_encoding, value);
     }
     if (twice) return std::move(*twice);
   }
@@ -303,8 +351,11 @@ Result<Head> parse_head(std::string_view head) {
         "the request method is not one this server implements: " + std::string(out.method));
   }
   if (transfer_encoding) {
-    return make_error(Code::kNotImplemented,
-                      "Transfer-Encoding is not supported: send the body with a Content-Length");
+    if (std::optional<Error> problem =
+            transfer_coding_problem(*transfer_encoding, out.http11, content_length.has_value())) {
+      return std::move(*problem);
+    }
+    out.chunked = true;
   }
   if (content_length) {
     const std::string_view v = *content_length;

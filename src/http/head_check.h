@@ -38,6 +38,21 @@ size_t empty_lines(std::string_view bytes);
 // comes, rather than held until the connection's 60 s run out.
 bool bare_line_feed(std::string_view bytes, size_t from = 0);
 
+// Whether `c` may be in a token (RFC 9110 5.6.2: a method, a header name), and in a field value
+// (RFC 9110 5.5: visible ASCII, SP, HTAB and obs-text).
+bool token_char(char c);
+bool field_value_char(char c);
+
+// A header line (or a trailer field's) without its CRLF: `name: value`, the name a token with no
+// blank before the colon, the value without the blanks around it.
+struct Field {
+  std::string_view name;
+  std::string_view value;
+};
+// The line read, or the 400 for a line that is not one: one that begins with a blank (obsolete
+// line folding), has no colon, a name that is not a token, or a control byte but tab in its value.
+Result<Field> read_field_line(std::string_view line);
+
 // What gatewayd reads of a head. The views point into the head given to parse_head.
 struct Head {
   std::string_view method;
@@ -53,6 +68,9 @@ struct Head {
   std::optional<std::string> if_match;
   std::optional<std::string> if_none_match;
   uint64_t content_length = 0;  // 0 without one
+  // `Transfer-Encoding: chunked`: the body is in the chunked coding (chunked.h), and ends where
+  // it says, not after a Content-Length (the head has none).
+  bool chunked = false;
   // `close` or `keep-alive` among the options of the Connection lines (RFC 9110 7.6.1).
   bool close = false;
   bool keep_alive = false;
@@ -70,9 +88,13 @@ struct Head {
 // number, given once or repeated with the same value; Authorization, X-Tenant-ID, Content-Type
 // and Idempotency-Key at most once. Each problem is a 400 bad_request; a head without one is
 // then 505 http_version_not_supported for an HTTP major version other than 1 (a later HTTP/1
-// minor version is read as HTTP/1.1), 501 not_implemented for a method other than those of RFC
-// 9110 and PATCH, and 501 for a Transfer-Encoding: bodies come with a Content-Length (RFC 9112
-// 6.3 lets a server require one).
+// minor version is read as HTTP/1.1), and 501 not_implemented for a method other than those of
+// RFC 9110 and PATCH. Last, its Transfer-Encoding lines (one list, RFC 9110 5.3), if it has any,
+// must name `chunked` alone (in any case; RFC 9112 6.1 and 7): 501 for one that names another
+// coding before it (`gzip, chunked`: gatewayd decodes none), and 400 for one whose last coding is
+// not chunked (where the body ends is not known, RFC 9112 6.3), that names chunked twice (RFC 9112
+// 7), that comes with a Content-Length (a proxy in front may have read that one: RFC 9112 6.3
+// lets a server refuse both), or in an HTTP/1.0 request (RFC 9112 6.1: its framing is faulty).
 Result<Head> parse_head(std::string_view head);
 
 }  // namespace gw::http

@@ -120,10 +120,13 @@ Reply shutting_down() {
   return r;
 }
 
+Error body_too_large_error(size_t max_request_bytes) {
+  return make_error(Code::kPayloadTooLarge,
+                    "the request body exceeds " + std::to_string(max_request_bytes) + " bytes");
+}
+
 Reply body_too_large(size_t max_request_bytes) {
-  Reply r =
-      problem(make_error(Code::kPayloadTooLarge, "the request body exceeds " +
-                                                     std::to_string(max_request_bytes) + " bytes"));
+  Reply r = problem(body_too_large_error(max_request_bytes));
   r.close = true;
   return r;
 }

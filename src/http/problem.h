@@ -33,9 +33,11 @@ Reply problem(const Error& error, std::string_view unavailable = kCannotWrite);
 // comes, or would run, once gatewayd drains.
 Reply shutting_down();
 
-// 413 payload_too_large for a body (received or declared) over `max_request_bytes`, with
-// Connection: close: the rest of such a body is never read.
+// 413 payload_too_large for a body (received, declared, or a chunked body's data) over
+// `max_request_bytes`, with Connection: close: the rest of such a body is never read.
 Reply body_too_large(size_t max_request_bytes);
+// Its error.
+Error body_too_large_error(size_t max_request_bytes);
 
 // 408 request_timeout, with Connection: close: for a connection on which no whole request came
 // within `idle` (--idle-timeout-ms), which Pistache's timer then ends.

@@ -37,6 +37,7 @@
 #include "core/expose.h"
 #include "core/hex.h"
 #include "core/text.h"
+#include "http/chunked.h"
 #include "http/head_check.h"
 #include "http/linger.h"
 #include "http/problem.h"
@@ -301,7 +302,7 @@ class Handler final : public P::Http::Handler {
         hold_behind_answer(peer, bytes);
         return;
       }
-      const Taken taken = take(peer, bytes, 0, 0);
+      const Taken taken = take(peer, bytes, 0, Wait{});
       if (taken.wait) hold(peer, bytes, *taken.wait);
       if (taken.cr_left) hold_cr(peer);
       if (taken.pipelined) read_no_more(peer);
@@ -309,16 +310,18 @@ class Handler final : public P::Http::Handler {
     }
     Held& h = held->second;
     if (h.wait.after_answer) {
-      // At most a request's worth; past that the connection is read no more, and ends once the
-      // answer it waits for is written (end_after_answer). Left open, it answered that request
-      // with keep-alive and then nothing more, until the idle timeout's 408.
+      // At most a request's worth (a head, a body, a chunked body's framing); past that the
+      // connection is read no more, and ends once the answer it waits for is written
+      // (end_after_answer). Left open, it answered that request with keep-alive and then nothing
+      // more, until the idle timeout's 408.
       // One empty line before the next request (the CRLF after the one answered) is no part of
       // it: counted, a request of the largest size after one was dropped. Only one: uncounted,
       // empty lines piled up without bound behind a slow answer.
       std::string first = h.bytes.substr(0, 2);
       first.append(data, std::min(len, 2 - first.size()));
       const size_t empty = first == "\r\n" ? 2 : 0;
-      if (h.bytes.size() + len - empty > kMaxHeadBytes + state_->max_request_bytes) {
+      if (h.bytes.size() + len - empty >
+          kMaxHeadBytes + state_->max_request_bytes + kMaxChunkFramingBytes) {
         std::string().swap(h.bytes);
         h.overflowed = true;
         mark_closing(peer);
@@ -340,7 +343,21 @@ class Handler final : public P::Http::Handler {
       }
     }
     if (h.wait.head_end != 0 && h.bytes.size() < h.wait.head_end + h.wait.body_bytes) return;
-    const Taken taken = take(peer, h.bytes, searched, h.wait.head_end);
+    if (h.wait.chunked) {
+      // A chunked body is read on here, from where its reading stopped, until it ends or is
+      // refused; only then is the head read again (take). Read again for every read of the body,
+      // a head of 60 KB took gatewayd's CPU from 0.2 s to 0.85 s for a chunk-size line of 20,000
+      // bytes sent a byte at a time.
+      ChunkedBody ahead = *h.wait.chunked;
+      auto body = ahead.read(std::string_view(h.bytes).substr(h.wait.head_end));
+      if (body.ok() && !body.value().done) {
+        h.wait.chunked = ahead;
+        h.wait.body_bytes = body.value().bytes;
+        return;
+      }
+      // take() reads its last part again from h.wait's reading, to the same end.
+    }
+    const Taken taken = take(peer, h.bytes, searched, h.wait);
     if (taken.wait) {
       h.wait = *taken.wait;
       h.bytes.reserve(h.wait.head_end + h.wait.body_bytes);  // what is still to come, at once
@@ -400,8 +417,11 @@ class Handler final : public P::Http::Handler {
   // the body's bytes after it.
   struct Wait {
     size_t head_end = 0;  // 0: the head has not all come
+    // The bytes after the head that must have come before the request is read again: all of a
+    // Content-Length body; of a chunked one, as far as its reading so far says.
     uint64_t body_bytes = 0;
     bool after_answer = false;  // nothing is read before the answer pending on the connection
+    std::optional<ChunkedBody> chunked = std::nullopt;  // how far a chunked body was read
   };
 
   // A request that has not all come yet, of one connection.
@@ -422,12 +442,13 @@ class Handler final : public P::Http::Handler {
   };
 
   // Reads a connection's request from `bytes`, all that has come of it (`searched` of them were
-  // searched for the head's end before; `head_end`, if not 0, is where the head, read and
-  // checked before, ends). Serves or refuses the request once it has all come; otherwise
-  // returns what it waits for. Bytes after a whole request are a pipelined request: it is not
-  // read, and the reply to this one closes the connection.
+  // searched for the head's end before; `wait` is what the reading before found: where the head,
+  // read and checked, ends, and how far a chunked body was read). Serves or refuses the request
+  // once it has all come; otherwise returns what it waits for. Bytes after a whole request are a
+  // pipelined request: it is not read, and the reply to this one closes the connection.
   Taken take(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes, size_t searched,
-             size_t head_end_at) {
+             const Wait& wait) {
+    const size_t head_end_at = wait.head_end;
     size_t end = head_end_at;
     if (end == 0) {
       end = head_end(bytes, searched);
@@ -451,12 +472,26 @@ class Handler final : public P::Http::Handler {
       refuse(peer, bytes, problem(head.error()));
       return {};
     }
-    const uint64_t body_bytes = head.value().content_length;
-    if (body_bytes > state_->max_request_bytes) {
+    // The body as sent: Content-Length bytes, or a chunked body up to its end.
+    uint64_t body_bytes = head.value().content_length;
+    std::optional<ChunkedBody> chunked;
+    std::optional<Wait> more;
+    if (head.value().chunked) {
+      chunked = wait.chunked ? *wait.chunked : ChunkedBody(state_->max_request_bytes);
+      auto read = chunked->read(bytes.substr(end));
+      if (!read.ok()) {
+        refuse(peer, bytes, problem(read.error()));
+        return {};
+      }
+      body_bytes = read.value().bytes;
+      if (!read.value().done) more = Wait{end, body_bytes, false, chunked};
+    } else if (body_bytes > state_->max_request_bytes) {
       refuse(peer, bytes, body_too_large(state_->max_request_bytes));
       return {};
+    } else if (bytes.size() - end < body_bytes) {
+      more = Wait{end, body_bytes};
     }
-    if (bytes.size() - end < body_bytes) {
+    if (more) {
       // Once, when the head has just come: a client that asked waits for this before it sends
       // the body (RFC 9110 10.1.1; curl waits a second, then sends it anyway).
       if (head_end_at == 0 && head.value().expect_continue && head.value().http11) {
@@ -464,12 +499,16 @@ class Handler final : public P::Http::Handler {
         write += "HTTP/1.1 100 Continue\r\n\r\n";
         queue_write(peer, std::move(write), /*shut_after=*/false);
       }
-      return {Wait{end, body_bytes}};
+      return {std::move(more)};
     }
     // An empty line after it is not a request (see onInput).
     const std::string_view after = bytes.substr(end + body_bytes);
     const bool pipelined = after.find_first_not_of("\r\n") != std::string_view::npos;
-    serve(peer, head.value(), bytes.substr(end, body_bytes), pipelined);
+    if (chunked) {
+      serve(peer, head.value(), ChunkedBody::decode(bytes.substr(end, body_bytes)), pipelined);
+    } else {
+      serve(peer, head.value(), bytes.substr(end, body_bytes), pipelined);
+    }
     // Pistache keeps a parser for each connection (Http::Handler::onConnection) that is never
     // given a byte, but whose clock its transport still reads once a second: it ends a connection
     // (408) once the idle timeout (ServerConfig::idle_timeout, 60 s) has passed since the parser

@@ -30,6 +30,23 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+// The pieces of a chunked body, and the next to send.
+struct Chunks {
+  const std::vector<std::string>* pieces;
+  size_t next = 0;
+};
+
+// libcurl's read callback of a chunked body: the next piece (each a chunk), then nothing (the end).
+size_t on_read_chunk(char* buffer, size_t size, size_t n, void* user) {
+  auto* chunks = static_cast<Chunks*>(user);
+  if (chunks->next == chunks->pieces->size()) return 0;
+  const std::string& piece = (*chunks->pieces)[chunks->next];
+  if (piece.size() > size * n) return CURL_READFUNC_ABORT;  // never, for a test's small pieces
+  piece.copy(buffer, piece.size());
+  ++chunks->next;
+  return piece.size();
+}
+
 bool has_header(const Headers& headers, std::string_view name) {
   for (const auto& [k, v] : headers) {
     if (iequals(k, name)) return true;
@@ -78,6 +95,21 @@ HttpClient::~HttpClient() { curl_easy_cleanup(curl_); }
 Response HttpClient::request(std::string_view method, const std::string& url,
                              const Headers& headers, const std::optional<std::string>& body,
                              const std::optional<std::string>& target) {
+  return perform(method, url, headers, body, target, nullptr);
+}
+
+Response HttpClient::request_chunked(std::string_view method, const std::string& url,
+                                     const Headers& headers,
+                                     const std::vector<std::string>& chunks) {
+  Headers with = headers;
+  with.emplace_back("Transfer-Encoding", "chunked");
+  return perform(method, url, with, std::nullopt, std::nullopt, &chunks);
+}
+
+Response HttpClient::perform(std::string_view method, const std::string& url,
+                             const Headers& headers, const std::optional<std::string>& body,
+                             const std::optional<std::string>& target,
+                             const std::vector<std::string>* chunks) {
   curl_easy_reset(curl_);  // options only: live connections are kept
   Response r;
   std::string method_str(method);
@@ -91,7 +123,7 @@ Response HttpClient::request(std::string_view method, const std::string& url,
   for (const auto& [k, v] : headers) add(v.empty() ? k + ";" : k + ": " + v);
   add("Expect:");
   if (!has_header(headers, "Accept")) add("Accept:");
-  if (body && !has_header(headers, "Content-Type")) add("Content-Type:");
+  if ((body || chunks) && !has_header(headers, "Content-Type")) add("Content-Type:");
 
   curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
   if (target) curl_easy_setopt(curl_, CURLOPT_REQUEST_TARGET, target->c_str());
@@ -106,12 +138,19 @@ Response HttpClient::request(std::string_view method, const std::string& url,
   curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &r.headers);
   if (method == "HEAD") {
     curl_easy_setopt(curl_, CURLOPT_NOBODY, 1L);
-  } else if (method != "GET" || body) {
+  } else if (method != "GET" || body || chunks) {
     curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, method_str.c_str());
   }
   if (body) {
     curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
     curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, body->data());
+  }
+  Chunks pieces{chunks};
+  if (chunks) {
+    // A POST of no given size, its body from the read callback: libcurl sends it chunked.
+    curl_easy_setopt(curl_, CURLOPT_POST, 1L);
+    curl_easy_setopt(curl_, CURLOPT_READFUNCTION, on_read_chunk);
+    curl_easy_setopt(curl_, CURLOPT_READDATA, &pieces);
   }
 
   CURLcode rc = curl_easy_perform(curl_);

@@ -46,10 +46,20 @@ class HttpClient {
                    const std::optional<std::string>& body = std::nullopt,
                    const std::optional<std::string>& target = std::nullopt);
 
+  // As request(), with a body sent in the chunked coding (`Transfer-Encoding: chunked`), a chunk
+  // for each of `chunks` (libcurl's own encoding: each piece its read callback gives is a chunk).
+  Response request_chunked(std::string_view method, const std::string& url, const Headers& headers,
+                           const std::vector<std::string>& chunks);
+
   // How long a request may take from now on (the constructor's by default).
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
  private:
+  // request(), or with `chunks` request_chunked().
+  Response perform(std::string_view method, const std::string& url, const Headers& headers,
+                   const std::optional<std::string>& body, const std::optional<std::string>& target,
+                   const std::vector<std::string>* chunks);
+
   CURL* curl_;
   std::chrono::milliseconds timeout_;
 };
