@@ -206,7 +206,6 @@ class Handler final : public P::Http::Handler {
   // gatewayd's 408 in place of Pistache's own (answer_timeouts_with).
   static std::string timeout_answer() {
     return wire(
-        P::Http::Version::Http11,
         request_timeout(std::chrono::milliseconds(idle_timeout_ms.load(std::memory_order_relaxed))),
         /*close=*/true, /*with_body=*/true);
   }
@@ -538,9 +537,7 @@ class Handler final : public P::Http::Handler {
     const bool close = head.close || (!head.http11 && !head.keep_alive) || pipelined;
     // One allocation holds what the reply needs; exactly one reply goes out, even if the Api
     // answered and then something threw.
-    auto exchange = std::make_shared<Exchange>(
-        peer, head.http11 ? P::Http::Version::Http11 : P::Http::Version::Http10,
-        head.method == "HEAD", close, state_);
+    auto exchange = std::make_shared<Exchange>(peer, head.method == "HEAD", close, state_);
     // A connection whose reply said `Connection: close` takes no further request (RFC 9112 9.6):
     // any sent on it after that one is neither applied nor answered. Only the connection's own
     // HTTP thread reads or sets the mark.
@@ -599,7 +596,7 @@ class Handler final : public P::Http::Handler {
       count_refused(head, reply.status);
       // Sent as every other answer is; the write side is shut once it is written. An answer to
       // HEAD has no body (RFC 9110 9.3.2), refusals included: a client reads none.
-      send(peer, P::Http::Version::Http11, std::move(reply), /*close=*/true,
+      send(peer, std::move(reply), /*close=*/true,
            /*with_body=*/!head.starts_with("HEAD "), /*end_at_once=*/false);
       // Its client's end is waited for, within the bounds of Linger.
       linger(peer);
@@ -622,11 +619,9 @@ class Handler final : public P::Http::Handler {
   }
 
   struct Exchange {
-    Exchange(std::weak_ptr<P::Tcp::Peer> p, P::Http::Version v, bool h, bool c,
-             std::shared_ptr<Server::State> s)
-        : peer(std::move(p)), version(v), head_request(h), closing(c), state(std::move(s)) {}
+    Exchange(std::weak_ptr<P::Tcp::Peer> p, bool h, bool c, std::shared_ptr<Server::State> s)
+        : peer(std::move(p)), head_request(h), closing(c), state(std::move(s)) {}
     const std::weak_ptr<P::Tcp::Peer> peer;
-    const P::Http::Version version;  // the request's, which the status line repeats
     // A HEAD request: its answer has the head an answer to GET would have, and no body
     // (RFC 9110 9.3.2); the client reads none.
     const bool head_request;
@@ -672,18 +667,18 @@ class Handler final : public P::Http::Handler {
     }
     // A 304 has no body (RFC 9110 15.4.5); its Content-Length is the 200's.
     const bool with_body = !exchange.head_request && reply.status != 304;
-    send(exchange.peer, exchange.version, std::move(reply),
-         exchange.closing.load(std::memory_order_acquire), with_body);
+    send(exchange.peer, std::move(reply), exchange.closing.load(std::memory_order_acquire),
+         with_body);
     exchange.state->in_flight.fetch_sub(1, std::memory_order_acq_rel);
   }
 
-  // An answer's bytes, as Pistache's ResponseWriter::send lays them out (status line in the
-  // request's version, the headers, Content-Length, the body), built in one string (a write,
-  // transport.h): Pistache formats them through an ostream into a buffer of its own, from a
-  // header map of one heap object per header, and copies the body in. Without `with_body`, the
-  // body is left out (its Content-Length stays).
-  static std::string wire(P::Http::Version version, const Reply& reply, bool close,
-                          bool with_body) {
+  // An answer's bytes, as Pistache's ResponseWriter::send lays them out (status line, the
+  // headers, Content-Length, the body), built in one string (a write, transport.h): Pistache
+  // formats them through an ostream into a buffer of its own, from a header map of one heap
+  // object per header, and copies the body in. Without `with_body`, the body is left out (its
+  // Content-Length stays). The status line says HTTP/1.1 to HTTP/1.0 requests too, the highest
+  // version gatewayd is conformant to (RFC 9110 6.2; Pistache repeated the request's).
+  static std::string wire(const Reply& reply, bool close, bool with_body) {
     const std::string_view connection = close ? "close" : "keep-alive";
     const char* reason = P::Http::codeString(static_cast<P::Http::Code>(reply.status));
     const std::string length = std::to_string(reply.body.size());
@@ -695,7 +690,7 @@ class Handler final : public P::Http::Handler {
                   length.size() + connection.size() + (with_body ? reply.body.size() : 0);
     for (const auto& [name, value] : reply.headers) size += name.size() + value.size() + 4;
     std::string out = start_write(size);
-    out += version == P::Http::Version::Http10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+    out += "HTTP/1.1 ";
     out += std::to_string(reply.status);
     out += ' ';
     out += reason;
@@ -724,12 +719,12 @@ class Handler final : public P::Http::Handler {
   // whole), the connection then ends at once if the client sent nothing more (client_sends_more);
   // a refusal waits for the client's end, since the rest of what it refused (a body) may still
   // come.
-  static void send(const std::weak_ptr<P::Tcp::Peer>& to, P::Http::Version version, Reply reply,
-                   bool close, bool with_body = true, bool end_at_once = true) {
+  static void send(const std::weak_ptr<P::Tcp::Peer>& to, Reply reply, bool close,
+                   bool with_body = true, bool end_at_once = true) {
     try {
       const std::shared_ptr<P::Tcp::Peer> peer = to.lock();
       if (!peer) return;  // the client went away
-      queue_write(peer, wire(version, reply, close, with_body), /*shut_after=*/close,
+      queue_write(peer, wire(reply, close, with_body), /*shut_after=*/close,
                   /*answer=*/true, /*end_after=*/end_at_once);
     } catch (const std::exception&) {
       // The connection broke while answering; nothing more can be done for this client.

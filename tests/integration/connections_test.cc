@@ -295,7 +295,7 @@ TEST_CASE("a reply that says Connection: close ends the connection; nothing sent
                "HTTP/1.1 200 "},
            Row{"a create with Connection: close", create("Connection: close\r\n", valid),
                "HTTP/1.1 201 "},
-           Row{"HTTP/1.0", "GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.0 200 "},
+           Row{"HTTP/1.0", "GET /healthz HTTP/1.0\r\n\r\n", "HTTP/1.1 200 "},
            Row{"a Content-Length that is no number", create("", "", "x"), "HTTP/1.1 400 "},
            Row{"a declared Content-Length over the limit", create("", "", "5000"), "HTTP/1.1 413 "},
            Row{"a body over the limit", create("", std::string(4097, ' ') + "{}"), "HTTP/1.1 413 "},
@@ -319,6 +319,21 @@ TEST_CASE("a reply that says Connection: close ends the connection; nothing sent
   const int fd = connect_with_timeout(server);
   CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
   CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  ::close(fd);
+}
+
+// RFC 9110 6.2: a server sends the highest version it conforms to whose major version is the
+// request's. Pistache's status line repeated the request's version, and so did gatewayd's.
+TEST_CASE("an HTTP/1.0 request is answered in HTTP/1.1; with keep-alive its connection stays") {
+  Server server;
+  const int fd = connect_with_timeout(server);
+  for (int i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    const std::string got =
+        exchange_on(fd, "GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    CHECK(got.starts_with("HTTP/1.1 200 "));
+    CHECK(got.find("Connection: keep-alive\r\n") != std::string::npos);
+  }
   ::close(fd);
 }
 
@@ -1172,7 +1187,7 @@ TEST_CASE("a client still sending behind a request that asked for the close is n
     REQUIRE(::kill(zygote, SIGCONT) == 0);
     const std::string got = read_to_end(fd);
     CAPTURE(got.substr(0, 200));
-    CHECK((got.starts_with("HTTP/1.1 201 ") || got.starts_with("HTTP/1.0 201 ")));
+    CHECK(got.starts_with("HTTP/1.1 201 "));
     CHECK(got.find("Connection: close") != std::string::npos);
     CHECK(got.find(" 200 ") == std::string::npos);  // the GET behind it is not answered
     // The client goes on sending for a while, then waits for the end of the stream.
