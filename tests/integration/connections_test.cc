@@ -1239,6 +1239,34 @@ TEST_CASE("requests behind an answer that waits for the socket are served once i
   ::close(fd);
 }
 
+// A chunked request's worth is its head, its data and its framing. Held behind an answer that
+// waited for the socket, one within each of its limits but over a head's and a body's worth of
+// bytes together was dropped, and the connection ended with no answer to it (helper 129).
+TEST_CASE("a chunked request held behind an answer that waits for the socket is served") {
+  Server server;
+  Api api(server, kTeamA);
+  create_large_profiles(api);
+  const std::string series =
+      R"(gatewayd_http_requests_total{route="list",kind="gateway_security_profile",status="200"})";
+  const double before = sample(metrics(server), series).value_or(0);
+  const int fd = slow_reader(server, profile_page_request(server));
+  REQUIRE(metric_reaches(server, series, before + 1));
+  // 20 KB of header, 60 KB of chunk extensions and 1,040,000 bytes of data (the limit is 1 MiB).
+  std::string body = webhook_body(kTeamA, "wl-held");
+  body.insert(body.size() - 1, std::string(1'040'000 - body.size(), ' '));
+  const std::string request =
+      chunked_head(server, "Connection: close\r\nX-Pad: " + std::string(20000, 'p') + "\r\n") +
+      size_line(100, ";e=" + std::string(60000, 'e')) + body.substr(0, 100) + "\r\n" +
+      size_line(body.size() - 100) + body.substr(100) + "\r\n0\r\n\r\n";
+  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+  const std::string got = read_to_end(fd);
+  CHECK(got.starts_with("HTTP/1.1 200 "));
+  CHECK(got.find("HTTP/1.1 201 ") != std::string::npos);
+  ::close(fd);
+  CHECK(total(api, kWebhook) == 1);
+}
+
 // Bytes a client sent behind a request that asked for the close, while that request's answer was
 // taken and waited for the socket, did not keep the connection from ending once the answer was
 // written: nothing was left unread then, so it ended at once, and the client's next send was reset
