@@ -1204,19 +1204,30 @@ TEST_CASE("a client still sending behind a request that asked for the close is n
 // served on a connection while an answer waits for its socket: what the client sends is held
 // within a request's worth (past that, dropped, and the connection ends after the answer), and
 // served once the answer is written.
+// The metric of the pages of profiles served.
+constexpr std::string_view kProfilePages =
+    R"(gatewayd_http_requests_total{route="list",kind="gateway_security_profile",status="200"})";
+
+// A connection of a client that reads slowly (slow_reader), whose first request, a page of large
+// profiles, has been served: its answer waits for the socket. `*before` is how many pages of
+// profiles were served before it.
+int behind_large_answer(const Server& server, Api& api, double* before) {
+  create_large_profiles(api);
+  *before = sample(metrics(server), kProfilePages).value_or(0);
+  const int fd = slow_reader(server, profile_page_request(server));
+  // The first request is served alone before more is sent: in one read with the next, it would be
+  // a pipelined request, answered with `Connection: close` and nothing more read (a loaded machine
+  // can take longer than the sends after it are apart).
+  REQUIRE(metric_reaches(server, kProfilePages, *before + 1));
+  return fd;
+}
+
 TEST_CASE("requests behind an answer that waits for the socket are served once it is written") {
   Server server;
   Api api(server, kTeamA);
-  create_large_profiles(api);
-  const std::string series =
-      R"(gatewayd_http_requests_total{route="list",kind="gateway_security_profile",status="200"})";
-  const double before = sample(metrics(server), series).value_or(0);
+  double before = 0;
+  const int fd = behind_large_answer(server, api, &before);
   const std::string list = profile_page_request(server);
-  const int fd = slow_reader(server, list);
-  // The first request is served alone before more is sent: in one read with the next, it would be
-  // a pipelined request, answered with `Connection: close` and nothing more read (a loaded machine
-  // can take longer than the sends below are apart).
-  REQUIRE(metric_reaches(server, series, before + 1));
   for (int i = 1; i < 20; ++i) {  // each in a read of its own
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     REQUIRE(::send(fd, list.data(), list.size(), MSG_NOSIGNAL) ==
@@ -1224,7 +1235,7 @@ TEST_CASE("requests behind an answer that waits for the socket are served once i
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   // The first request alone was served while its answer waited.
-  CHECK(sample(metrics(server), series).value_or(0) - before == 1);
+  CHECK(sample(metrics(server), kProfilePages).value_or(0) - before == 1);
   // Read, the answer goes out, and the held requests are read as one read: the first of them is
   // served with `Connection: close`, as a request with more behind it in its read is.
   const std::string got = read_to_end(fd);
@@ -1235,7 +1246,7 @@ TEST_CASE("requests behind an answer that waits for the socket are served once i
   }
   CHECK(answers == 2);
   CHECK(got.find("Connection: close") != std::string::npos);
-  CHECK(sample(metrics(server), series).value_or(0) - before == 2);
+  CHECK(sample(metrics(server), kProfilePages).value_or(0) - before == 2);
   ::close(fd);
 }
 
@@ -1245,12 +1256,8 @@ TEST_CASE("requests behind an answer that waits for the socket are served once i
 TEST_CASE("a chunked request held behind an answer that waits for the socket is served") {
   Server server;
   Api api(server, kTeamA);
-  create_large_profiles(api);
-  const std::string series =
-      R"(gatewayd_http_requests_total{route="list",kind="gateway_security_profile",status="200"})";
-  const double before = sample(metrics(server), series).value_or(0);
-  const int fd = slow_reader(server, profile_page_request(server));
-  REQUIRE(metric_reaches(server, series, before + 1));
+  double before = 0;
+  const int fd = behind_large_answer(server, api, &before);
   // 20 KB of header, 60 KB of chunk extensions and 1,040,000 bytes of data (the limit is 1 MiB).
   std::string body = webhook_body(kTeamA, "wl-held");
   body.insert(body.size() - 1, std::string(1'040'000 - body.size(), ' '));
