@@ -77,7 +77,7 @@ Result<ChunkedBody::Progress> ChunkedBody::read(std::string_view sent) {
             "a chunk's data must be followed by CRLF (more bytes came than its size says)");
       }
       framing_bytes_ += 2;
-      if (framing_bytes_ > kMaxChunkFramingBytes) break;
+      if (framing_bytes_ > max_framing_bytes_) break;
       at_ = end + 2;
       part_ = Part::kSizeLine;
       continue;
@@ -85,7 +85,7 @@ Result<ChunkedBody::Progress> ChunkedBody::read(std::string_view sent) {
     // A line: a chunk's size, or a trailer field (or the empty line that ends them).
     const size_t lf = sent.find('\n', std::max(at_, scanned_));
     if (lf == std::string_view::npos) {
-      if (framing_bytes_ + (sent.size() - at_) > kMaxChunkFramingBytes) break;
+      if (framing_bytes_ + (sent.size() - at_) > max_framing_bytes_) break;
       scanned_ = sent.size();  // a line that comes a byte at a time is searched once
       return Progress{.bytes = sent.size() + 1};
     }
@@ -94,7 +94,7 @@ Result<ChunkedBody::Progress> ChunkedBody::read(std::string_view sent) {
     }
     const std::string_view line = sent.substr(at_, lf - 1 - at_);
     framing_bytes_ += line.size() + 2;
-    if (framing_bytes_ > kMaxChunkFramingBytes) break;
+    if (framing_bytes_ > max_framing_bytes_) break;
     at_ = lf + 1;
     if (part_ == Part::kTrailers) {
       if (line.empty()) return Progress{.done = true, .bytes = at_};
@@ -104,19 +104,21 @@ Result<ChunkedBody::Progress> ChunkedBody::read(std::string_view sent) {
       continue;
     }
     // chunk-size [ chunk-ext ] (RFC 9112 7.1): hex digits, then extensions, which are ignored.
+    // The line's form is checked before its size.
     size_t digits = 0;
     uint64_t size = 0;
     const uint64_t room = max_data_bytes_ - data_bytes_;
+    bool too_large = false;
     for (; digits < line.size() && hex_digit(line[digits]) >= 0; ++digits) {
-      if (size > room / 16) return body_too_large_error(max_data_bytes_);  // and no overflow
-      size = size * 16 + static_cast<uint64_t>(hex_digit(line[digits]));
+      too_large = too_large || size > room / 16;  // past the room, and the next digit could wrap
+      if (!too_large) size = size * 16 + static_cast<uint64_t>(hex_digit(line[digits]));
     }
-    if (size > room) return body_too_large_error(max_data_bytes_);
     if (digits == 0) return bad_framing("a chunk must start with its size in hex digits, as in 1a");
     if (!chunk_extensions(line.substr(digits))) {
       return bad_framing(
           "a chunk's size must be followed by nothing but chunk extensions, as in ;name=value");
     }
+    if (too_large || size > room) return body_too_large_error(max_data_bytes_);
     data_bytes_ += size;
     if (size == 0) {
       part_ = Part::kTrailers;
@@ -128,8 +130,8 @@ Result<ChunkedBody::Progress> ChunkedBody::read(std::string_view sent) {
   return make_error(Code::kPayloadTooLarge,
                     "the framing of the chunked body (its chunk-size lines, chunk extensions and "
                     "trailer fields) exceeds " +
-                        std::to_string(kMaxChunkFramingBytes) +
-                        " bytes: send the body in fewer chunks");
+                        std::to_string(max_framing_bytes_) +
+                        " bytes: send the body in fewer, larger chunks");
 }
 
 std::string ChunkedBody::decode(std::string_view body) {

@@ -319,8 +319,8 @@ class Handler final : public P::Http::Handler {
       std::string first = h.bytes.substr(0, 2);
       first.append(data, std::min(len, 2 - first.size()));
       const size_t empty = first == "\r\n" ? 2 : 0;
-      if (h.bytes.size() + len - empty >
-          kMaxHeadBytes + state_->max_request_bytes + kMaxChunkFramingBytes) {
+      if (h.bytes.size() + len - empty > kMaxHeadBytes + state_->max_request_bytes +
+                                             max_chunk_framing_bytes(state_->max_request_bytes)) {
         std::string().swap(h.bytes);
         h.overflowed = true;
         mark_closing(peer);
@@ -503,11 +503,10 @@ class Handler final : public P::Http::Handler {
     // An empty line after it is not a request (see onInput).
     const std::string_view after = bytes.substr(end + body_bytes);
     const bool pipelined = after.find_first_not_of("\r\n") != std::string_view::npos;
-    if (chunked) {
-      serve(peer, head.value(), ChunkedBody::decode(bytes.substr(end, body_bytes)), pipelined);
-    } else {
-      serve(peer, head.value(), bytes.substr(end, body_bytes), pipelined);
-    }
+    serve(peer, head.value(),
+          chunked ? ChunkedBody::decode(bytes.substr(end, body_bytes))
+                  : std::string(bytes.substr(end, body_bytes)),
+          pipelined);
     // Pistache keeps a parser for each connection (Http::Handler::onConnection) that is never
     // given a byte, but whose clock its transport still reads once a second: it ends a connection
     // (408) once the idle timeout (ServerConfig::idle_timeout, 60 s) has passed since the parser
@@ -531,7 +530,7 @@ class Handler final : public P::Http::Handler {
     held_.emplace(peer.get(), Held{peer, std::move(copy), wait});
   }
 
-  void serve(const std::shared_ptr<P::Tcp::Peer>& peer, const Head& head, std::string_view body,
+  void serve(const std::shared_ptr<P::Tcp::Peer>& peer, const Head& head, std::string body,
              bool pipelined) {
     // HTTP/1.0 closes unless asked for keep-alive.
     const bool close = head.close || (!head.http11 && !head.keep_alive) || pipelined;
@@ -577,7 +576,7 @@ class Handler final : public P::Http::Handler {
       request.idempotency_key = copy(head.idempotency_key);
       request.if_match = head.if_match;
       request.if_none_match = head.if_none_match;
-      request.body = body;
+      request.body = std::move(body);
       state_->api->handle(std::move(request),
                           [exchange](Reply reply) { answer(*exchange, std::move(reply)); });
     } catch (const std::exception&) {

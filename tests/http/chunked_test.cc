@@ -104,7 +104,7 @@ TEST_CASE("framing that is not RFC 9112's is a 400, and says what is wrong") {
   }
 }
 
-TEST_CASE("more data than allowed is a 413 as soon as a chunk's size says so") {
+TEST_CASE("more data than allowed is a 413 as soon as a chunk's size line says so") {
   // Before its data comes.
   Error e = error_of("b\r\n", 10);
   CHECK(e.code == Code::kPayloadTooLarge);
@@ -112,35 +112,58 @@ TEST_CASE("more data than allowed is a 413 as soon as a chunk's size says so") {
   // Over several chunks; exactly the limit is taken.
   CHECK(read_whole("6\r\nabcdef\r\n4\r\nghij\r\n0\r\n\r\n", 10) > 0);
   CHECK(error_of("6\r\nabcdef\r\n5\r\n", 10).code == Code::kPayloadTooLarge);
-  // A size of more digits than 64 bits hold.
-  CHECK(error_of("ffffffffffffffffffffffff\r\n", UINT64_MAX).code == Code::kPayloadTooLarge);
-  CHECK(error_of("10000000000000000\r\n", UINT64_MAX).code == Code::kPayloadTooLarge);
+  // A size of more digits than 64 bits hold, under the largest limit a reader takes.
+  const uint64_t largest = uint64_t{1} << 62;
+  CHECK(error_of("ffffffffffffffffffffffff\r\n", largest).code == Code::kPayloadTooLarge);
+  CHECK(error_of("10000000000000000\r\n", largest).code == Code::kPayloadTooLarge);
+  CHECK(error_of("4000000000000001\r\n", largest).code == Code::kPayloadTooLarge);
+  // The line's form is judged first: a size past the limit with a bad extension is a 400.
+  CHECK(error_of("200000;;bad\r\n").code == Code::kBadRequest);
+  CHECK(error_of("fffffffffffffffffffff \r\n").code == Code::kBadRequest);
   // Leading zeros are no size.
   CHECK(read_whole(std::string(100, '0') + "1\r\na\r\n0\r\n\r\n", 1) > 0);
 }
 
-TEST_CASE("framing past kMaxChunkFramingBytes is a 413, also a line that has not ended") {
+TEST_CASE("framing past its bound is a 413, also a line that has not ended") {
+  CHECK(max_chunk_framing_bytes(4096) == 64 << 10);
+  CHECK(max_chunk_framing_bytes(1 << 20) == 1 << 20);
+  const uint64_t max = 4096;  // so the bound is 64 KiB
+  const size_t bound = 64 << 10;
   // One long extension, its line not ended yet: refused once it is past the bound, not held.
-  std::string line = "1;a=" + std::string(kMaxChunkFramingBytes, 'x');
-  ChunkedBody reader(1 << 20);
+  const std::string line = "1;a=" + std::string(bound, 'x');
+  ChunkedBody reader(max);
   auto r = reader.read(line);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == Code::kPayloadTooLarge);
-  CHECK(r.error().detail.find("framing of the chunked body") != std::string::npos);
-  // Many one-byte chunks.
-  std::string many;  // 5 bytes of framing a chunk
-  for (size_t i = 0; i <= kMaxChunkFramingBytes / 5; ++i) many += "1\r\nx\r\n";
-  CHECK(error_of(many).code == Code::kPayloadTooLarge);
+  CHECK(r.error().detail ==
+        "the framing of the chunked body (its chunk-size lines, chunk extensions and trailer "
+        "fields) exceeds 65536 bytes: send the body in fewer, larger chunks");
   // Trailer fields count too.
   std::string trailers = "0\r\n";
-  while (trailers.size() <= kMaxChunkFramingBytes) trailers += "X-Pad: 0123456789\r\n";
-  CHECK(error_of(trailers).code == Code::kPayloadTooLarge);
+  while (trailers.size() <= bound) trailers += "X-Pad: 0123456789\r\n";
+  CHECK(error_of(trailers, max).code == Code::kPayloadTooLarge);
   // Under the bound, the same shapes are read.
+  const std::string ok_line = "1;a=" + std::string(bound - 20, 'x') + "\r\nz\r\n0\r\n\r\n";
+  CHECK(read_whole(ok_line, max) == ok_line.size());
+}
+
+// A client that streams small writes sends small chunks: with a bound of 64 KiB alone, 100 KB in
+// chunks of 5 bytes (100 KB of framing) was refused under a limit of 1 MiB.
+TEST_CASE("data up to the limit may come in chunks of five bytes, not in chunks of one") {
+  std::string five;  // 100 KB of data, 100 KB of framing
+  for (int i = 0; i < 20000; ++i) five += "5\r\nabcde\r\n";
+  five += "0\r\n\r\n";
+  CHECK(read_whole(five, 1 << 20) == five.size());
+  CHECK(ChunkedBody::decode(five).size() == 100000);
+  // Chunks of one byte: 5 bytes of framing for each, past the bound (the limit) at a fifth of it.
+  const uint64_t max = 200000;
+  std::string ones;
+  for (uint64_t i = 0; i <= max / 5; ++i) ones += "1\r\nx\r\n";
+  CHECK(error_of(ones, max).code == Code::kPayloadTooLarge);
   std::string fewer;
-  for (int i = 0; i < 1000; ++i) fewer += "1\r\nx\r\n";
+  for (uint64_t i = 0; i < max / 5 - 1; ++i) fewer += "1\r\nx\r\n";
   fewer += "0\r\n\r\n";
-  CHECK(read_whole(fewer) == fewer.size());
-  CHECK(ChunkedBody::decode(fewer) == std::string(1000, 'x'));
+  CHECK(read_whole(fewer, max) == fewer.size());
 }
 
 }  // namespace

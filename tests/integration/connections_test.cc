@@ -471,6 +471,28 @@ TEST_CASE("a chunked request sent a byte at a time is served as it would be sent
   CHECK(total(api, kWebhook) == 1);
 }
 
+// Sends `first` on a new connection, and `later` 100 ms after it unless it is empty: the answer
+// must be `status` with `detail_part` in it and `Connection: close`, and the connection end.
+void check_refused(const Server& server, const std::string& first, const std::string& later,
+                   const std::string& status, const std::string& detail_part) {
+  const int fd = connect_with_timeout(server);
+  std::string reply;
+  if (later.empty()) {
+    reply = exchange_on(fd, first);
+  } else {
+    REQUIRE(::send(fd, first.data(), first.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(first.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    reply = exchange_on(fd, later);
+  }
+  CHECK(reply.starts_with("HTTP/1.1 " + status + " "));
+  CHECK(reply.find(detail_part) != std::string::npos);
+  CHECK(reply.find("Connection: close") != std::string::npos);
+  char byte = 0;
+  CHECK(::recv(fd, &byte, 1, 0) == 0);
+  ::close(fd);
+}
+
 // What gatewayd does not read as a chunked body is refused before anything runs, and the
 // connection ends: where the body ends is not known (or not what a proxy in front may think).
 TEST_CASE("a chunked body gatewayd cannot read is refused, and nothing is created") {
@@ -502,16 +524,61 @@ TEST_CASE("a chunked body gatewayd cannot read is refused, and nothing is create
                "the request body exceeds 4096 bytes"},
        }) {
     CAPTURE(row.name);
-    const int fd = connect_with_timeout(server);
-    const std::string reply = exchange_on(fd, row.request);
-    CHECK(reply.starts_with("HTTP/1.1 " + row.status + " "));
-    CHECK(reply.find(row.detail_part) != std::string::npos);
-    CHECK(reply.find("Connection: close") != std::string::npos);
-    char byte = 0;
-    CHECK(::recv(fd, &byte, 1, 0) == 0);
-    ::close(fd);
+    check_refused(server, row.request, "", row.status, row.detail_part);
   }
   CHECK(total(api, kWebhook) == 0);
+}
+
+// The held request's reading finds the problem in a read after its head's (server.cc reads a held
+// chunked body on without its head, then reads the head again to refuse it).
+TEST_CASE("a chunked body whose problem comes in a later read is refused there") {
+  Server server;
+  Api api(server, kTeamA);
+  struct Row {
+    std::string name;
+    std::string later;  // sent after the head and `5\r\nhello`
+    std::string status;
+    std::string detail_part;
+  };
+  for (const Row& row : {
+           Row{"data longer than its size", "X\r\n0\r\n\r\n", "400", "must be followed by CRLF"},
+           Row{"a blank after a size", "\r\n5 \r\n", "400", "nothing but chunk extensions"},
+           Row{"a bare LF", "\r\n5\n", "400", "bare LF"},
+           Row{"data past the limit", "\r\n100000\r\n", "413", "the request body exceeds"},
+       }) {
+    CAPTURE(row.name);
+    check_refused(server, chunked_head(server) + "5\r\nhello", row.later, row.status,
+                  row.detail_part);
+  }
+  CHECK(total(api, kWebhook) == 0);
+}
+
+// The end of a chunked body is where the next request would start: one sent right behind it in
+// the same read is a pipelined request (not run, and the answer closes, as behind a
+// Content-Length body), and an empty line there is no request.
+TEST_CASE("what follows a chunked body in its read: a pipelined request, or an empty line") {
+  Server server;
+  Api api(server, kTeamA);
+  auto create = [&](std::string_view workload) {
+    const std::string body = webhook_body(kTeamA, workload);
+    return chunked_head(server) + size_line(body.size()) + body + "\r\n0\r\n\r\n";
+  };
+  const int fd = connect_with_timeout(server);
+  const std::string reply =
+      exchange_on(fd, create("wl-first") + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(reply.starts_with("HTTP/1.1 201 "));
+  CHECK(reply.find("Connection: close") != std::string::npos);
+  CHECK(read_to_end(fd).empty());  // the GET is not answered
+  ::close(fd);
+  // A CRLF after the body, as some clients send: the connection stays, and serves the next.
+  const int other = connect_with_timeout(server);
+  const std::string created = exchange_on(other, create("wl-second") + "\r\n");
+  CHECK(created.starts_with("HTTP/1.1 201 "));
+  CHECK(created.find("Connection: close") == std::string::npos);
+  CHECK(
+      exchange_on(other, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  ::close(other);
+  CHECK(total(api, kWebhook) == 2);
 }
 
 // A real client's chunked upload: libcurl sends a body whose size it is not told in the chunked
