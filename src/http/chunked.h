@@ -21,8 +21,10 @@ namespace gw::http {
 // RFC 9112 7.1.1 asks a server to bound extensions; this bounds the size lines too, whose number
 // the client chooses (a chunk of one byte has five bytes of framing), so that a chunked body is
 // never sent in more than twice its limit (or its limit and 64 KiB). A chunk has five bytes of
-// framing or more, so data up to the limit may come in chunks of five bytes or more on average,
-// as a client that streams small writes sends them (64 KiB alone refused 100 KB in chunks of 5).
+// framing or more, and the last chunk and the empty line after it five, so data up to the limit
+// may come in chunks of six bytes or more on average, and up to the limit less five bytes in
+// chunks of five, as a client that streams small writes sends them (64 KiB alone refused 100 KB
+// in chunks of 5).
 constexpr uint64_t kMinChunkFramingBytes = 64 << 10;
 constexpr uint64_t max_chunk_framing_bytes(uint64_t max_data_bytes) {
   return max_data_bytes > kMinChunkFramingBytes ? max_data_bytes : kMinChunkFramingBytes;

@@ -149,12 +149,21 @@ TEST_CASE("framing past its bound is a 413, also a line that has not ended") {
 
 // A client that streams small writes sends small chunks: with a bound of 64 KiB alone, 100 KB in
 // chunks of 5 bytes (100 KB of framing) was refused under a limit of 1 MiB.
-TEST_CASE("data up to the limit may come in chunks of five bytes, not in chunks of one") {
+TEST_CASE("data near the limit may come in chunks of five bytes, not in chunks of one") {
   std::string five;  // 100 KB of data, 100 KB of framing
   for (int i = 0; i < 20000; ++i) five += "5\r\nabcde\r\n";
   five += "0\r\n\r\n";
   CHECK(read_whole(five, 1 << 20) == five.size());
   CHECK(ChunkedBody::decode(five).size() == 100000);
+  // Under a limit of 100 KB: the end (a last chunk and an empty line) takes five bytes more, so
+  // data of the limit less five bytes is read; in chunks of six, all of it.
+  CHECK(error_of(five, 100000).code == Code::kPayloadTooLarge);
+  CHECK(read_whole(five.substr(five.find("5\r\n", 5)), 100000) > 0);
+  std::string six;
+  for (int i = 0; i < 16666; ++i) six += "6\r\nabcdef\r\n";
+  six += "4\r\nabcd\r\n0\r\n\r\n";
+  CHECK(read_whole(six, 100000) == six.size());
+  CHECK(ChunkedBody::decode(six).size() == 100000);
   // Chunks of one byte: 5 bytes of framing for each, past the bound (the limit) at a fifth of it.
   const uint64_t max = 200000;
   std::string ones;
