@@ -7,7 +7,6 @@
 #include <array>
 #include <charconv>
 #include <string>
-#include <vector>
 
 #include "core/hex.h"
 #include "core/text.h"
@@ -147,15 +146,24 @@ std::optional<Error> target_form_problem(std::string_view method, std::string_vi
   return std::nullopt;
 }
 
-// Marks `close` and `keep-alive` among a Connection line's comma-separated options.
+// Calls `f` with each element of a comma-separated list (RFC 9110 5.6.1), blanks around it
+// trimmed; empty elements are none.
+template <typename F>
+void for_each_element(std::string_view list, F f) {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view element = trim_blanks(list.substr(0, comma));
+    if (!element.empty()) f(element);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  }
+}
+
+// Marks `close` and `keep-alive` among a Connection line's options.
 void read_connection_options(std::string_view options, Head* out) {
-  while (!options.empty()) {
-    const size_t comma = options.find(',');
-    const std::string_view option = trim_blanks(options.substr(0, comma));
+  for_each_element(options, [out](std::string_view option) {
     if (ascii_iequals(option, "close")) out->close = true;
     if (ascii_iequals(option, "keep-alive")) out->keep_alive = true;
-    options = comma == std::string_view::npos ? std::string_view() : options.substr(comma + 1);
-  }
+  });
 }
 
 // What is wrong with a request's Transfer-Encoding (its lines joined), if anything: see
@@ -170,27 +178,25 @@ std::optional<Error> transfer_coding_problem(std::string_view codings, bool http
   if (content_length) {
     return bad("a request must not have both a Transfer-Encoding and a Content-Length");
   }
-  // The codings in the order they were applied; empty list elements are none (RFC 9110 5.6.1).
-  std::vector<std::string_view> applied;
-  while (!codings.empty()) {
-    const size_t comma = codings.find(',');
-    const std::string_view coding = trim_blanks(codings.substr(0, comma));
-    if (!coding.empty()) applied.push_back(coding);
-    codings = comma == std::string_view::npos ? std::string_view() : codings.substr(comma + 1);
-  }
-  if (applied.empty() || !ascii_iequals(applied.back(), "chunked")) {
+  // The codings in the order they were applied.
+  std::string_view first;
+  std::string_view last;
+  int count = 0;
+  int chunked = 0;
+  for_each_element(codings, [&](std::string_view coding) {
+    if (count++ == 0) first = coding;
+    last = coding;
+    if (ascii_iequals(coding, "chunked")) ++chunked;
+  });
+  if (count == 0 || !ascii_iequals(last, "chunked")) {
     return bad(
         "the last transfer coding of a request must be chunked, or where its body ends is "
         "not known");
   }
-  for (size_t i = 0; i + 1 < applied.size(); ++i) {
-    if (ascii_iequals(applied[i], "chunked")) {
-      return bad("the chunked transfer coding must not be applied twice");
-    }
-  }
-  if (applied.size() > 1) {
+  if (chunked > 1) return bad("the chunked transfer coding must not be applied twice");
+  if (count > 1) {  // so the first is not chunked
     return make_error(Code::kNotImplemented,
-                      "the transfer coding " + std::string(applied.front()) +
+                      "the transfer coding " + std::string(first) +
                           " is not supported: send the body chunked, or with a Content-Length");
   }
   return std::nullopt;
