@@ -33,6 +33,15 @@ std::string raw_exchange(const Server& server, const std::string& request) {
   return got;
 }
 
+// The id in a create's raw answer (its JSON body), or "" if it has none.
+std::string created_id(const std::string& reply, std::string_view id_field) {
+  const std::string key = "\"" + std::string(id_field) + "\":\"";
+  const size_t at = reply.find(key);
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size();
+  return reply.substr(from, reply.find('"', from) - from);
+}
+
 // A client may shut its sending side right after its request and wait for the answer (a
 // half-close: shutdown(SHUT_WR)). Pistache ended such a connection as soon as it read that end: the
 // request still ran (a create was applied), and its answer was lost.
@@ -65,11 +74,7 @@ TEST_CASE("a client that shuts its sending side after its request gets the answe
       half_closed(raw_post(server, kTeamA, "/v1/webhook", webhook_body(kTeamA, "wl-half")));
   INFO("create: ", created);
   REQUIRE(created.starts_with("HTTP/1.1 201 "));
-  const size_t at = created.find("\"webhook_id\":\"");
-  REQUIRE(at != std::string::npos);
-  const size_t from = at + std::string_view("\"webhook_id\":\"").size();
-  const std::string id = created.substr(from, created.find('"', from) - from);
-  CHECK(api.get("/v1/webhook/" + id).status == 200);
+  CHECK(api.get("/v1/webhook/" + created_id(created, "webhook_id")).status == 200);
   CHECK(half_closed("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
   // Refused, as every request without a token is; answered all the same.
   CHECK(half_closed("GET /v1/webhook HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 401 "));
@@ -360,15 +365,6 @@ std::string without_cr(std::string line) {
   return line;
 }
 
-// The id in a create's raw answer (its JSON body), or "" if it has none.
-std::string created_id(const std::string& reply, std::string_view id_field) {
-  const std::string key = "\"" + std::string(id_field) + "\":\"";
-  const size_t at = reply.find(key);
-  if (at == std::string::npos) return "";
-  const size_t from = at + key.size();
-  return reply.substr(from, reply.find('"', from) - from);
-}
-
 // Pistache's decoder of chunked bodies spun for good on a chunk whose CRLF came split across two
 // reads: one HTTP thread at 100% CPU, and the connections it served unanswered. gatewayd refused
 // chunked bodies (501) from then on; it now reads them itself (RFC 9112 7.1: a server must).
@@ -596,6 +592,13 @@ TEST_CASE("libcurl's chunked upload creates the record") {
                                   {"Content-Type", "application/json"}},
                                  chunks);
   REQUIRE(created.status == 201);
+  // It went chunked: the header, and each piece as a chunk of its own (10 bytes: `a`).
+  CAPTURE(created.sent);
+  CHECK(created.sent.find("\r\nTransfer-Encoding: chunked\r\n") != std::string::npos);
+  CHECK(created.sent.find("Content-Length") == std::string::npos);
+  CHECK(created.sent.find("\r\n\r\na\r\n" + chunks[0] + "\r\na\r\n" + chunks[1] + "\r\n") !=
+        std::string::npos);
+  CHECK(created.sent.ends_with("\r\n0\r\n\r\n"));
   const std::string id = str(json(created), "webhook_id");
   CHECK(str(json(api.get("/v1/webhook/" + id)), "workload_id") == "wl-from-curl");
 }

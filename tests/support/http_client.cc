@@ -47,6 +47,14 @@ size_t on_read_chunk(char* buffer, size_t size, size_t n, void* user) {
   return piece.size();
 }
 
+// libcurl's debug callback: what it sends (the head and the body, as written), kept.
+int on_debug(CURL*, curl_infotype type, char* data, size_t size, void* user) {
+  if (type == CURLINFO_HEADER_OUT || type == CURLINFO_DATA_OUT) {
+    static_cast<std::string*>(user)->append(data, size);
+  }
+  return 0;
+}
+
 bool has_header(const Headers& headers, std::string_view name) {
   for (const auto& [k, v] : headers) {
     if (iequals(k, name)) return true;
@@ -151,6 +159,9 @@ Response HttpClient::perform(std::string_view method, const std::string& url,
     curl_easy_setopt(curl_, CURLOPT_POST, 1L);
     curl_easy_setopt(curl_, CURLOPT_READFUNCTION, on_read_chunk);
     curl_easy_setopt(curl_, CURLOPT_READDATA, &pieces);
+    curl_easy_setopt(curl_, CURLOPT_VERBOSE, 1L);
+    curl_easy_setopt(curl_, CURLOPT_DEBUGFUNCTION, on_debug);
+    curl_easy_setopt(curl_, CURLOPT_DEBUGDATA, &r.sent);
   }
 
   CURLcode rc = curl_easy_perform(curl_);

@@ -22,6 +22,8 @@ struct Response {
   Headers headers;    // of the final response, in the order received
   std::string body;
   long new_connections = 0;  // connections opened for this request (CURLINFO_NUM_CONNECTS)
+  // Of request_chunked(): the request's head and body as libcurl sent them.
+  std::string sent;
 
   // The first header named `name` (case-insensitive).
   std::optional<std::string> header(std::string_view name) const;
