@@ -275,9 +275,9 @@ class Handler final : public P::Http::Handler {
       // The answer that bytes were held behind is taken (wait_for_answer): they are read now, as
       // if they had just come.
       if (held == held_.end() || !held->second.wait.after_answer) return;
-      const std::string bytes = std::move(held->second.bytes);
+      Held behind = std::move(held->second);
       held_.erase(held);
-      if (!bytes.empty()) read(bytes.data(), bytes.size(), peer);
+      read_held(peer, std::move(behind.bytes), behind.start);
       return;
     }
     // While an answer waits for the socket (a client that does not read it), what comes is held
@@ -304,7 +304,7 @@ class Handler final : public P::Http::Handler {
       const Taken taken = take(peer, bytes, 0, Wait{});
       if (taken.wait) hold(peer, bytes, *taken.wait);
       if (taken.cr_left) hold_cr(peer);
-      if (taken.pipelined) read_no_more(peer);
+      if (taken.next != 0) hold_next(peer, std::string(bytes.substr(taken.next)), 0);
       return;
     }
     Held& h = held->second;
@@ -316,11 +316,18 @@ class Handler final : public P::Http::Handler {
       // One empty line before the next request (the CRLF after the one answered) is no part of
       // it: counted, a request of the largest size after one was dropped. Only one: uncounted,
       // empty lines piled up without bound behind a slow answer.
-      std::string first = h.bytes.substr(0, 2);
+      // The requests served from the front of what is held (read_held) are dropped from it once
+      // they are at least half of it, so that each byte is moved a bounded number of times.
+      if (h.start > 0 && h.start >= h.bytes.size() - h.start) {
+        h.bytes.erase(0, h.start);
+        h.start = 0;
+      }
+      std::string first = h.bytes.substr(h.start, 2);
       first.append(data, std::min(len, 2 - first.size()));
       const size_t empty = first == "\r\n" ? 2 : 0;
-      if (h.bytes.size() + len - empty > kMaxHeadBytes + state_->max_request_bytes +
-                                             max_chunk_framing_bytes(state_->max_request_bytes)) {
+      if (h.bytes.size() - h.start + len - empty >
+          kMaxHeadBytes + state_->max_request_bytes +
+              max_chunk_framing_bytes(state_->max_request_bytes)) {
         std::string().swap(h.bytes);
         h.overflowed = true;
         mark_closing(peer);
@@ -348,14 +355,54 @@ class Handler final : public P::Http::Handler {
       h.bytes.reserve(h.wait.head_end + h.wait.body_bytes);  // what is still to come, at once
       return;
     }
+    std::string next = taken.next != 0 ? h.bytes.substr(taken.next) : std::string();
     held_.erase(held);
     if (taken.cr_left) hold_cr(peer);
-    if (taken.pipelined) read_no_more(peer);
+    if (taken.next != 0) hold_next(peer, std::move(next), 0);
+  }
+
+  // Reads what was held behind an answer now taken: `bytes` from `start` on. Requests pipelined
+  // in it are served one at a time, each once the answer before it is taken; what is left after
+  // one is held on in the same string, from a later `start`, so that a long pipeline is not
+  // copied again for each request served from it.
+  void read_held(const std::shared_ptr<P::Tcp::Peer>& peer, std::string bytes, size_t start) {
+    start += empty_lines(std::string_view(bytes).substr(start));
+    if (start == bytes.size()) return;
+    if (answer_pending(*peer) || answer_waits_for_socket(*peer)) {
+      hold_behind_answer(peer, std::move(bytes), start);
+      return;
+    }
+    const std::string_view rest = std::string_view(bytes).substr(start);
+    const Taken taken = take(peer, rest, 0, Wait{});
+    if (taken.wait) hold(peer, rest, *taken.wait);
+    if (taken.cr_left) hold_cr(peer);
+    if (taken.next != 0) hold_next(peer, std::move(bytes), start + taken.next);
+  }
+
+  // What came behind a request just served, in its read or held with it (`bytes` from `start`
+  // on): the next request of a pipeline, read once the answer to the one before is taken, so that
+  // answers go out in the order of their requests (RFC 9112 9.3.2). It is a suffix of bytes read
+  // within a request's worth, or of one read, so it is within what hold_behind_answer holds.
+  // Behind an answer that closes the connection, nothing more is read.
+  void hold_next(const std::shared_ptr<P::Tcp::Peer>& peer, std::string bytes, size_t start) {
+    if (marked_closing(*peer)) {
+      read_no_more(peer);
+      return;
+    }
+    hold_behind_answer(peer, std::move(bytes), start);
   }
 
   // Holds `bytes` until the answer pending on the connection is on its way (wait_for_answer).
   void hold_behind_answer(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes) {
     hold(peer, bytes, Wait{.after_answer = true});
+    wait_for_answer(*peer);
+  }
+  // The same, for `bytes` from `start` on, kept in the string given.
+  void hold_behind_answer(const std::shared_ptr<P::Tcp::Peer>& peer, std::string bytes,
+                          size_t start) {
+    sweep_ended(held_, &sweep_at_);
+    held_.insert_or_assign(peer.get(),
+                           Held{peer, std::move(bytes), Wait{.after_answer = true}, false, start});
     wait_for_answer(*peer);
   }
 
@@ -372,8 +419,8 @@ class Handler final : public P::Http::Handler {
   }
 
   // A request whose answer closes the connection, with more from its client behind it: in its
-  // read (pipelined, which closes it) or in reads of its own since (dropped). Nothing more is
-  // read. The client may still be sending, so the connection does not end as that answer is
+  // read (a pipelined request, see hold_next) or in reads of its own since (dropped). Nothing more
+  // is read. The client may still be sending, so the connection does not end as that answer is
   // written: what came next would reset it, which can take the answer with it (RFC 9112 9.6). As
   // when too much came behind an answer, its client's end is waited for once the answer is taken
   // (end_after_answer).
@@ -385,9 +432,9 @@ class Handler final : public P::Http::Handler {
     client_sends_more(*peer);
   }
 
-  // The answer that a connection read no more (too much sent behind it, or a pipelined request)
-  // waited for has been taken: its write side is shut once that answer is written, and its
-  // client's end is waited for, as after a refusal.
+  // The answer that a connection read no more (too much sent behind it, or more behind an answer
+  // that closes) waited for has been taken: its write side is shut once that answer is written, and
+  // its client's end is waited for, as after a refusal.
   void end_after_answer(const std::shared_ptr<P::Tcp::Peer>& peer) {
     const auto held = held_.find(peer.get());
     if (held == held_.end() || !held->second.overflowed) return;
@@ -415,22 +462,23 @@ class Handler final : public P::Http::Handler {
     std::string bytes;
     Wait wait;
     bool overflowed = false;  // more came behind the answer than is held: read no more
+    size_t start = 0;         // where what is held starts in `bytes` (read_held); 0 but after one
   };
 
   // What take() leaves: the rest of a request still to come (`wait`); or, once it served one,
-  // whether its read ended in a CR after it (`cr_left`, see hold_cr) or held more after it
-  // (`pipelined`, see read_no_more).
+  // whether its read ended in a CR after it (`cr_left`, see hold_cr) or held more after it: where
+  // the next request starts in the bytes given (`next`, see hold_next; 0: none).
   struct Taken {
     std::optional<Wait> wait = std::nullopt;
     bool cr_left = false;
-    bool pipelined = false;
+    size_t next = 0;
   };
 
   // Reads a connection's request from `bytes`, all that has come of it (`searched` of them were
   // searched for the head's end before; `wait` is what the reading before found: where the head,
   // read and checked, ends, and how far a chunked body was read). Serves or refuses the request
   // once it has all come; otherwise returns what it waits for. Bytes after a whole request are a
-  // pipelined request: it is not read, and the reply to this one closes the connection.
+  // pipelined request, read once this one's answer is taken (hold_next).
   Taken take(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes, size_t searched,
              const Wait& wait) {
     const size_t head_end_at = wait.head_end;
@@ -504,8 +552,7 @@ class Handler final : public P::Http::Handler {
     const bool pipelined = after.find_first_not_of("\r\n") != std::string_view::npos;
     serve(peer, head.value(),
           chunked ? ChunkedBody::decode(bytes.substr(end, body_bytes))
-                  : std::string(bytes.substr(end, body_bytes)),
-          pipelined);
+                  : std::string(bytes.substr(end, body_bytes)));
     // Pistache keeps a parser for each connection (Http::Handler::onConnection) that is never
     // given a byte, but whose clock its transport still reads once a second: it ends a connection
     // (408) once the idle timeout (ServerConfig::idle_timeout, 60 s) has passed since the parser
@@ -518,7 +565,8 @@ class Handler final : public P::Http::Handler {
     if (std::chrono::steady_clock::now() - parser->time() > std::chrono::seconds(1)) {
       parser->reset();
     }
-    return {.cr_left = !pipelined && after.ends_with('\r'), .pipelined = pipelined};
+    return {.cr_left = !pipelined && after.ends_with('\r'),
+            .next = pipelined ? end + body_bytes : 0};
   }
 
   void hold(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes, Wait wait) {
@@ -529,10 +577,9 @@ class Handler final : public P::Http::Handler {
     held_.emplace(peer.get(), Held{peer, std::move(copy), wait});
   }
 
-  void serve(const std::shared_ptr<P::Tcp::Peer>& peer, const Head& head, std::string body,
-             bool pipelined) {
+  void serve(const std::shared_ptr<P::Tcp::Peer>& peer, const Head& head, std::string body) {
     // HTTP/1.0 closes unless asked for keep-alive.
-    const bool close = head.close || (!head.http11 && !head.keep_alive) || pipelined;
+    const bool close = head.close || (!head.http11 && !head.keep_alive);
     // One allocation holds what the reply needs; exactly one reply goes out, even if the Api
     // answered and then something threw.
     auto exchange = std::make_shared<Exchange>(peer, head.method == "HEAD", close, state_);

@@ -431,6 +431,32 @@ std::string read_response(int fd) {
   return got;
 }
 
+std::vector<std::string> read_responses(int fd, size_t count, bool* ended) {
+  std::vector<std::string> responses;
+  std::string got;
+  std::vector<char> buf(64 << 10);
+  if (ended != nullptr) *ended = false;
+  while (responses.size() < count) {
+    const size_t head_end = got.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      const size_t at = ascii_lower(got.substr(0, head_end)).find("content-length: ");
+      const size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
+      if (got.size() >= head_end + 4 + length) {
+        responses.push_back(got.substr(0, head_end + 4 + length));
+        got.erase(0, head_end + 4 + length);
+        continue;
+      }
+    }
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) {
+      if (ended != nullptr) *ended = n == 0 && got.empty();
+      break;
+    }
+    got.append(buf.data(), static_cast<size_t>(n));
+  }
+  return responses;
+}
+
 std::string metrics(const Server& server) {
   testing::HttpClient http;
   Response r = http.request("GET", server.url() + "/metrics");

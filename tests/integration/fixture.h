@@ -210,6 +210,11 @@ std::string raw_post(const Server& server, std::string_view team, std::string_vi
 // says ("" if none came; what came if the connection ends or a read times out first).
 std::string read_response(int fd);
 
+// Reads `count` responses from connection `fd`, each its head and the body its Content-Length
+// says (no response to HEAD among them), split apart. Fewer if the connection ends or a read times
+// out first: `*ended` (if given) says whether it ended, with no byte of a response left over.
+std::vector<std::string> read_responses(int fd, size_t count, bool* ended = nullptr);
+
 // GET /metrics (CHECKs 200) and returns the Prometheus text.
 std::string metrics(const Server& server);
 // The value of gatewayd's gauge or counter `name` (no labels) in /metrics; -1 when absent.
