@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pistache/endpoint.h>
 #include <pistache/errors.h>
 #include <pistache/http.h>
@@ -925,6 +927,13 @@ int accept_connection(const P::Tcp::Listener& listener, sockaddr_storage& peer_a
   }
   try {
     const int fd = pistache(&listener, peer_addr);
+    // Each answer goes out as soon as it is written, not held by Nagle's algorithm until the one
+    // before it is acknowledged: a client that sent a pipeline acknowledges the first answer only
+    // after its delayed-ACK timer (about 40 ms on Linux), since it has nothing to send until all
+    // have come (helper 132: 44 ms for two pipelined GETs, 0.1 ms for one). Pistache sets no
+    // option on the sockets it accepts. A failure leaves the connection as it was.
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (out_of_descriptors.exchange(false, std::memory_order_relaxed)) {
       std::fprintf(stderr, "gatewayd: accepting connections again\n");
     }

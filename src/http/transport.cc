@@ -17,6 +17,7 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -289,14 +290,37 @@ void drain(Pistache::Tcp::Transport& transport) {
   uint64_t wakes = 0;
   [[maybe_unused]] const ssize_t taken =
       ::read(queue.*member_of(EventFdTag{}), &wakes, sizeof wakes);
+  // Only the writes queued before this turn are delivered in it. Delivering an answer can give
+  // its connection's handler the request held behind it (a pipeline), whose answer is queued at
+  // once; taken in the same loop, it gave the next request, and so on, so that one connection's
+  // pipeline held its HTTP thread until all it had sent was answered, and no other connection of
+  // that thread was read meanwhile (helper 132: 60 MB of pipelined GETs, 6.4 s). Such a write
+  // waits for the next turn, which its wake-up asks for: a pipeline is served one request a turn.
+  // (The vector is taken from the thread's spare one, so that the turn allocates nothing once it
+  // has grown; a nested drain would find none and use its own.)
+  thread_local std::vector<WriteEntry> spare;
+  std::vector<WriteEntry> writes = std::move(spare);
+  writes.clear();
   for (;;) {
     // The queue's own pop, not PollableQueue's, which reads the eventfd again.
     std::unique_ptr<WriteQueue::Entry> entry(queue.Pistache::Queue<WriteEntry>::pop());
-    if (!entry) return;
-    WriteEntry write = std::move(entry->data());
+    if (!entry) break;
+    writes.push_back(std::move(entry->data()));
     entry->data().~WriteEntry();
-    deliver(transport, std::move(write));
   }
+  // A write that cannot be delivered (out of memory) does not drop the ones after it, which
+  // stayed queued when the loop delivered as it popped.
+  std::exception_ptr failed;
+  for (WriteEntry& write : writes) {
+    try {
+      deliver(transport, std::move(write));
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  writes.clear();
+  spare = std::move(writes);
+  if (failed) std::rethrow_exception(failed);
 }
 
 // On a transport's own thread, as its connection on descriptor `fd` reads the end of its client's
