@@ -247,6 +247,7 @@ class Handler final : public P::Http::Handler {
       mark_closing(peer);
       shut_when_written(peer);
     }
+    pause_while_held(peer);
   }
 
   void onConnection(const std::shared_ptr<P::Tcp::Peer>& peer) override {
@@ -282,8 +283,8 @@ class Handler final : public P::Http::Handler {
       read_held(peer, std::move(behind.bytes), behind.start);
       return;
     }
-    // While an answer waits for the socket (a client that does not read it), what comes is held
-    // within a request's worth (below) and read once it is written: served at once, each answer
+    // While an answer waits for the socket (a client that does not read it), what comes is held,
+    // and nothing more read (pause_while_held), until it is written: served at once, each answer
     // was queued in memory behind the one waiting, without bound. A request held in part before
     // is read again from its start then (a second `100 Continue` may go out for it, which RFC 9110
     // 15.2 allows).
@@ -311,8 +312,10 @@ class Handler final : public P::Http::Handler {
     }
     Held& h = held->second;
     if (h.wait.after_answer) {
-      // At most a request's worth (a head, a body, a chunked body's framing); past that the
-      // connection is read no more, and ends once the answer it waits for is written
+      // Reading pauses once bytes are held behind an answer (pause_while_held), so this comes
+      // only for the read in which a request held in part met an answer waiting for the socket.
+      // Held within a request's worth all the same (a head, a body, a chunked body's framing);
+      // past that the connection is read no more, and ends once the answer it waits for is written
       // (end_after_answer). Left open, it answered that request with keep-alive and then nothing
       // more, until the idle timeout's 408.
       // One empty line before the next request (the CRLF after the one answered) is no part of
@@ -392,6 +395,22 @@ class Handler final : public P::Http::Handler {
       return;
     }
     hold_behind_answer(peer, std::move(bytes), start);
+  }
+
+  // Nothing more is read from a connection while a request is held behind an answer not yet on
+  // its way: what its client sends meanwhile waits in the kernel's buffers (pause_reading), and
+  // it is read again once the requests held are served. Read on, a client that pipelined requests
+  // and read no answer made gatewayd hold a request's worth behind each answer, and about twice
+  // that in memory (helper 132: 270 MB for one connection at --max-request-bytes 64 MiB).
+  void pause_while_held(const std::shared_ptr<P::Tcp::Peer>& peer) {
+    const auto held = held_.empty() ? held_.end() : held_.find(peer.get());
+    const bool behind = held != held_.end() && held->second.wait.after_answer &&
+                        !held->second.overflowed && !marked_closing(*peer);
+    try {
+      pause_reading(*peer, behind);
+    } catch (const std::exception&) {
+      // Out of memory: the connection is read on, within the bound on what is held.
+    }
   }
 
   // Holds `bytes` until the answer pending on the connection is on its way (wait_for_answer).

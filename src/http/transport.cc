@@ -96,6 +96,7 @@ struct Expected {
   bool ending = false;       // to end at its next read (kEndNow)
   bool quiet = false;        // its input is dropped until its client's end (kQuietAfter)
   bool sends_more = false;   // no end at once after a closing answer (client_sends_more)
+  bool paused = false;       // nothing more is read for now (pause_reading)
   // A write waits for the socket to take more (EAGAIN: a client that reads slowly, or not at all):
   // nothing more is served meanwhile (answer_waits_for_socket). A 408 of Pistache's timer is
   // dropped while it waits, unless the one before was dropped too and the client has
@@ -346,6 +347,18 @@ const Expected* read_ended(Pistache::Tcp::Transport& transport, Pistache::Fd fd)
   return e != nullptr && e->read_ended ? e : nullptr;
 }
 
+// On a transport's own thread: whether the connection on descriptor `fd` is paused
+// (pause_reading).
+bool reading_paused(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  if (fd < 0 || static_cast<size_t>(fd) >= expected.size()) return false;
+  if (!expected[static_cast<size_t>(fd)].paused) return false;
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return false;
+  const Expected* e = expected_of(fd, peer->second->getID());
+  return e != nullptr && e->paused;
+}
+
 // On a transport's own thread, once nothing is left to write on descriptor `fd` (all written, or
 // the connection broke): a connection that stayed for its answers (stay_for_answers) and has none
 // left to wait for is shut both ways. That wakes its HTTP thread, whose next read of it finds the
@@ -485,6 +498,29 @@ void wait_for_answer(const Pistache::Tcp::Peer& peer) { entry_of(peer).input_wai
 
 void client_sends_more(const Pistache::Tcp::Peer& peer) { entry_of(peer).sends_more = true; }
 
+void pause_reading(const Pistache::Tcp::Peer& peer, bool paused) {
+  Expected* e = expected_of(peer.fd(), peer.getID());
+  if (e == nullptr && !paused) return;
+  if (e == nullptr) e = &entry_of(peer);
+  if (e->paused == paused) return;
+  e->paused = paused;
+  // Paused, the connection stays watched for reading: an event for it is taken as nothing
+  // (Transport::handleIncoming). Read again, it is watched anew, which reports at once what came
+  // meanwhile: edge-triggered, epoll would report only what comes from now on.
+  if (paused) return;
+  Pistache::Tcp::Transport* transport = peer.*member_of(PeerTransportTag{});
+  if (transport == nullptr) return;
+  try {
+    transport->reactor()->modifyFd(
+        transport->key(), peer.fd(),
+        e->blocked ? Pistache::Polling::NotifyOn::Read | Pistache::Polling::NotifyOn::Write
+                   : Pistache::Polling::NotifyOn::Read,
+        Pistache::Polling::Mode::Edge);
+  } catch (const std::exception&) {
+    // The descriptor left the poller already; the connection's end is handled there.
+  }
+}
+
 bool answer_waits_for_socket(const Pistache::Tcp::Peer& peer) {
   const Expected* e = expected_of(peer.fd(), peer.getID());
   return e != nullptr && e->blocked;
@@ -594,12 +630,14 @@ void Transport::asyncWriteImpl(Fd fd) {
       gw::http::write_waits(*this, fd);
       // A connection whose client has ended its side is readable for good (the end of the
       // stream), and Pistache takes an event that is both readable and writable as a read: it is
-      // watched for writing only, or the rest of the answer would never be written.
-      reactor()->modifyFd(key(), fd,
-                          gw::http::read_ended(*this, fd) != nullptr
-                              ? Polling::NotifyOn::Write
-                              : Polling::NotifyOn::Read | Polling::NotifyOn::Write,
-                          Polling::Mode::Edge);
+      // watched for writing only, or the rest of the answer would never be written. So is one
+      // whose reading is paused, whose unread bytes keep it readable.
+      reactor()->modifyFd(
+          key(), fd,
+          gw::http::read_ended(*this, fd) != nullptr || gw::http::reading_paused(*this, fd)
+              ? Polling::NotifyOn::Write
+              : Polling::NotifyOn::Read | Polling::NotifyOn::Write,
+          Polling::Mode::Edge);
       return;
     }
     // The connection is broken (reset, closed by the client, or its descriptor already closed):
@@ -661,6 +699,20 @@ void Transport::handleIncoming(const std::shared_ptr<Peer>& peer) {
   const bool quiet = gw::http::quiet(*peer);
   char buffer[Const::MaxBuffer];
   for (;;) {
+    if (!quiet && gw::http::reading_paused(*this, fd)) {
+      // Nothing more is read for now (pause_reading): what came stays unread. An event that is
+      // both readable and writable is taken as a read, so the room for a write that waits for the
+      // socket is watched for alone, and reported anew (watched for reading too, the unread
+      // bytes would report it as a read again at once).
+      if (gw::http::answer_waits_for_socket(*peer)) {
+        try {
+          reactor()->modifyFd(key(), fd, Polling::NotifyOn::Write, Polling::Mode::Edge);
+        } catch (const std::exception&) {
+          // The descriptor left the poller already; the connection's end is handled there.
+        }
+      }
+      return;
+    }
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
     if (n > 0) {
       // A quiet end's (stop_connection): read, so that closing at the client's end resets

@@ -87,6 +87,13 @@ void client_sends_more(const Pistache::Tcp::Peer& peer);
 // wait_for_answer() says.
 bool answer_waits_for_socket(const Pistache::Tcp::Peer& peer);
 
+// On `peer`'s HTTP thread: nothing more is read from the connection while `paused` (what its
+// client sends waits in the kernel's buffers, and TCP's flow control holds the client back once
+// they are full), or it is read again from now on, what came meanwhile first. The handler pauses a
+// connection while it holds a request behind an answer not yet on its way (a pipeline), so that
+// what it holds stays within a read's bytes instead of growing with what the client sends.
+void pause_reading(const Pistache::Tcp::Peer& peer, bool paused);
+
 // On `peer`'s HTTP thread: once the pending answer is taken (queued to be written, after
 // everything before it), the thread's handler is given the connection again as a read of no
 // bytes (Tcp::Handler::onInput with length 0), so that it goes on with what it held.
