@@ -334,29 +334,30 @@ bool stay_for_answers(const Pistache::Tcp::Peer& peer, bool writing) {
   return true;
 }
 
-// On a transport's own thread: the entry of the connection on descriptor `fd` if it stays only
-// for its answers, its client's sending side having ended (stay_for_answers); else nullptr. The
-// connection is looked up only for such an entry: this runs after every answer written.
-const Expected* read_ended(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+// On a transport's own thread: the entry of the connection on descriptor `fd` if its `flag` is
+// set; else nullptr. The connection is looked up only when the descriptor's entry has the flag:
+// this runs after every answer written, and before every read.
+const Expected* flagged(Pistache::Tcp::Transport& transport, Pistache::Fd fd,
+                        bool Expected::*flag) {
   if (fd < 0 || static_cast<size_t>(fd) >= expected.size()) return nullptr;
-  if (!expected[static_cast<size_t>(fd)].read_ended) return nullptr;
+  if (!(expected[static_cast<size_t>(fd)].*flag)) return nullptr;
   auto& peers = transport.*member_of(PeersTag{});
   const auto peer = peers.find(fd);
   if (peer == peers.end()) return nullptr;
   const Expected* e = expected_of(fd, peer->second->getID());
-  return e != nullptr && e->read_ended ? e : nullptr;
+  return e != nullptr && e->*flag ? e : nullptr;
+}
+
+// On a transport's own thread: the entry of the connection on descriptor `fd` if it stays only
+// for its answers, its client's sending side having ended (stay_for_answers); else nullptr.
+const Expected* read_ended(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  return flagged(transport, fd, &Expected::read_ended);
 }
 
 // On a transport's own thread: whether the connection on descriptor `fd` is paused
 // (pause_reading).
 bool reading_paused(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
-  if (fd < 0 || static_cast<size_t>(fd) >= expected.size()) return false;
-  if (!expected[static_cast<size_t>(fd)].paused) return false;
-  auto& peers = transport.*member_of(PeersTag{});
-  const auto peer = peers.find(fd);
-  if (peer == peers.end()) return false;
-  const Expected* e = expected_of(fd, peer->second->getID());
-  return e != nullptr && e->paused;
+  return flagged(transport, fd, &Expected::paused) != nullptr;
 }
 
 // On a transport's own thread, once nothing is left to write on descriptor `fd` (all written, or
