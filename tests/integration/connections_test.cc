@@ -1498,6 +1498,58 @@ TEST_CASE("requests behind an answer that waits for the socket are served once i
   ::close(fd);
 }
 
+// Closes connection `fd` with a reset (SO_LINGER of 0), as a client that gives up does.
+void reset_connection(int fd) {
+  const linger at_once{1, 0};
+  REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_LINGER, &at_once, sizeof at_once) == 0);
+  ::close(fd);
+}
+
+// A client that stopped reading (its answer waits for the socket, a request behind it is held,
+// and the connection is read no more) and then reset its connection: the reset went unseen while
+// the connection was not read, and it, its descriptor and what it held stayed until Pistache's
+// keep-alive limit (300 s; helper 133: 1,072 descriptors left after 20 s of such clients).
+TEST_CASE("a client that resets a connection that is not being read ends it at once") {
+  Server server;
+  Api api(server, kTeamA);
+  create_large_profiles(api);
+  const size_t sockets_before = sockets_at_rest(server, api);
+  const double before = sample(metrics(server), kProfilePages).value_or(0);
+  const int fd = slow_reader(server, profile_page_request(server));
+  REQUIRE(metric_reaches(server, kProfilePages, before + 1));
+  const std::string list = profile_page_request(server);  // held behind the answer
+  REQUIRE(::send(fd, list.data(), list.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(list.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  reset_connection(fd);
+  CHECK(sockets_once_down_to(server, sockets_before) == sockets_before);
+}
+
+// A request held behind an answer still to come, on a connection its client then reset, still ran
+// once that answer came, for a client gone (helper 133: all 5 creates held so were applied).
+TEST_CASE("a request held behind an answer is dropped when its client resets the connection") {
+  Server server;
+  Api api(server, kTeamA);
+  const pid_t zygote = stop_zygote(server);
+  const int fd = connect_with_timeout(server);
+  send_until_read(
+      server, fd,
+      raw_post(server, kTeamA, "/v1/gateway_security_profile", custom_waf_body(kTeamA, "first")));
+  const std::string create = raw_post(server, kTeamA, "/v1/webhook", kWebhook.body(kTeamA, 1));
+  REQUIRE(::send(fd, create.data(), create.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(create.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const size_t sockets = open_sockets(server.pid());
+  reset_connection(fd);
+  REQUIRE(sockets_once_down_to(server, sockets - 1) == sockets - 1);  // the reset was seen
+  REQUIRE(::kill(zygote, SIGCONT) == 0);
+  for (int i = 0; i < 1000 && total(api, kProfile) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(total(api, kProfile) == 1);  // the create whose answer the client did not wait for
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(total(api, kWebhook) == 0);
+}
+
 // A chunked request's worth is its head, its data and its framing. Held behind an answer that
 // waited for the socket, one within each of its limits but over a head's and a body's worth of
 // bytes together was dropped, and the connection ended with no answer to it (helper 129).
