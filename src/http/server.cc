@@ -278,9 +278,9 @@ class Handler final : public P::Http::Handler {
       // The answer that bytes were held behind is taken (wait_for_answer): they are read now, as
       // if they had just come.
       if (held == held_.end() || !held->second.wait.after_answer) return;
-      Held behind = std::move(held->second);
+      const std::string bytes = std::move(held->second.bytes);
       held_.erase(held);
-      read_held(peer, std::move(behind.bytes), behind.start);
+      if (!bytes.empty()) read(bytes.data(), bytes.size(), peer);
       return;
     }
     // While an answer waits for the socket (a client that does not read it), what comes is held,
@@ -307,7 +307,7 @@ class Handler final : public P::Http::Handler {
       const Taken taken = take(peer, bytes, 0, Wait{});
       if (taken.wait) hold(peer, bytes, *taken.wait);
       if (taken.cr_left) hold_cr(peer);
-      if (taken.next != 0) hold_next(peer, std::string(bytes.substr(taken.next)), 0);
+      if (taken.next != 0) hold_next(peer, bytes.substr(taken.next));
       return;
     }
     Held& h = held->second;
@@ -321,18 +321,11 @@ class Handler final : public P::Http::Handler {
       // One empty line before the next request (the CRLF after the one answered) is no part of
       // it: counted, a request of the largest size after one was dropped. Only one: uncounted,
       // empty lines piled up without bound behind a slow answer.
-      // The requests served from the front of what is held (read_held) are dropped from it once
-      // they are at least half of it, so that each byte is moved a bounded number of times.
-      if (h.start > 0 && h.start >= h.bytes.size() - h.start) {
-        h.bytes.erase(0, h.start);
-        h.start = 0;
-      }
-      std::string first = h.bytes.substr(h.start, 2);
+      std::string first = h.bytes.substr(0, 2);
       first.append(data, std::min(len, 2 - first.size()));
       const size_t empty = first == "\r\n" ? 2 : 0;
-      if (h.bytes.size() - h.start + len - empty >
-          kMaxHeadBytes + state_->max_request_bytes +
-              max_chunk_framing_bytes(state_->max_request_bytes)) {
+      if (h.bytes.size() + len - empty > kMaxHeadBytes + state_->max_request_bytes +
+                                             max_chunk_framing_bytes(state_->max_request_bytes)) {
         std::string().swap(h.bytes);
         h.overflowed = true;
         mark_closing(peer);
@@ -360,41 +353,24 @@ class Handler final : public P::Http::Handler {
       h.bytes.reserve(h.wait.head_end + h.wait.body_bytes);  // what is still to come, at once
       return;
     }
-    std::string next = taken.next != 0 ? h.bytes.substr(taken.next) : std::string();
+    const std::string next = taken.next != 0 ? h.bytes.substr(taken.next) : std::string();
     held_.erase(held);
     if (taken.cr_left) hold_cr(peer);
-    if (taken.next != 0) hold_next(peer, std::move(next), 0);
+    if (taken.next != 0) hold_next(peer, next);
   }
 
-  // Reads what was held behind an answer now taken: `bytes` from `start` on. Requests pipelined
-  // in it are served one at a time, each once the answer before it is taken; what is left after
-  // one is held on in the same string, from a later `start`, so that a long pipeline is not
-  // copied again for each request served from it.
-  void read_held(const std::shared_ptr<P::Tcp::Peer>& peer, std::string bytes, size_t start) {
-    start += empty_lines(std::string_view(bytes).substr(start));
-    if (start == bytes.size()) return;
-    if (answer_pending(*peer) || answer_waits_for_socket(*peer)) {
-      hold_behind_answer(peer, std::move(bytes), start);
-      return;
-    }
-    const std::string_view rest = std::string_view(bytes).substr(start);
-    const Taken taken = take(peer, rest, 0, Wait{});
-    if (taken.wait) hold(peer, rest, *taken.wait);
-    if (taken.cr_left) hold_cr(peer);
-    if (taken.next != 0) hold_next(peer, std::move(bytes), start + taken.next);
-  }
-
-  // What came behind a request just served, in its read or held with it (`bytes` from `start`
-  // on): the next request of a pipeline, read once the answer to the one before is taken, so that
-  // answers go out in the order of their requests (RFC 9112 9.3.2). It is a suffix of bytes read
-  // within a request's worth, or of one read, so it is within what hold_behind_answer holds.
-  // Behind an answer that closes the connection, nothing more is read.
-  void hold_next(const std::shared_ptr<P::Tcp::Peer>& peer, std::string bytes, size_t start) {
+  // What came behind a request just served, in its read: the next request of a pipeline, read once
+  // the answer to the one before is taken (a read of no bytes, which reads what is held as if it
+  // had just come), so that answers go out in the order of their requests (RFC 9112 9.3.2). It is
+  // part of one read (reading pauses while it is held: pause_while_held), so each request served
+  // from it copies at most that much. Behind an answer that closes the connection, nothing more is
+  // read.
+  void hold_next(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes) {
     if (marked_closing(*peer)) {
       read_no_more(peer);
       return;
     }
-    hold_behind_answer(peer, std::move(bytes), start);
+    hold_behind_answer(peer, bytes);
   }
 
   // Nothing more is read from a connection while a request is held behind an answer not yet on
@@ -416,14 +392,6 @@ class Handler final : public P::Http::Handler {
   // Holds `bytes` until the answer pending on the connection is on its way (wait_for_answer).
   void hold_behind_answer(const std::shared_ptr<P::Tcp::Peer>& peer, std::string_view bytes) {
     hold(peer, bytes, Wait{.after_answer = true});
-    wait_for_answer(*peer);
-  }
-  // The same, for `bytes` from `start` on, kept in the string given.
-  void hold_behind_answer(const std::shared_ptr<P::Tcp::Peer>& peer, std::string bytes,
-                          size_t start) {
-    sweep_ended(held_, &sweep_at_);
-    held_.insert_or_assign(peer.get(),
-                           Held{peer, std::move(bytes), Wait{.after_answer = true}, false, start});
     wait_for_answer(*peer);
   }
 
@@ -483,7 +451,6 @@ class Handler final : public P::Http::Handler {
     std::string bytes;
     Wait wait;
     bool overflowed = false;  // more came behind the answer than is held: read no more
-    size_t start = 0;         // where what is held starts in `bytes` (read_held); 0 but after one
   };
 
   // What take() leaves: the rest of a request still to come (`wait`); or, once it served one,
