@@ -414,16 +414,20 @@ std::string raw_post(const Server& server, std::string_view team, std::string_vi
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// The size of the response `got` starts with (its head and the body its Content-Length says), or
+// 0 if it has not all come.
+static size_t whole_response(const std::string& got) {
+  const size_t head_end = got.find("\r\n\r\n");
+  if (head_end == std::string::npos) return 0;
+  const size_t at = ascii_lower(got.substr(0, head_end)).find("content-length: ");
+  const size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
+  return got.size() >= head_end + 4 + length ? head_end + 4 + length : 0;
+}
+
 std::string read_response(int fd) {
   std::string got;
   std::vector<char> buf(64 << 10);
-  for (;;) {
-    const size_t head_end = got.find("\r\n\r\n");
-    if (head_end != std::string::npos) {
-      const size_t at = ascii_lower(got.substr(0, head_end)).find("content-length: ");
-      const size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
-      if (got.size() >= head_end + 4 + length) break;
-    }
+  while (whole_response(got) == 0) {
     const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
     if (n <= 0) break;
     got.append(buf.data(), static_cast<size_t>(n));
@@ -437,15 +441,10 @@ std::vector<std::string> read_responses(int fd, size_t count, bool* ended) {
   std::vector<char> buf(64 << 10);
   if (ended != nullptr) *ended = false;
   while (responses.size() < count) {
-    const size_t head_end = got.find("\r\n\r\n");
-    if (head_end != std::string::npos) {
-      const size_t at = ascii_lower(got.substr(0, head_end)).find("content-length: ");
-      const size_t length = at == std::string::npos ? 0 : std::stoul(got.substr(at + 16));
-      if (got.size() >= head_end + 4 + length) {
-        responses.push_back(got.substr(0, head_end + 4 + length));
-        got.erase(0, head_end + 4 + length);
-        continue;
-      }
+    if (const size_t size = whole_response(got); size > 0) {
+      responses.push_back(got.substr(0, size));
+      got.erase(0, size);
+      continue;
     }
     const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
     if (n <= 0) {
