@@ -4,7 +4,6 @@
 // error statuses of requests; the idle timeout's cases (408) are timeouts_test.cc.
 #include <linux/tcp.h>  // TCP_INFO with tcpi_bytes_received (glibc's netinet/tcp.h has no such member)
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -1462,17 +1461,6 @@ TEST_CASE("a client still sending behind a request that asked for the close is n
 constexpr std::string_view kProfilePages =
     R"(gatewayd_http_requests_total{route="list",kind="gateway_security_profile",status="200"})";
 
-// Whether the answer to the request sent on `fd` starts to come within 10 s. Sent while the
-// answer is still queued, a request is read once the answer is taken, before its first write
-// finds the socket full, and is served then (a second page served behind one, under
-// ThreadSanitizer on a loaded machine). The HTTP thread writes until the socket is full before it
-// reads again, so once the client has a byte, what it sends next finds the answer waiting for the
-// socket.
-bool answer_started(int fd) {
-  pollfd readable{fd, POLLIN, 0};
-  return ::poll(&readable, 1, 10'000) == 1;
-}
-
 // A connection of a client that reads slowly (slow_reader), whose first request, a page of large
 // profiles, has been served: its answer waits for the socket. `*before` is how many pages of
 // profiles were served before it.
@@ -1483,6 +1471,11 @@ int behind_large_answer(const Server& server, Api& api, double* before) {
   // The first request is served alone before more is sent, so that its answer is the one the
   // socket waits for (a loaded machine can take longer than the sends after it are apart).
   REQUIRE(metric_reaches(server, kProfilePages, *before + 1));
+  // Sent while the answer is still queued, a request is read once the answer is taken, before its
+  // first write finds the socket full, and is served then (a second page served behind one, under
+  // ThreadSanitizer on a loaded machine). The HTTP thread writes until the socket is full before
+  // it reads again, so once the client has a byte, what it sends next finds the answer waiting
+  // for the socket.
   REQUIRE(answer_started(fd));
   return fd;
 }

@@ -206,6 +206,10 @@ void wait_until_server_shut_writing(const Server& server, int fd);
 std::string raw_post(const Server& server, std::string_view team, std::string_view path,
                      const std::string& body, std::string_view more_headers = "");
 
+// Whether the answer to the request sent on connection `fd` starts to come (a byte of it can be
+// read) within 10 s.
+bool answer_started(int fd);
+
 // Reads one response from connection `fd`: its head and as many body bytes as its Content-Length
 // says ("" if none came; what came if the connection ends or a read times out first).
 std::string read_response(int fd);

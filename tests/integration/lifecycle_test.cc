@@ -551,6 +551,7 @@ TEST_CASE("a client that does not read a large answer holds up no other connecti
   Api api(server, kTeamA);
   create_profiles_with_large_overrides(api);
   const int fd = ask_for_large_page(server, api);
+  REQUIRE(answer_started(fd));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the buffers fill up
   HttpClient other(std::chrono::seconds(5));
   CHECK(other.request("GET", server.url() + "/healthz").status == 200);
@@ -570,6 +571,7 @@ TEST_CASE("a large answer that waits for the socket arrives whole before the end
   Api api(server, kTeamA);
   create_profiles_with_large_overrides(api);
   const int fd = ask_for_large_page(server, api, "Connection: close\r\n");
+  REQUIRE(answer_started(fd));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the buffers fill up
   const std::string got = read_large_page(fd);
   CHECK(got.find("\r\nConnection: close\r\n") != std::string::npos);
@@ -586,6 +588,7 @@ TEST_CASE("SIGTERM stops the server while a client does not read a large answer"
   Api api(server, kTeamA);
   create_profiles_with_large_overrides(api);
   const int fd = ask_for_large_page(server, api);
+  REQUIRE(answer_started(fd));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // never read
   testing::ExitStatus s = server.stop(SIGTERM);  // within 15 s, or SIGKILLed
   INFO(server.output());
@@ -607,7 +610,10 @@ TEST_CASE("SIGTERM: a large answer given before the signal is written whole befo
   Api api(server, kTeamA);
   create_profiles_with_large_overrides(api);
   const int fd = ask_for_large_page(server, api);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the buffers fill up
+  // The answer is given before the signal (its page is made in about 0.3 s under
+  // ThreadSanitizer), and the buffers fill up.
+  REQUIRE(answer_started(fd));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   REQUIRE(::kill(server.pid(), SIGTERM) == 0);
   REQUIRE(server.wait_for_line("gatewayd: signal 15, draining").has_value());
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // past the old end of the drain
@@ -633,6 +639,7 @@ int page_left_in_buffers(const Server& server, Api& api) {
       "Host: x\r\nAuthorization: Bearer " +
       server.token(api.team()) + "\r\nX-Tenant-ID: " + std::string(api.team()) + "\r\n\r\n";
   send_until_read(server, fd, page_request);
+  REQUIRE(answer_started(fd));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the answer is in the buffers
   return fd;
 }
