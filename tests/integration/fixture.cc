@@ -417,9 +417,9 @@ std::string raw_post(const Server& server, std::string_view team, std::string_vi
 }
 
 // The size of the response `got` starts with (its head and the body its Content-Length says), or
-// 0 if it has not all come. Called after every read: it copies nothing of the body (a copy of the
-// rest of `got` to parse the length made reading a 10 MB answer quadratic, 5 s under
-// ThreadSanitizer, and a loaded machine's took longer than a stop's drain writes for).
+// 0 if it has not all come. Called after every read, it copies nothing of the body: a copy of the
+// rest of `got` to parse the length made reading a 10 MB answer quadratic (5.4 s under
+// ThreadSanitizer; on a loaded machine, longer than the 10 s a stop's drain writes answers for).
 static size_t whole_response(const std::string& got) {
   const size_t head_end = got.find("\r\n\r\n");
   if (head_end == std::string::npos) return 0;
