@@ -51,10 +51,12 @@ stage() {
 # run side by side, two per core, the costliest first: an integration case spends most of its
 # time waiting for the processes it starts and their timeouts (the release build's integration
 # tests use about a third of one core).
+# The release tests run the same way, in the background (below).
+CTEST=(ctest --output-on-failure -j"$((JOBS * 2))")
 run_ctest() {
   local dir=$1 label=$2
   stage "${label}: ctest"
-  if ! ctest --test-dir "$dir" --output-on-failure -j"$((JOBS * 2))"; then
+  if ! "${CTEST[@]}" --test-dir "$dir"; then
     FAILED+=("${label} tests")
   fi
 }
@@ -126,10 +128,10 @@ cmake --build build -j"$JOBS"
 # The release tests run beside the OpenAPI lint and the ASan build, their output kept in
 # build/ctest.log and shown once that build is done: they mostly wait (a third of one core, see
 # run_ctest), so the build, which keeps both cores busy, hides them. The build runs at a lower
-# priority (nice) so that the tests' processes, whose timeouts some cases measure, get a core
-# whenever they want one.
+# priority (nice) so that the tests' processes, whose timeouts some cases measure, are scheduled
+# before it when they want the CPU.
 stage "release: ctest, in the background (log: build/ctest.log)"
-ctest --test-dir build --output-on-failure -j"$((JOBS * 2))" >build/ctest.log 2>&1 &
+"${CTEST[@]}" --test-dir build >build/ctest.log 2>&1 &
 RELEASE_TESTS=$!
 
 stage "lint openapi.json (spectral)"
