@@ -100,5 +100,29 @@ TEST_CASE("webhook PUT replaces the record; omitted external_id goes back to emp
   CHECK(json(api.get(path)) == w);
 }
 
+// Two decisions of the README ("Records and field rules", "Uniqueness"): a PUT that gives every
+// field its current value is an update like any other, and webhooks have no uniqueness rule.
+TEST_CASE("a webhook PUT of the current body is an update; one workload may have two webhooks") {
+  Server server;
+  Api api(server, kTeamA);
+  const std::string body = webhook_body(kTeamA, "wl-1");
+  Response first = api.post(kPath, body);
+  REQUIRE(first.status == 201);
+  const std::string path = kPath + "/" + str(json(first), "webhook_id");
+  Response put = api.put(path, body);
+  INFO(put.body);
+  REQUIRE(put.status == 200);
+  CHECK(put.header("ETag") == "\"2\"");
+  rapidjson::Document history = json(api.get(path + "/history"));
+  REQUIRE(field(history, "data").Size() == 2);
+  CHECK(str(at(field(history, "data"), 1), "type") == "webhook.updated");
+
+  Response second = api.post(kPath, body);
+  INFO(second.body);
+  REQUIRE(second.status == 201);
+  CHECK(str(json(second), "webhook_id") != str(json(first), "webhook_id"));
+  CHECK(num(field(json(api.get(kPath + "?workload_id=wl-1")), "pagination"), "total") == 2);
+}
+
 }  // namespace
 }  // namespace gw::itest::webhooks_test
