@@ -15,6 +15,7 @@
 #include "projections/fold.h"
 #include "projections/keys.h"
 #include "store/store_test_util.h"
+#include "support/sanitized.h"
 
 namespace gw {
 namespace {
@@ -22,11 +23,7 @@ namespace {
 // The random log's length. The sanitizer builds of scripts/test.sh fold a quarter of it, still
 // several of the folds' batches of 1,024 events: their instrumented JSON parsing made the
 // 20,000 events about a minute of one core under ThreadSanitizer, the longest case of that stage.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int kRandomLogEvents = 5000;
-#else
-constexpr int kRandomLogEvents = 20000;
-#endif
+constexpr int kRandomLogEvents = testing::kSanitized ? 5000 : 20000;
 
 struct Live {
   Record record;
@@ -413,14 +410,15 @@ TEST_CASE("a fold reads, parses and writes large events in batches bounded by th
     CHECK(disk->events() == kEvents);
     CHECK(disk->batches_written() >= 12 / 4);
   }
-  SUBCASE("small records are still written DiskFold::kEventsPerBatch at a time") {
-    testing::ScratchDir small_dir;
-    auto small = std::move(Store::open(small_dir.path()).value());
-    write_random_log(*small, 5000);
-    auto disk = fold_on_disk(*small, small_dir.path() + "/fold");
-    CHECK(disk->batches_written() ==
-          (5000 + DiskFold::kEventsPerBatch - 1) / DiskFold::kEventsPerBatch);
-  }
+}
+
+TEST_CASE("a fold on disk still writes small records DiskFold::kEventsPerBatch at a time") {
+  testing::ScratchDir dir;
+  auto store = std::move(Store::open(dir.path()).value());
+  write_random_log(*store, 5000);
+  auto disk = fold_on_disk(*store, dir.path() + "/fold");
+  CHECK(disk->batches_written() ==
+        (5000 + DiskFold::kEventsPerBatch - 1) / DiskFold::kEventsPerBatch);
 }
 
 TEST_CASE("auto folds in memory when the fold takes at most half of the memory available") {
