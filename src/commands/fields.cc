@@ -198,6 +198,9 @@ std::optional<std::string> browser_ipv6(std::string_view text) {
 // it, or a lower-case hostname without trailing dot.
 Problem origin_host(std::string_view host) {
   if (host == "localhost" || is_ipv4(host)) return std::nullopt;
+  std::string folded = ascii_lower(host);
+  if (folded.ends_with('.')) folded.pop_back();
+  if (folded == "localhost") return "origin hosts must be lower case without a trailing dot";
   if (host.starts_with('[')) {
     if (!host.ends_with(']')) return "origin hosts in brackets must be IPv6 addresses";
     auto canonical = browser_ipv6(host.substr(1, host.size() - 2));

@@ -69,18 +69,20 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-// Whether a JSON text that RapidJSON accepted escapes a low surrogate (\uDC00-\uDFFF) that does not
-// follow a high one. RapidJSON refuses an unpaired high surrogate but stores an unpaired low one
-// as the three bytes of its code point, which is not UTF-8 (and would be served as it is). In
-// valid JSON a backslash occurs only in strings, so escapes can be read without tracking them.
-bool has_unpaired_low_surrogate(std::string_view json) {
+// Where a JSON text that RapidJSON accepted escapes a low surrogate (\uDC00-\uDFFF) that does not
+// follow a high one: the offset of the escape's backslash, as RapidJSON gives for a high one
+// without its low half; nullopt if none does. RapidJSON refuses an unpaired high surrogate but
+// stores an unpaired low one as the three bytes of its code point, which is not UTF-8 (and would
+// be served as it is). In valid JSON a backslash occurs only in strings, so escapes can be read
+// without tracking them.
+std::optional<size_t> unpaired_low_surrogate(std::string_view json) {
   auto hex4 = [&](size_t at, unsigned* out) {
     if (at + 4 > json.size()) return false;
     const char* first = json.data() + at;
     auto r = std::from_chars(first, first + 4, *out, 16);
     return r.ec == std::errc() && r.ptr == first + 4;
   };
-  if (json.find('\\') == std::string_view::npos) return false;
+  if (json.find('\\') == std::string_view::npos) return std::nullopt;
   bool after_high = false;  // the previous character was a \uD800-\uDBFF escape
   for (size_t i = 0; i < json.size(); ++i) {
     if (json[i] != '\\' || i + 1 == json.size()) {
@@ -89,7 +91,7 @@ bool has_unpaired_low_surrogate(std::string_view json) {
     }
     unsigned code = 0;
     if (json[i + 1] == 'u' && hex4(i + 2, &code)) {
-      if (code >= 0xDC00 && code <= 0xDFFF && !after_high) return true;
+      if (code >= 0xDC00 && code <= 0xDFFF && !after_high) return i;
       after_high = code >= 0xD800 && code <= 0xDBFF;
       i += 5;
     } else {
@@ -97,7 +99,7 @@ bool has_unpaired_low_surrogate(std::string_view json) {
       ++i;  // a one-character escape, \\ included
     }
   }
-  return false;
+  return std::nullopt;
 }
 
 // The invalid_json detail of a body RapidJSON refused: what is wrong, and where. A number beyond
@@ -159,9 +161,11 @@ std::optional<Error> parse_json_body(const Request& request, rapidjson::Document
     return make_error(Code::kInvalidJson,
                       json_error_detail(parsed.Code(), parsed.Offset(), request.body));
   }
-  if (has_unpaired_low_surrogate(request.body)) {
-    return make_error(Code::kInvalidJson,
-                      "the body is not valid UTF-8 JSON (an unpaired \\uDC00-\\uDFFF escape)");
+  if (auto at = unpaired_low_surrogate(request.body)) {
+    return make_error(
+        Code::kInvalidJson,
+        "the body is not valid UTF-8 JSON: an unpaired \\uDC00-\\uDFFF escape (at byte " +
+            std::to_string(*at) + ")");
   }
   return std::nullopt;
 }

@@ -239,6 +239,11 @@ TEST_CASE("cors_origins") {
       {"https://example.com:", "1-65535"},
       {"https://Example.com", "lower case"},
       {"https://example.com.", "lower case"},
+      // `localhost` in another case or with a trailing dot is the case rule's, not a one-label
+      // hostname's (was "must have at least two labels", helper 134).
+      {"https://LOCALHOST", "origin hosts must be lower case without a trailing dot"},
+      {"http://LocalHost:3000", "origin hosts must be lower case without a trailing dot"},
+      {"http://localhost.", "origin hosts must be lower case without a trailing dot"},
       {"https://[::1]:", "1-65535"},
       {"https://[::1]:0", "1-65535"},
       {"https://[::1]x", "no path, query or userinfo"},

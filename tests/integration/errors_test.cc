@@ -384,6 +384,12 @@ TEST_CASE("the invalid_json detail says what is wrong and where") {
       {R"({"a":"\ud800"})",
        "the body is not valid UTF-8 JSON: the surrogate pair in string is "
        "invalid (at byte 6)"},
+      // An escaped low surrogate without its high half, which RapidJSON takes: the place of its
+      // escape, as for a high one without its low half (it had no place, helper 134).
+      {R"({"a":"\udc00"})",
+       "the body is not valid UTF-8 JSON: an unpaired \\uDC00-\\uDFFF escape (at byte 6)"},
+      {R"({"a":"x\ud83d\ude00\uDFFF"})",
+       "the body is not valid UTF-8 JSON: an unpaired \\uDC00-\\uDFFF escape (at byte 19)"},
       {"{", "the body is not valid UTF-8 JSON: missing a name for object member (at byte 1)"},
       // A control character as is, and a real bad escape (helper 52: both said "invalid escape").
       {"{\"a\":\"a\tb\"}",
