@@ -153,6 +153,9 @@ void raise_open_file_limit() {
 
 // The cores this process may run on: its CPU affinity (taskset, a container's cpuset), which
 // std::thread::hardware_concurrency() does not look at; the machine's if it cannot be read.
+// Pistache's limit on worker threads: past it, its listener refuses to start.
+constexpr unsigned kMaxThreads = 255;
+
 unsigned usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -201,7 +204,8 @@ int main(int argc, char** argv) {
       {"verification-domain", "GATEWAY_VERIFICATION_DOMAIN", "",
        "suffix of every verification_value [default: verify.<platform-domain>]"},
       {"max-request-bytes", "GATEWAY_MAX_REQUEST_BYTES", "1048576", "larger bodies get 413"},
-      {"threads", "GATEWAY_THREADS", std::to_string(cores), "HTTP worker threads"},
+      {"threads", "GATEWAY_THREADS", std::to_string(std::min(cores, kMaxThreads)),
+       "HTTP worker threads"},
       {"rate-limit", "GATEWAY_RATE_LIMIT", "0", "requests per second per tenant; 0 = off"},
       {"idle-timeout-ms", "GATEWAY_IDLE_TIMEOUT_MS", "60000",
        "answer 408 and close a connection on which no whole request came for this long"},
@@ -245,10 +249,12 @@ int main(int argc, char** argv) {
                 " must be HOST:PORT (an IPv6 address in brackets: [::1]:8080)");
   }
   auto max_bytes = gw::parse_int(flags.get("max-request-bytes"), 1, 64 << 20);
-  auto threads = gw::parse_int(flags.get("threads"), 1, 256);
+  auto threads = gw::parse_int(flags.get("threads"), 1, kMaxThreads);
   auto rate = gw::parse_int(flags.get("rate-limit"), 0, 1000000);
   if (!max_bytes) return fail(flags.named("max-request-bytes") + " must be 1..67108864");
-  if (!threads) return fail(flags.named("threads") + " must be 1..256");
+  if (!threads) {
+    return fail(flags.named("threads") + " must be 1.." + std::to_string(kMaxThreads));
+  }
   if (!rate) return fail(flags.named("rate-limit") + " must be 0..1000000");
   auto idle_timeout = gw::parse_int(flags.get("idle-timeout-ms"), 3000, 3600000);
   if (!idle_timeout) return fail(flags.named("idle-timeout-ms") + " must be 3000..3600000");

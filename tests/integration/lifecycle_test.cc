@@ -856,6 +856,14 @@ TEST_CASE("SIGTERM under load: exit 0 and every acknowledged create survives") {
   CHECK(missing == 0);
 }
 
+// The upper end of --threads, Pistache's limit, is served.
+TEST_CASE("gatewayd serves with --threads 255") {
+  Server server({"--threads", "255"});
+  Api api(server, kTeamA);
+  CHECK(api.post("/v1/webhook", webhook_body(kTeamA, "wl-1")).status == 201);
+  CHECK(api.get("/healthz").status == 200);
+}
+
 TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
   testing::TempDir dir;
   const std::string bin = GATEWAYD_PATH;
@@ -879,6 +887,10 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
     std::string message;
   };
   const Bad rows[] = {
+      // Pistache takes at most 255 worker threads: 256 was let through and failed as "cannot
+      // listen on ...: Too many worker threads requested" (helper 136).
+      {"--threads", "256", "--threads must be 1..255"},
+      {"--threads", "0", "--threads must be 1..255"},
       {"--read-cache-mb", "-1", "--read-cache-mb must be 0..1048576"},
       {"--read-cache-mb", "lots", "--read-cache-mb must be 0..1048576"},
       {"--read-cache-mb", "1048577", "--read-cache-mb must be 0..1048576"},
