@@ -19,12 +19,17 @@ std::vector<std::string>& registry() {
   return *paths;
 }
 
+// The interrupts gatewayctl was not started with ignored. One started ignored (`nohup` ignores
+// SIGHUP, a shell's background job SIGINT) stays ignored: blocked and waited for, a signal is
+// taken even if its action is to ignore it, and it ended the command (helper 136).
 sigset_t interrupts() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction now {};
+    if (sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;
+    sigaddset(&set, sig);
+  }
   return set;
 }
 
@@ -32,6 +37,7 @@ sigset_t interrupts() {
 
 void remove_on_interrupt() {
   const sigset_t set = interrupts();
+  if (sigisemptyset(&set)) return;
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread([set] {
     int sig = 0;

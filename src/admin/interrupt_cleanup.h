@@ -9,7 +9,8 @@ namespace gw::admin {
 
 // Once, at the start of main and before any other thread starts (threads inherit the signal
 // mask): blocks those signals and starts a thread that waits for one. On one, it removes every
-// registered path and ends the process by that signal, as its default action would have.
+// registered path and ends the process by that signal, as its default action would have. A
+// signal the process was started with ignored is left as it is, ignored.
 void remove_on_interrupt();
 
 // Registers `path` for removal on an interrupt while this object lives (an empty path registers
