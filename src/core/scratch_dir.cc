@@ -11,31 +11,40 @@ namespace gw {
 
 namespace {
 
-// Where temp_directory_path() looked, for its error: libstdc++ takes the first of these variables
-// that is set (even to ""), and /tmp when none is.
-std::string temp_directory_source() {
+// Where scratch directories go: the first of these variables that is set and not empty, as
+// libstdc++'s temp_directory_path looks (which takes an empty one too, and then fails), else /tmp.
+// `source` names it for an error.
+struct TempBase {
+  std::string path;
+  std::string source;
+};
+TempBase temp_base() {
   for (const char* name : {"TMPDIR", "TMP", "TEMP", "TEMPDIR"}) {
-    if (const char* value = ::secure_getenv(name)) {
-      return "$" + std::string(name) + " (" + value + ")";
+    const char* value = ::secure_getenv(name);
+    if (value != nullptr && *value != '\0') {
+      return {value, "$" + std::string(name) + " (" + value + ")"};
     }
   }
-  return "/tmp";
+  return {"/tmp", "/tmp"};
 }
 
 }  // namespace
 
 Result<std::string> make_scratch_dir(std::string_view prefix) {
+  const TempBase base = temp_base();
   std::error_code ec;
-  const std::filesystem::path base = std::filesystem::temp_directory_path(ec);
-  if (ec) {
-    return make_error(Code::kUnavailable, "cannot create a scratch directory under " +
-                                              temp_directory_source() + ": " + ec.message());
+  if (!std::filesystem::is_directory(base.path, ec) && !ec) {
+    ec = std::make_error_code(std::errc::not_a_directory);
   }
-  std::string dir = (base / (std::string(prefix) + "XXXXXX")).string();
+  if (ec) {
+    return make_error(Code::kUnavailable, "cannot create a scratch directory under " + base.source +
+                                              ": " + ec.message());
+  }
+  std::string dir = (std::filesystem::path(base.path) / (std::string(prefix) + "XXXXXX")).string();
   if (::mkdtemp(dir.data()) == nullptr) {
     const int error = errno;
-    return make_error(Code::kUnavailable, "cannot create a scratch directory under " +
-                                              base.string() + ": " + std::strerror(error));
+    return make_error(Code::kUnavailable, "cannot create a scratch directory under " + base.path +
+                                              ": " + std::strerror(error));
   }
   return dir;
 }

@@ -993,8 +993,9 @@ TEST_CASE("a $TMPDIR that is no directory is refused, not replaced by the curren
   }
 }
 
-// The directory comes from the first of TMPDIR, TMP, TEMP and TEMPDIR that is set (libstdc++'s
-// temp_directory_path): the message names the one that was taken, not an empty $TMPDIR.
+// The directory comes from the first of TMPDIR, TMP, TEMP and TEMPDIR that is set and not empty
+// (libstdc++'s temp_directory_path took an empty one, and the command failed with "under $TMPDIR
+// ()", helper 136): the message names the one that was taken.
 TEST_CASE("a scratch directory that cannot be made names the variable it came from") {
   Server server;
   testing::TempDir cwd;
@@ -1002,8 +1003,9 @@ TEST_CASE("a scratch directory that cannot be made names the variable it came fr
     CAPTURE(name);
     auto r = testing::run_command(
         {"/bin/sh", "-c",
-         "cd " + cwd.path() + " && exec env -u TMPDIR -u TMP -u TEMP -u TEMPDIR " + name + "=" +
-             cwd.file("absent") + " " + kGatewayctl + " events --data-dir " + server.data_dir()},
+         "cd " + cwd.path() + " && exec env -u TMPDIR -u TMP -u TEMP -u TEMPDIR TMPDIR= " + name +
+             "=" + cwd.file("absent") + " " + kGatewayctl + " events --data-dir " +
+             server.data_dir()},
         {}, std::chrono::seconds(60));
     INFO(r.out, r.err);
     CHECK(r.status.describe() == "exit 1");
@@ -1236,7 +1238,8 @@ TEST_CASE("the read-only commands refuse a data dir whose table files are missin
 
 // Stopped by SIGTERM or Ctrl-C (SIGINT) while it ran, gatewayctl left its scratch directory (and
 // a replay its FILE.tmp.<pid>) behind: the default action ends a process before any cleanup.
-TEST_CASE("a command stopped by SIGTERM or SIGINT leaves no scratch directory or temporary file") {
+TEST_CASE(
+    "a command stopped by SIGTERM or SIGINT leaves no scratch directory; one ignored stays so") {
   Server server;
   Api a(server, kTeamA);
   for (int i = 0; i < 400; ++i)
@@ -1281,6 +1284,35 @@ TEST_CASE("a command stopped by SIGTERM or SIGINT leaves no scratch directory or
     while (::read(held, drain, sizeof drain) > 0) {
     }
   }
+
+  // Started with SIGHUP and SIGINT ignored (`nohup`, a shell's background job), the command
+  // keeps them ignored, as gatewayd does: it was ended by either once it had begun waiting for
+  // them (helper 136: `nohup gatewayctl events ...` ended by the SIGHUP of a closed terminal).
+  testing::ChildProcess child;
+  child.spawn({"/bin/sh", "-c", script},
+              testing::ChildEnv{{}, {"TMPDIR=" + tmp}, 0, 0, {SIGHUP, SIGINT}});
+  int queued = 0;
+  for (int i = 0; i < 400 && queued < 32768; ++i) {
+    if (::ioctl(held, FIONREAD, &queued) != 0) queued = 0;
+    if (queued < 32768) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  REQUIRE(queued >= 32768);
+  REQUIRE(::kill(child.pid(), SIGHUP) == 0);
+  REQUIRE(::kill(child.pid(), SIGINT) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(child.running());
+  // Read to its end: the command finishes its output and exits 0.
+  char drain[65536];
+  for (int i = 0; i < 1000 && child.running(); ++i) {
+    if (::read(held, drain, sizeof drain) <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  auto status = child.wait(std::chrono::seconds(10));
+  INFO(child.output());
+  CHECK(status.exited);
+  CHECK(status.code == 0);
+  CHECK(fs::is_empty(tmp));
   ::close(held);
 }
 
