@@ -201,4 +201,37 @@ TEST_CASE("a head the server refuses gets a 400 code each operation documents") 
   }
 }
 
+// Every operation of a method that takes a body (POST, PUT, DELETE) reads one, and refuses one
+// over --max-request-bytes with 413: each documents its body and that 413 (DELETE documented
+// neither, helper 135).
+TEST_CASE("every operation that reads a body documents it and its 413") {
+  Server server({"--max-request-bytes", "1000"});
+  Api api(server, kTeamA);
+  rapidjson::Document doc = json(api.http().request("GET", server.url() + "/openapi.json"));
+  REQUIRE_FALSE(doc.HasParseError());
+  std::string ids[std::size(kKinds)];
+  for (size_t i = 0; i < std::size(kKinds); ++i) ids[i] = create(api, *kKinds[i], 1);
+  int checked = 0;
+  for (const Operation& op : operations(doc)) {
+    if (op.method != "POST" && op.method != "PUT" && op.method != "DELETE") continue;
+    CAPTURE(op.method);
+    CAPTURE(op.path);
+    std::string path = op.path;
+    if (size_t at = path.find("{id}"); at != std::string::npos) {
+      const Kind* kind = kind_of_path(op.path);
+      REQUIRE(kind != nullptr);
+      path.replace(at, 4, ids[std::find(std::begin(kKinds), std::end(kKinds), kind) - kKinds]);
+    }
+    Response r = api.send(op.method, path, {}, "{\"a\":\"" + std::string(1000, 'x') + "\"}");
+    INFO(r.status, " ", r.body.substr(0, 300), r.error);
+    CHECK(r.status == 413);
+    const rapidjson::Value& operation =
+        field(field(field(doc, "paths"), op.path), lower(op.method));
+    CHECK(field(operation, "requestBody").IsObject());
+    CHECK(field(field(operation, "responses"), "413").IsObject());
+    ++checked;
+  }
+  CHECK(checked == 10);  // a create, an update and a delete of each kind, and verify
+}
+
 }  // namespace gw::itest::openapi_test
