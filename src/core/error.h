@@ -85,7 +85,8 @@ class Result {
 // At most kMaxFieldErrors are kept, so a hostile body cannot make the reply huge, and at most
 // kMaxPerField for one field, so that a long bad list does not hide every other field's problems:
 // the items of a list are one field (`geo_policy.countries[0]` and `[1]` are both
-// `geo_policy.countries`), and so is one member of every object of a list.
+// `geo_policy.countries`), and so is one member of every object of a list (the unknown members of
+// a body count as one too; their caller keeps that count, see leave_out).
 // The detail says when some were left out.
 class FieldErrors {
  public:
@@ -100,6 +101,9 @@ class FieldErrors {
     }
     list_.push_back(FieldError{std::move(field), std::move(message)});
   }
+  // A problem not listed, for a group of fields counted as one towards kMaxPerField (the
+  // unknown members of a body): the detail says that some were left out.
+  void leave_out() { left_out_ = true; }
   bool empty() const { return list_.empty(); }
   // Whether a problem of `field` is listed.
   bool has(std::string_view field) const {

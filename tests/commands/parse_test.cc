@@ -225,6 +225,28 @@ TEST_CASE("a long bad list does not hide other fields' problems, and a cut list 
   CHECK(few.error().detail == "the request body breaks one or more field rules");
 }
 
+// Each unknown member was a field of its own towards the caps: 100 of them filled the entries
+// and hid a bad `provider` (helper 134). They now count together, as the items of a list do.
+TEST_CASE("unknown members count as one field towards the cap of 10") {
+  std::string body = R"({"team_id":"team_a","workload_id":"w","provider":"x","status":"active")";
+  for (int i = 0; i < 150; ++i) body += R"(,"junk)" + std::to_string(i) + R"(":1)";
+  body += "}";
+  auto r = parse(Kind::kWebhook, body.c_str());
+  REQUIRE_FALSE(r.ok());
+  size_t unknown = 0;
+  bool provider = false;
+  for (const auto& e : r.error().errors) {
+    unknown += e.message == "unknown field" ? 1 : 0;
+    provider = provider || e.field == "provider";
+  }
+  CHECK(unknown == 10);
+  CHECK(provider);
+  CHECK(r.error().errors.front().field == "junk0");
+  CHECK(
+      r.error().detail.ends_with("(more problems were found than are listed: at most 10 for a "
+                                 "field and 100 in all)"));
+}
+
 // The cap of 10 for one field counted each item of a list as a field of its own
 // (`geo_policy.countries[0]`, `[1]` ...): 120 bad countries filled the 100 entries and hid the
 // other fields' problems (helper 52).
