@@ -64,6 +64,18 @@ const Kind* kind_of_path(std::string_view path) {
   return nullptr;
 }
 
+// `op`'s path with its `{id}` replaced by `ids`' id of a record of its kind (`ids[i]` one of
+// kKinds[i]'s).
+std::string concrete_path(const Operation& op, const std::string (&ids)[std::size(kKinds)]) {
+  std::string path = op.path;
+  if (size_t at = path.find("{id}"); at != std::string::npos) {
+    const Kind* kind = kind_of_path(op.path);
+    REQUIRE(kind != nullptr);
+    path.replace(at, 4, ids[std::find(std::begin(kKinds), std::end(kKinds), kind) - kKinds]);
+  }
+  return path;
+}
+
 // `v`, or what its `$ref` (a local `#/...` pointer) points to.
 const rapidjson::Value& resolve(const rapidjson::Value& doc, const rapidjson::Value& v) {
   const std::string ref = str(v, "$ref");
@@ -174,12 +186,7 @@ TEST_CASE("a head the server refuses gets a 400 code each operation documents") 
   for (const Operation& op : operations(doc)) {
     CAPTURE(op.method);
     CAPTURE(op.path);
-    std::string path = op.path;
-    if (size_t at = path.find("{id}"); at != std::string::npos) {
-      const Kind* kind = kind_of_path(op.path);
-      REQUIRE(kind != nullptr);
-      path.replace(at, 4, ids[std::find(std::begin(kKinds), std::end(kKinds), kind) - kKinds]);
-    }
+    const std::string path = concrete_path(op, ids);
     // A second X-Tenant-ID line: refused with the head, before the path or the token is looked
     // at, on every path.
     Response r = api.send(op.method, path, {{"X-Tenant-ID", api.team()}}, std::string("{}"));
@@ -216,12 +223,7 @@ TEST_CASE("every operation that reads a body documents it and its 413") {
     if (op.method != "POST" && op.method != "PUT" && op.method != "DELETE") continue;
     CAPTURE(op.method);
     CAPTURE(op.path);
-    std::string path = op.path;
-    if (size_t at = path.find("{id}"); at != std::string::npos) {
-      const Kind* kind = kind_of_path(op.path);
-      REQUIRE(kind != nullptr);
-      path.replace(at, 4, ids[std::find(std::begin(kKinds), std::end(kKinds), kind) - kKinds]);
-    }
+    const std::string path = concrete_path(op, ids);
     Response r = api.send(op.method, path, {}, "{\"a\":\"" + std::string(1000, 'x') + "\"}");
     INFO(r.status, " ", r.body.substr(0, 300), r.error);
     CHECK(r.status == 413);
