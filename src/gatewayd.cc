@@ -151,11 +151,11 @@ void raise_open_file_limit() {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-// The cores this process may run on: its CPU affinity (taskset, a container's cpuset), which
-// std::thread::hardware_concurrency() does not look at; the machine's if it cannot be read.
 // Pistache's limit on worker threads: past it, its listener refuses to start.
 constexpr unsigned kMaxThreads = 255;
 
+// The cores this process may run on: its CPU affinity (taskset, a container's cpuset), which
+// std::thread::hardware_concurrency() does not look at; the machine's if it cannot be read.
 unsigned usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
