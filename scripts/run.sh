@@ -4,7 +4,9 @@
 # a relative path given is taken from the directory run.sh was started in).
 # GATEWAY_LISTEN, GATEWAY_DATA_DIR and GATEWAY_TOKENS_FILE change where, as do the flags
 # --listen, --data-dir and --tokens-file (flags win); any other GATEWAY_* variable reaches gatewayd
-# as it is, and other arguments are passed on to it (scripts/run.sh --rate-limit 100).
+# as it is, and other arguments are passed on to it (scripts/run.sh --rate-limit 100). --help is
+# gatewayd's, with no token made; a data dir a running gatewayd holds is refused before the
+# tokens file is touched.
 set -euo pipefail
 
 LISTEN="${GATEWAY_LISTEN:-127.0.0.1:8080}"
@@ -13,7 +15,18 @@ TOKENS="${GATEWAY_TOKENS_FILE:-}"
 # The three flags run.sh gives gatewayd itself are taken from the arguments (given twice,
 # gatewayd would refuse them), in either form, `--listen X` or `--listen=X`.
 PASSED=()
+declare -A GIVEN=()
+HELP=""
 while [[ $# -gt 0 ]]; do
+  # One of the three given twice is refused, as gatewayd refuses a flag given twice: which one
+  # was meant is a guess (helper 137: the last one was taken).
+  case "$1" in
+    --listen|--data-dir|--tokens-file|--listen=*|--data-dir=*|--tokens-file=*)
+      name="${1%%=*}"
+      if [[ -n "${GIVEN[$name]:-}" ]]; then echo "run.sh: $name is given more than once" >&2; exit 2; fi
+      GIVEN[$name]=1 ;;
+    --help|-h) HELP=1 ;;
+  esac
   case "$1" in
     --listen|--data-dir|--tokens-file)
       if [[ $# -lt 2 ]]; then echo "run.sh: $1 needs a value" >&2; exit 2; fi
@@ -45,10 +58,12 @@ caller_path() {
 }
 DATA_DIR="$(caller_path "${DATA_DIR}")"
 TOKENS="$(caller_path "${TOKENS}")"
-DATA_DIR="${DATA_DIR:-./data}"
-TOKENS="${TOKENS:-${DATA_DIR}/tokens}"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# The default data dir is the repository's ./data, named by its absolute path so that what run.sh
+# and gatewayd print about it (the tokens file, `cannot open ...`) holds from any directory.
+DATA_DIR="${DATA_DIR:-${PWD}/data}"
+TOKENS="${TOKENS:-${DATA_DIR}/tokens}"
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh
 
@@ -59,21 +74,40 @@ gw_install_deps
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGATEWAY_SANITIZE=OFF -DGATEWAY_WERROR=OFF
 cmake --build build -j"$(nproc)" --target gatewayd gatewayctl kafka_mock
 
+# Help is gatewayd's, with nothing else done: no token made or revoked.
+if [[ -n "${HELP}" ]]; then
+  exec build/gatewayd --help
+fi
+
+# A data dir a running gatewayd holds (its RocksDB LOCK open) is refused here, before the tokens
+# file is touched: the start would fail on it, and the revoke below would have taken the running
+# server's dev token away (helper 137). Processes run.sh may not look at are not seen.
+LOCK_FILE="$(realpath -m "${DATA_DIR}")/LOCK"
+for fd in /proc/[0-9]*/fd/*; do
+  if [[ "$(readlink "${fd}" 2>/dev/null)" == "${LOCK_FILE}" ]]; then
+    pid="${fd#/proc/}"
+    echo "run.sh: ${DATA_DIR} is in use by process ${pid%%/*}; stop it, or give another --data-dir" >&2
+    exit 1
+  fi
+done
+
 # The directories made here are made durable, as gatewayd makes its own data dir's: each one's
 # entry is synced in the directory it was made in (coreutils' `sync FILE` fsyncs FILE), or a
-# power cut could take the data dir away with every event acknowledged in it.
+# power cut could take the data dir away with every event acknowledged in it. The directories
+# named get mode 0700, as gatewayd gives a data dir it makes (it holds every tenant's records;
+# under the umask they were 0755, helper 137); parents made with them get the umask's.
 make_dirs() {
   local dir made=()
   for dir in "$@"; do
     while [[ ! -e "${dir}" ]]; do made+=("${dir}"); dir="$(dirname "${dir}")"; done
   done
-  mkdir -p "$@"
+  mkdir -p -m 700 "$@"
   for dir in ${made[@]+"${made[@]}"}; do sync "$(dirname "${dir}")"; done
 }
 make_dirs "${DATA_DIR}" "$(dirname "${TOKENS}")"
 # One dev token at a time: the previous run's is revoked (a running gatewayd re-reads the file
 # when it changes). Tokens are stored hashed, so an old one cannot be shown again.
-if [[ -f "${TOKENS}" ]] && grep -q ' team_demo dev$' "${TOKENS}"; then
+if [[ -f "${TOKENS}" ]] && grep -Eq '^[0-9a-f]{64} team_demo dev$' "${TOKENS}"; then
   build/gatewayctl token revoke --tokens-file "${TOKENS}" --tenant team_demo --name dev >/dev/null
 fi
 TOKEN=$(build/gatewayctl token create --tokens-file "${TOKENS}" --tenant team_demo --name dev)
