@@ -101,6 +101,7 @@ make_dirs() {
   for dir in "$@"; do
     while [[ ! -e "${dir}" ]]; do made+=("${dir}"); dir="$(dirname "${dir}")"; done
   done
+  # shellcheck disable=SC2174 # the mode for the directories named only, as meant
   mkdir -p -m 700 "$@"
   for dir in ${made[@]+"${made[@]}"}; do sync "$(dirname "${dir}")"; done
 }
