@@ -59,7 +59,8 @@ caller_path() {
 DATA_DIR="$(caller_path "${DATA_DIR}")"
 TOKENS="$(caller_path "${TOKENS}")"
 
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# The repository of the script itself, also when it is run through a symlink (helper 137).
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # The default data dir is the repository's ./data, named by its absolute path so that what run.sh
 # and gatewayd print about it (the tokens file, `cannot open ...`) holds from any directory.
 DATA_DIR="${DATA_DIR:-${PWD}/data}"
