@@ -83,14 +83,15 @@ fi
 # A data dir a running gatewayd holds (its RocksDB LOCK open) is refused here, before the tokens
 # file is touched: the start would fail on it, and the revoke below would have taken the running
 # server's dev token away (helper 137). Processes run.sh may not look at are not seen.
-LOCK_FILE="$(realpath -m "${DATA_DIR}")/LOCK"
-for fd in /proc/[0-9]*/fd/*; do
-  if [[ "$(readlink "${fd}" 2>/dev/null)" == "${LOCK_FILE}" ]]; then
-    pid="${fd#/proc/}"
-    echo "run.sh: ${DATA_DIR} is in use by process ${pid%%/*}; stop it, or give another --data-dir" >&2
-    exit 1
-  fi
-done
+# (find's -lname takes a pattern: the path's own *, ? and [ are escaped.)
+LOCK_PATTERN="$(realpath -m "${DATA_DIR}")/LOCK"
+LOCK_PATTERN="$(printf '%s' "${LOCK_PATTERN}" | sed 's/[][*?\\]/\\&/g')"
+HOLDER="$(find /proc/[0-9]*/fd -maxdepth 1 -lname "${LOCK_PATTERN}" -print -quit 2>/dev/null || true)"
+if [[ -n "${HOLDER}" ]]; then
+  HOLDER="${HOLDER#/proc/}"
+  echo "run.sh: ${DATA_DIR} is in use by process ${HOLDER%%/*}; stop it, or give another --data-dir" >&2
+  exit 1
+fi
 
 # The directories made here are made durable, as gatewayd makes its own data dir's: each one's
 # entry is synced in the directory it was made in (coreutils' `sync FILE` fsyncs FILE), or a
