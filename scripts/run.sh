@@ -129,7 +129,7 @@ ${TOKENS}):
   ${TOKEN}
 
 Try:
-  curl -s -H "Authorization: Bearer ${TOKEN}" -H "X-Tenant-ID: team_demo" ${URL}/v1/domain
+  curl -sS -H "Authorization: Bearer ${TOKEN}" -H "X-Tenant-ID: team_demo" ${URL}/v1/domain
 ${PORT_NOTE}
 MSG
 
