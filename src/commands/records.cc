@@ -40,11 +40,21 @@ std::optional<Kind> kind_from_name(std::string_view name) {
 }
 
 std::optional<Kind> kind_of_id(std::string_view id) {
+  if (id.find('\0') != std::string_view::npos) return std::nullopt;
   for (Kind k : {Kind::kProfile, Kind::kDomain, Kind::kWebhook}) {
     std::string_view p = id_prefix(k);
     if (id.size() > p.size() + 1 && id.substr(0, p.size()) == p && id[p.size()] == '_') return k;
   }
   return std::nullopt;
+}
+
+bool is_record_id(Kind kind, std::string_view id) {
+  const std::string_view prefix = id_prefix(kind);
+  if (id.size() != prefix.size() + 1 + 26 || !id.starts_with(prefix) || id[prefix.size()] != '_') {
+    return false;
+  }
+  constexpr std::string_view kCrockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+  return id.substr(prefix.size() + 1).find_first_not_of(kCrockford) == std::string_view::npos;
 }
 
 Kind kind_of(const Record& record) { return static_cast<Kind>(record.index() + 1); }

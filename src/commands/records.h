@@ -24,8 +24,13 @@ const char* id_prefix(Kind kind);
 // Name of the id member: "profile_id", "domain_id", "webhook_id".
 const char* id_field(Kind kind);
 std::optional<Kind> kind_from_name(std::string_view name);
-// The kind an id belongs to, by its prefix (nullopt for anything that is not one of our ids).
+// The kind an id belongs to, by its prefix (nullopt for anything that is not one of our ids,
+// among them any id holding a NUL: the store's keys use NUL as their separator).
 std::optional<Kind> kind_of_id(std::string_view id);
+// Whether `id` has the form gatewayd gives ids of `kind`: its prefix, '_' and 26 characters of
+// Crockford's base32 alphabet (core/clock.h). A path's id of any other form names no record;
+// the API answers 404 for it before it reaches the store.
+bool is_record_id(Kind kind, std::string_view id);
 
 // Members shared by every record. Timestamps are Unix seconds; 0 means "not set".
 struct Meta {

@@ -500,6 +500,11 @@ void Api::handle(Request req, Respond respond) {
     ctx->reply(std::move(r));
     return;
   }
+  // An id not of the form gatewayd makes names no record (a `%00` in it would otherwise reach
+  // the store's NUL-separated keys).
+  if (t.kind && !t.id.empty() && !is_record_id(*t.kind, t.id)) {
+    return ctx->fail(record_not_found(*t.kind, t.id));
+  }
   switch (t.route) {
     case Route::kList: return list(*ctx, *t.kind);
     case Route::kCreate: return create(ctx, *t.kind);

@@ -83,6 +83,25 @@ TEST_CASE("ids: kind by prefix") {
   CHECK_FALSE(kind_of_id("dom_").has_value());
   CHECK_FALSE(kind_of_id("xyz_1").has_value());
   CHECK_FALSE(kind_of_id("dom1").has_value());
+  CHECK_FALSE(kind_of_id(std::string_view("dom_1\0", 6)).has_value());  // NUL: the keys' separator
+}
+
+TEST_CASE("ids: the form gatewayd makes") {
+  const std::string ulid = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+  CHECK(is_record_id(Kind::kProfile, "gsp_" + ulid));
+  CHECK(is_record_id(Kind::kDomain, "dom_" + ulid));
+  CHECK(is_record_id(Kind::kWebhook, "whk_" + ulid));
+  CHECK(is_record_id(Kind::kWebhook, "whk_" + std::string(26, 'Z')));
+  CHECK_FALSE(is_record_id(Kind::kDomain, "gsp_" + ulid));        // another kind's
+  CHECK_FALSE(is_record_id(Kind::kDomain, "dom_" + ulid + "0"));  // too long
+  CHECK_FALSE(is_record_id(Kind::kDomain, "dom_" + ulid.substr(1)));
+  CHECK_FALSE(is_record_id(Kind::kDomain, "dom-" + ulid));
+  for (char c : {'I', 'L', 'O', 'U', 'a', '\0', '/', '_'}) {
+    std::string id = "dom_" + ulid;
+    id[10] = c;
+    CAPTURE(static_cast<int>(c));
+    CHECK_FALSE(is_record_id(Kind::kDomain, id));
+  }
 }
 
 }  // namespace

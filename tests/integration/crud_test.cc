@@ -125,7 +125,7 @@ TEST_CASE("another team's GETs move the read cache's metrics as GETs of made-up 
   REQUIRE(a.get(deleted).status == 200);
   REQUIRE(a.del(deleted).status == 200);
   REQUIRE(a.get(deleted).status == 404);  // cached as deleted
-  const std::string made_up = item_path(kWebhook, "whk_01kzzzzzzzzzzzzzzzzzzzzzzz");
+  const std::string made_up = item_path(kWebhook, "whk_01KZZZZZZZZZZZZZZZZZZZZZZZ");
   // The samples' changes over two GETs of `path` by team_b.
   auto moved = [&](const std::string& path) {
     const std::string before = metrics(server);

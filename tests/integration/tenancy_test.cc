@@ -4,6 +4,7 @@
 namespace gw::itest::tenancy_test {
 namespace {
 
+using testing::json_with;
 using testing::num;
 using testing::str;
 using testing::url_escape;
@@ -49,6 +50,61 @@ TEST_CASE("team B sees nothing of team A and gets 404 on A's ids") {
   Response b_events = b.get("/v1/events?after=0");
   REQUIRE(b_events.status == 200);
   CHECK(length(field(json(b_events), "data")) == 0);
+}
+
+// The store keys a record by NUL + its id and its history by NUL + id + NUL + 8-byte version, so
+// an id ending "%00" + a version reached a history entry: a PUT, DELETE or verify of "ID%00"
+// answered 500, and a GET of "ID%00<version>" answered 500 when ID had that version, for any
+// team, telling another team that ID existed and how far it had got. An id of any form gatewayd
+// does not make now names no record: 404 before the store is read, for the owner too.
+TEST_CASE(
+    "an id holding %00 or of another form names no record, for any team, and changes nothing") {
+  Server server;
+  Api a(server, kTeamA);
+  Api b(server, kTeamB);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    Response created = a.post(std::string(kind->path), kind->body(kTeamA, 1));
+    REQUIRE(created.status == 201);
+    const std::string id = str(json(created), kind->id_field);
+    const std::string path = item_path(*kind, id);
+    REQUIRE(
+        a.put(path, json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value)).status ==
+        200);
+    const std::string before = a.get(path).body;
+    const std::vector<std::string> events_before = all_events(a);
+    const std::string seq = std::to_string(events_before.size());
+
+    const std::string nul = "%00";
+    std::vector<std::string> ids = {
+        id + nul,
+        id + nul + "%00%00%00%00%00%00%00%01",  // NUL + version 1: its first history entry
+        id + nul + "%00%00%00%00%00%00%00%02",  // its second
+        id + nul + "%00%00%00%00%00%00%00%03",  // one it does not have
+        std::string(kind->id_prefix) + nul,
+        id.substr(0, id.size() - 1),                          // one character short
+        id + "0",                                             // one too many
+        std::string(kind->id_prefix) + std::string(26, 'U'),  // not in Crockford's alphabet
+        std::string(kind->id_prefix) + std::string(26, 'a'),  // lower case
+    };
+    for (Api* api : {&a, &b}) {
+      for (const std::string& bad : ids) {
+        CAPTURE(bad);
+        const std::string p = std::string(kind->path) + "/" + bad;
+        check_problem(api->get(p), 404, "not_found");
+        check_problem(api->get(p + "?as_of=" + seq), 404, "not_found");
+        check_problem(api->get(p + "/history"), 404, "not_found");
+        check_problem(api->put(p, kind->body(kTeamA, 2)), 404, "not_found");
+        check_problem(api->put(p, kind->body(kTeamA, 2), {{"If-Match", "*"}}), 404, "not_found");
+        check_problem(api->del(p), 404, "not_found");
+        check_problem(api->del(p, {{"If-Match", "\"1\""}}), 404, "not_found");
+        if (kind == &kDomain) check_problem(api->post(p + "/verify", ""), 404, "not_found");
+      }
+    }
+    CHECK(a.get(path).body == before);
+    CHECK(all_events(a) == events_before);
+    CHECK(all_events(b).empty());
+  }
 }
 
 TEST_CASE("each team's list holds exactly its own records") {
