@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace gw {
@@ -570,19 +572,54 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   return store;
 }
 
+namespace {
+
+// The MANIFEST CURRENT names and its length, as "MANIFEST-000012 4711" (nullopt if either cannot
+// be read). A writer appends to the MANIFEST each flush and compaction before it deletes the
+// files they made obsolete, and a new MANIFEST is named in CURRENT.
+std::optional<std::string> manifest_mark(const std::string& dir) {
+  std::string current;
+  if (!rocksdb::ReadFileToString(rocksdb::Env::Default(), dir + "/CURRENT", &current).ok()) {
+    return std::nullopt;
+  }
+  while (!current.empty() && current.back() == '\n') current.pop_back();
+  if (current.empty() || current.find('/') != std::string::npos) return std::nullopt;
+  struct stat st {};
+  if (::stat((dir + "/" + current).c_str(), &st) != 0) return std::nullopt;
+  return current + " " + std::to_string(st.st_size);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Store>> Store::open_secondary(const std::string& dir,
-                                                     const std::string& scratch_dir) {
+                                                     const std::string& scratch_dir,
+                                                     rocksdb::Env* env) {
   if (auto refused = unfinished_backup(dir)) return std::move(*refused);
   rocksdb::DBOptions options;
+  if (env != nullptr) options.env = env;
   options.max_open_files = -1;  // required of a secondary: it keeps every table file it reads open
   // Its info log goes to the scratch dir: RocksDB's own logger aborts once a write to it failed.
   options.info_log = std::make_shared<InfoLog>(scratch_dir + "/LOG");
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw = nullptr;
-  auto s =
-      rocksdb::DB::OpenAsSecondary(options, dir, scratch_dir, column_families(), &handles, &raw);
-  if (!s.ok()) return io_error(s);
-  return adopt(dir, raw, handles);
+  for (int open = 1;; ++open) {
+    const std::optional<std::string> before = manifest_mark(dir);
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    auto s =
+        rocksdb::DB::OpenAsSecondary(options, dir, scratch_dir, column_families(), &handles, &raw);
+    std::unique_ptr<Store> store = s.ok() ? adopt(dir, raw, handles) : nullptr;
+    const bool unchanged = before && before == manifest_mark(dir);
+    // An open that failed while the files changed (a file it listed was deleted) is tried again.
+    if (!s.ok() && unchanged) return io_error(s);
+    if (unchanged) return store;
+    if (open == kSecondaryOpens) {
+      return make_error(Code::kUnavailable,
+                        dir + " changed during each of " + std::to_string(kSecondaryOpens) +
+                            " opens (its writer flushing or compacting all the while); try again");
+    }
+    store.reset();
+    // A flush or compaction takes tens of milliseconds; the waits add up to about 4 s.
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5 * open, 200)));
+  }
 }
 
 std::vector<std::string> Store::missing_column_families(const std::string& dir) {

@@ -67,8 +67,19 @@ class Store {
   // writing; the LOCK is not taken. RocksDB keeps the secondary's own log in `scratch_dir`, which
   // must exist and outlive the Store. Writes fail. kUnavailable if it cannot be opened (no
   // database there, unreadable, an unfinished backup).
+  //
+  // A secondary reads the MANIFEST, then lists the write-ahead logs. A writer that flushed in
+  // between and deleted the log it had flushed left a view without that log's writes, which
+  // RocksDB gave as whole (helper 146: a backup beside a gatewayd that was stopping exited 0
+  // without acknowledged events). A view is therefore kept only if the MANIFEST (the file CURRENT
+  // names, and its length) was the same before the open and after it: a writer deletes a log
+  // only after it has written the flush that made it obsolete to the MANIFEST, and a compaction
+  // its table files after writing its edit. Otherwise it is opened again, up to kSecondaryOpens
+  // times, then kUnavailable ("changed during each of N opens"). `env` is for tests.
+  static constexpr int kSecondaryOpens = 40;
   static Result<std::unique_ptr<Store>> open_secondary(const std::string& dir,
-                                                       const std::string& scratch_dir);
+                                                       const std::string& scratch_dir,
+                                                       rocksdb::Env* env = nullptr);
   // Whether another process holds `dir`'s LOCK (has it open for writing).
   static bool locked_by_another_process(const std::string& dir);
   // kUnavailable if `dir` holds a database's files (MANIFEST-*, numbered .log, .sst or .blob) but
