@@ -8,7 +8,9 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
+#include "admin/interrupt_cleanup.h"
 #include "admin/read_only.h"
 #include "core/fsync_dir.h"
 #include "store/store.h"
@@ -92,8 +94,14 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
   // Its entry, and that of each parent made with it, is synced as it is made.
   const std::vector<std::string> made =
       existed ? std::vector<std::string>{} : missing_directories(out_dir);
+  // What this backup makes is removed if an interrupt (SIGINT, SIGTERM, SIGHUP) ends it before
+  // the marker below is durable in it: left, it was an empty, unmarked directory, which gatewayd
+  // served as an empty store (helper 146). Once marked, an interrupt leaves it, refused.
+  std::optional<RemovedOnInterrupt> unmarked;
+  if (!made.empty()) unmarked.emplace(made.back());  // the outermost one made
   if (!existed) {
     existed = !fs::create_directories(out_dir, ec);
+    if (existed || ec) unmarked.reset();  // another made it meanwhile, or none was made
     if (ec) return make_error(Code::kUnavailable, "cannot create " + out_dir + ": " + ec.message());
   }
   // Synced before anything is copied: a sync that failed after the copy would leave a whole copy
@@ -131,7 +139,10 @@ Result<BackupReport> backup(const std::string& data_dir, const std::string& out_
   Result<BackupReport> report = make_error(Code::kUnavailable, "cannot sync " + marker);
   const bool durable = ::fsync(marker_fd) == 0;
   ::close(marker_fd);
-  if (durable && fsync_dir(out_dir)) report = copy_database(data_dir, out_dir);
+  if (durable && fsync_dir(out_dir)) {
+    unmarked.reset();
+    report = copy_database(data_dir, out_dir);
+  }
   if (report.ok() && (::unlink(marker.c_str()) != 0 || !fsync_dir(out_dir))) {
     report = make_error(Code::kUnavailable, "cannot remove " + marker);
   }

@@ -1400,6 +1400,68 @@ TEST_CASE("backup refuses a directory that is not empty") {
   CHECK_FALSE(fs::exists(server.data_dir() + "/copy"));
 }
 
+// `gatewayctl backup --out out` under strace, held in the openat that makes its BACKUP-UNFINISHED
+// file (the call waits 5 s at its entry); its pid once it is held there.
+pid_t backup_held_at_its_marker(testing::ChildProcess& traced, const std::string& data_dir,
+                                const std::string& out, const std::string& trace) {
+  const std::string marker = out + "/" + Store::kUnfinishedBackup;
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  std::vector<std::string> env;  // LeakSanitizer cannot stop a traced process's threads
+  if (asan != nullptr) env.push_back(std::string("ASAN_OPTIONS=") + asan + ":detect_leaks=0");
+  traced.spawn({"/usr/bin/strace", "-f", "-qq", "-o", trace, "-P", marker, "-e", "trace=openat",
+                "-e", "inject=openat:delay_enter=5000000", kGatewayctl, "backup", "--data-dir",
+                data_dir, "--out", out},
+               testing::ChildEnv{{"GATEWAY_"}, env});
+  bool held = false;
+  for (int i = 0; i < 400 && !held; ++i) {
+    held = testing::read_file(trace).find(Store::kUnfinishedBackup) != std::string::npos;
+    if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  REQUIRE(held);
+  CHECK_FALSE(fs::exists(marker));
+  // strace's child.
+  std::ifstream children("/proc/" + std::to_string(traced.pid()) + "/task/" +
+                         std::to_string(traced.pid()) + "/children");
+  pid_t pid = 0;
+  children >> pid;
+  REQUIRE(pid > 0);
+  return pid;
+}
+
+// A backup stopped by an interrupt after it made DIR and before its BACKUP-UNFINISHED file was
+// there left DIR empty and unmarked, which gatewayd serves as an empty store (helper 146). Held
+// in the marker's creation when the interrupt comes, it removes DIR, with each parent it made.
+TEST_CASE("a backup interrupted before its directory is marked leaves none of what it made") {
+  Server server;
+  Api a(server, kTeamA);
+  create(a, kWebhook, 1);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    CAPTURE(sig);
+    testing::TempDir parent;
+    const std::string made = parent.file("made");
+    testing::ChildProcess traced;
+    const pid_t backup =
+        backup_held_at_its_marker(traced, server.data_dir(), made + "/out", parent.file("trace"));
+    REQUIRE(fs::is_directory(made + "/out"));
+    REQUIRE(::kill(backup, sig) == 0);
+    auto status = traced.wait(std::chrono::seconds(20));
+    INFO(traced.output());
+    CHECK_FALSE(status.success());
+    CHECK_FALSE(fs::exists(made));
+  }
+  // An empty directory given stays, as it was given.
+  testing::TempDir parent;
+  const std::string given = parent.file("given");
+  fs::create_directory(given);
+  testing::ChildProcess traced;
+  const pid_t backup =
+      backup_held_at_its_marker(traced, server.data_dir(), given, parent.file("trace"));
+  REQUIRE(::kill(backup, SIGTERM) == 0);
+  CHECK_FALSE(traced.wait(std::chrono::seconds(20)).success());
+  CHECK(fs::is_directory(given));
+  CHECK(fs::is_empty(given));
+}
+
 TEST_CASE("backup of a store with no events says it holds none") {
   Server server;
   testing::TempDir parent;
