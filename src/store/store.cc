@@ -608,8 +608,9 @@ Result<std::unique_ptr<Store>> Store::open_secondary(const std::string& dir,
         rocksdb::DB::OpenAsSecondary(options, dir, scratch_dir, column_families(), &handles, &raw);
     std::unique_ptr<Store> store = s.ok() ? adopt(dir, raw, handles) : nullptr;
     const bool unchanged = before && before == manifest_mark(dir);
-    // An open that failed while the files changed (a file it listed was deleted) is tried again.
-    if (!s.ok() && unchanged) return io_error(s);
+    // An open that failed while the files changed (a file it listed was deleted) is tried again;
+    // one that failed with no MANIFEST to mark (no CURRENT, say) says why at once.
+    if (!s.ok() && (unchanged || !before)) return io_error(s);
     if (unchanged) return store;
     if (open == kSecondaryOpens) {
       return make_error(Code::kUnavailable,
