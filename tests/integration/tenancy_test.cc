@@ -64,9 +64,8 @@ TEST_CASE(
   Api b(server, kTeamB);
   for (const Kind* kind : kKinds) {
     CAPTURE(kind->name);
-    Response created = a.post(std::string(kind->path), kind->body(kTeamA, 1));
-    REQUIRE(created.status == 201);
-    const std::string id = str(json(created), kind->id_field);
+    const std::string id = create(a, *kind, 1);
+    REQUIRE_FALSE(id.empty());
     const std::string path = item_path(*kind, id);
     REQUIRE(
         a.put(path, json_with(kind->body(kTeamA, 1), kind->edit_field, kind->edit_value)).status ==

@@ -36,13 +36,14 @@ uint64_t keys_in(const Store& store, Cf cf) {
   return n;
 }
 
-// Runs `between` once, the first time the secondary lists the data dir after it has opened the
-// MANIFEST: where a writer's flush, and its deletion of the log it flushed, fall between the two.
-class BetweenManifestAndLogs final : public rocksdb::FileSystemWrapper {
+// Calls `before_listing` each time the secondary lists the data dir (for its write-ahead logs),
+// and counts the MANIFEST's opens: where a writer's flush, and its deletion of the log it
+// flushed, fall between the secondary's reading of the MANIFEST and its listing of the logs.
+class BeforeListing final : public rocksdb::FileSystemWrapper {
  public:
-  explicit BetweenManifestAndLogs(std::function<void()> between)
-      : FileSystemWrapper(rocksdb::FileSystem::Default()), between_(std::move(between)) {}
-  const char* Name() const override { return "BetweenManifestAndLogs"; }
+  explicit BeforeListing(std::function<void()> before_listing)
+      : FileSystemWrapper(rocksdb::FileSystem::Default()), before_(std::move(before_listing)) {}
+  const char* Name() const override { return "BeforeListing"; }
   rocksdb::IOStatus NewSequentialFile(const std::string& name, const rocksdb::FileOptions& options,
                                       std::unique_ptr<rocksdb::FSSequentialFile>* file,
                                       rocksdb::IODebugContext* debug) override {
@@ -52,14 +53,13 @@ class BetweenManifestAndLogs final : public rocksdb::FileSystemWrapper {
   rocksdb::IOStatus GetChildren(const std::string& dir, const rocksdb::IOOptions& options,
                                 std::vector<std::string>* result,
                                 rocksdb::IODebugContext* debug) override {
-    if (manifest_opens.load() > 0 && !ran.exchange(true)) between_();
+    before_();
     return target()->GetChildren(dir, options, result, debug);
   }
   std::atomic<int> manifest_opens{0};
-  std::atomic<bool> ran{false};
 
  private:
-  std::function<void()> between_;
+  std::function<void()> before_;
 };
 
 // A secondary read the MANIFEST, then listed the logs; gatewayd had flushed and deleted the log
@@ -83,7 +83,11 @@ TEST_CASE("a secondary opened while the writer flushes and deletes its log sees 
   const std::vector<std::string> logs = logs_in(dir.path());
   REQUIRE(logs.size() == 1);  // every write is in it, none in a table file
 
-  auto fs = std::make_shared<BetweenManifestAndLogs>([&] {
+  std::atomic<bool> flushed{false};
+  std::shared_ptr<BeforeListing> fs;
+  fs = std::make_shared<BeforeListing>([&] {
+    // Once, after the first open has read the MANIFEST.
+    if (fs->manifest_opens.load() == 0 || flushed.exchange(true)) return;
     REQUIRE(writer->flush().ok());
     // RocksDB deletes the flushed log just after the flush is done.
     REQUIRE(testing::eventually([&] { return !std::filesystem::exists(logs[0]); }));
@@ -91,7 +95,7 @@ TEST_CASE("a secondary opened while the writer flushes and deletes its log sees 
   auto env = rocksdb::NewCompositeEnv(fs);
   auto view = Store::open_secondary(dir.path(), scratch.path(), env.get());
   REQUIRE(view.ok());
-  CHECK(fs->ran.load());
+  CHECK(flushed.load());
   CHECK(fs->manifest_opens.load() >= 2);  // opened again
   CHECK(keys_in(*view.value(), Cf::kEvents) == kWrites);
   CHECK(keys_in(*view.value(), Cf::kProjections) == kWrites);
@@ -104,22 +108,7 @@ TEST_CASE("a secondary whose writer changes the MANIFEST during every open is re
   testing::ScratchDir scratch;
   auto writer = std::move(Store::open(dir.path()).value());
   int flushes = 0;
-  class EveryOpen final : public rocksdb::FileSystemWrapper {
-   public:
-    explicit EveryOpen(std::function<void()> each)
-        : FileSystemWrapper(rocksdb::FileSystem::Default()), each_(std::move(each)) {}
-    const char* Name() const override { return "EveryOpen"; }
-    rocksdb::IOStatus GetChildren(const std::string& dir, const rocksdb::IOOptions& options,
-                                  std::vector<std::string>* result,
-                                  rocksdb::IODebugContext* debug) override {
-      each_();
-      return target()->GetChildren(dir, options, result, debug);
-    }
-
-   private:
-    std::function<void()> each_;
-  };
-  auto fs = std::make_shared<EveryOpen>([&] {
+  auto fs = std::make_shared<BeforeListing>([&] {
     REQUIRE(writer->db()
                 ->Put(rocksdb::WriteOptions(), writer->cf(Cf::kEvents), encode_u64(++flushes), "e")
                 .ok());
