@@ -1405,13 +1405,10 @@ TEST_CASE("backup refuses a directory that is not empty") {
 pid_t backup_held_at_its_marker(testing::ChildProcess& traced, const std::string& data_dir,
                                 const std::string& out, const std::string& trace) {
   const std::string marker = out + "/" + Store::kUnfinishedBackup;
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  std::vector<std::string> env;  // LeakSanitizer cannot stop a traced process's threads
-  if (asan != nullptr) env.push_back(std::string("ASAN_OPTIONS=") + asan + ":detect_leaks=0");
   traced.spawn({"/usr/bin/strace", "-f", "-qq", "-o", trace, "-P", marker, "-e", "trace=openat",
                 "-e", "inject=openat:delay_enter=5000000", kGatewayctl, "backup", "--data-dir",
                 data_dir, "--out", out},
-               testing::ChildEnv{{"GATEWAY_"}, env});
+               testing::ChildEnv{{"GATEWAY_"}, traced_env()});
   bool held = false;
   for (int i = 0; i < 400 && !held; ++i) {
     held = testing::read_file(trace).find(Store::kUnfinishedBackup) != std::string::npos;

@@ -245,6 +245,12 @@ int64_t unix_now() {
       .count();
 }
 
+std::vector<std::string> traced_env() {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  if (asan == nullptr) return {};
+  return {std::string("ASAN_OPTIONS=") + asan + ":detect_leaks=0"};
+}
+
 Traced run_traced(const std::vector<std::string>& argv) {
   testing::TempDir dir;
   const std::string trace = dir.file("trace");
@@ -258,14 +264,9 @@ Traced run_traced(const std::vector<std::string>& argv) {
                                   "-e",
                                   "trace=openat,fsync,fdatasync,rename,renameat,renameat2,write"};
   traced.insert(traced.end(), argv.begin(), argv.end());
-  // LeakSanitizer cannot stop a traced process's threads ("LeakSanitizer has encountered a fatal
-  // error"): under ASan the traced command checks no leaks, its other options kept.
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  std::vector<std::string> add;
-  if (asan != nullptr) add.push_back(std::string("ASAN_OPTIONS=") + asan + ":detect_leaks=0");
-  Traced out{
-      testing::run_command(traced, testing::ChildEnv{{"GATEWAY_"}, add}, std::chrono::seconds(60)),
-      {}};
+  Traced out{testing::run_command(traced, testing::ChildEnv{{"GATEWAY_"}, traced_env()},
+                                  std::chrono::seconds(60)),
+             {}};
   // A call another thread's interrupted is two lines, "PID call(args <unfinished ...>" and later
   // "PID <... call resumed>rest": joined, at the place of its end.
   std::map<std::string, std::string> unfinished;

@@ -174,6 +174,10 @@ struct Traced {
   std::vector<std::string> lines;
 };
 Traced run_traced(const std::vector<std::string>& argv);
+// The environment to add for a command run under strace: under ASan, its ASAN_OPTIONS with leak
+// checks off (LeakSanitizer cannot stop a traced process's threads: "LeakSanitizer has
+// encountered a fatal error"); nothing otherwise.
+std::vector<std::string> traced_env();
 // The index of the first line of `lines` holding `needle` (lines.size() if none).
 size_t first_line(const std::vector<std::string>& lines, std::string_view needle);
 // The index of the first line that fsyncs directory `dir` (a descriptor openat gave for it, with
