@@ -155,6 +155,22 @@ Result<CheckReport> check_store(const Store& store, const FoldOptions& options) 
                      ": gatewayd rebuilds it when it starts, as gatewayctl rebuild does";
     return report;
   }
+  // A rebuild, or a start that rebuilds, makes the read model again and then ingests the new
+  // one's table files: stopped in between, it left the read model empty, and key by key that
+  // read as damage (the first key a replay has, missing).
+  if (report.events > 0) {
+    auto any = store.iterate(Cf::kProjections);
+    any->SeekToFirst();
+    if (!any->status().ok()) return io_error(any->status());
+    if (!any->Valid()) {
+      report.failure = "projections: the read model is empty while the log holds " +
+                       std::to_string(report.events) +
+                       " events (a rebuild, or a start that rebuilds it, was stopped between "
+                       "making it again and writing it): start gatewayd on it, or run gatewayctl "
+                       "rebuild";
+      return report;
+    }
+  }
   auto diff = compare_projections(
       store, concatenated(folded.projections()), [&folded] { return folded.stream_error(); },
       &report.projection_keys, &report.spent_counters);
