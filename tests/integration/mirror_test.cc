@@ -332,6 +332,35 @@ TEST_CASE("a cluster replaced behind the same address while running gets the who
   CHECK(server.wait_for_line("gatewayd: mirror: the Kafka cluster changed"));
 }
 
+// A gatewayd started while its broker could not be reached (nothing listening yet): the
+// producer's refused connections marked it broken, that mark was read only after its first
+// round of sends once the broker came up, and the producer was replaced, so every event of the
+// backlog was published twice without any connection lost (helper 149: 500 events, 1,000
+// messages). Errors from before the producer first reached its cluster no longer count.
+TEST_CASE("a gatewayd started before its broker publishes each event once when it comes up") {
+  auto placeholder = std::make_unique<Broker>();
+  const std::string address = placeholder->mock.bootstrap();
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  const std::vector<std::string> flags = placeholder->flags();
+  placeholder.reset();  // the address now refuses connections
+  Server server(flags);
+  Api api(server, kTeamA);
+  for (int n = 0; n < 200; ++n) {
+    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
+  }
+  REQUIRE(server.wait_for_line("Connection refused"));
+  Broker broker(0, port);
+  REQUIRE(broker.mock.bootstrap() == address);
+  wait_mirrored(server);
+  const std::vector<std::string> log = all_events(api);
+  REQUIRE(log.size() == 200);
+  auto messages = testing::kcat_read_at_least(address, broker.mock.topic(), log.size(),
+                                              std::chrono::seconds(10));
+  CHECK(check_topic(messages, log) == 0);
+  CHECK(messages.size() == log.size());
+  CHECK(server.output().find("the producer stopped") == std::string::npos);
+}
+
 // A broker that lost its data under the same cluster id (a Kafka volume made anew while the
 // cluster id stays, as docker-compose.yml pins it): the topic held none of the events the
 // checkpoint said were confirmed, and the mirror went on from the checkpoint, so the history
