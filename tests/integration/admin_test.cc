@@ -1135,6 +1135,19 @@ TEST_CASE("a data dir a first start left half made holds no database yet; gatewa
   CHECK(checked.status.code == 0);
 }
 
+// Starts `server` again on its data dir, which then serves its `webhooks` webhooks and, once
+// stopped, passes check: the read model a killed rebuild left was made whole at the start.
+void restarted_on_a_whole_read_model(Server& server, int webhooks) {
+  server.restart();
+  Response listed = Api(server, kTeamA).get("/v1/webhook");
+  REQUIRE(listed.status == 200);
+  CHECK(num(field(json(listed), "pagination"), "total") == webhooks);
+  REQUIRE(server.stop().success());
+  auto checked = ctl({"check", "--data-dir", server.data_dir()});
+  INFO(checked.out, checked.err);
+  CHECK(checked.status.code == 0);
+}
+
 // A rebuild drops the projections and makes them again: a kill in between left the events whole,
 // and the first version of the check above said the dir held no database (helper 106).
 TEST_CASE("a data dir a rebuild left without its read model says so; gatewayd makes it again") {
@@ -1158,14 +1171,7 @@ TEST_CASE("a data dir a rebuild left without its read model says so; gatewayd ma
                        "making it again; the events are there): start gatewayd on it, or run "
                        "gatewayctl rebuild\n");
   }
-  server.restart();
-  Response listed = Api(server, kTeamA).get("/v1/webhook");
-  REQUIRE(listed.status == 200);
-  CHECK(num(field(json(listed), "pagination"), "total") == 1);
-  REQUIRE(server.stop().success());
-  auto checked = ctl({"check", "--data-dir", dir});
-  INFO(checked.out, checked.err);
-  CHECK(checked.status.code == 0);
+  restarted_on_a_whole_read_model(server, 1);
 }
 
 // A rebuild makes the read model again, then ingests the new one's table files: a kill in
@@ -1189,14 +1195,7 @@ TEST_CASE("a data dir a rebuild left with an empty read model says so; gatewayd 
         "check: FAIL: projections: the read model is empty while the log holds 2 events (a "
         "rebuild, or a start that rebuilds it, was stopped between making it again and writing "
         "it): start gatewayd on it, or run gatewayctl rebuild\n");
-  server.restart();
-  Response listed = Api(server, kTeamA).get("/v1/webhook");
-  REQUIRE(listed.status == 200);
-  CHECK(num(field(json(listed), "pagination"), "total") == 2);
-  REQUIRE(server.stop().success());
-  auto checked = ctl({"check", "--data-dir", dir});
-  INFO(checked.out, checked.err);
-  CHECK(checked.status.code == 0);
+  restarted_on_a_whole_read_model(server, 2);
 }
 
 // To a user who may not read the data dir, the commands said it "holds no gatewayd database",
