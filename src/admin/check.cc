@@ -159,10 +159,9 @@ Result<CheckReport> check_store(const Store& store, const FoldOptions& options) 
   // one's table files: stopped in between, it left the read model empty, and key by key that
   // read as damage (the first key a replay has, missing).
   if (report.events > 0) {
-    auto any = store.iterate(Cf::kProjections);
-    any->SeekToFirst();
-    if (!any->status().ok()) return io_error(any->status());
-    if (!any->Valid()) {
+    auto any = store.holds_keys(Cf::kProjections);
+    if (!any.ok()) return std::move(any.error());
+    if (!any.value()) {
       report.failure = "projections: the read model is empty while the log holds " +
                        std::to_string(report.events) +
                        " events (a rebuild, or a start that rebuilds it, was stopped between "

@@ -150,12 +150,9 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const Fold
     // once the log has been read to its end.
     auto fold = fold_log(store, options);
     if (!fold.ok()) return std::move(fold.error());
-    auto any = store.iterate(Cf::kProjections);
-    any->SeekToFirst();
-    if (!any->status().ok()) return io_error(any->status());
-    const bool stale = any->Valid();
-    any.reset();
-    if (stale) {
+    auto stale = store.holds_keys(Cf::kProjections);
+    if (!stale.ok()) return std::move(stale.error());
+    if (stale.value()) {
       if (auto r = store.reset_projections(); !r.ok()) return std::move(r.error());
     }
     if (auto r = write_projections(store, *fold.value()); !r.ok()) return std::move(r.error());

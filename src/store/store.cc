@@ -792,6 +792,13 @@ std::unique_ptr<rocksdb::Iterator> Store::iterate(Cf which,
   return std::unique_ptr<rocksdb::Iterator>(db_->NewIterator(ro, cf(which)));
 }
 
+Result<bool> Store::holds_keys(Cf which) const {
+  auto it = iterate(which);
+  it->SeekToFirst();
+  if (!it->status().ok()) return io_error(it->status());
+  return it->Valid();
+}
+
 std::unique_ptr<rocksdb::Iterator> Store::iterate_under(Cf which, std::string_view prefix,
                                                         const rocksdb::Snapshot* snapshot,
                                                         uint64_t max_skipped) const {

@@ -116,6 +116,8 @@ class Store {
                                          const rocksdb::Snapshot* snapshot = nullptr) const;
   std::unique_ptr<rocksdb::Iterator> iterate(Cf which,
                                              const rocksdb::Snapshot* snapshot = nullptr) const;
+  // Whether column family `which` holds any live key; kUnavailable on an I/O error.
+  Result<bool> holds_keys(Cf which) const;
   // An iterator over the keys that start with `prefix` only. Without the bound, a step past the
   // prefix's last live key goes on over every deleted key (a tombstone until a compaction drops
   // it) up to the next live one, which may lie far on, in another tenant's range.
