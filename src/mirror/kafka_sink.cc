@@ -118,7 +118,6 @@ std::optional<std::string> KafkaSink::cluster_id() {
   if (id == nullptr) return std::nullopt;
   std::string out(id);
   rd_kafka_mem_free(rk_, id);
-  reached_ = true;
   return out;
 }
 
@@ -298,12 +297,12 @@ void KafkaSink::on_error(rd_kafka_t* rk, int err, const char* /*reason*/, void* 
   // one learns the cluster's id before anything is sent to it (Publisher::same_cluster). Other
   // transient errors are retried by librdkafka and logged through the log callback; the
   // publisher reports failed deliveries itself.
-  // Connections refused or lost before the producer first reached its cluster (a start during
-  // an outage, a producer made while the broker was frozen) lose nothing: it sends nothing until
-  // it has the cluster's id. Counted, they had it replaced right after its first sends, and its
-  // whole backlog published twice (helper 149).
+  // Connections refused or lost while the producer has no metadata from its cluster yet (a start
+  // during an outage, a producer made while the broker was frozen) lose nothing: it sends nothing
+  // until it has the cluster's id. Counted, they had it replaced right after its first sends, and
+  // its whole backlog published twice (helper 149).
   if ((err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) &&
-      !self->closing() && self->reached_) {
+      !self->closing() && self->cluster_id()) {
     self->broken_ = true;
   }
 }

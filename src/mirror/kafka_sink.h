@@ -44,8 +44,7 @@ class KafkaSink : public Sink {
   Sent send(const OutboundMessage& message) override;
   void poll(std::chrono::milliseconds timeout, const DeliveryFn& on_delivery) override;
   bool broken() const override { return broken_; }
-  // The cluster id from the producer's metadata (rd_kafka_clusterid without waiting). The first
-  // id marks the cluster reached: from then on a lost connection breaks the producer.
+  // The cluster id from the producer's metadata (rd_kafka_clusterid without waiting).
   std::optional<std::string> cluster_id() override;
   // The last message of each of the topic's partitions, read by a consumer of its own; the one
   // with the highest `ce_sequence` among those that carry one.
@@ -63,7 +62,6 @@ class KafkaSink : public Sink {
   rd_kafka_topic_t* topic_ = nullptr;
   const DeliveryFn* reports_ = nullptr;  // set only while poll() runs
   bool broken_ = false;
-  bool reached_ = false;  // cluster_id() has returned an id
   std::atomic<bool> closing_{false};
 };
 
