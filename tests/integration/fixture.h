@@ -43,10 +43,11 @@ struct ServerLimits {
 };
 
 // A gatewayd on 127.0.0.1:0 with a fresh data dir and one token per team (team_a and team_b,
-// named "<team>-token"), created with gatewayctl before start. The verifier gets a DNS server on a
-// closed loopback port (GATEWAY_DNS_SERVERS=127.0.0.1:1, unless `env` sets that variable; a
-// `--dns-servers` in `extra_args` wins over it), so nothing ever leaves the machine. Throws if the
-// server does not start.
+// named "<team>-token"): a copy of the tokens file gatewayctl made for the first Server of the
+// test program, so the servers of one program accept the same two tokens. The verifier gets a
+// DNS server on a closed loopback port (GATEWAY_DNS_SERVERS=127.0.0.1:1, unless `env` sets that
+// variable; a `--dns-servers` in `extra_args` wins over it), so nothing ever leaves the machine.
+// Throws if the server does not start.
 class Server {
  public:
   explicit Server(std::vector<std::string> extra_args = {}, std::vector<std::string> env = {});
