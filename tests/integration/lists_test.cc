@@ -1,8 +1,9 @@
 // Lists: pagination defaults and limits, oldest first, filters, invalid queries.
-#include "integration/fixture.h"
-
 #include <atomic>
 #include <thread>
+
+#include "integration/fixture.h"
+#include "support/sanitized.h"
 
 namespace gw::itest::lists_test {
 namespace {
@@ -165,7 +166,11 @@ TEST_CASE("bad page, per_page and unknown query parameters are 400 invalid_query
   }
 }
 
-TEST_CASE("a page of 100 records at the body limit is served whole (more than 64 MiB)") {
+// Skipped under ThreadSanitizer, where it took 80 s of a stage of about 430 s (5 s in release, 28
+// under ASan): a large page written as the socket drains, across gatewayd's threads, is
+// lifecycle_test's 10 MB page, which that build runs.
+TEST_CASE("a page of 100 records at the body limit is served whole (more than 64 MiB)" *
+          doctest::skip(testing::kThreadSanitized)) {
   Server server;  // the default --max-request-bytes, 1 MiB
   Api api(server, kTeamA);
   // Profiles of about 1 MiB each (a long string in waf_overrides): 66 of them pass 64 MiB, the

@@ -12,4 +12,13 @@ inline constexpr bool kSanitized = true;
 inline constexpr bool kSanitized = false;
 #endif
 
+// Whether it is the ThreadSanitizer build. A case that only moves many bytes through paths other
+// cases take under ThreadSanitizer with the same threads (see its skip) runs in the other two
+// builds: ThreadSanitizer's cost there is its shadow memory, page by page, not a race it could see.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitized = true;
+#else
+inline constexpr bool kThreadSanitized = false;
+#endif
+
 }  // namespace gw::testing
