@@ -15,22 +15,23 @@ START=$SECONDS
 STAGE="install dependencies"
 FAILED=()
 
+# Stops background job $1 (nothing if empty) and the processes it started; adds "$2 (stopped
+# unfinished; $3)" to the caller's `problems`.
+stop_unfinished() {
+  [[ -n "$1" ]] || return 0
+  pkill -TERM -P "$1" 2>/dev/null || true
+  kill "$1" 2>/dev/null || true
+  problems+=("$2 (stopped unfinished; $3)")
+}
+
 summary() {
   local rc=$?
   local took=$((SECONDS - START))
   local problems=("${FAILED[@]}")
-  # A stage failed while the release tests ran in the background: stop them (ctest and the test
-  # programs it runs) and say they did not finish.
-  if [[ -n "${RELEASE_TESTS:-}" ]]; then
-    pkill -TERM -P "$RELEASE_TESTS" 2>/dev/null || true
-    kill "$RELEASE_TESTS" 2>/dev/null || true
-    problems+=("release tests (stopped unfinished; build/ctest.log)")
-  fi
-  if [[ -n "${LINT:-}" ]]; then
-    pkill -TERM -P "$LINT" 2>/dev/null || true
-    kill "$LINT" 2>/dev/null || true
-    problems+=("openapi lint (stopped unfinished; build/lint.log)")
-  fi
+  # A stage failed while the release tests or the lint ran in the background: stop them (with
+  # the programs they started) and say they did not finish.
+  stop_unfinished "${RELEASE_TESTS:-}" "release tests" build/ctest.log
+  stop_unfinished "${LINT:-}" "openapi lint" build/lint.log
   if ((rc != 0)) && [[ "$STAGE" != "final" ]]; then
     problems+=("stage '${STAGE}' (exit ${rc})")
   fi
