@@ -10,13 +10,14 @@
 namespace gw::testing {
 
 KafkaMock::KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before,
-                     int port, bool same_id)
+                     int port, bool same_id, int brokers)
     : binary_(std::move(binary)),
       topic_(std::move(topic)),
       partitions_(partitions),
       clusters_before_(clusters_before),
       port_(port),
-      same_id_(same_id) {}
+      same_id_(same_id),
+      brokers_(brokers) {}
 
 KafkaMock::~KafkaMock() {
   if (proc_ && proc_->running()) proc_->kill();
@@ -24,7 +25,10 @@ KafkaMock::~KafkaMock() {
 
 void KafkaMock::start() {
   proc_ = std::make_unique<ChildProcess>();
+  taken_down_ = 0;
   std::vector<std::string> argv = {binary_,
+                                   "--brokers",
+                                   std::to_string(brokers_),
                                    "--topic",
                                    topic_,
                                    "--partitions",
@@ -43,6 +47,17 @@ void KafkaMock::start() {
 void KafkaMock::pause() { proc_->freeze(); }
 
 void KafkaMock::resume() { proc_->send_signal(SIGCONT); }
+
+int KafkaMock::take_down_broker() {
+  const int broker = brokers_ - taken_down_;
+  proc_->send_signal(SIGUSR1);
+  if (!proc_->wait_for_line("down: broker " + std::to_string(broker), std::chrono::seconds(10))) {
+    throw std::runtime_error("kafka_mock did not take broker " + std::to_string(broker) +
+                             " down: " + proc_->output());
+  }
+  ++taken_down_;
+  return broker;
+}
 
 std::optional<std::string> KafkaMessage::header(std::string_view name) const {
   for (const auto& [n, v] : headers) {

@@ -23,9 +23,10 @@ class KafkaMock {
   // `port`, the broker listens there (kafka_mock --port), else on a port the kernel picks.
   // `same_id`: the broker runs without address space randomization (`setarch -R`), so that two
   // mocks of the same `clusters_before` have the same cluster id (librdkafka's mock names its
-  // cluster after the address of its state), as a broker that lost its data does.
+  // cluster after the address of its state), as a broker that lost its data does. `brokers`: the
+  // cluster's size (kafka_mock --brokers); the bootstrap address names them all.
   KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before = 0,
-            int port = 0, bool same_id = false);
+            int port = 0, bool same_id = false, int brokers = 1);
   ~KafkaMock();  // SIGKILLs the broker if it still runs (paused or not)
   KafkaMock(const KafkaMock&) = delete;
   KafkaMock& operator=(const KafkaMock&) = delete;
@@ -36,6 +37,10 @@ class KafkaMock {
   // SIGSTOP (returns once stopped) / SIGCONT: a frozen broker accepts nothing and answers nothing.
   void pause();
   void resume();
+  // Takes the highest-numbered broker still up down, its partitions led by the others from then
+  // on (kafka_mock's SIGUSR1); returns its number once it is down. Throws std::runtime_error if
+  // the mock does not say it is within 10 s.
+  int take_down_broker();
 
   const std::string& bootstrap() const { return bootstrap_; }
   const std::string& topic() const { return topic_; }
@@ -47,6 +52,8 @@ class KafkaMock {
   int clusters_before_;
   int port_;
   bool same_id_;
+  int brokers_;
+  int taken_down_ = 0;
   std::string bootstrap_;
   std::unique_ptr<ChildProcess> proc_;
 };

@@ -14,6 +14,11 @@
 // PORT instead): a test replaces one cluster with another behind the same address.
 // With --leader-down 1 (N at least 2, a topic), the last broker leads every partition of the topic
 // and is down from the start: the others answer metadata, naming it, and it refuses connections.
+// SIGUSR1 takes a broker down while it runs (N at least 2, a topic): the highest-numbered broker
+// still up hands the leadership of its partitions to the others, as a real cluster elects new
+// leaders from the replicas of a broker that failed (the mock keeps a partition's messages apart
+// from its brokers, so none is lost), and then closes its connections and refuses new ones.
+// It prints `down: broker B` once done.
 // The mock keeps messages in memory (about 5 MiB per partition at most, see PITFALLS).
 #include <dlfcn.h>
 #include <librdkafka/rdkafka.h>
@@ -102,6 +107,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before librdkafka starts its threads
 
   char why[512];
@@ -131,17 +137,33 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (leader_down) {
-    for (int p = 0; p < partitions; ++p) {
-      rd_kafka_mock_partition_set_leader(cluster, topic.c_str(), p, brokers);
-    }
-    rd_kafka_mock_broker_set_down(cluster, brokers);
+  // Partition p is led by broker 1 + p % N (the mock's own choice is random), so that each broker
+  // leads one of the first N partitions, and one taken down (SIGUSR1) was in use.
+  for (int p = 0; !topic.empty() && p < partitions; ++p) {
+    rd_kafka_mock_partition_set_leader(cluster, topic.c_str(), p,
+                                       leader_down ? brokers : 1 + p % brokers);
   }
+  if (leader_down) rd_kafka_mock_broker_set_down(cluster, brokers);
   std::printf("bootstrap %s\n", rd_kafka_mock_cluster_bootstraps(cluster));
   std::fflush(stdout);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  int up = leader_down ? brokers - 1 : brokers;  // brokers 1..up are up
+  for (;;) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != SIGUSR1) break;
+    if (up < 2 || topic.empty()) {
+      std::fprintf(stderr, "kafka_mock: SIGUSR1 needs a topic and two brokers up; ignored\n");
+      continue;
+    }
+    for (int p = 0; p < partitions; ++p) {
+      rd_kafka_mock_partition_set_leader(cluster, topic.c_str(), p, 1 + p % (up - 1));
+    }
+    rd_kafka_mock_broker_set_down(cluster, up);
+    std::printf("down: broker %d\n", up);
+    std::fflush(stdout);
+    --up;
+  }
   rd_kafka_mock_cluster_destroy(cluster);
   for (rd_kafka_mock_cluster_t* c : before) {
     if (c != nullptr) rd_kafka_mock_cluster_destroy(c);
