@@ -240,7 +240,7 @@ TEST_CASE("a broker of three going down mid-run loses nothing and keeps each key
     ids.push_back(str(json(r), "webhook_id"));
   }
   wait_mirrored(server);
-  // Taken down with events still being written: some are in flight to it when it goes.
+  // Taken down 20 ms into 40 updates, so that it goes while events are being published.
   std::vector<int> statuses;
   std::thread writer([&] {
     for (int n = 0; n < 40; ++n) {

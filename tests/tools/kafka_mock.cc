@@ -14,11 +14,11 @@
 // PORT instead): a test replaces one cluster with another behind the same address.
 // With --leader-down 1 (N at least 2, a topic), the last broker leads every partition of the topic
 // and is down from the start: the others answer metadata, naming it, and it refuses connections.
-// SIGUSR1 takes a broker down while it runs (N at least 2, a topic): the highest-numbered broker
-// still up hands the leadership of its partitions to the others, as a real cluster elects new
-// leaders from the replicas of a broker that failed (the mock keeps a partition's messages apart
-// from its brokers, so none is lost), and then closes its connections and refuses new ones.
-// It prints `down: broker B` once done.
+// SIGUSR1 takes a broker down while it runs (N at least 2, a topic): B, the highest-numbered
+// broker still up, leads nothing from then on (every partition p gets broker 1 + p % (B - 1) as
+// leader, as a real cluster elects new leaders from the replicas of a node that failed; the mock
+// keeps a partition's messages apart from its brokers, so none is lost), then closes its
+// connections and refuses new ones. It prints `down: broker B` once done.
 // The mock keeps messages in memory (about 5 MiB per partition at most, see PITFALLS).
 #include <dlfcn.h>
 #include <librdkafka/rdkafka.h>
