@@ -32,22 +32,28 @@
 # printed beside the run's figures and under the table. The mean shows how fast the disk synced
 # during the run: the write runs wait for it, the ceiling does not.
 #
+# Before phase A, scripts/bench/sync_probe.cc times the disk's synced appends alone, with no
+# other load and beside a thread spinning at the lowest priority on each CPU in turn, and the
+# table's notes give how many syncs took over 10 and 50 ms: what gatewayd's batch writes over
+# 10 ms are to be read against (README, "What bounds each figure").
+#
 # Every figure is the median of RUNS. Prints a markdown table on stdout and saves it, with every
 # raw wrk output and the server logs, under build-bench/results/<timestamp>/.
 #
-#   scripts/bench.sh                                  # full run: about 9 minutes on 2 cores
+#   scripts/bench.sh                                  # full run: about 10 minutes on 2 cores
 #                                                     # (phase A 6, phase B 3), plus the build
-#   DURATION=3 RUNS=1 SKIP_1M=1 scripts/bench.sh      # quick check: about 45 s
+#   DURATION=3 RUNS=1 SKIP_1M=1 scripts/bench.sh      # quick check: about 70 s
 #   DURATION=3 RUNS=1 BIG_N=200000 scripts/bench.sh   # the 1M phase on a smaller log: 75 s
 #
 # Knobs (environment): DURATION (seconds per wrk run, 10), RUNS (3), CONNS ("64 256"),
 # PRELOAD_N (10000 records before the phase A runs and the small GET of phase B), BIG_N
-# (1000000), SKIP_1M (0), LIST_PAGE (1: the page the list runs read), LOAD_CONNS (256: the
-# preload's connections), FLAT_FACTOR (1.5: GET p50 and p99 at BIG_N may be at most this many
-# times those at PRELOAD_N), SETTLE_MAX (60: before each measured run, wait up to this many
-# seconds for gatewayd's background work, such as compactions, to end), BUILD (build-bench),
-# KEEP_DATA (0; 1 keeps the data dirs under BUILD/run.*). The 1M preload creates BIG_N webhooks
-# over HTTP: about 35 to 40 s at 26k to 28k creates/s.
+# (1000000), SKIP_1M (0), SYNC_PROBE_SECONDS (5: each run of the disk probe; 0 skips it),
+# LIST_PAGE (1: the page the list runs read), LOAD_CONNS (256: the preload's connections),
+# FLAT_FACTOR (1.5: GET p50 and p99 at BIG_N may be at most this many times those at
+# PRELOAD_N), SETTLE_MAX (60: before each measured run, wait up to this many seconds for
+# gatewayd's background work, such as compactions, to end), BUILD (build-bench), KEEP_DATA
+# (0; 1 keeps the data dirs under BUILD/run.*). The 1M preload creates BIG_N webhooks over
+# HTTP: about 35 to 40 s at 26k to 28k creates/s.
 #
 # Exit status: 0 when every phase ran and every error count is 0, even when a target is missed
 # (it is a measurement); 1 when a phase failed or any request erred.
@@ -68,12 +74,17 @@ LIST_PAGE=${LIST_PAGE:-1}
 LOAD_CONNS=${LOAD_CONNS:-256}
 FLAT_FACTOR=${FLAT_FACTOR:-1.5}
 SETTLE_MAX=${SETTLE_MAX:-60}
+SYNC_PROBE_SECONDS=${SYNC_PROBE_SECONDS:-5}
 BUILD=${BUILD:-$ROOT/build-bench}
 KEEP_DATA=${KEEP_DATA:-0}
 WRK_THREADS=2
 FLAT_CONNS=64
 TENANT=team_bench
 
+[[ "$SYNC_PROBE_SECONDS" =~ ^[0-9]+$ ]] || {
+  echo "bench: SYNC_PROBE_SECONDS must be a whole number" >&2
+  exit 2
+}
 for knob in DURATION RUNS PRELOAD_N BIG_N LOAD_CONNS LIST_PAGE SETTLE_MAX; do
   [[ "${!knob}" =~ ^[1-9][0-9]*$ ]] || {
     echo "bench: $knob must be a positive integer" >&2
@@ -119,6 +130,9 @@ cmake --build "$BUILD" -j"$(nproc)" --target gatewayd gatewayctl >&2
     src/store/crc32c.cc -nt "$BUILD/scan" ]]; then
     g++ -O2 -std=c++20 -Isrc scripts/bench/scan.cc src/store/crc32c.cc -o "$BUILD/scan" \
       $(pkg-config --cflags --libs rocksdb)
+  fi
+  if [[ ! -x "$BUILD/sync_probe" || scripts/bench/sync_probe.cc -nt "$BUILD/sync_probe" ]]; then
+    g++ -O2 -std=c++20 -pthread scripts/bench/sync_probe.cc -o "$BUILD/sync_probe"
   fi
 }
 
@@ -404,6 +418,31 @@ T_START=$(now_ns)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 log "results in $RESULTS; load average before: $LOAD_START"
 
+# The disk alone, before anything else runs: synced 40 KB appends (scripts/bench/sync_probe.cc)
+# in the data dirs' file system, with no other load and then beside a thread spinning at the
+# lowest priority on each CPU in turn. On this project's virtual machine the syncs stall for 10
+# to 20 ms whenever a virtual CPU is busy, whatever runs on it; gatewayd's write runs keep both
+# busy, so its batch writes over 10 ms are to be read against these.
+DISK_PROBES=()
+if ((SYNC_PROBE_SECONDS > 0)); then
+  for busy in none $(seq 0 $(($(nproc) - 1))); do
+    args=(--dir "$WORK" --seconds "$SYNC_PROBE_SECONDS")
+    label="idle"
+    if [[ "$busy" != none ]]; then
+      args+=(--busy-cpu "$busy")
+      label="beside a busy thread at SCHED_IDLE on CPU $busy"
+    fi
+    if line=$("$BUILD/sync_probe" "${args[@]}" 2>&1); then
+      printf '%s\n' "$line" >>"$RESULTS/sync_probe.txt"
+      DISK_PROBES+=("$label: $(field "$line" over_10ms) / $(field "$line" over_50ms) of\
+ $(field "$line" syncs) (p99 $(field "$line" p99_ms) ms, longest $(field "$line" max_ms) ms)")
+      log "disk alone, $label: $line"
+    else
+      fail "sync_probe ($label): $line"
+    fi
+  done
+fi
+
 TOKEN=$("$BUILD/gatewayctl" token create --tokens-file "$WORK/tokens" --tenant "$TENANT" --name bench)
 export BENCH_TOKEN=$TOKEN
 
@@ -608,6 +647,12 @@ COMMAND+=" scripts/bench.sh"
     echo "POST at $conns connections:${SLOW[create:$conns]:- n/a}; PUT:${SLOW[update:$conns]:- n/a}."
   done
   echo
+  if ((${#DISK_PROBES[@]} > 0)); then
+    echo "The disk alone before phase A (scripts/bench/sync_probe.cc: 40 KB appended and"
+    echo "fdatasync'd in a loop, ${SYNC_PROBE_SECONDS} s each), syncs over 10 ms / over 50 ms of all:"
+    printf -- '- %s\n' "${DISK_PROBES[@]}"
+    echo
+  fi
   if [[ "$SKIP_1M" == 1 ]]; then
     echo "Phase B (1M records, rebuild, peak RSS) skipped (SKIP_1M=1)."
   else
