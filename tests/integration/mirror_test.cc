@@ -409,6 +409,52 @@ TEST_CASE("a gatewayd started before its broker publishes each event once when i
   CHECK(server.output().find("the producer stopped") == std::string::npos);
 }
 
+// How many partitions the cluster at `bootstrap` says `topic` has (kcat -L), -1 if it names none.
+int topic_partitions(const std::string& bootstrap, const std::string& topic) {
+  auto r = testing::run_command({"/usr/bin/kcat", "-L", "-J", "-b", bootstrap, "-t", topic}, {},
+                                std::chrono::seconds(30));
+  REQUIRE_MESSAGE(r.status.success(), r.err);
+  rapidjson::Document doc;
+  doc.Parse(r.out.c_str());
+  REQUIRE_MESSAGE((doc.IsObject() && doc.HasMember("topics") && doc["topics"].IsArray()), r.out);
+  for (const auto& t : doc["topics"].GetArray()) {
+    if (t["topic"].GetString() == topic) return static_cast<int>(t["partitions"].GetArray().Size());
+  }
+  return -1;
+}
+
+// kafka_mock exited now and then with "Topic already exists" when a broker replaced one behind
+// the same address: gatewayd's producer, retrying all along, asked the new cluster for the topic
+// before kafka_mock had created it, and librdkafka's mock creates a topic a client asks for (with
+// 4 partitions). kafka_mock now refuses every connection until its cluster is set up; --hold-ms
+// widens that window here so that gatewayd reaches it, as it did by chance before.
+TEST_CASE("a broker that gatewayd reaches while it is being set up serves the topic as asked") {
+  constexpr int kAskedPartitions = 2;  // not the 4 of a topic the mock makes on its own
+  auto placeholder = std::make_unique<Broker>(0, 0, false, kAskedPartitions);
+  const std::string address = placeholder->mock.bootstrap();
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  const std::vector<std::string> flags = placeholder->flags();
+  placeholder.reset();  // the address now refuses connections
+  Server server(flags);
+  Api api(server, kTeamA);
+  for (int n = 0; n < 5; ++n) {
+    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
+  }
+  REQUIRE(server.wait_for_line("Connection refused"));
+  KafkaMock mock(KAFKA_MOCK_PATH, "gateway-config.events", kAskedPartitions, 0, port);
+  mock.hold_setup(std::chrono::milliseconds(2500));  // gatewayd retries at least once a second
+  mock.start();
+  REQUIRE(mock.bootstrap() == address);
+  wait_mirrored(server);
+  CHECK(topic_partitions(address, mock.topic()) == kAskedPartitions);
+  const std::vector<std::string> log = all_events(api);
+  REQUIRE(log.size() == 5);
+  auto messages =
+      testing::kcat_read_at_least(address, mock.topic(), log.size(), std::chrono::seconds(10));
+  CHECK(messages.size() == log.size());
+  CHECK(check_topic(messages, log) == 0);
+}
+
 // A broker that lost its data under the same cluster id (a Kafka volume made anew while the
 // cluster id stays, as docker-compose.yml pins it): the topic held none of the events the
 // checkpoint said were confirmed, and the mirror went on from the checkpoint, so the history

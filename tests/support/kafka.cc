@@ -36,10 +36,12 @@ void KafkaMock::start() {
                                    "--clusters-before",
                                    std::to_string(clusters_before_),
                                    "--port",
-                                   std::to_string(port_)};
+                                   std::to_string(port_),
+                                   "--hold-ms",
+                                   std::to_string(hold_.count())};
   if (same_id_) argv.insert(argv.begin(), {"/usr/bin/setarch", "-R"});
   proc_->spawn(argv);
-  auto line = proc_->wait_for_line("bootstrap ", std::chrono::seconds(10));
+  auto line = proc_->wait_for_line("bootstrap ", std::chrono::seconds(10) + hold_);
   if (!line) throw std::runtime_error("kafka_mock did not start: " + proc_->output());
   bootstrap_ = trim(line->substr(line->find(' ') + 1));
 }

@@ -31,6 +31,9 @@ class KafkaMock {
   KafkaMock(const KafkaMock&) = delete;
   KafkaMock& operator=(const KafkaMock&) = delete;
 
+  // The next start() has kafka_mock wait `hold` between making its cluster and creating the
+  // topic (kafka_mock --hold-ms): clients that reach it meanwhile find a cluster being set up.
+  void hold_setup(std::chrono::milliseconds hold) { hold_ = hold; }
   // Starts the broker; returns once it printed its bootstrap address. Throws std::runtime_error
   // with its output otherwise.
   void start();
@@ -54,6 +57,7 @@ class KafkaMock {
   bool same_id_;
   int brokers_;
   int taken_down_ = 0;
+  std::chrono::milliseconds hold_{0};
   std::string bootstrap_;
   std::unique_ptr<ChildProcess> proc_;
 };

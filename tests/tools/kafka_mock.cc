@@ -2,7 +2,7 @@
 // a real Kafka-protocol broker over TCP and can freeze it (SIGSTOP) or kill it like a real one.
 //
 //   kafka_mock [--brokers N] [--topic NAME --partitions P] [--clusters-before K] [--port PORT]
-//              [--leader-down 1]
+//              [--leader-down 1] [--hold-ms MS]
 //
 // Creates the cluster (N brokers on 127.0.0.1, random ports), creates the topic if given, prints
 // one line `bootstrap HOST:PORT[,HOST:PORT...]` and serves until SIGTERM or SIGINT.
@@ -19,6 +19,12 @@
 // leader, as a real cluster elects new leaders from the replicas of a node that failed; the mock
 // keeps a partition's messages apart from its brokers, so none is lost), then closes its
 // connections and refuses new ones. It prints `down: broker B` once done.
+// Until the cluster is set up (its topic made, its leaders set), each connection it accepts is
+// reset at once, so that a client sees it as refused: librdkafka's mock makes any topic a
+// client's metadata request names (with 4 partitions), and a producer retrying against a cluster
+// replaced behind its address (--port) made the topic first now and then, so that kafka_mock's
+// own making of it failed ("Topic already exists"). With --hold-ms MS, it waits MS ms between
+// making the cluster and setting it up, so that a test can have clients reach it meanwhile.
 // The mock keeps messages in memory (about 5 MiB per partition at most, see PITFALLS).
 #include <dlfcn.h>
 #include <librdkafka/rdkafka.h>
@@ -26,12 +32,16 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -39,7 +49,7 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: kafka_mock [--brokers N] [--topic NAME --partitions P] "
-               "[--clusters-before K] [--port PORT] [--leader-down 1]\n");
+               "[--clusters-before K] [--port PORT] [--leader-down 1] [--hold-ms MS]\n");
   return 2;
 }
 
@@ -48,6 +58,19 @@ int usage() {
 int fixed_port = 0;
 int bind_at = 0;
 std::atomic<int> binds{0};
+
+// False until the cluster is set up; `accept` below resets each connection until then.
+std::atomic<bool> set_up{false};
+
+// librdkafka's log, as its own default prints it, less the failed accepts that `accept` below
+// makes (the mock logs each one it gets).
+void log_line(const rd_kafka_t*, int level, const char* facility, const char* line) {
+  if (std::strstr(line, "Failed to accept") != nullptr &&
+      std::strstr(line, std::strerror(ECONNABORTED)) != nullptr) {
+    return;
+  }
+  std::fprintf(stderr, "%%%d|%s| %s\n", level, facility, line);
+}
 
 }  // namespace
 
@@ -71,10 +94,25 @@ extern "C" int bind(int fd, const sockaddr* addr, socklen_t len) {
   return real(fd, addr, len);
 }
 
+// Takes the place of libc's accept for the mock's listening sockets: before the cluster is set
+// up, the connection is closed with a reset (SO_LINGER 0) and the mock told it was aborted.
+extern "C" int accept(int fd, sockaddr* addr, socklen_t* len) {
+  using Accept = int (*)(int, sockaddr*, socklen_t*);
+  static const Accept real = reinterpret_cast<Accept>(dlsym(RTLD_NEXT, "accept"));
+  const int s = real(fd, addr, len);
+  if (s < 0 || set_up.load()) return s;
+  const linger reset{1, 0};
+  setsockopt(s, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  close(s);
+  errno = ECONNABORTED;
+  return -1;
+}
+
 int main(int argc, char** argv) {
   int brokers = 1;
   int partitions = 1;
   int clusters_before = 0;
+  int hold_ms = 0;
   bool leader_down = false;
   std::string topic;
   for (int i = 1; i < argc; ++i) {
@@ -91,6 +129,8 @@ int main(int argc, char** argv) {
       clusters_before = std::atoi(value.c_str());
     } else if (arg == "--port") {
       fixed_port = std::atoi(value.c_str());
+    } else if (arg == "--hold-ms") {
+      hold_ms = std::atoi(value.c_str());
     } else if (arg == "--leader-down" && value == "1") {
       leader_down = true;
     } else {
@@ -98,7 +138,7 @@ int main(int argc, char** argv) {
     }
   }
   if (brokers < 1 || partitions < 1 || clusters_before < 0 || fixed_port < 0 ||
-      fixed_port > 65535 || (leader_down && (brokers < 2 || topic.empty()))) {
+      fixed_port > 65535 || hold_ms < 0 || (leader_down && (brokers < 2 || topic.empty()))) {
     return usage();
   }
   bind_at = clusters_before + 1;
@@ -116,6 +156,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kafka_mock: %s\n", why);
     return 1;
   }
+  rd_kafka_conf_set_log_cb(conf, log_line);
   // The mock cluster needs a client handle to live in; this producer never produces.
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof why);
   if (rk == nullptr) {
@@ -129,6 +170,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kafka_mock: cannot create the mock cluster\n");
     return 1;
   }
+  if (hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
   if (!topic.empty()) {
     auto err = rd_kafka_mock_topic_create(cluster, topic.c_str(), partitions, 1);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -144,6 +186,7 @@ int main(int argc, char** argv) {
                                        leader_down ? brokers : 1 + p % brokers);
   }
   if (leader_down) rd_kafka_mock_broker_set_down(cluster, brokers);
+  set_up = true;
   std::printf("bootstrap %s\n", rd_kafka_mock_cluster_bootstraps(cluster));
   std::fflush(stdout);
 
