@@ -350,6 +350,26 @@ TEST_CASE("another topic, and another cluster, get the whole log; the first topi
   CHECK(server.wait_for_line("gatewayd: mirror: the Kafka cluster changed"));
 }
 
+// The address and flags of a broker with the test topic of `partitions` partitions that was
+// started and then killed: its address refuses connections until a broker is started there.
+struct VacatedBroker {
+  std::string address;
+  int port;
+  std::vector<std::string> flags;
+};
+VacatedBroker vacated_broker(int partitions = kPartitions) {
+  Broker placeholder(0, 0, false, partitions);
+  const std::string address = placeholder.mock.bootstrap();
+  return {address, std::stoi(address.substr(address.rfind(':') + 1)), placeholder.flags()};
+}
+
+// Creates webhooks w<first> to w<last - 1> of team A, each answered 201.
+void post_webhooks(Api& api, int first, int last) {
+  for (int n = first; n < last; ++n) {
+    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
+  }
+}
+
 // A cluster replaced behind the same address while gatewayd ran: the producer reconnected and
 // went on, and its cached cluster id changed only at its next metadata refresh (up to 5 minutes),
 // so the new cluster got only the events written after the swap, lag 0 (helper 31).
@@ -357,18 +377,14 @@ TEST_CASE("a cluster replaced behind the same address while running gets the who
   auto first = std::make_unique<Broker>();
   Server server(first->flags());
   Api api(server, kTeamA);
-  for (int n = 0; n < 6; ++n) {
-    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
-  }
+  post_webhooks(api, 0, 6);
   wait_mirrored(server);
   const std::string address = first->mock.bootstrap();
   const int port = std::stoi(address.substr(address.rfind(':') + 1));
   first.reset();           // SIGKILL
   Broker second(1, port);  // another cluster id, the same address
   REQUIRE(second.mock.bootstrap() == address);
-  for (int n = 6; n < 9; ++n) {
-    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
-  }
+  post_webhooks(api, 6, 9);
   wait_mirrored(server);
   const std::vector<std::string> log = all_events(api);
   REQUIRE(log.size() == 9);
@@ -386,18 +402,13 @@ TEST_CASE("a cluster replaced behind the same address while running gets the who
 // backlog was published twice without any connection lost (helper 149: 500 events, 1,000
 // messages). Errors from before the producer first reached its cluster no longer count.
 TEST_CASE("a gatewayd started before its broker publishes each event once when it comes up") {
-  auto placeholder = std::make_unique<Broker>();
-  const std::string address = placeholder->mock.bootstrap();
-  const int port = std::stoi(address.substr(address.rfind(':') + 1));
-  const std::vector<std::string> flags = placeholder->flags();
-  placeholder.reset();  // the address now refuses connections
-  Server server(flags);
+  const VacatedBroker vacated = vacated_broker();
+  const std::string& address = vacated.address;
+  Server server(vacated.flags);
   Api api(server, kTeamA);
-  for (int n = 0; n < 200; ++n) {
-    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
-  }
+  post_webhooks(api, 0, 200);
   REQUIRE(server.wait_for_line("Connection refused"));
-  Broker broker(0, port);
+  Broker broker(0, vacated.port);
   REQUIRE(broker.mock.bootstrap() == address);
   wait_mirrored(server);
   const std::vector<std::string> log = all_events(api);
@@ -430,18 +441,13 @@ int topic_partitions(const std::string& bootstrap, const std::string& topic) {
 // widens that window here so that gatewayd reaches it, as it did by chance before.
 TEST_CASE("a broker that gatewayd reaches while it is being set up serves the topic as asked") {
   constexpr int kAskedPartitions = 2;  // not the 4 of a topic the mock makes on its own
-  auto placeholder = std::make_unique<Broker>(0, 0, false, kAskedPartitions);
-  const std::string address = placeholder->mock.bootstrap();
-  const int port = std::stoi(address.substr(address.rfind(':') + 1));
-  const std::vector<std::string> flags = placeholder->flags();
-  placeholder.reset();  // the address now refuses connections
-  Server server(flags);
+  const VacatedBroker vacated = vacated_broker(kAskedPartitions);
+  const std::string& address = vacated.address;
+  Server server(vacated.flags);
   Api api(server, kTeamA);
-  for (int n = 0; n < 5; ++n) {
-    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "w" + std::to_string(n))).status == 201);
-  }
+  post_webhooks(api, 0, 5);
   REQUIRE(server.wait_for_line("Connection refused"));
-  KafkaMock mock(KAFKA_MOCK_PATH, "gateway-config.events", kAskedPartitions, 0, port);
+  KafkaMock mock(KAFKA_MOCK_PATH, "gateway-config.events", kAskedPartitions, 0, vacated.port);
   mock.hold_setup(std::chrono::milliseconds(2500));  // gatewayd retries at least once a second
   mock.start();
   REQUIRE(mock.bootstrap() == address);
