@@ -437,7 +437,7 @@ int topic_partitions(const std::string& bootstrap, const std::string& topic) {
 // kafka_mock exited now and then with "Topic already exists" when a broker replaced one behind
 // the same address: gatewayd's producer, retrying all along, asked the new cluster for the topic
 // before kafka_mock had created it, and librdkafka's mock creates a topic a client asks for (with
-// 4 partitions). kafka_mock now refuses every connection until its cluster is set up; --hold-ms
+// 4 partitions). kafka_mock now resets every connection until its cluster is set up; --hold-ms
 // widens that window here so that gatewayd reaches it, as it did by chance before.
 TEST_CASE("a broker that gatewayd reaches while it is being set up serves the topic as asked") {
   constexpr int kAskedPartitions = 2;  // not the 4 of a topic the mock makes on its own

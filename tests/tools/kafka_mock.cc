@@ -20,7 +20,7 @@
 // keeps a partition's messages apart from its brokers, so none is lost), then closes its
 // connections and refuses new ones. It prints `down: broker B` once done.
 // Until the cluster is set up (its topic made, its leaders set), each connection it accepts is
-// reset at once, so that a client sees it as refused: librdkafka's mock makes any topic a
+// reset at once, and a client retries as after a refusal: librdkafka's mock makes any topic a
 // client's metadata request names (with 4 partitions), and a producer retrying against a cluster
 // replaced behind its address (--port) made the topic first now and then, so that kafka_mock's
 // own making of it failed ("Topic already exists"). With --hold-ms MS, it waits MS ms between
