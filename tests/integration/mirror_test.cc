@@ -350,11 +350,6 @@ TEST_CASE("another topic, and another cluster, get the whole log; the first topi
   CHECK(server.wait_for_line("gatewayd: mirror: the Kafka cluster changed"));
 }
 
-// The port of a bootstrap address HOST:PORT.
-int port_of(const std::string& address) {
-  return std::stoi(address.substr(address.rfind(':') + 1));
-}
-
 // The address and flags of a broker with the test topic of `partitions` partitions that was
 // started and then killed: its address refuses connections until a broker is started there.
 struct VacatedBroker {
@@ -365,7 +360,7 @@ struct VacatedBroker {
 VacatedBroker vacated_broker(int partitions = kPartitions) {
   Broker placeholder(0, 0, false, partitions);
   const std::string address = placeholder.mock.bootstrap();
-  return {address, port_of(address), placeholder.flags()};
+  return {address, placeholder.mock.port(), placeholder.flags()};
 }
 
 // Creates webhooks w<first> to w<last - 1> of team A, each answered 201.
@@ -385,7 +380,7 @@ TEST_CASE("a cluster replaced behind the same address while running gets the who
   post_webhooks(api, 0, 6);
   wait_mirrored(server);
   const std::string address = first->mock.bootstrap();
-  const int port = port_of(address);
+  const int port = first->mock.port();
   first.reset();           // SIGKILL
   Broker second(1, port);  // another cluster id, the same address
   REQUIRE(second.mock.bootstrap() == address);
@@ -480,7 +475,7 @@ TEST_CASE("a topic that lost the events confirmed to it gets them again") {
   wait_mirrored(server);
   REQUIRE(server.stop().success());
   const std::string address = first->mock.bootstrap();
-  const int port = port_of(address);
+  const int port = first->mock.port();
   first.reset();                 // SIGKILL: its topic is gone
   Broker second(0, port, true);  // the same cluster id, the same address, an empty topic
   server.restart_with(second.flags());

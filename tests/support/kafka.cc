@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/flags.h"
+
 namespace gw::testing {
 
 KafkaMock::KafkaMock(std::string binary, std::string topic, int partitions, int clusters_before,
@@ -44,6 +46,12 @@ void KafkaMock::start() {
   auto line = proc_->wait_for_line("bootstrap ", std::chrono::seconds(10) + hold_);
   if (!line) throw std::runtime_error("kafka_mock did not start: " + proc_->output());
   bootstrap_ = trim(line->substr(line->find(' ') + 1));
+  std::string host;
+  uint16_t port = 0;
+  if (!gw::split_host_port(bootstrap_.substr(0, bootstrap_.find(',')), &host, &port)) {
+    throw std::runtime_error("kafka_mock printed a bad bootstrap address: " + bootstrap_);
+  }
+  listening_port_ = port;
 }
 
 void KafkaMock::pause() { proc_->freeze(); }

@@ -46,6 +46,9 @@ class KafkaMock {
   int take_down_broker();
 
   const std::string& bootstrap() const { return bootstrap_; }
+  // The port of the first broker of bootstrap() (the one `port` asked for): where a broker
+  // started later with that `port` listens in its place.
+  int port() const { return listening_port_; }
   const std::string& topic() const { return topic_; }
 
  private:
@@ -59,6 +62,7 @@ class KafkaMock {
   int taken_down_ = 0;
   std::chrono::milliseconds hold_{0};
   std::string bootstrap_;
+  int listening_port_ = 0;
   std::unique_ptr<ChildProcess> proc_;
 };
 
