@@ -74,7 +74,7 @@ run_ctest() {
 # exit (`atexit_sleep_ms=0`; ThreadSanitizer waits 1 s by default to catch threads still running
 # then, which gatewayd and gatewayctl join before they return): with that second for every
 # gatewayd and gatewayctl the tests start, this stage took twice as long. Suppressions
-# (scripts/tsan.supp) name RocksDB, Pistache and librdkafka, which are built without
+# (scripts/tsan.supp) are about RocksDB, Pistache, librdkafka and liblz4, which are built without
 # ThreadSanitizer; the HTTP handlers stay checked, races reached through RocksDB (its calls, its
 # threads, our callbacks on them) are not, as tsan.supp explains.
 run_tsan() {

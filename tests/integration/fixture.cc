@@ -515,8 +515,8 @@ bool metric_reaches(const Server& server, std::string_view name, double value) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   // What the caller's failed check cannot say: seen once (three ThreadSanitizer runs of
-  // lifecycle_test started together, 2026-12-05), gatewayd_waf_checks_waiting stayed short of 3
-  // for the whole wait, and nothing more was known.
+  // lifecycle_test started together, 2026-12-05), gatewayd_waf_checks_waiting was never 3 when
+  // read, and nothing more was known.
   MESSAGE(name, " was ", last, " at the end of the wait, not ", value, "; server output:\n",
           server.output());
   return false;
