@@ -343,13 +343,17 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
   read_team(r, &d.meta);
   const bool valid_hostname =
       read_hostname(r, &d.hostname) && !reserved_for_platform(r, d.hostname, policy);
+  // A hostname a domain may have: valid_hostname, and not refused below for a domain alone.
+  bool domain_hostname = valid_hostname;
   if (valid_hostname && fields::is_public_suffix(d.hostname)) {
     // A claim on a whole suffix would hold (takeover guard) every name under it.
     r.check("hostname", "is a public suffix (Public Suffix List); add a domain under it instead");
+    domain_hostname = false;
   } else if (valid_hostname && d.hostname.size() > kMaxDomainHostnameBytes) {
     r.check("hostname", "must be at most " + std::to_string(kMaxDomainHostnameBytes) +
                             " bytes for a domain, so that its verification_hostname (" +
                             std::string(kVerificationLabel) + "<hostname>) is a DNS name");
+    domain_hostname = false;
   }
   std::string back_to;
   r.string_field("redirect_to", &d.redirect_to,
@@ -379,7 +383,7 @@ Result<Spec> parse_domain(const rapidjson::Value& body, Mode mode, const FieldPo
     // The verification_hostname a new domain gets follows from its hostname, so it may be sent as
     // well as left out (as a record's other server fields may be sent with the values they will
     // have); checked against a hostname refused, it would only repeat that refusal.
-    if (s.verification_hostname && !s.verification_hostname->empty() && valid_hostname) {
+    if (s.verification_hostname && !s.verification_hostname->empty() && domain_hostname) {
       const std::string starting = verification_hostname(d.hostname);
       if (*s.verification_hostname != starting) {
         r.check("verification_hostname", set_by_server("\"" + starting + "\" for this hostname"));

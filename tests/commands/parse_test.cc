@@ -519,6 +519,13 @@ TEST_CASE("create: verification_hostname may be sent with the one the hostname g
         "verification_hostname");
   // A hostname refused is reported once, not again through the name that follows from it.
   CHECK(fields_of(sent("a..com", "_gateway-verify.a.com")) == "hostname");
+  // So is one refused as a whole public suffix or as too long for its verification_hostname
+  // (both were reported twice, the second time with a name no domain could have).
+  CHECK(fields_of(sent("co.uk", "_gateway-verify.other.example.com")) == "hostname");
+  const std::string label63(63, 'a');
+  const std::string host238 =
+      "x." + label63 + "." + label63 + "." + label63 + "." + std::string(41, 'b') + ".com";
+  CHECK(fields_of(sent(host238.c_str(), "_gateway-verify.example.com")) == "hostname");
 }
 
 TEST_CASE("update: server fields are kept for decide to compare with the stored record") {
