@@ -364,11 +364,16 @@ Result<Head> parse_head(std::string_view head) {
     out.chunked = true;
   }
   if (content_length) {
-    const std::string_view v = *content_length;
-    const bool digits =
-        !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), ascii_digit);
+    std::string_view v = *content_length;
+    const bool digits = !v.empty() && std::all_of(v.begin(), v.end(), ascii_digit);
     if (!digits) return bad("Content-Length must be a decimal number of bytes");
-    std::from_chars(v.data(), v.data() + v.size(), out.content_length);
+    // A number past 64 bits declares more than any limit (RFC 9110 8.6: expect large numerals);
+    // it was refused as "not a decimal number".
+    v.remove_prefix(std::min(v.find_first_not_of('0'), v.size()));
+    if (std::from_chars(v.data(), v.data() + v.size(), out.content_length).ec ==
+        std::errc::result_out_of_range) {
+      out.content_length = UINT64_MAX;
+    }
   }
   return out;
 }
