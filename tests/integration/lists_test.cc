@@ -254,6 +254,23 @@ TEST_CASE("webhook lists filter by status and workload_id") {
   CHECK(list(api, kWebhook, "?workload_id=nobody").total == 0);
 }
 
+// A filter's value is decoded as HTML forms and URLSearchParams encode it: `+` is a space, `%2B`
+// a plus sign (the README's "Lists").
+TEST_CASE("a filter value's + is a space and %2B a plus sign") {
+  Server server;
+  Api api(server, kTeamA);
+  std::vector<std::string> ids;
+  for (const char* workload : {"p+q", "p q"}) {
+    Response r = api.post("/v1/webhook", webhook_body(kTeamA, workload));
+    REQUIRE(r.status == 201);
+    ids.push_back(str(json(r), "webhook_id"));
+  }
+  CHECK(list(api, kWebhook, "?workload_id=p+q").ids == std::vector<std::string>{ids[1]});
+  CHECK(list(api, kWebhook, "?workload_id=p%20q").ids == std::vector<std::string>{ids[1]});
+  CHECK(list(api, kWebhook, "?workload_id=p%2Bq").ids == std::vector<std::string>{ids[0]});
+  CHECK(list(api, kWebhook, "?workload_id=p%2bq").ids == std::vector<std::string>{ids[0]});
+}
+
 TEST_CASE("deep pages: the next page starts where the last ended, and a delete before it counts") {
   Server server;
   // 1,100 webhooks, from 4 clients at once (their creates share synced batches).
