@@ -490,7 +490,12 @@ void Api::handle(Request req, Respond respond) {
   }
   if (auto e = authenticate(request, &ctx->caller)) {
     Reply r = problem(*e);
-    if (e->code == Code::kUnauthorized) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    if (e->code == Code::kUnauthorized) {
+      // RFC 6750 3.1: an error code for a token sent and refused, none for a request without one.
+      const bool sent = request.authorization && sends_bearer_token(*request.authorization);
+      r.headers.emplace_back("WWW-Authenticate",
+                             sent ? R"(Bearer error="invalid_token")" : "Bearer");
+    }
     ctx->reply(std::move(r));
     return;
   }

@@ -509,13 +509,29 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
   return revoked_digests.size();
 }
 
-std::optional<std::string_view> bearer_token(std::string_view header) {
+namespace {
+
+// What follows "Bearer " (scheme case-insensitive), blanks trimmed; nullopt for another scheme.
+std::optional<std::string_view> bearer_credentials(std::string_view header) {
   constexpr std::string_view kScheme = "bearer ";
   if (header.size() <= kScheme.size() ||
       !ascii_iequals(header.substr(0, kScheme.size()), kScheme)) {
     return std::nullopt;
   }
-  std::string_view token = trim_blanks(header.substr(kScheme.size()));
+  return trim_blanks(header.substr(kScheme.size()));
+}
+
+}  // namespace
+
+bool sends_bearer_token(std::string_view header) {
+  const std::optional<std::string_view> credentials = bearer_credentials(header);
+  return credentials && !credentials->empty();
+}
+
+std::optional<std::string_view> bearer_token(std::string_view header) {
+  const std::optional<std::string_view> credentials = bearer_credentials(header);
+  if (!credentials) return std::nullopt;
+  std::string_view token = *credentials;
   if (token.empty() || token.size() > 512) return std::nullopt;
   for (char c : token) {
     if (c <= ' ' || c >= 127) return std::nullopt;

@@ -89,4 +89,8 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
 // Parses "Bearer <token>" (scheme case-insensitive); nullopt if malformed.
 std::optional<std::string_view> bearer_token(std::string_view header);
 
+// Whether the header sends something as a bearer token, well formed or not ("Bearer" and
+// anything but blanks): what RFC 6750 3.1 answers with `error="invalid_token"` when refused.
+bool sends_bearer_token(std::string_view header);
+
 }  // namespace gw::http
