@@ -1006,6 +1006,13 @@ Problem regex_problem(std::string_view pattern, uint32_t options, int line, Rege
     size_t machine_code = 0;
     if (pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0)
       pcre2_pattern_info(code, PCRE2_INFO_JITSIZE, &machine_code);
+    // UTF-8 mode, which only the pattern can switch on ((*UTF) among the options at its start;
+    // the engine sets none): the engine matches with pcre2_jit_match, which skips PCRE2's check
+    // that the subject is UTF-8, and a (*UTF) regex read past an invalid byte from a client.
+    // `?a=%FF` crashed the gateway on (*UTF)\X, (*UTF)\p{L} or (*UTF)(*UCP)\w (libpcre2-8
+    // 10.42, SIGSEGV; pcre2_match gives -23, a bad UTF-8 subject).
+    uint32_t all_options = 0;
+    pcre2_pattern_info(code, PCRE2_INFO_ALLOPTIONS, &all_options);
     pcre2_code_free(code);
     spent->all += size + machine_code;
     if (spent->all > kMaxRegexBytes) {
@@ -1014,6 +1021,12 @@ Problem regex_problem(std::string_view pattern, uint32_t options, int line, Rege
              " KiB in all, JIT code included: the WAF engine keeps each compiled, a repeat makes "
              "copies of what it repeats ((?:a|b){5000} compiles to 64 KB), and a lookbehind's "
              "JIT code can take 50 times its size" +
+             at(line);
+    }
+    if ((all_options & PCRE2_UTF) != 0) {
+      return "needs a regular expression without (*UTF): the WAF engine matches with PCRE2's "
+             "JIT, which does not check that a value is UTF-8, and one invalid byte from a "
+             "client crashes the gateway" +
              at(line);
     }
     return std::nullopt;

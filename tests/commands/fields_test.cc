@@ -1029,6 +1029,45 @@ TEST_CASE("waf_directives refuses regexes that do not compile") {
   }
 }
 
+// The engine matches with PCRE2's JIT (pcre2_jit_match), which skips PCRE2's check of UTF-8: a
+// regex that switches UTF-8 mode on itself ((*UTF), among the other options at its start) read
+// past a client's invalid byte, and one request of `?a=%FF` crashed the gateway every tenant
+// shares (SIGSEGV in libpcre2-8 10.42, on \X, \p{L}, or \w under (*UCP); a review of 2026-12-06).
+// Each row was accepted (201) before.
+TEST_CASE("waf_directives refuses regexes that switch on UTF-8 mode") {
+  const std::string why =
+      "needs a regular expression without (*UTF): the WAF engine matches with PCRE2's JIT, which "
+      "does not check that a value is UTF-8, and one invalid byte from a client crashes the "
+      "gateway";
+  const Bad bad[] = {
+      {R"(SecRule ARGS "@rx (*UTF)\X+$" "id:1,phase:2,pass")", why + " (line 1)"},
+      {R"(SecRule ARGS "@rx (*UTF)\p{L}" "id:1,phase:2,pass")", why},
+      {R"(SecRule ARGS "@rx (*UCP)(*UTF)[[:alpha:]]" "id:1,phase:2,pass")", why},
+      {R"(SecRule ARGS "@rx (*LIMIT_MATCH=9)(*UTF)\X" "id:1,phase:2,pass")", why},
+      {R"(SecRule REQUEST_HEADERS:User-Agent "(*UTF)\X" "id:1,phase:1,pass,nolog")", why},
+      {R"(SecRule ARGS "!@rx (*UTF)(*UCP)\bfoo\b" "id:1,phase:2,deny")", why},
+      // A regex key, which the engine matches against every name of the collection.
+      {R"(SecRule ARGS_NAMES|ARGS:/(*UTF)(*UCP)[[:alpha:]]/ "@rx x" "id:1,phase:2,pass")", why},
+      {"SecRule ARGS \"@rx .\" \"id:1,phase:1,pass\"\nSecRuleUpdateTargetById 1 "
+       "\"ARGS:/(*UTF)(*UCP)[[:alpha:]]/\"",
+       why + " (line 2)"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.in);
+    expect_bad(fields::waf_directives(b.in), b.why);
+  }
+  // Unicode properties without UTF-8 mode match bytes, and (*UTF) as a literal is no option.
+  const std::string good[] = {
+      R"(SecRule ARGS "@rx (*UCP)\w+$" "id:1,phase:2,deny")",
+      R"(SecRule ARGS "@rx \X+$" "id:2,phase:2,deny")",
+      R"re(SecRule ARGS "@rx \(\*UTF\)" "id:3,phase:2,deny")re",
+  };
+  for (const auto& g : good) {
+    CAPTURE(g);
+    expect_ok(fields::waf_directives(g));
+  }
+}
+
 // The engine compiled an @rx with a macro anew at every match, from the macro's value: with
 // `%{ARGS.a}` a client sent the regex, and 50 KB of recursions in one request took 42 s of the
 // gateway's CPU (libmodsecurity 3.0.9, three arguments). Every row was accepted before.

@@ -257,6 +257,9 @@ TEST_CASE("profile WAF custom directives are parsed and confined to the tenant")
       R"("SecRule ARGS \"@verifySSN (\" \"id:24,phase:1,pass\"")",
       // A regex the engine compiled from a client's argument at every request (was 201).
       R"("SecRule ARGS \"@rx %{ARGS.a}\" \"id:25,phase:2,deny\"")",
+      // A regex in UTF-8 mode, which the engine's JIT matched without checking UTF-8: one
+      // byte %FF from a client crashed the gateway (was 201).
+      R"("SecRule ARGS \"@rx (*UTF)\\X+$\" \"id:40,phase:2,pass\"")",
       // A phrase of 14,000 bytes, 190 MB in the gateway that loads it (was 201).
       R"("SecRule ARGS \"@pm )" + std::string(14000, 'a') + R"(\" \"id:26,phase:2,deny\"")",
       // 65 recursions; 9,285 of them took 3 s to compile at every load of the text (was 201).
