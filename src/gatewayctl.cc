@@ -25,6 +25,7 @@
 #include "admin/waf_check.h"
 #include "core/flags.h"
 #include "core/fsync_dir.h"
+#include "core/std_fds.h"
 #include "http/tokens.h"
 #include "sandbox/waf_check.h"
 
@@ -63,6 +64,9 @@ int usage() {
   std::cerr << kUsage;
   return 2;
 }
+
+// Whether gatewayctl was started with stdout closed (main puts /dev/null there, read-only).
+bool stdout_was_closed = false;
 
 int fail(const std::string& message) {
   std::cerr << "gatewayctl: " << message << "\n";
@@ -143,6 +147,9 @@ int failed_token_change(const gw::Error& error) {
   return 2;
 }
 
+// The text of the error of a write to stdout that failed (errno, as the failed write left it).
+std::string stdout_error() { return errno != 0 ? std::strerror(errno) : "the write failed"; }
+
 int token_create(int argc, char** argv) {
   gw::Flags flags({
       {"tokens-file", "GATEWAY_TOKENS_FILE", "", "tokens file to append the token's hash to"},
@@ -150,10 +157,26 @@ int token_create(int argc, char** argv) {
       {"name", "", "default", "token name, recorded as the actor of its changes"},
   });
   if (auto exit = parse(flags, argc, argv, 3, {"tokens-file", "tenant"})) return *exit;
+  if (stdout_was_closed) {
+    return fail(
+        "token create: stdout is closed, so the token could not be printed; nothing written");
+  }
   auto token =
       gw::http::create_token(flags.get("tokens-file"), flags.get("tenant"), flags.get("name"));
   if (!token.ok()) return failed_token_change(token.error());
+  // A token no one got: its line stays (see the README: taking it back would race a revoke), so
+  // the message says how to take it away. Exit 0 before, with stdout on a full disk or a reader
+  // gone, and the name could not be used again.
+  errno = 0;
   std::cout << token.value() << std::endl;
+  if (!std::cout) {
+    return fail("token create: cannot print the token: " + stdout_error() + "; its line stays in " +
+                flags.get("tokens-file") +
+                ", and no one has the token: take it away with gatewayctl token revoke "
+                "--tokens-file " +
+                flags.get("tokens-file") + " --tenant " + flags.get("tenant") + " --name " +
+                flags.get("name"));
+  }
   return 0;
 }
 
@@ -175,8 +198,13 @@ int token_revoke(int argc, char** argv) {
   gw::admin::RemovedOnInterrupt removed(scratch);
   auto revoked = gw::http::revoke_tokens(path, flags.get("tenant"), flags.get("name"), scratch);
   if (!revoked.ok()) return failed_token_change(revoked.error());
+  errno = 0;
   std::cout << "revoked " << revoked.value() << (revoked.value() == 1 ? " token" : " tokens")
-            << " of tenant " << flags.get("tenant") << " named " << flags.get("name") << "\n";
+            << " of tenant " << flags.get("tenant") << " named " << flags.get("name") << std::endl;
+  if (!std::cout) {
+    return fail("token revoke: cannot write its report: " + stdout_error() +
+                "; the tokens are revoked all the same");
+  }
   return 0;
 }
 
@@ -416,6 +444,9 @@ int main(int argc, char** argv) {
   if (auto code = gw::sandbox::zygote_main_if_asked(argc, argv, {gw::sandbox::kWafTask})) {
     return *code;
   }
+  // Before anything opens a file: a standard descriptor left closed would be the first one's.
+  // /dev/null read-only, so that a write to a closed stdout still fails (EBADF).
+  stdout_was_closed = (gw::occupy_closed_std_fds(O_RDONLY) & (1U << STDOUT_FILENO)) != 0;
   // A reader that goes away (`gatewayctl events | head`) is a failed write, not a signal that
   // would kill gatewayctl before it removes its scratch directory.
   signal(SIGPIPE, SIG_IGN);

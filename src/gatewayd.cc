@@ -2,6 +2,7 @@
 // starts the writer, the verifier, the Kafka mirror and the HTTP server, and shuts down cleanly on
 // SIGTERM, SIGINT or SIGHUP.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -18,6 +19,7 @@
 #include "commands/fields.h"
 #include "core/clock.h"
 #include "core/flags.h"
+#include "core/std_fds.h"
 #include "http/api.h"
 #include "http/server.h"
 #include "mirror/kafka_sink.h"
@@ -173,6 +175,9 @@ int main(int argc, char** argv) {
   if (auto code = gw::sandbox::zygote_main_if_asked(argc, argv, {gw::sandbox::kWafTask})) {
     return *code;
   }
+  // Before anything opens a file or a socket: a standard descriptor left closed would be the
+  // first one's (gatewayd's output went into the WAF sandbox's socket and RocksDB's LOG).
+  gw::occupy_closed_std_fds(O_WRONLY);
   // The stop signals are blocked from the start, in every thread started later too; main waits
   // for them once it serves. One that comes while gatewayd starts waits until it serves (it
   // killed the process in the first milliseconds before). The sandbox's processes set their own.

@@ -535,6 +535,58 @@ TEST_CASE(
 
 // A second token of a tenant's name was made, and events written with either carried the same
 // actor: no audit could tell who made a change (helper 103). Another tenant may use the name.
+// A token create whose token could not be printed (stdout on a full disk, a reader gone, stdout
+// closed) exited 0 with nothing on stderr: the token was lost, and its line in the file kept the
+// name from being used again. Now it exits 1 and says how to take the line away; with stdout
+// closed it writes nothing. A revoke whose report could not be written exited 0 as well.
+TEST_CASE("gatewayctl token create and revoke exit 1 when stdout cannot take what they print") {
+  Server server;
+  const std::string file = server.tokens_file();
+  const std::string create = std::string(GATEWAYCTL_PATH) + " token create --tokens-file " + file +
+                             " --tenant team_a --name lost";
+  const std::string before = read_file(file);
+  testing::CommandResult closed =
+      testing::run_command({GATEWAYCTL_PATH, "token", "create", "--tokens-file", file, "--tenant",
+                            "team_a", "--name", "lost"},
+                           testing::ChildEnv{{"GATEWAY_"}, {}, 0, 0, {}, {STDOUT_FILENO}});
+  CHECK(closed.status.code == 1);
+  CHECK(closed.err ==
+        "gatewayctl: token create: stdout is closed, so the token could not be printed; nothing "
+        "written\n");
+  CHECK(read_file(file) == before);
+
+  testing::CommandResult full = testing::run_command({"/bin/sh", "-c", create + " > /dev/full"},
+                                                     testing::ChildEnv{{"GATEWAY_"}, {}});
+  CHECK(full.status.code == 1);
+  const std::string revoke_hint = "take it away with gatewayctl token revoke --tokens-file " +
+                                  file + " --tenant team_a --name lost\n";
+  CHECK(full.err ==
+        "gatewayctl: token create: cannot print the token: No space left on device; "
+        "its line stays in " +
+            file + ", and no one has the token: " + revoke_hint);
+  CHECK(read_file(file).find(" team_a lost\n") != std::string::npos);
+
+  // The command the message gives frees the name; its report on a full disk is an exit 1 too.
+  testing::CommandResult revoked =
+      testing::run_command({"/bin/sh", "-c",
+                            std::string(GATEWAYCTL_PATH) + " token revoke --tokens-file " + file +
+                                " --tenant team_a --name lost > /dev/full"},
+                           testing::ChildEnv{{"GATEWAY_"}, {}});
+  CHECK(revoked.status.code == 1);
+  CHECK(revoked.err ==
+        "gatewayctl: token revoke: cannot write its report: No space left on device; the tokens "
+        "are revoked all the same\n");
+  CHECK(read_file(file) == before);
+
+  // A reader gone before the token came: Broken pipe, the same message.
+  testing::CommandResult piped = testing::run_command(
+      {"/bin/sh", "-c", "exec 3>&1; { sleep 0.3; " + create + "; echo \"exit $?\" >&3; } | true"},
+      testing::ChildEnv{{"GATEWAY_"}, {}});
+  CHECK(piped.out == "exit 1\n");
+  CHECK(piped.err.starts_with("gatewayctl: token create: cannot print the token: Broken pipe;"));
+  CHECK(read_file(file).find(" team_a lost\n") != std::string::npos);
+}
+
 TEST_CASE("gatewayctl token create: a name a token of the tenant has is refused, exit 1") {
   Server server;
   const std::string file = server.tokens_file();

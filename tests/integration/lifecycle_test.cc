@@ -293,6 +293,65 @@ TEST_CASE("SIGHUP or SIGINT ignored when gatewayd started stays ignored; SIGTERM
   CHECK(proc.output().find("gatewayd: signal 15, draining") != std::string::npos);
 }
 
+// Where a standard descriptor of gatewayd's leads (readlink of /proc/PID/fd/FD), "" if none.
+std::string fd_target(pid_t pid, int fd) {
+  std::error_code ec;
+  return std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd),
+                                       ec)
+      .string();
+}
+
+// Whether gatewayd holds its data dir's RocksDB LOG open: the store is open by then.
+bool holds_info_log(pid_t pid, const std::string& data_dir) {
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    std::error_code gone;
+    if (std::filesystem::read_symlink(entry.path(), gone) == data_dir + "/LOG") return true;
+  }
+  return false;
+}
+
+// Started with a standard descriptor closed (`>&-`), gatewayd gave it to the first file or socket
+// it opened: with stdout closed its `listening on` line went into the WAF sandbox's socket, and
+// with stderr closed its messages (here the tokens file's) into RocksDB's LOG. /dev/null is there
+// now, and the rest works as before.
+TEST_CASE("gatewayd started with stdout or stderr closed puts /dev/null there") {
+  SUBCASE("stdout closed") {
+    testing::TempDir dir;
+    testing::ChildProcess proc;
+    proc.spawn({GATEWAYD_PATH, "--listen", "127.0.0.1:0", "--data-dir", dir.path(), "--tokens-file",
+                dir.path() + "/none", "--dns-servers", "127.0.0.1:1"},
+               ChildEnv{{"GATEWAY_"}, {}, 0, 0, {}, {STDOUT_FILENO}});
+    // What it says on stderr, the only output left, once the store is open.
+    REQUIRE(proc.wait_for_line("gatewayd: no token accepted", std::chrono::seconds(20)));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!holds_info_log(proc.pid(), dir.path()) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    REQUIRE(holds_info_log(proc.pid(), dir.path()));
+    CHECK(fd_target(proc.pid(), STDOUT_FILENO) == "/dev/null");
+    const testing::ExitStatus s = proc.terminate(std::chrono::seconds(15));
+    INFO(proc.output());
+    CHECK(s.describe() == "exit 0");
+  }
+  SUBCASE("stderr closed") {
+    testing::TempDir dir;
+    testing::Gatewayd proc;
+    proc.close_fds({STDERR_FILENO});
+    proc.start(GATEWAYD_PATH, dir.path(),
+               {"--tokens-file", dir.path() + "/none", "--dns-servers", "127.0.0.1:1"});
+    CHECK(fd_target(proc.pid(), STDERR_FILENO) == "/dev/null");
+    // It serves: a request without a token accepted is 401.
+    HttpClient http;
+    CHECK(
+        http.request("GET", proc.base_url() + "/v1/webhook", {{"X-Tenant-ID", "team_a"}}).status ==
+        401);
+    CHECK(proc.stop().describe() == "exit 0");
+    CHECK(testing::read_file(dir.path() + "/LOG").find("no token accepted") == std::string::npos);
+  }
+}
+
 // gatewayd started its verifier before its listener: a start that failed (the port in use) still
 // answered the verification requests left open in the log, looking them up with the failed
 // start's --dns-servers, and appended their outcomes.

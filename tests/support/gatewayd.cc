@@ -38,8 +38,10 @@ void Gatewayd::start(const std::string& binary, const std::string& data_dir,
   std::vector<std::string> argv = {binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   proc_ = std::make_unique<ChildProcess>();
-  proc_->spawn(argv,
-               ChildEnv{{"GATEWAY_"}, env_add, max_file_bytes_, max_open_files_, ignored_signals_});
+  proc_->spawn(
+      argv,
+      ChildEnv{
+          {"GATEWAY_"}, env_add, max_file_bytes_, max_open_files_, ignored_signals_, closed_fds_});
   std::optional<std::string> line = proc_->wait_for_line(kListening, timeout);
   std::string url;
   int port = line ? parse_port(*line, &url) : 0;

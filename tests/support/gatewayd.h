@@ -39,6 +39,9 @@ class Gatewayd {
   void limit_open_files(uint64_t files) { max_open_files_ = files; }
   // From the next start() on, the server starts with `signals` ignored (ChildEnv::ignored_signals).
   void ignore_signals(std::vector<int> signals) { ignored_signals_ = std::move(signals); }
+  // From the next start() on, the server starts with these standard descriptors closed
+  // (ChildEnv::closed_fds); its stdout, which start() reads the port from, stays open.
+  void close_fds(std::vector<int> fds) { closed_fds_ = std::move(fds); }
 
   // Sends `sig` (SIGTERM by default), then waits (SIGKILL past the timeout, reported as timed_out).
   ExitStatus stop(int sig = SIGTERM, std::chrono::milliseconds timeout = std::chrono::seconds(15));
@@ -63,6 +66,7 @@ class Gatewayd {
   uint64_t max_file_bytes_ = 0;
   uint64_t max_open_files_ = 0;
   std::vector<int> ignored_signals_;
+  std::vector<int> closed_fds_;
 };
 
 // Runs `ctl token create --tokens-file tokens_file --tenant tenant --name name` and returns the

@@ -93,6 +93,7 @@ pid_t spawn_raw(std::vector<std::string> argv, const ChildEnv& env, int out_fd, 
       limit.rlim_cur = limit.rlim_max = env.max_open_files;
       if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(124);
     }
+    for (int fd : env.closed_fds) close(fd);
     execve(c_argv[0], c_argv.data(), c_env.data());
     _exit(127);
   }
