@@ -316,6 +316,8 @@ int main(int argc, char** argv) {
   server_config.lingering_time = std::chrono::milliseconds(*lingering_time);
 
   const std::string data_dir = flags.get("data-dir");
+  // RocksDB's words for it were "cannot open : IO error: No such file or directory".
+  if (data_dir.empty()) return fail(flags.named("data-dir") + " must not be empty");
   std::string tokens_file = flags.get("tokens-file");
   if (tokens_file.empty()) tokens_file = data_dir + "/tokens";
   gw::http::ApiConfig api_config;

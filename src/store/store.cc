@@ -456,13 +456,19 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   // (helper 122, with a model of what a sync makes durable; ext4's journal would most likely
   // have kept it).
   const std::vector<std::string> missing = missing_directories(dir);
-  std::error_code ignored;  // RocksDB reports a dir it cannot make
-  if (std::filesystem::create_directories(dir, ignored)) {
+  std::error_code made;
+  if (std::filesystem::create_directories(dir, made)) {
+    std::error_code ignored;
     std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::replace, ignored);
     if (auto unsynced = sync_made_directories(missing)) {
       return make_error(Code::kUnavailable, *unsynced);
     }
+  } else if (made && made != std::errc::not_a_directory && made != std::errc::file_exists) {
+    // Told here: RocksDB went on to say "No such file or directory: while open a file for lock"
+    // for a dir whose parent gatewayd may not write. A path through a file is told below ("it
+    // is not a directory").
+    return make_error(Code::kUnavailable, "cannot make the directory: " + made.message());
   }
   // A dir of a newer data format is refused before anything in it changes (store/data_format.h),
   // also its LOCK (helper 121: a copy without one got one). The mark is read again under the LOCK,

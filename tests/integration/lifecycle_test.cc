@@ -6,6 +6,7 @@
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -350,6 +351,40 @@ TEST_CASE("gatewayd started with stdout or stderr closed puts /dev/null there") 
     CHECK(proc.stop().describe() == "exit 0");
     CHECK(testing::read_file(dir.path() + "/LOG").find("no token accepted") == std::string::npos);
   }
+}
+
+// A data dir in a directory gatewayd may not write was told as RocksDB's "No such file or
+// directory: while open a file for lock", the mkdir's EACCES lost; an empty --data-dir as
+// "cannot open : IO error: No such file or directory".
+TEST_CASE("a data dir gatewayd cannot make, or an empty --data-dir, is told as such") {
+  testing::TempDir dir;  // root's (or this user's), 0700 as TempDir makes it
+  REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);
+  const std::string data_dir = dir.file("parent") + "/data";
+  std::filesystem::create_directory(dir.file("parent"));
+  std::vector<std::string> argv{GATEWAYD_PATH, "--listen",      "127.0.0.1:0", "--data-dir",
+                                data_dir,      "--dns-servers", "127.0.0.1:1"};
+  if (::geteuid() == 0) {
+    // As nobody, from a copy anyone may run, under a parent root owns (0755): not writable.
+    std::filesystem::copy_file(GATEWAYD_PATH, dir.file("gatewayd"));
+    REQUIRE(::chmod(dir.file("parent").c_str(), 0755) == 0);
+    argv[0] = dir.file("gatewayd");
+    argv.insert(argv.begin(),
+                {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+  } else {
+    REQUIRE(::chmod(dir.file("parent").c_str(), 0555) == 0);
+  }
+  CommandResult r = run_command(argv, ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(30));
+  INFO(r.out, r.err);
+  CHECK(r.status.code == 1);
+  CHECK(r.err ==
+        "gatewayd: cannot open " + data_dir + ": cannot make the directory: Permission denied\n");
+  CHECK_FALSE(std::filesystem::exists(data_dir));
+  REQUIRE(::chmod(dir.file("parent").c_str(), 0755) == 0);
+
+  CommandResult empty = run_command({GATEWAYD_PATH, "--listen", "127.0.0.1:0", "--data-dir", ""},
+                                    ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(30));
+  CHECK(empty.status.code == 1);
+  CHECK(empty.err == "gatewayd: --data-dir must not be empty\n");
 }
 
 // gatewayd started its verifier before its listener: a start that failed (the port in use) still
