@@ -1,6 +1,7 @@
 // gatewayctl: administration from the command line. Wiring only: flags in, reports out; the work
 // is done by http/tokens.h and admin/.
 #include <fcntl.h>
+#include <stdio_ext.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -150,6 +151,16 @@ int failed_token_change(const gw::Error& error) {
 // The text of the error of a write to stdout that failed (errno, as the failed write left it).
 std::string stdout_error() { return errno != 0 ? std::strerror(errno) : "the write failed"; }
 
+// `code`, or a failure if the report on stdout could not be written (a full disk, a reader gone):
+// check, backup, rebuild and waf-check exited 0 with their report lost.
+int reported(const std::string& command, int code) {
+  errno = 0;
+  if (std::cout.flush()) return code;
+  __fpurge(stdout);
+  fail(command + ": cannot write its report: " + stdout_error());
+  return code == 0 ? 1 : code;
+}
+
 int token_create(int argc, char** argv) {
   gw::Flags flags({
       {"tokens-file", "GATEWAY_TOKENS_FILE", "", "tokens file to append the token's hash to"},
@@ -170,6 +181,7 @@ int token_create(int argc, char** argv) {
   errno = 0;
   std::cout << token.value() << std::endl;
   if (!std::cout) {
+    __fpurge(stdout);  // not written again at the exit, after the message below
     return fail("token create: cannot print the token: " + stdout_error() + "; its line stays in " +
                 flags.get("tokens-file") +
                 ", and no one has the token: take it away with gatewayctl token revoke "
@@ -465,10 +477,10 @@ int main(int argc, char** argv) {
   }
   if (command == "events") return events(argc, argv);
   if (command == "replay") return replay(argc, argv);
-  if (command == "check") return check(argc, argv);
-  if (command == "backup") return backup(argc, argv);
-  if (command == "rebuild") return rebuild(argc, argv);
-  if (command == "waf-check") return waf_check(argc, argv);
+  if (command == "check") return reported(command, check(argc, argv));
+  if (command == "backup") return reported(command, backup(argc, argv));
+  if (command == "rebuild") return reported(command, rebuild(argc, argv));
+  if (command == "waf-check") return reported(command, waf_check(argc, argv));
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;

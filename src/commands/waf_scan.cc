@@ -1241,8 +1241,7 @@ bool byte_ranges(std::string_view s) {
 // The engine compiles an @rx parameter (and a rule's operator without a name, which is one)
 // when it loads the rule, as utils/regex.cc does: PCRE2 with PCRE2_DOTALL | PCRE2_MULTILINE. It
 // loads a rule whose regex does not compile, and the rule then never matches: the tenant's rule
-// would look in place and protect nothing. A parameter with a macro is compiled per request, after
-// expansion, and is not checked here.
+// would look in place and protect nothing.
 // An @rx with a macro the engine compiles anew from the macro's value at every match
 // (libmodsecurity 3.0.9's Rx::evaluate), for every request and variable: with `%{ARGS.a}` a
 // client's value is the regex, and one request of 50 KB of recursions took 42 s of CPU in

@@ -467,7 +467,9 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   } else if (made && made != std::errc::not_a_directory && made != std::errc::file_exists) {
     // Told here: RocksDB went on to say "No such file or directory: while open a file for lock"
     // for a dir whose parent gatewayd may not write. A path through a file is told below ("it
-    // is not a directory").
+    // is not a directory"). The parents it made before the failure go again (deepest first).
+    std::error_code ignored;
+    for (const std::string& parent : missing) std::filesystem::remove(parent, ignored);
     return make_error(Code::kUnavailable, "cannot make the directory: " + made.message());
   }
   // A dir of a newer data format is refused before anything in it changes (store/data_format.h),

@@ -533,12 +533,10 @@ TEST_CASE(
   CHECK(dir_sync(t.lines, dir.path()) < printed);
 }
 
-// A second token of a tenant's name was made, and events written with either carried the same
-// actor: no audit could tell who made a change (helper 103). Another tenant may use the name.
-// A token create whose token could not be printed (stdout on a full disk, a reader gone, stdout
-// closed) exited 0 with nothing on stderr: the token was lost, and its line in the file kept the
-// name from being used again. Now it exits 1 and says how to take the line away; with stdout
-// closed it writes nothing. A revoke whose report could not be written exited 0 as well.
+// A token create whose token could not be printed (stdout on a full disk or closed) exited 0 with
+// nothing on stderr: the token was lost, and its line in the file kept the name from being used
+// again. Now it exits 1 and says how to take the line away; with stdout closed it writes nothing. A
+// revoke whose report could not be written exited 0 as well.
 TEST_CASE("gatewayctl token create and revoke exit 1 when stdout cannot take what they print") {
   Server server;
   const std::string file = server.tokens_file();
@@ -577,16 +575,10 @@ TEST_CASE("gatewayctl token create and revoke exit 1 when stdout cannot take wha
         "gatewayctl: token revoke: cannot write its report: No space left on device; the tokens "
         "are revoked all the same\n");
   CHECK(read_file(file) == before);
-
-  // A reader gone before the token came: Broken pipe, the same message.
-  testing::CommandResult piped = testing::run_command(
-      {"/bin/sh", "-c", "exec 3>&1; { sleep 0.3; " + create + "; echo \"exit $?\" >&3; } | true"},
-      testing::ChildEnv{{"GATEWAY_"}, {}});
-  CHECK(piped.out == "exit 1\n");
-  CHECK(piped.err.starts_with("gatewayctl: token create: cannot print the token: Broken pipe;"));
-  CHECK(read_file(file).find(" team_a lost\n") != std::string::npos);
 }
 
+// A second token of a tenant's name was made, and events written with either carried the same
+// actor: no audit could tell who made a change (helper 103). Another tenant may use the name.
 TEST_CASE("gatewayctl token create: a name a token of the tenant has is refused, exit 1") {
   Server server;
   const std::string file = server.tokens_file();

@@ -40,7 +40,7 @@ class Gatewayd {
   // From the next start() on, the server starts with `signals` ignored (ChildEnv::ignored_signals).
   void ignore_signals(std::vector<int> signals) { ignored_signals_ = std::move(signals); }
   // From the next start() on, the server starts with these standard descriptors closed
-  // (ChildEnv::closed_fds); its stdout, which start() reads the port from, stays open.
+  // (ChildEnv::closed_fds); not stdout (1), which start() reads the port from.
   void close_fds(std::vector<int> fds) { closed_fds_ = std::move(fds); }
 
   // Sends `sig` (SIGTERM by default), then waits (SIGKILL past the timeout, reported as timed_out).

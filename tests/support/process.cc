@@ -52,7 +52,8 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
-// fork + execve with stdin=/dev/null, stdout=out_fd, stderr=err_fd; every other descriptor closed.
+// fork + execve with stdin=/dev/null, stdout=out_fd, stderr=err_fd, then env.closed_fds closed;
+// every other descriptor closed.
 // Only async-signal-safe calls happen between fork and exec.
 pid_t spawn_raw(std::vector<std::string> argv, const ChildEnv& env, int out_fd, int err_fd) {
   if (argv.empty()) throw std::runtime_error("spawn: empty argv");

@@ -41,7 +41,7 @@ struct ChildEnv {
   // Signals the child starts with ignored, as `nohup` (SIGHUP) or a shell's background job
   // (SIGINT) starts a program; the others of SIGTERM, SIGINT and SIGHUP start as by default.
   std::vector<int> ignored_signals = {};
-  // Standard descriptors (1, 2) the child starts with closed, as a shell's `>&-` starts it.
+  // Standard descriptors (0, 1, 2) the child starts with closed, as a shell's `>&-` starts it.
   std::vector<int> closed_fds = {};
 };
 
