@@ -151,12 +151,19 @@ int failed_token_change(const gw::Error& error) {
 // The text of the error of a write to stdout that failed (errno, as the failed write left it).
 std::string stdout_error() { return errno != 0 ? std::strerror(errno) : "the write failed"; }
 
+// Whether what was put on stdout is written (flushed). If not, it is dropped, so that the exit
+// does not write it after the failure's message, and errno says why (stdout_error).
+bool stdout_flushed() {
+  errno = 0;
+  if (std::cout.flush()) return true;
+  __fpurge(stdout);
+  return false;
+}
+
 // `code`, or a failure if the report on stdout could not be written (a full disk, a reader gone):
 // check, backup, rebuild and waf-check exited 0 with their report lost.
 int reported(const std::string& command, int code) {
-  errno = 0;
-  if (std::cout.flush()) return code;
-  __fpurge(stdout);
+  if (stdout_flushed()) return code;
   fail(command + ": cannot write its report: " + stdout_error());
   return code == 0 ? 1 : code;
 }
@@ -178,10 +185,8 @@ int token_create(int argc, char** argv) {
   // A token no one got: its line stays (see the README: taking it back would race a revoke), so
   // the message says how to take it away. Exit 0 before, with stdout on a full disk or a reader
   // gone, and the name could not be used again.
-  errno = 0;
-  std::cout << token.value() << std::endl;
-  if (!std::cout) {
-    __fpurge(stdout);  // not written again at the exit, after the message below
+  std::cout << token.value() << '\n';
+  if (!stdout_flushed()) {
     return fail("token create: cannot print the token: " + stdout_error() + "; its line stays in " +
                 flags.get("tokens-file") +
                 ", and no one has the token: take it away with gatewayctl token revoke "
@@ -210,10 +215,9 @@ int token_revoke(int argc, char** argv) {
   gw::admin::RemovedOnInterrupt removed(scratch);
   auto revoked = gw::http::revoke_tokens(path, flags.get("tenant"), flags.get("name"), scratch);
   if (!revoked.ok()) return failed_token_change(revoked.error());
-  errno = 0;
   std::cout << "revoked " << revoked.value() << (revoked.value() == 1 ? " token" : " tokens")
-            << " of tenant " << flags.get("tenant") << " named " << flags.get("name") << std::endl;
-  if (!std::cout) {
+            << " of tenant " << flags.get("tenant") << " named " << flags.get("name") << '\n';
+  if (!stdout_flushed()) {
     return fail("token revoke: cannot write its report: " + stdout_error() +
                 "; the tokens are revoked all the same");
   }

@@ -235,20 +235,18 @@ TEST_CASE("events and replay into a pipe its reader closed exit 1 quietly, scrat
   INFO(replayed.err);
   CHECK(replayed.out == "{\"until_se");
   CHECK(replayed.err == "exit 1\n");
-  // Any other failed write is told.
-  auto full = testing::run_command(
-      {"/bin/sh", "-c",
-       std::string(kGatewayctl) + " events --data-dir " + server.data_dir() + " > /dev/full"},
-      {}, std::chrono::seconds(60));
-  CHECK(full.status.code == 1);
-  CHECK(full.err == "gatewayctl: events: cannot write the events: No space left on device\n");
-  // So is a report that cannot be written (check exited 0 with its report lost).
-  auto check_full = testing::run_command(
-      {"/bin/sh", "-c",
-       std::string(kGatewayctl) + " check --data-dir " + server.data_dir() + " > /dev/full"},
-      {}, std::chrono::seconds(60));
-  CHECK(check_full.status.code == 1);
-  CHECK(check_full.err == "gatewayctl: check: cannot write its report: No space left on device\n");
+  // Any other failed write is told, a report's too (check exited 0 with its report lost).
+  for (const auto& [command, told] :
+       {std::pair<std::string, std::string>{"events", "cannot write the events"},
+        {"check", "cannot write its report"}}) {
+    CAPTURE(command);
+    auto full = testing::run_command({"/bin/sh", "-c",
+                                      std::string(kGatewayctl) + " " + command + " --data-dir " +
+                                          server.data_dir() + " > /dev/full"},
+                                     {}, std::chrono::seconds(60));
+    CHECK(full.status.code == 1);
+    CHECK(full.err == "gatewayctl: " + command + ": " + told + ": No space left on device\n");
+  }
   std::filesystem::remove_all(tmp);
 }
 
