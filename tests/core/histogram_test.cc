@@ -23,12 +23,28 @@ TEST_CASE("a latency histogram renders cumulative buckets, +Inf, sum and count")
   CHECK(text.find("x_seconds_bucket{route=\"get\",le=\"0.005\"} 2\n") != std::string::npos);
   CHECK(text.find("x_seconds_bucket{route=\"get\",le=\"2.5\"} 2\n") != std::string::npos);
   CHECK(text.find("x_seconds_bucket{route=\"get\",le=\"+Inf\"} 3\n") != std::string::npos);
-  CHECK(text.find("x_seconds_sum{route=\"get\"} 10.0034\n") != std::string::npos);
+  CHECK(text.find("x_seconds_sum{route=\"get\"} 10.003400\n") != std::string::npos);
   CHECK(text.find("x_seconds_count{route=\"get\"} 3\n") != std::string::npos);
   std::ostringstream bare;
   h.render(bare, "y", "");
-  CHECK(bare.str().find("y_bucket{le=\"+Inf\"} 3\ny_sum 10.0034\ny_count 3\n") !=
+  CHECK(bare.str().find("y_bucket{le=\"+Inf\"} 3\ny_sum 10.003400\ny_count 3\n") !=
         std::string::npos);
+}
+
+// rate(_sum) / rate(_count) is the mean latency: the sum must keep every microsecond however
+// long the server has run, not six significant digits (1.23457e+06 after two weeks of seconds).
+TEST_CASE("a histogram's sum is written to the microsecond, however large") {
+  LatencyHistogram h;
+  h.observe(1234567.891234);
+  h.observe(0.000001);
+  std::ostringstream out;
+  h.render(out, "x", "");
+  CHECK(out.str().find("\nx_sum 1234567.891235\n") != std::string::npos);
+  LatencyHistogram small;
+  small.observe(0.25);
+  std::ostringstream out_small;
+  small.render(out_small, "y", "");
+  CHECK(out_small.str().find("\ny_sum 0.250000\n") != std::string::npos);
 }
 
 // Prometheus requires the +Inf bucket to equal _count in every scrape; observe() updates the
