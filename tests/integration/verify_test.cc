@@ -614,6 +614,9 @@ TEST_CASE("verify: lookups waiting for a slot take turns by team") {
   // had started, and 201 of their outcomes came first.
   const std::string waiting = metrics_waiting(*env.server, kFlood - 100 + 1);
   REQUIRE(sample(waiting, "gatewayd_verifier_lookups_waiting") == kFlood - 100 + 1);
+  // Held a second more, for the latency histogram below: the held lookups took over a second,
+  // the waiting ones as long as dnsmasq takes once they start.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   env.dns.resume();
   Events events = wait_outcomes(a, mine.id);
   Events out = outcomes_of(events, mine.id);
@@ -637,6 +640,17 @@ TEST_CASE("verify: lookups waiting for a slot take turns by team") {
   INFO("team_b outcomes before team_a's: ", before);
   CHECK(before >= 1);
   CHECK(before <= 150);
+
+  // The latency histogram times each lookup from its start, not from its request: the 201 that
+  // waited over a second for a slot were counted at their wait too, as if DNS had been slow.
+  const std::string text = metrics(*env.server);
+  const auto bucket = [&](const char* le) {
+    return sample(text, std::string(R"(gatewayd_verifier_lookup_duration_seconds_bucket{le=")") +
+                            le + "\"}")
+        .value_or(-1);
+  };
+  CHECK(bucket("+Inf") == kFlood + 1);
+  CHECK(bucket("0.5") == kFlood - 100 + 1);  // the waiting ones; the 100 held took over a second
 }
 
 // c-ares 1.18 asks a server from one port for as long as lookups are in flight, so a forged
