@@ -22,6 +22,7 @@
 #include "core/std_fds.h"
 #include "http/api.h"
 #include "http/server.h"
+#include "http/transport.h"
 #include "mirror/kafka_sink.h"
 #include "mirror/publisher.h"
 #include "projections/catch_up.h"
@@ -407,6 +408,7 @@ int main(int argc, char** argv) {
   gw::http::Metrics metrics;
   metrics.set_sources([&service] { return service.events_appended(); },
                       [w] { return w->last_seq(); }, [w] { return w->batches(); });
+  metrics.set_timeouts(&gw::http::timeout_answers);
   metrics.add_section([w] { return w->render_metrics(); });
   metrics.add_section([&verifier] { return verifier.render_metrics(); });
   if (read_cache) metrics.add_section([&read_cache] { return read_cache->render_metrics(); });

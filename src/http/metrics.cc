@@ -43,6 +43,8 @@ void Metrics::set_sources(std::function<uint64_t()> events_appended,
   batches_ = std::move(batches);
 }
 
+void Metrics::set_timeouts(std::function<uint64_t()> timeouts) { timeouts_ = std::move(timeouts); }
+
 void Metrics::add_section(std::function<std::string()> section) {
   sections_.push_back(std::move(section));
 }
@@ -56,11 +58,13 @@ std::string Metrics::render() const {
   };
   out << "# HELP gatewayd_http_requests_total HTTP requests by route and status.\n"
       << "# TYPE gatewayd_http_requests_total counter\n";
+  const size_t unmatched = static_cast<size_t>(Route::kUnmatched);
   for (size_t route = 0; route < routes_.size(); ++route) {
     for (size_t kind = 0; kind < kKinds; ++kind) {
       const PerRoute& r = routes_[route][kind];
       for (size_t s = 0; s < kStatuses; ++s) {
         uint64_t n = r.by_status[s].load(std::memory_order_relaxed);
+        if (route == unmatched && kind == 0 && s == 408 && timeouts_) n += timeouts_();
         if (n != 0) {
           out << "gatewayd_http_requests_total{" << labels(route, kind) << ",status=\"" << s
               << "\"} " << n << "\n";

@@ -26,6 +26,9 @@ class Metrics {
   // Gauges and counters owned elsewhere, read at render time.
   void set_sources(std::function<uint64_t()> events_appended, std::function<uint64_t()> last_seq,
                    std::function<uint64_t()> batches);
+  // The 408s written outside the Api (the idle timeout's: transport.h timeout_answers), read at
+  // render time and counted under route `unmatched` (set up before serving).
+  void set_timeouts(std::function<uint64_t()> timeouts);
   // Appends another component's Prometheus text to every render (set up before serving).
   void add_section(std::function<std::string()> section);
   std::string render() const;
@@ -38,7 +41,7 @@ class Metrics {
     LatencyHistogram latency;
   };
   std::array<std::array<PerRoute, kKinds>, static_cast<size_t>(Route::kCount)> routes_{};
-  std::function<uint64_t()> events_appended_, last_seq_, batches_;
+  std::function<uint64_t()> events_appended_, last_seq_, batches_, timeouts_;
   std::vector<std::function<std::string()>> sections_;
 };
 

@@ -161,6 +161,8 @@ WriteEntry make_entry(Pistache::Fd fd, std::string bytes, int flags) {
 
 // What Pistache's own 408 is replaced with (answer_timeouts_with); nullptr: kept as it is.
 std::atomic<TimeoutAnswer> timeout_answer{nullptr};
+// The 408s of Pistache's timer let go out (timeout_answers).
+std::atomic<uint64_t> timeouts_answered{0};
 
 // On a transport's own thread: whether bytes are queued on descriptor `fd`, still to be written.
 bool writing(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
@@ -219,6 +221,7 @@ bool take_own_write(Pistache::Tcp::Transport& transport,
     Pistache::Http::Handler::getParser(peer)->reset();
     return false;
   }
+  timeouts_answered.fetch_add(1, std::memory_order_relaxed);
   const TimeoutAnswer answer = timeout_answer.load(std::memory_order_acquire);
   if (answer == nullptr) return true;
   try {
@@ -537,6 +540,8 @@ void queue_write(const std::shared_ptr<Pistache::Tcp::Peer>& peer, std::string w
                 kIdentified | (shut_after ? kShutAfter : 0) | (answer ? kAnswer : 0) |
                     (shut_after && end_after ? kEndAfter : 0));
 }
+
+uint64_t timeout_answers() { return timeouts_answered.load(std::memory_order_relaxed); }
 
 void answer_timeouts_with(TimeoutAnswer answer) {
   timeout_answer.store(answer, std::memory_order_release);

@@ -43,6 +43,9 @@ int64_t unwritten_writes();
 // connection's HTTP thread. Set before serving; nullptr keeps Pistache's.
 using TimeoutAnswer = std::string (*)();
 void answer_timeouts_with(TimeoutAnswer answer);
+// The 408s of Pistache's timer written so far, in this process (for /metrics: they answer no
+// request the server read whole, so no Api counted them). Callable from any thread.
+uint64_t timeout_answers();
 
 // Queues the end of `peer`'s connection behind everything queued on it: once that is written, the
 // connection is shut both ways and its HTTP thread ends it at its next turn, without reading
