@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <unordered_set>
@@ -29,16 +28,8 @@ namespace {
 
 // What tells a changed file: a `chmod` or `chown` changes the mode or owner and the status change
 // time, not the modification time, and an edit in place that keeps the size and puts the
-// modification time back still changes the status change time. `st` gets the file's status (all
-// zero when it is missing, and `stat_error` stat's errno).
-std::string stamp_of(const std::string& path, struct stat* st_out, int* stat_error) {
-  struct stat& st = *st_out;
-  st = {};
-  *stat_error = 0;
-  if (::stat(path.c_str(), &st) != 0) {
-    *stat_error = errno;
-    return "missing";
-  }
+// modification time back still changes the status change time.
+std::string stamp_of(const struct stat& st) {
   return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
          std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) + ":" +
@@ -183,6 +174,39 @@ void TokenStore::read_lines(std::istream& in, Map* map) const {
   }
 }
 
+std::string TokenStore::read_checked(std::string* stamp, std::string* text, int* error,
+                                     bool* read_again) const {
+  const auto failed = [&](const char* what) {
+    *error = errno;
+    *read_again = true;
+    return std::string(what) + " " + path_ + ": " + std::strerror(*error);
+  };
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return failed("cannot read");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return failed("cannot read");
+  *stamp = stamp_of(st);
+  if (std::string problem = untrusted_file_problem(path_, st, true); !problem.empty()) {
+    return problem;
+  }
+  char buffer[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      text->append(buffer, static_cast<size_t>(n));
+    } else if (n == 0) {
+      return "";
+    } else if (errno != EINTR) {
+      text->clear();
+      return failed("cannot read");
+    }
+  }
+}
+
 void TokenStore::maybe_reload(bool force) {
   const int64_t now = steady_millis();
   if (!force && now - last_check_ms_.load(std::memory_order_relaxed) < 250) return;
@@ -190,7 +214,12 @@ void TokenStore::maybe_reload(bool force) {
   last_check_ms_.store(now, std::memory_order_relaxed);
   struct stat st {};
   int stat_error = 0;
-  std::string stamp = stamp_of(path_, &st, &stat_error);
+  std::string stamp = "missing";
+  if (::stat(path_.c_str(), &st) == 0) {
+    stamp = stamp_of(st);
+  } else {
+    stat_error = errno;
+  }
   if (stamp == file_stamp_) return;
   auto map = std::make_shared<Map>();
   // Why no token is accepted now ("" when the file was read). Said once for each change of the
@@ -199,33 +228,25 @@ void TokenStore::maybe_reload(bool force) {
   std::string problem;
   bool read_again = false;  // the file could not be read: try again at the next check
   int error = 0;            // the errno of a failed stat, open or read
-  std::ifstream in;
+  std::string text;
   if (stamp == "missing") {
     error = stat_error;
     problem = path_ + ": " + std::strerror(stat_error);
     if (stat_error == ENOENT)
       problem += " (gatewayctl token create --tokens-file " + path_ + " makes it)";
   } else {
+    // Checked before it is opened (no FIFO or device is opened), and again as opened: the path
+    // may name another file by then (a rename in a directory others may write), and the tokens
+    // are read from the file checked, never from the path again. A FIFO renamed in between is
+    // opened without waiting for a writer (O_NONBLOCK), then refused; opened blocking, it held
+    // every request behind the reload for good (helper 156, as the check before took the tokens
+    // of a file owned by another user, renamed in between).
     problem = untrusted_file_problem(path_, st, true);
-    if (problem.empty()) {
-      errno = 0;
-      in.open(path_);
-      if (!in) {
-        error = errno;
-        problem = "cannot read " + path_ + ": " + std::strerror(errno);
-        read_again = true;
-      }
-    }
+    if (problem.empty()) problem = read_checked(&stamp, &text, &error, &read_again);
   }
   if (problem.empty()) {
-    errno = 0;
+    std::istringstream in(text);
     read_lines(in, map.get());
-    if (in.bad()) {
-      error = errno;
-      problem = "cannot read " + path_ + ": " + std::strerror(errno);
-      read_again = true;
-      map->clear();
-    }
   }
   // Out of descriptors or memory for a moment (a flood of connections, say): that says nothing of
   // the file, so the tokens read before stay accepted until it can be read, but not for longer

@@ -47,6 +47,11 @@ class TokenStore {
   };
   using Map = std::unordered_map<std::string, Entry>;  // keyed by digest
   void maybe_reload(bool force);
+  // Opens the tokens file, checks the file opened (untrusted_file_problem) and reads it whole into
+  // *text; *stamp becomes the opened file's. Returns why no token may come from it, or "": a failed
+  // open or read sets *error to its errno and *read_again.
+  std::string read_checked(std::string* stamp, std::string* text, int* error,
+                           bool* read_again) const;
   void read_lines(std::istream& in, Map* map) const;
   // The tokens now, as the calling thread last took them: valid until its next call.
   const Map& current_map();

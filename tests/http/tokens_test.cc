@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -228,6 +229,88 @@ TEST_CASE("a tokens file that is gone accepts no token, though the tokens read b
   REQUIRE(::unlink(file.path.c_str()) == 0);
   let_the_next_check_come();
   CHECK_FALSE(file.store.find(file.first).has_value());
+}
+
+// Swaps `other` in at `path` and back, again and again, until stopped: as someone who may write
+// the directory of the tokens file (not the file) can, between a check of the file and its read.
+class Swapper {
+ public:
+  Swapper(const std::string& path, const std::string& other) {
+    thread_ = std::thread([this, path, other] {
+      const std::string link = other + ".link";
+      const std::string held = path + ".held";
+      while (!stop_.load()) {
+        if (::link(other.c_str(), link.c_str()) != 0) continue;
+        ::rename(path.c_str(), held.c_str());
+        ::rename(link.c_str(), path.c_str());
+        ::rename(held.c_str(), path.c_str());
+      }
+    });
+  }
+  ~Swapper() {
+    stop_.store(true);
+    thread_.join();
+  }
+  Swapper(const Swapper&) = delete;
+  Swapper& operator=(const Swapper&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The file was checked by its path (stat) and then opened by its path again: a file others may
+// write, renamed in between, gave its tokens (helper 156: 80,468 of 91,800 requests with a token
+// of a file owned by another user). The file read is the file checked now.
+TEST_CASE("a file swapped in between the check and the read gives no token") {
+  OneToken t;
+  const std::string other = t.dir.file("other");
+  auto planted = create_token(other, "team_victim", "planted");
+  REQUIRE(planted.ok());
+  REQUIRE(::chmod(other.c_str(), 0666) == 0);  // others may write it: no token may come from it
+  int accepted = 0;
+  {
+    Swapper swapper(t.path, other);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < until) {
+      if (t.store.find(planted.value())) ++accepted;
+    }
+  }
+  CHECK(accepted == 0);
+  let_the_next_check_come();
+  CHECK(t.store.find(t.first).has_value());
+}
+
+// A FIFO renamed in between was opened blocking, waiting for a writer that never came, with the
+// reload's lock held: every request behind it hung for good (helper 156).
+TEST_CASE("a FIFO swapped in between the check and the read holds no lookup") {
+  OneToken t;
+  const std::string fifo = t.dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::atomic<bool> finished{false};
+  std::thread lookups;
+  {
+    Swapper swapper(t.path, fifo);
+    lookups = std::thread([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (std::chrono::steady_clock::now() < until) t.store.find("gw_unknown");
+      finished.store(true);
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!finished.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  CHECK(finished.load());
+  // A lookup held in the FIFO's open is let go by a writer, which goes at once.
+  for (int i = 0; i < 1000 && !finished.load(); ++i) {
+    const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (writer >= 0) ::close(writer);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  lookups.join();
+  let_the_next_check_come();
+  CHECK(t.store.find(t.first).has_value());
 }
 
 }  // namespace
