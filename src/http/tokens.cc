@@ -110,6 +110,21 @@ std::optional<TokenLine> parse_token_line(std::string_view line, std::string* wh
   return TokenLine{std::move(*raw), std::move(tenant), std::move(name)};
 }
 
+// Reads `fd` from where it is to its end into *text; 0, or the errno of the failure.
+int read_all(int fd, std::string* text) {
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      text->append(buffer, static_cast<size_t>(n));
+    } else if (n == 0) {
+      return 0;
+    } else if (errno != EINTR) {
+      return errno;
+    }
+  }
+}
+
 }  // namespace
 
 TokenStore::TokenStore(std::string path, std::chrono::milliseconds keep_last_for)
@@ -176,35 +191,28 @@ void TokenStore::read_lines(std::istream& in, Map* map) const {
 
 std::string TokenStore::read_checked(std::string* stamp, std::string* text, int* error,
                                      bool* read_again) const {
-  const auto failed = [&](const char* what) {
-    *error = errno;
+  const auto failed = [&](int errno_value) {
+    *error = errno_value;
     *read_again = true;
-    return std::string(what) + " " + path_ + ": " + std::strerror(*error);
+    return "cannot read " + path_ + ": " + std::strerror(errno_value);
   };
   const int fd = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return failed("cannot read");
+  if (fd < 0) return failed(errno);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return failed("cannot read");
+  if (::fstat(fd, &st) != 0) return failed(errno);
   *stamp = stamp_of(st);
   if (std::string problem = untrusted_file_problem(path_, st, true); !problem.empty()) {
     return problem;
   }
-  char buffer[16384];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n > 0) {
-      text->append(buffer, static_cast<size_t>(n));
-    } else if (n == 0) {
-      return "";
-    } else if (errno != EINTR) {
-      text->clear();
-      return failed("cannot read");
-    }
+  if (const int read_error = read_all(fd, text); read_error != 0) {
+    text->clear();
+    return failed(read_error);
   }
+  return "";
 }
 
 void TokenStore::maybe_reload(bool force) {
@@ -337,21 +345,6 @@ std::optional<Error> flag_problems(const std::string& tenant, const std::string&
   if (const char* why = name_problem(name, any_case)) errors.add("name", why);
   if (errors.empty()) return std::nullopt;
   return errors.to_error();
-}
-
-// Reads `fd` from where it is to its end into *text; 0, or the errno of the failure.
-int read_all(int fd, std::string* text) {
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n > 0) {
-      text->append(buffer, static_cast<size_t>(n));
-    } else if (n == 0) {
-      return 0;
-    } else if (errno != EINTR) {
-      return errno;
-    }
-  }
 }
 
 // Each line of `text` (its newline included, if it has one) with the token it names as gatewayd
