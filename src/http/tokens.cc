@@ -21,6 +21,7 @@
 #include "core/fsync_dir.h"
 #include "core/hex.h"
 #include "core/text.h"
+#include "core/unique_fd.h"
 
 namespace gw::http {
 
@@ -196,19 +197,15 @@ std::string TokenStore::read_checked(std::string* stamp, std::string* text, int*
     *read_again = true;
     return "cannot read " + path_ + ": " + std::strerror(errno_value);
   };
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return failed(errno);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  const UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (fd.get() < 0) return failed(errno);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return failed(errno);
+  if (::fstat(fd.get(), &st) != 0) return failed(errno);
   *stamp = stamp_of(st);
   if (std::string problem = untrusted_file_problem(path_, st, true); !problem.empty()) {
     return problem;
   }
-  if (const int read_error = read_all(fd, text); read_error != 0) {
+  if (const int read_error = read_all(fd.get(), text); read_error != 0) {
     text->clear();
     return failed(read_error);
   }
@@ -457,12 +454,9 @@ Result<size_t> revoke_tokens(const std::string& path, const std::string& tenant,
   // Without O_NONBLOCK a FIFO in the file's place held the open until a writer came.
   auto locked = open_locked(path, O_RDONLY | O_NONBLOCK);
   if (!locked.ok()) return locked.error();
-  const int fd = locked.value();
   // Closing it lets the next change go on, so only once the file is in place.
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  const UniqueFd held(locked.value());
+  const int fd = held.get();
   struct stat st {};
   if (::fstat(fd, &st) != 0) return make_error(Code::kUnavailable, "cannot stat " + path);
   if (auto problem = untrusted_file_problem(path, st, false); !problem.empty()) {

@@ -21,6 +21,8 @@
 #include <iterator>
 #include <map>
 
+#include "core/unique_fd.h"
+
 namespace gw::sandbox {
 
 namespace {
@@ -397,20 +399,6 @@ Frames parse_frames(std::string_view bytes) {
   return f;
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 Outcome unavailable(std::string detail) {
   return Outcome{Outcome::Kind::kUnavailable, {}, std::move(detail)};
 }
@@ -628,11 +616,11 @@ Outcome Sandbox::run_on(const Zygote& zygote, std::string_view input, bool* stuc
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return unavailable(errno_text("socketpair"));
-  Fd ours(sv[0]);
+  UniqueFd ours(sv[0]);
   // Only our end waits with a deadline; the worker's end stays blocking.
   ::fcntl(ours.get(), F_SETFL, ::fcntl(ours.get(), F_GETFL) | O_NONBLOCK);
   {
-    Fd theirs(sv[1]);
+    UniqueFd theirs(sv[1]);
     char byte = 'R';
     struct iovec iov {
       &byte, 1

@@ -17,6 +17,7 @@
 #include <rocksdb/table_properties.h>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -476,6 +477,26 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   // also its LOCK (helper 121: a copy without one got one). The mark is read again under the LOCK,
   // which a newer gatewayd holds while it writes the mark.
   if (auto newer = read_data_format(dir); !newer.ok()) return std::move(newer.error());
+  // RocksDB's LOCK keeps a second writer out only while the name LOCK is the file locked: one
+  // deleted (by hand, or by a cleanup of "stale" lock files) let a second gatewayd open the dir and
+  // write beside the first (helper 156: the first's acknowledged events were gone after a restart,
+  // and check passed). The directory itself is locked too (flock), which no unlink takes away;
+  // held for as long as the Store is open.
+  UniqueFd dir_lock(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_lock.get() < 0) {
+    return make_error(Code::kUnavailable,
+                      std::string("cannot open the directory: ") + std::strerror(errno));
+  }
+  if (::flock(dir_lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return make_error(Code::kUnavailable,
+                        std::string(Store::kInUse) +
+                            " (another gatewayd, or gatewayctl rebuild, holds a lock on " + dir +
+                            ")");
+    }
+    return make_error(Code::kUnavailable,
+                      std::string("cannot lock the directory: ") + std::strerror(errno));
+  }
   // The LOCK is tried before the info log is made, which sets the earlier run's LOG aside: a
   // second gatewayd, or `gatewayctl rebuild` beside a running one, moved the live process's LOG
   // (which it went on writing to) among the ten kept, so that a few such tries had it deleted.
@@ -569,6 +590,7 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
     return error;
   }
   auto store = adopt(dir, raw, handles);
+  store->dir_lock_ = std::move(dir_lock);
   store->seals_ = std::move(seals);
   store->stops_ = std::move(stops);
   store->recovery_note_ = std::move(note);

@@ -23,6 +23,7 @@
 #include <rocksdb/db.h>
 
 #include "core/error.h"
+#include "core/unique_fd.h"
 
 namespace gw {
 
@@ -194,6 +195,7 @@ class Store {
   static std::unique_ptr<Store> adopt(const std::string& dir, rocksdb::DB* raw,
                                       const std::vector<rocksdb::ColumnFamilyHandle*>& handles);
   std::string dir_;
+  UniqueFd dir_lock_;  // the data dir, flock'ed while open for writing; let go after db_ closes
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* default_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* events_cf_ = nullptr;

@@ -1087,10 +1087,16 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
   refused(run({"--listen", "127.0.0.1:" + port, "--data-dir", dir.path()}),
           "cannot listen on 127.0.0.1:" + port + ": Address already in use");
 
-  refused(run({"--listen", "127.0.0.1:0", "--data-dir", server.data_dir()}),
-          "cannot open " + server.data_dir() +
-              ": it is in use (another gatewayd, or gatewayctl rebuild, holds " +
-              server.data_dir() + "/LOCK): IO error: While lock file");
+  const std::string in_use = "cannot open " + server.data_dir() +
+                             ": it is in use (another gatewayd, or gatewayctl rebuild, holds a "
+                             "lock on " +
+                             server.data_dir() + ")";
+  refused(run({"--listen", "127.0.0.1:0", "--data-dir", server.data_dir()}), in_use);
+  // RocksDB's LOCK keeps others out only while that name is the file locked: with it deleted, a
+  // second gatewayd opened the dir and wrote beside the first (helper 156: the first's
+  // acknowledged events were gone after a restart, and check passed).
+  REQUIRE(::unlink((server.data_dir() + "/LOCK").c_str()) == 0);
+  refused(run({"--listen", "127.0.0.1:0", "--data-dir", server.data_dir()}), in_use);
   CHECK(Api(server, kTeamA).get("/v1/domain").status == 200);
 }
 
