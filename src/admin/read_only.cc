@@ -28,8 +28,13 @@ std::optional<Error> unusable_data_dir(const std::string& data_dir) {
 Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& data_dir) {
   if (auto unusable = unusable_data_dir(data_dir)) return std::move(*unusable);
   // A dir of a newer data format is read by no part of this release (store/data_format.h).
-  if (auto format = read_data_format(data_dir); !format.ok()) {
+  auto format = read_data_format(data_dir);
+  if (!format.ok()) {
     return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + format.error().detail);
+  }
+  // Told as damage, not as the new dir below that it looked like (helper 156).
+  if (auto gone = Store::events_gone(data_dir, format.value())) {
+    return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + gone->detail);
   }
   auto made = make_scratch_dir("gatewayctl-");
   if (!made.ok()) return std::move(made.error());

@@ -516,6 +516,7 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
     lock_env->UnlockFile(lock);
     if (!read.ok()) return std::move(read.error());
   }
+  if (auto gone = events_gone(dir, format)) return std::move(*gone);
   // The info log grows by about 130 KB an hour under load (statistics every 10 minutes): each
   // file is set aside at 8 MiB, and RocksDB keeps 10 in all (`LOG` and the newest set aside).
   options.info_log = std::make_shared<InfoLog>(dir + "/LOG", kInfoLogBytes);
@@ -662,6 +663,18 @@ std::vector<std::string> Store::missing_column_families(const std::string& dir) 
     }
   }
   return missing;
+}
+
+std::optional<Error> Store::events_gone(const std::string& dir, uint64_t format) {
+  if (format == 0) return std::nullopt;
+  const std::vector<std::string> absent = missing_column_families(dir);
+  if (std::find(absent.begin(), absent.end(), "events") == absent.end()) return std::nullopt;
+  return make_error(Code::kUnavailable,
+                    std::string("its MANIFEST names no column family of events, yet a gatewayd "
+                                "opened it whole (it holds ") +
+                        kDataFormatFile +
+                        "): the MANIFEST is cut short or damaged, and opened, the dir would "
+                        "serve an empty log. Restore a backup");
 }
 
 bool Store::locked_by_another_process(const std::string& dir) {

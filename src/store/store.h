@@ -97,6 +97,12 @@ class Store {
   // lacks some, and holds no event then; a rebuild drops the projections and makes them again,
   // so one stopped in between lacks those. open() makes what is missing.
   static std::vector<std::string> missing_column_families(const std::string& dir);
+  // kUnavailable if `dir`, whose data format mark is `format` (not 0: a gatewayd opened it whole
+  // once, having made every column family), lacks the events' column family, which nothing
+  // drops: its MANIFEST is cut short or damaged. Opened, it made an empty log anew and served
+  // nothing of the old one (helper 156). open() and gatewayctl's reads refuse such a dir. The
+  // message begins "its", to follow "cannot open DIR: ".
+  static std::optional<Error> events_gone(const std::string& dir, uint64_t format);
   // Opens `dir` strictly read-only and closes it again: an error (RocksDB's, naming the file) if
   // a table file its MANIFEST names is missing or unreadable, which a secondary would pass over
   // (see admin/read_only.h). Not beside a writer: a read-only open's view of the files is not

@@ -89,6 +89,47 @@ TEST_CASE("a dir holding a database's files but no CURRENT is refused, and nothi
   }
 }
 
+// A MANIFEST cut short at a record's end reads as a database made before its events' column
+// family: opened, RocksDB made that column family anew, empty, and deleted the table files of the
+// old one (helper 156). A dir that holds the data format mark was opened whole once, so that is
+// damage, refused with nothing changed.
+TEST_CASE("a marked dir whose MANIFEST names no events is refused, and nothing changes") {
+  testing::ScratchDir dir;
+  write_events(dir.path(), 100, true);
+  std::string current = testing::read_file(dir.path() + "/CURRENT");
+  while (!current.empty() && current.back() == '\n') current.pop_back();
+  const std::string manifest = dir.path() + "/" + current;
+  const std::string whole = testing::read_file(manifest);
+  REQUIRE_FALSE(whole.empty());
+  // The longest cut that still reads and names no events' column family.
+  const auto missing_events = [&] {
+    const auto absent = Store::missing_column_families(dir.path());
+    return std::find(absent.begin(), absent.end(), "events") != absent.end();
+  };
+  size_t cut = whole.size();
+  for (; cut > 0; --cut) {
+    std::ofstream(manifest, std::ios::binary | std::ios::trunc) << whole.substr(0, cut);
+    if (missing_events()) break;
+  }
+  REQUIRE(cut > 0);
+  const std::set<std::string> before = names_in(dir.path());
+  auto refused = Store::open(dir.path());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().detail ==
+        "its MANIFEST names no column family of events, yet a gatewayd opened it whole (it holds "
+        "GATEWAYD-FORMAT): the MANIFEST is cut short or damaged, and opened, the dir would serve "
+        "an empty log. Restore a backup");
+  CHECK(names_in(dir.path()) == before);
+  // The MANIFEST whole again, every event is there.
+  std::ofstream(manifest, std::ios::binary | std::ios::trunc) << whole;
+  auto store = Store::open(dir.path());
+  REQUIRE(store.ok());
+  int events = 0;
+  auto it = store.value()->iterate(Cf::kEvents);
+  for (it->SeekToFirst(); it->Valid(); it->Next()) ++events;
+  CHECK(events == 100);
+}
+
 // Only RocksDB's names count: an operator's own files in a new data dir do not stop its first
 // start.
 TEST_CASE("a new data dir with other files, a .log of the operator's among them, opens") {
