@@ -106,7 +106,8 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
   // When the lookup started, set as it starts: the latency histogram is the lookup's own time,
   // not the wait for a slot of the resolver before it (a full queue read as a slow DNS server:
   // lookups of a 1.5 s bound counted at 2.9 s). Both callbacks run on the resolver's thread.
-  auto started = std::make_shared<std::chrono::steady_clock::time_point>();
+  auto started =
+      std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
   // Asked when the lookup starts, at once or after a wait for a slot: a request verify was called
   // for again since is not looked up.
   auto wanted = [this, domain_id, request_seq, started] {
