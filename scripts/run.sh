@@ -92,6 +92,15 @@ if [[ -n "${HOLDER}" ]]; then
   echo "run.sh: ${DATA_DIR} is in use by process ${HOLDER%%/*}; stop it, or give another --data-dir" >&2
   exit 1
 fi
+# gatewayd also locks the directory itself (flock), which holds when LOCK was deleted.
+LOCKED=0
+if [[ -d "${DATA_DIR}" ]]; then
+  flock --nonblock --shared --conflict-exit-code 75 "${DATA_DIR}" true 2>/dev/null || LOCKED=$?
+fi
+if ((LOCKED == 75)); then
+  echo "run.sh: ${DATA_DIR} is in use (another gatewayd holds a lock on it); stop it, or give another --data-dir" >&2
+  exit 1
+fi
 
 # The directories made here are made durable, as gatewayd makes its own data dir's: each one's
 # entry is synced in the directory it was made in (coreutils' `sync FILE` fsyncs FILE), or a

@@ -19,15 +19,19 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -476,26 +480,41 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   // A dir of a newer data format is refused before anything in it changes (store/data_format.h),
   // also its LOCK (helper 121: a copy without one got one). The mark is read again under the LOCK,
   // which a newer gatewayd holds while it writes the mark.
-  if (auto newer = read_data_format(dir); !newer.ok()) return std::move(newer.error());
+  auto newer = read_data_format(dir);
+  if (!newer.ok()) return std::move(newer.error());
+  // Damage is refused before anything in the dir changes too.
+  if (auto gone = events_gone(dir, newer.value())) return std::move(*gone);
   // RocksDB's LOCK keeps a second writer out only while the name LOCK is the file locked: one
   // deleted (by hand, or by a cleanup of "stale" lock files) let a second gatewayd open the dir and
   // write beside the first (helper 156: the first's acknowledged events were gone after a restart,
   // and check passed). The directory itself is locked too (flock), which no unlink takes away;
-  // held for as long as the Store is open.
+  // held for as long as the Store is open. Where flock cannot lock a directory (NFS and CIFS
+  // make it an fcntl lock, which wants a file open for writing), RocksDB's LOCK alone keeps a
+  // second writer out, as before, and LOG says so.
+  std::string dir_lock_note;
   UniqueFd dir_lock(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_lock.get() < 0) {
+    const int error = errno;
     return make_error(Code::kUnavailable,
-                      std::string("cannot open the directory: ") + std::strerror(errno));
+                      std::string("cannot open the directory: ") + std::strerror(error));
   }
   if (::flock(dir_lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
+    const int error = errno;
+    if (error == EWOULDBLOCK) {
       return make_error(Code::kUnavailable,
                         std::string(Store::kInUse) +
                             " (another gatewayd, or gatewayctl rebuild, holds a lock on " + dir +
                             ")");
     }
-    return make_error(Code::kUnavailable,
-                      std::string("cannot lock the directory: ") + std::strerror(errno));
+    if (error != EBADF && error != ENOLCK && error != EOPNOTSUPP && error != EINVAL) {
+      return make_error(Code::kUnavailable,
+                        std::string("cannot lock the directory: ") + std::strerror(error));
+    }
+    dir_lock_note = std::string("gatewayd: cannot lock the data dir itself (") +
+                    std::strerror(error) +
+                    "; a network file system?): only RocksDB's LOCK file keeps a second writer "
+                    "out, so never delete it while gatewayd runs";
+    dir_lock.reset();
   }
   // The LOCK is tried before the info log is made, which sets the earlier run's LOG aside: a
   // second gatewayd, or `gatewayctl rebuild` beside a running one, moved the live process's LOG
@@ -516,7 +535,6 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
     lock_env->UnlockFile(lock);
     if (!read.ok()) return std::move(read.error());
   }
-  if (auto gone = events_gone(dir, format)) return std::move(*gone);
   // The info log grows by about 130 KB an hour under load (statistics every 10 minutes): each
   // file is set aside at 8 MiB, and RocksDB keeps 10 in all (`LOG` and the newest set aside).
   options.info_log = std::make_shared<InfoLog>(dir + "/LOG", kInfoLogBytes);
@@ -526,6 +544,9 @@ Result<std::unique_ptr<Store>> Store::open_unchecked(const std::string& dir, roc
   rocksdb::Log(rocksdb::InfoLogLevel::INFO_LEVEL, options.info_log,
                "gatewayd: write-ahead log checksums (CRC-32C) computed by %s",
                crc32c_implementation());
+  if (!dir_lock_note.empty()) {
+    rocksdb::Log(rocksdb::InfoLogLevel::WARN_LEVEL, options.info_log, "%s", dir_lock_note.c_str());
+  }
   if (given.files > 0) {
     rocksdb::Log(rocksdb::InfoLogLevel::WARN_LEVEL, options.info_log,
                  "gatewayd: gave back %llu bytes of disk reserved past the ends of %d of the "
@@ -679,14 +700,32 @@ std::optional<Error> Store::events_gone(const std::string& dir, uint64_t format)
 
 bool Store::locked_by_another_process(const std::string& dir) {
   // RocksDB locks LOCK with fcntl (a write lock over the whole file), which F_GETLK reports.
-  const int fd = ::open((dir + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct flock lock {};
-  lock.l_type = F_WRLCK;
-  lock.l_whence = SEEK_SET;
-  const bool held = ::fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK;
-  ::close(fd);
-  return held;
+  if (const UniqueFd fd(::open((dir + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC)); fd.get() >= 0) {
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    if (::fcntl(fd.get(), F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK) return true;
+  }
+  // The directory's own lock (open_unchecked), held also once LOCK was deleted: looked up in
+  // /proc/locks, which takes no lock (a probe with flock could refuse a gatewayd starting then).
+  // A lock held there: "1: FLOCK  ADVISORY  WRITE 4242 08:01:131074 0 EOF" (the holder's pid;
+  // device major and minor in hex, inode in decimal); one waited for has "->" after the number.
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return false;
+  char id[64];
+  std::snprintf(id, sizeof id, "%02x:%02x:%llu", ::major(st.st_dev), ::minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  const std::string self = std::to_string(::getpid());
+  std::ifstream locks("/proc/locks");
+  for (std::string line; std::getline(locks, line);) {
+    std::istringstream fields(line);
+    std::string number, kind, mode, access, pid, file;
+    if ((fields >> number >> kind >> mode >> access >> pid >> file) && kind == "FLOCK" &&
+        access == "WRITE" && pid != self && file == id) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::optional<Error> Store::check_table_files(const std::string& dir,

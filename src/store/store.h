@@ -81,7 +81,8 @@ class Store {
   static Result<std::unique_ptr<Store>> open_secondary(const std::string& dir,
                                                        const std::string& scratch_dir,
                                                        rocksdb::Env* env = nullptr);
-  // Whether another process holds `dir`'s LOCK (has it open for writing).
+  // Whether another process has `dir` open for writing: holds its LOCK, or the lock on the
+  // directory itself (which stays when LOCK is deleted).
   static bool locked_by_another_process(const std::string& dir);
   // kUnavailable if `dir` holds a database's files (MANIFEST-*, numbered .log, .sst or .blob) but
   // no CURRENT, the file naming the MANIFEST: opened, RocksDB made a new, empty database there

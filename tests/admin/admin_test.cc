@@ -80,6 +80,20 @@ std::unique_ptr<Store> open_store(const std::string& path) {
   return std::move(s.value());
 }
 
+// gatewayctl's reads called a dir whose MANIFEST was cut before its events' column family "no
+// gatewayd database yet" (helper 156); a dir gatewayd opened whole once is damaged then.
+TEST_CASE("a read of a marked data dir whose MANIFEST names no events says it is damaged") {
+  FixtureDir fixture;
+  REQUIRE(testing::cut_manifest_before_events(fixture.path()).cut > 0);
+  auto refused = ReadOnlyStore::open(fixture.path());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().detail ==
+        "cannot read " + fixture.path() +
+            ": its MANIFEST names no column family of events, yet a gatewayd opened it whole (it "
+            "holds GATEWAYD-FORMAT): the MANIFEST is cut short or damaged, and opened, the dir "
+            "would serve an empty log. Restore a backup");
+}
+
 FoldOptions fold_at(FoldPlace place, const std::string& scratch_dir = "") {
   FoldOptions options;
   options.place = place;

@@ -4,8 +4,11 @@
 #include <linux/fs.h>
 #include <rocksdb/env.h>
 #include <rocksdb/file_system.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,22 +104,8 @@ TEST_CASE("a dir holding a database's files but no CURRENT is refused, and nothi
 TEST_CASE("a marked dir whose MANIFEST names no events is refused, and nothing changes") {
   testing::ScratchDir dir;
   write_events(dir.path(), 100, true);
-  std::string current = testing::read_file(dir.path() + "/CURRENT");
-  while (!current.empty() && current.back() == '\n') current.pop_back();
-  const std::string manifest = dir.path() + "/" + current;
-  const std::string whole = testing::read_file(manifest);
-  REQUIRE_FALSE(whole.empty());
-  // The longest cut that still reads and names no events' column family.
-  const auto missing_events = [&] {
-    const auto absent = Store::missing_column_families(dir.path());
-    return std::find(absent.begin(), absent.end(), "events") != absent.end();
-  };
-  size_t cut = whole.size();
-  for (; cut > 0; --cut) {
-    std::ofstream(manifest, std::ios::binary | std::ios::trunc) << whole.substr(0, cut);
-    if (missing_events()) break;
-  }
-  REQUIRE(cut > 0);
+  const testing::CutManifest manifest = testing::cut_manifest_before_events(dir.path());
+  REQUIRE(manifest.cut > 0);
   const std::set<std::string> before = names_in(dir.path());
   auto refused = Store::open(dir.path());
   REQUIRE_FALSE(refused.ok());
@@ -126,8 +115,36 @@ TEST_CASE("a marked dir whose MANIFEST names no events is refused, and nothing c
         "an empty log. Restore a backup");
   CHECK(names_in(dir.path()) == before);
   // The MANIFEST whole again, every event is there.
-  std::ofstream(manifest, std::ios::binary | std::ios::trunc) << whole;
+  std::ofstream(manifest.path, std::ios::binary | std::ios::trunc) << manifest.whole;
   CHECK(events_in(dir.path()) == 100);
+}
+
+// With LOCK deleted, only the directory's own lock tells that a gatewayd has the dir open, and
+// gatewayctl's reads took it for a dir no one writes (a read-only open beside a writer).
+TEST_CASE("a data dir whose directory another process locked is in use, with no LOCK file") {
+  testing::ScratchDir dir;
+  CHECK_FALSE(Store::locked_by_another_process(dir.path()));
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const int fd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
+    const char done = fd >= 0 && ::flock(fd, LOCK_EX) == 0 ? 'y' : 'n';
+    [[maybe_unused]] auto n = ::write(ready[1], &done, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char done = 0;
+  REQUIRE(::read(ready[0], &done, 1) == 1);
+  CHECK(done == 'y');
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/LOCK"));
+  CHECK(Store::locked_by_another_process(dir.path()));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  CHECK_FALSE(Store::locked_by_another_process(dir.path()));
 }
 
 // Only RocksDB's names count: an operator's own files in a new data dir do not stop its first

@@ -3,10 +3,13 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +37,29 @@ class ScratchDir {
  private:
   std::string path_;
 };
+
+// Cuts the MANIFEST of the closed store in `dir` at the end of the longest part that still reads
+// and names no column family of events, as damage could; returns the whole MANIFEST's path and
+// bytes, to put back. The cut is 0 bytes long if there is none (a REQUIRE in the caller).
+struct CutManifest {
+  std::string path;
+  std::string whole;
+  size_t cut = 0;
+};
+inline CutManifest cut_manifest_before_events(const std::string& dir) {
+  CutManifest m;
+  std::string current;
+  std::ifstream(dir + "/CURRENT") >> current;
+  m.path = dir + "/" + current;
+  std::ifstream in(m.path, std::ios::binary);
+  m.whole.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  for (m.cut = m.whole.size(); m.cut > 0; --m.cut) {
+    std::ofstream(m.path, std::ios::binary | std::ios::trunc) << m.whole.substr(0, m.cut);
+    const auto absent = Store::missing_column_families(dir);
+    if (std::find(absent.begin(), absent.end(), "events") != absent.end()) break;
+  }
+  return m;
+}
 
 // Every projections key and value as a reader sees them: a counter back at 0 reads as none
 // (is_spent_counter), so it is left out, as a replay of the log leaves it out.
