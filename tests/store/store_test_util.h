@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +19,7 @@
 
 #include "core/clock.h"
 #include "store/store.h"
+#include "support/temp_dir.h"
 
 namespace gw::testing {
 
@@ -51,8 +51,7 @@ inline CutManifest cut_manifest_before_events(const std::string& dir) {
   std::string current;
   std::ifstream(dir + "/CURRENT") >> current;
   m.path = dir + "/" + current;
-  std::ifstream in(m.path, std::ios::binary);
-  m.whole.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  m.whole = read_file(m.path);
   for (m.cut = m.whole.size(); m.cut > 0; --m.cut) {
     std::ofstream(m.path, std::ios::binary | std::ios::trunc) << m.whole.substr(0, m.cut);
     const auto absent = Store::missing_column_families(dir);
