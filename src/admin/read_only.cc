@@ -32,10 +32,6 @@ Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& da
   if (!format.ok()) {
     return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + format.error().detail);
   }
-  // Told as damage, not as the new dir below that it looked like (helper 156).
-  if (auto gone = Store::events_gone(data_dir, format.value())) {
-    return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + gone->detail);
-  }
   auto made = make_scratch_dir("gatewayctl-");
   if (!made.ok()) return std::move(made.error());
   const std::string& scratch = made.value();
@@ -47,6 +43,10 @@ Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& da
   // power cut in a first start after the events' column family was made (helper 125).
   const std::vector<std::string> absent = Store::missing_column_families(data_dir);
   if (std::find(absent.begin(), absent.end(), "events") != absent.end()) {
+    // A dir a gatewayd opened whole is damaged then, not new (helper 156).
+    if (auto gone = Store::events_gone(data_dir, format.value())) {
+      return make_error(Code::kUnavailable, "cannot read " + data_dir + ": " + gone->detail);
+    }
     return make_error(Code::kUnavailable,
                       data_dir +
                           " holds no gatewayd database yet: its first start has not made it "
