@@ -370,6 +370,10 @@ int main(int argc, char** argv) {
   auto other_layout = gw::other_projections_layout(*store.value());
   if (!other_layout.ok())
     return fail("cannot read the projections: " + other_layout.error().detail);
+  // Refused before the writer would take the lost events' sequence numbers again.
+  auto ahead = gw::read_model_ahead_of_log(*store.value());
+  if (!ahead.ok()) return fail("cannot read the projections: " + ahead.error().detail);
+  if (ahead.value()) return fail("cannot open " + data_dir + ": " + *ahead.value());
   auto caught_up = gw::catch_up_projections(*store.value(), *ids, fold);
   if (!caught_up.ok())
     return fail("cannot bring projections up to date: " + caught_up.error().detail);

@@ -137,6 +137,30 @@ Result<std::optional<std::string>> other_projections_layout(const Store& store) 
   return other;
 }
 
+Result<std::optional<std::string>> read_model_ahead_of_log(const Store& store) {
+  auto checkpoint = store.get(Cf::kProjections, keys::checkpoint());
+  if (!checkpoint.ok()) return std::move(checkpoint.error());
+  if (!checkpoint.value()) return std::optional<std::string>();
+  const uint64_t applied = decode_u64(*checkpoint.value());
+  auto it = store.iterate(Cf::kEvents);
+  it->SeekToLast();
+  if (!it->status().ok()) return io_error(it->status());
+  uint64_t last = 0;
+  if (it->Valid()) {
+    if (it->key().size() != 8) return make_error(Code::kInternal, "an event key is malformed");
+    last = decode_u64(std::string_view(it->key().data(), it->key().size()));
+  }
+  if (applied <= last) return std::optional<std::string>();
+  return std::optional<std::string>(
+      "the read model has applied the log up to event " + std::to_string(applied) +
+      ", but the log " +
+      (last == 0 ? std::string("holds no events") : "ends at event " + std::to_string(last)) +
+      ": events it acknowledged are gone from the log, which something other than a crash cut "
+      "short or damaged (a copy that stopped, a truncate, an edit). Restore a backup "
+      "(gatewayctl backup); or, to go on without them, run gatewayctl rebuild, which makes the "
+      "read model again from the log as it is");
+}
+
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const FoldOptions& options) {
   // What a rebuild stopped half way (a kill, a power cut) left: nothing reads it.
   for (const char* left : {kFoldDir, kRebuildDir}) {
@@ -158,6 +182,9 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const Fold
     if (auto r = write_projections(store, *fold.value()); !r.ok()) return std::move(r.error());
     return fold.value()->events();
   }
+  auto ahead = read_model_ahead_of_log(store);
+  if (!ahead.ok()) return std::move(ahead.error());
+  if (ahead.value()) return make_error(Code::kUnavailable, *ahead.value());
   uint64_t after = decode_u64(*checkpoint.value());
   uint64_t applied = 0;
   auto it = store.iterate(Cf::kEvents);

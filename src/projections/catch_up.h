@@ -19,7 +19,8 @@ namespace gw {
 
 // Returns the number of events applied. With no checkpoint (empty projections) this is
 // rebuild_projections, folding where `options` say; otherwise the events past the checkpoint are
-// applied one by one.
+// applied one by one. A read model ahead of the log (read_model_ahead_of_log) is kUnavailable,
+// and nothing is applied: restoring a backup, or `gatewayctl rebuild`, is the operator's choice.
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids,
                                       const FoldOptions& options = {});
 
@@ -28,6 +29,16 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids,
 // if a checkpoint of this layout is there, or none is. gatewayd says so as it starts, and
 // `gatewayctl check` names it instead of its first key.
 Result<std::optional<std::string>> other_projections_layout(const Store& store);
+
+// What a read model that has seen events the log no longer holds is told by: its checkpoint (the
+// last event it applied) beyond the log's last event. Events are written with the projections
+// they imply in one synced batch, and no crash takes synced writes away, so only a log cut short
+// or damaged by something else (a copy that stopped, a `truncate`, an edit) does this; going on,
+// the writer took the lost events' sequence numbers again beside projections of the lost ones
+// (helper 160: lists served records with no events, and /v1/events and history answered 500).
+// A sentence for gatewayd's refusal and for `gatewayctl check`'s finding, or nullopt when the
+// read model is not ahead (none at all, or of another layout, is not).
+Result<std::optional<std::string>> read_model_ahead_of_log(const Store& store);
 
 // A fold on disk for a rebuild goes into <data-dir>/fold.tmp unless the options name another
 // scratch directory; the sorted table files into <data-dir>/rebuild.tmp. Both are removed once
