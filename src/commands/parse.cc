@@ -91,10 +91,12 @@ class BodyReader {
         continue;
       }
       const FieldDef* def = nullptr;
+      bool again = false;
       for (size_t i = 0; i < N; ++i) {
         if (name == defs[i].name) {
           def = &defs[i];
-          if (++seen[i] == 2) {
+          again = ++seen[i] > 1;
+          if (seen[i] == 2) {
             errors_.add(defs[i].name, "is given more than once");
             bad_.push_back(defs[i].name);
           }
@@ -111,6 +113,8 @@ class BodyReader {
         }
         continue;
       }
+      // Its copies are that one problem: a type error for each copy listed it again (helper 159).
+      if (again) continue;
       if (it->value.IsNull() && def->nullable) continue;
       if (!has_type(it->value, def->type)) {
         errors_.add(def->name, std::string("must be ") + type_word(def->type));

@@ -365,6 +365,18 @@ TEST_CASE("a member given twice is refused, a response-only one too") {
     REQUIRE(r.error().errors.size() == 1);
     CHECK(r.error().errors[0].message == "unknown field");
   }
+  // Each copy after the first had a type error of its own: `"status":1` three times was four
+  // entries, three of them "must be a string" (helper 159).
+  SUBCASE("a member of the wrong type given again: its type error once, and its repeat once") {
+    auto r =
+        parse(Kind::kWebhook, ("{" + webhook + R"(,"status":1,"status":1,"status":1})").c_str());
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().errors.size() == 2);
+    CHECK(r.error().errors[0].field == "status");
+    CHECK(r.error().errors[0].message == "must be a string");
+    CHECK(r.error().errors[1].field == "status");
+    CHECK(r.error().errors[1].message == "is given more than once");
+  }
   // Items are quoted by their first 64 bytes: two items alike that far are two problems still
   // (a review found the first version of the change above listing them as one).
   SUBCASE("distinct bad list items quoted alike are an entry each") {
