@@ -26,6 +26,11 @@ constexpr size_t kMaxRedirectBytes = 2048;
 constexpr size_t kMaxCountries = 250;
 constexpr int kMaxOverrideDepth = 8;
 constexpr size_t kMaxOverrideMembers = 256;
+// A number is stored as RapidJSON writes it, in full: `1e20` (4 bytes) as
+// `100000000000000000000.0` (23). Arrays had no bound, so a 1 MiB body of such numbers was a
+// record of 5 MB, and a list page of 100 of them 500 MB (helper 159); this bounds what the
+// numbers can add to about 94 KB.
+constexpr size_t kMaxOverrideNumbers = 4096;
 constexpr size_t kMaxExclusions = 256;
 constexpr size_t kMaxExclusionIds = 256;
 constexpr size_t kMaxPathPrefix = 1024;
@@ -521,7 +526,7 @@ Problems waf_overrides(const rapidjson::Value& v) {
   // The walk goes on after a problem, so that each kind of problem is reported (once); it is
   // iterative and visits each value once, so its cost is bounded by the body's size.
   bool too_deep = false, too_many = false, repeated = false;
-  size_t members = 0;
+  size_t members = 0, numbers = 0;
   std::vector<std::pair<const rapidjson::Value*, int>> stack = {{&v, 1}};
   while (!stack.empty()) {
     auto [value, depth] = stack.back();
@@ -538,10 +543,12 @@ Problems waf_overrides(const rapidjson::Value& v) {
       }
       for (const auto& m : value->GetObject()) {
         if (m.value.IsObject() || m.value.IsArray()) stack.emplace_back(&m.value, depth + 1);
+        numbers += m.value.IsNumber();
       }
     } else {
       for (const auto& e : value->GetArray()) {
         if (e.IsObject() || e.IsArray()) stack.emplace_back(&e, depth + 1);
+        numbers += e.IsNumber();
       }
     }
   }
@@ -549,6 +556,7 @@ Problems waf_overrides(const rapidjson::Value& v) {
   if (too_deep) out.push_back({"", "must be nested at most 8 levels deep"});
   if (too_many) out.push_back({"", "must have at most 256 members in all"});
   if (repeated) out.push_back({"", "must not give a member twice in one object"});
+  if (numbers > kMaxOverrideNumbers) out.push_back({"", "must hold at most 4096 numbers in all"});
   return out;
 }
 

@@ -391,12 +391,6 @@ struct Api::Context {
   Actor actor() const { return Actor{caller.tenant, caller.token_name}; }
 };
 
-size_t max_response_bytes(size_t max_request_bytes) {
-  // 8 KiB covers what the server adds to a record or an event; 1 MiB the page's own members.
-  const size_t item = max_request_bytes + (8 << 10);
-  return std::max<size_t>(kMaxPerPage * item, ReadModel::kMaxPageBytes + item) + (1 << 20);
-}
-
 Api::Api(ApiConfig config, Service& service, const ReadModel& reads, TokenStore& tokens,
          RateLimiter& limiter, Metrics& metrics, std::function<bool()> writable)
     : config_(std::move(config)),
@@ -660,18 +654,20 @@ void Api::create(const std::shared_ptr<Context>& ctx, Kind kind) {
                                  request_fingerprint(ctx->request.method, ctx->request.path,
                                                      ctx->request.body)};
   }
-  bool deferred = false;
-  auto spec = read_spec(*ctx, kind, Mode::kCreate, {}, &deferred);
-  if (!spec && !deferred) return;
-  // A repeat whose answer is kept under its Idempotency-Key gets that answer at once: its body
-  // passed the check when it was first sent, and a retry should not wait for a check thread
-  // again, nor be refused because too many wait. Nor be refused because writes have stopped: the
-  // create it repeats was written, and the writer would answer 503 without looking.
-  if (idempotency && (!spec || !writable_())) {
+  // A repeat whose answer is kept under its Idempotency-Key gets that answer at once, before its
+  // body is read: its body passed the field rules when it was first sent, and a retry must not
+  // be refused by rules that changed since (helper 158: a restart with another
+  // --platform-domain, which reserved the hostname created, made the retry 422 while the create
+  // stood), nor wait for a WAF check thread again or be refused because too many wait, nor be
+  // refused because writes have stopped (the writer would answer 503 without looking).
+  if (idempotency) {
     if (auto kept = service_.written_replay(*idempotency)) {
       return write_reply(ctx, kind, 201)(std::move(*kept));
     }
   }
+  bool deferred = false;
+  auto spec = read_spec(*ctx, kind, Mode::kCreate, {}, &deferred);
+  if (!spec && !deferred) return;
   auto then = [this, kind, idempotency = std::move(idempotency)](const std::shared_ptr<Context>& c,
                                                                  Spec s, std::string_view) mutable {
     service_.create(std::move(s), c->actor(), std::move(idempotency), write_reply(c, kind, 201));
@@ -694,6 +690,21 @@ void Api::get(Context& ctx, Kind kind, const std::string& id) {
   if (!found.value()) return ctx.fail(record_not_found(kind, id));
   const uint64_t version = found.value()->version;
   int status = 200;
+  // RFC 9110 13.1.1: If-Match is evaluated before any method is performed, GET included, and
+  // first (13.2.2); the record was served whatever it said, a malformed one too (helper 158).
+  if (ctx.request.if_match) {
+    switch (evaluate_if_match(*ctx.request.if_match, version)) {
+      case IfMatch::kMatches:
+        break;
+      case IfMatch::kDiffers:
+        return ctx.fail(
+            make_error(Code::kPreconditionFailed, std::string("If-Match does not match the ") +
+                                                      (as_of != 0 ? "" : "current ") + "ETag " +
+                                                      etag_of(version)));
+      case IfMatch::kMalformed:
+        return ctx.fail(malformed_precondition("If-Match"));
+    }
+  }
   if (ctx.request.if_none_match) {
     // RFC 9110 13.1.2: a GET whose If-None-Match matches the current tag is 304, with the ETag
     // and no body (the Content-Length is the 200's, as 8.6 allows). A malformed one fails closed,

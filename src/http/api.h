@@ -42,12 +42,6 @@ constexpr uint64_t kMaxPerPage = 100;
 // OpenAPI document has them as int64, which is what clients generated from it hold.
 constexpr uint64_t kMaxQuerySeq = INT64_MAX;
 
-// The largest response body the API can make when bodies are at most `max_request_bytes`: a list
-// page of kMaxPerPage records, each at most a body plus what the server adds to it (ids, times,
-// defaults of omitted fields). A page of events is smaller: ReadModel::kMaxPageBytes plus one
-// event of at most a record plus its envelope.
-size_t max_response_bytes(size_t max_request_bytes);
-
 // One method on one path template of the router's table, e.g. POST /v1/domain/{id}/verify.
 // `{id}` stands for any one non-empty path segment; every other segment is literal.
 struct RouteSpec {

@@ -442,6 +442,9 @@ TEST_CASE("waf_overrides") {
       {repeat("{\"a\":", 7) + "{}" + repeat("}", 7)},
       {"{\"a\":[[[[[[[1]]]]]]]}"},
       {m256},
+      {"{\"a\":[" + join(std::vector<std::string>(4096, "1e20"), ",") + "]}"},
+      {"{\"a\":[" + join(std::vector<std::string>(4000, "1"), ",") + "],\"b\":[" +
+       join(std::vector<std::string>(95, "2"), ",") + "],\"c\":3}"},
   };
   for (const auto& r : ok) {
     CAPTURE(r.in);
@@ -455,6 +458,11 @@ TEST_CASE("waf_overrides") {
       {"{\"a\":[[[[[[[[1]]]]]]]]}", "8 levels"},
       {m257, "256 members"},
       {split257, "256 members"},
+      // 1e20 is stored as 100000000000000000000.0: a 1 MiB body of them was a 5 MB record.
+      {"{\"a\":[" + join(std::vector<std::string>(4097, "1e20"), ",") + "]}", "4096 numbers"},
+      {"{\"a\":[" + join(std::vector<std::string>(4000, "1"), ",") + "],\"b\":[" +
+           join(std::vector<std::string>(96, "2"), ",") + "],\"c\":3}",
+       "4096 numbers"},
       // Ambiguous JSON was stored as sent (was accepted).
       {R"({"a":1,"a":2})", "member twice"},
       {R"({"x":{"a":1,"b":[{"c":1,"c":2}]}})", "member twice"},

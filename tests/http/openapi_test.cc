@@ -190,8 +190,9 @@ TEST_CASE("the document's hostname pattern and domain hostname bound are the ser
       member_at(doc, {"components", "schemas", "HostnameInput", "pattern"});
   REQUIRE(pattern != nullptr);
   const std::regex allowed(pattern->GetString());
-  // Names of at most 253 bytes (the schema's maxLength bounds the rest), each side of every rule
-  // the pattern states: labels, hyphens, blanks, wildcards, and a last label that is a number.
+  // Names each side of every rule the pattern states: labels, hyphens, blanks, wildcards, a last
+  // label that is a number, and the length (253 bytes, 254 with the trailing dot: a maxLength of
+  // 254 let a name of 254 without one through, helper 159).
   std::vector<std::string> candidates = {"example.com",   "Shop.Example.com.",
                                          "a.b",           "xn--bcher-kva.example",
                                          "a-1.b-2",       "9.example.com",
@@ -208,6 +209,11 @@ TEST_CASE("the document's hostname pattern and domain hostname bound are the ser
                                          "a.com:80",      "example.com-"};
   candidates.push_back(std::string(63, 'a') + ".com");
   candidates.push_back(std::string(64, 'a') + ".com");
+  const std::string l63(63, 'a');
+  candidates.push_back(l63 + "." + l63 + "." + l63 + "." + std::string(61, 'a'));        // 253
+  candidates.push_back(l63 + "." + l63 + "." + l63 + "." + std::string(61, 'a') + ".");  // 254
+  candidates.push_back(l63 + "." + l63 + "." + l63 + "." + std::string(62, 'a'));        // 254
+  candidates.push_back(l63 + "." + l63 + "." + l63 + "." + std::string(62, 'a') + ".");  // 255
   for (const std::string& candidate : candidates) {
     CAPTURE(candidate);
     std::string normalized;
@@ -218,6 +224,19 @@ TEST_CASE("the document's hostname pattern and domain hostname bound are the ser
       doc, {"components", "schemas", "DomainInput", "properties", "hostname", "maxLength"});
   REQUIRE(max_length != nullptr);
   CHECK(max_length->GetUint() == kMaxDomainHostnameBytes + 1);  // with a trailing dot
+  // ...and the trailing dot alone gets that byte: 238 bytes without one passed the schema.
+  const rapidjson::Value* domain_pattern =
+      member_at(doc, {"components", "schemas", "DomainInput", "properties", "hostname", "pattern"});
+  REQUIRE(domain_pattern != nullptr);
+  const std::regex domain_allowed(domain_pattern->GetString());
+  const std::string head = l63 + "." + l63 + "." + l63 + ".";  // 192 bytes
+  for (size_t bytes :
+       {kMaxDomainHostnameBytes - 1, kMaxDomainHostnameBytes, kMaxDomainHostnameBytes + 1}) {
+    const std::string name = head + std::string(bytes - head.size(), 'b');
+    CAPTURE(bytes);
+    CHECK(std::regex_match(name, domain_allowed) == (bytes <= kMaxDomainHostnameBytes));
+    CHECK(std::regex_match(name + ".", domain_allowed) == (bytes <= kMaxDomainHostnameBytes));
+  }
 }
 
 }  // namespace

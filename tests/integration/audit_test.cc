@@ -163,6 +163,24 @@ TEST_CASE("Idempotency-Key: a repeat gets the first answer and appends nothing")
     CHECK(replayed.body == first.body);
     CHECK(replayed.header("Idempotency-Replayed") == "true");
   }
+  // The field rules came before the kept answer: a restart whose --platform-domain reserved the
+  // hostname the create had taken made its retry 422, and the client took the create for failed
+  // (helper 158).
+  SUBCASE("a repeat gets its answer even where the field rules refuse its body now") {
+    REQUIRE(server.stop().success());
+    server.restart_with({"--platform-domain", "example.com"});
+    Response reserved =
+        api.post("/v1/gateway_security_profile", profile_body(kTeamA, "new.example.com"));
+    check_problem(reserved, 422, "validation_failed");
+    Response replayed = api.post("/v1/gateway_security_profile", body, key);
+    CHECK(replayed.status == 201);
+    CHECK(replayed.body == first.body);
+    CHECK(replayed.header("Idempotency-Replayed") == "true");
+    CHECK(last_seq(api) == after_first + 1);  // only the PUT above
+    // Another request under the key is refused for its body first, as before.
+    check_problem(api.post("/v1/gateway_security_profile", body + " ", key), 422,
+                  "validation_failed");
+  }
   SUBCASE("keys survive a restart") {
     REQUIRE(server.stop().success());
     server.restart();

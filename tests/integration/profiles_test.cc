@@ -129,6 +129,48 @@ TEST_CASE("profile 422 lists every bad field at once, and nothing is stored") {
   CHECK(num(field(json(list), "pagination"), "total") == 0);
 }
 
+// A number is stored in full (1e20 as 100000000000000000000.0, 23 bytes for 4), and arrays of
+// waf_overrides had no bound: a body of 1 MiB made an event of 5 MB, past the Kafka mirror's
+// producer limit of max(1000000, 2 x --max-request-bytes), which stalled the mirror for every
+// tenant for good, and a list page of 100 such records was 500 MB (helpers 159 and 161).
+TEST_CASE("waf_overrides numbers are bounded, so an event stays within the mirror's limit") {
+  Server server;
+  Api api(server, kTeamA);
+  constexpr size_t kBodyLimit = 1 << 20;  // --max-request-bytes' default
+  auto numbers = [](size_t n) {
+    std::string out = "[";
+    for (size_t i = 0; i < n; ++i) out += i ? ",1e20" : "1e20";
+    return out + "]";
+  };
+  // Written out by hand: json_with writes numbers as RapidJSON does, in full.
+  auto with_overrides = [](const std::string& hostname, const std::string& overrides) {
+    std::string body = profile_body(kTeamA, hostname);
+    body.pop_back();  // its closing brace
+    return body + R"(,"waf_overrides":)" + overrides + "}";
+  };
+  const std::string many = with_overrides("many.example.com", R"({"a":)" + numbers(200000) + "}");
+  REQUIRE(many.size() < kBodyLimit);
+  Response refused = api.post(kPath, many);
+  check_problem(refused, 422, "validation_failed");
+  CHECK(has_field(error_fields(refused), "waf_overrides"));
+  CHECK(refused.body.find("must hold at most 4096 numbers in all") != std::string::npos);
+  CHECK(num(field(json(api.get(kPath)), "pagination"), "total") == 0);
+
+  // The most numbers allowed, and a string filling the body to its limit.
+  auto most = [&](size_t fill) {
+    return with_overrides("most.example.com", R"({"a":)" + numbers(4096) + R"(,"s":")" +
+                                                  std::string(fill, 'x') + "\"}");
+  };
+  const std::string body = most(kBodyLimit - 1 - most(0).size());
+  REQUIRE(body.size() == kBodyLimit - 1);
+  REQUIRE(api.post(kPath, body).status == 201);
+  // The feed holds the event's stored bytes: its one event and a few bytes around it.
+  Response feed = api.get("/v1/events");
+  REQUIRE(feed.status == 200);
+  REQUIRE(field(json(feed), "data").Size() == 1);
+  CHECK(feed.body.size() < 2 * kBodyLimit);
+}
+
 TEST_CASE("profile field rules, one value at a time") {
   Server server;
   Api api(server, kTeamA);
