@@ -65,8 +65,17 @@ Result<std::unique_ptr<ReadOnlyStore>> ReadOnlyStore::open(const std::string& da
   // until then RocksDB refuses to read it here, and the message says what will open it.
   auto cannot_read = [&](const std::string& why) {
     std::string hint;
-    if (!in_use && why.find("Corruption") != std::string::npos &&
-        examine_wal_tail(data_dir).kind == WalTail::Kind::kTorn) {
+    if (!in_use && why.find("SST file is ahead of WALs") != std::string::npos) {
+      // A column family's table files hold writes past where the log now ends. Events and their
+      // projections are written and synced together, and a flush syncs the log first, so no
+      // crash does that: the log was cut short or damaged after the fact. It was told as a
+      // crash's torn write, never acknowledged (helper 160).
+      hint =
+          " (a table file holds writes that the write-ahead log, cut short or damaged, no longer "
+          "has: no crash does that to synced writes, so acknowledged events may be gone; restore "
+          "a backup)";
+    } else if (!in_use && why.find("Corruption") != std::string::npos &&
+               examine_wal_tail(data_dir).kind == WalTail::Kind::kTorn) {
       hint =
           " (the write-ahead log ends in a write that a crash tore, never acknowledged: "
           "gatewayd drops it when it starts, as gatewayctl rebuild does)";
