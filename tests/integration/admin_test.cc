@@ -112,6 +112,17 @@ void create_webhooks(Api& api, int n) {
   }
 }
 
+// gatewayd started on `dir` (with `server`'s tokens), which must refuse it: exit 1.
+testing::CommandResult start_refused(const Server& server, const std::string& dir) {
+  testing::CommandResult run =
+      testing::run_command({kGatewayd, "--listen", "127.0.0.1:0", "--data-dir", dir,
+                            "--tokens-file", server.tokens_file()},
+                           testing::ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(10));
+  CAPTURE(run.err);
+  CHECK(run.status.describe() == "exit 1");
+  return run;
+}
+
 // Copies a stopped server's data dir and edits one key of `cf` in the copy.
 void tamper(const std::string& from, const std::string& to, Cf cf, const std::string& key,
             const std::function<void(std::string*)>& edit) {
@@ -283,12 +294,8 @@ TEST_CASE("a data dir of a newer data format stops gatewayd and gatewayctl, and 
   const std::string newer =
       ": it holds data of format 2 (GATEWAYD-FORMAT), which a newer gatewayd wrote; this one reads "
       "formats up to 1. Run that gatewayd, or restore the backup taken before the upgrade\n";
-  testing::CommandResult run =
-      testing::run_command({kGatewayd, "--listen", "127.0.0.1:0", "--data-dir", dir,
-                            "--tokens-file", server.tokens_file()},
-                           testing::ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(10));
+  const testing::CommandResult run = start_refused(server, dir);
   CAPTURE(run.err);
-  CHECK(run.status.describe() == "exit 1");
   CHECK(run.err.ends_with("gatewayd: cannot open " + dir + newer));
   testing::TempDir parent;
   for (const std::vector<std::string>& args :
@@ -892,6 +899,25 @@ std::vector<std::string> table_files_of(const std::string& data_dir, const std::
   return tables;
 }
 
+// Damages the first data block of each table file of column family `family` in a stopped
+// server's data dir; check must then fail, unable to read the store.
+void damage_tables_then_check(const std::string& data_dir, const std::string& family) {
+  const std::vector<std::string> tables = table_files_of(data_dir, family);
+  REQUIRE_FALSE(tables.empty());
+  for (const auto& table : tables) {
+    std::fstream f(table, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(100);  // inside the first data block
+    f.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
+    REQUIRE(f.good());
+  }
+  auto r = ctl({"check", "--data-dir", data_dir});
+  INFO(r.out, r.err);
+  CHECK(r.status.code == 1);
+  CHECK(
+      r.out.starts_with("check: FAIL: cannot read the store: Corruption: block checksum mismatch"));
+  CHECK(r.err.empty());
+}
+
 TEST_CASE(
     "a corrupt block of the read model: check cannot read the store, a GET says it cannot read") {
   Server server({"--read-cache-mb", "0"});
@@ -902,23 +928,7 @@ TEST_CASE(
   REQUIRE(ctl({"rebuild", "--data-dir", server.data_dir()}).status.success());
   // The projections' table files, as the database lists them (a rebuild's files name no column
   // family of their own: they are written before the new one is made).
-  const std::vector<std::string> tables = table_files_of(server.data_dir(), "projections");
-  int damaged = 0;
-  for (const auto& table : tables) {
-    std::fstream f(table, std::ios::binary | std::ios::in | std::ios::out);
-    f.seekp(100);  // inside the first data block
-    f.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
-    REQUIRE(f.good());
-    ++damaged;
-  }
-  REQUIRE(damaged > 0);
-
-  auto r = ctl({"check", "--data-dir", server.data_dir()});
-  INFO(r.out, r.err);
-  CHECK(r.status.code == 1);
-  CHECK(
-      r.out.starts_with("check: FAIL: cannot read the store: Corruption: block checksum mismatch"));
-  CHECK(r.err.empty());
+  damage_tables_then_check(server.data_dir(), "projections");
 
   server.restart();
   for (const std::string path : {"/v1/webhook", "/v1/webhook?status=active"}) {
@@ -950,21 +960,8 @@ TEST_CASE("a corrupt block of the kept Idempotency-Key answers: check cannot rea
                 .status == 201);
   }
   REQUIRE(server.stop().success());  // a clean stop flushes them into a table file
-  const std::vector<std::string> tables = table_files_of(server.data_dir(), "default");
-  REQUIRE_FALSE(tables.empty());
   CHECK(ctl({"check", "--data-dir", server.data_dir()}).status.success());
-  for (const auto& table : tables) {
-    std::fstream f(table, std::ios::binary | std::ios::in | std::ios::out);
-    f.seekp(100);  // inside the first data block
-    f.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
-    REQUIRE(f.good());
-  }
-  auto r = ctl({"check", "--data-dir", server.data_dir()});
-  INFO(r.out, r.err);
-  CHECK(r.status.code == 1);
-  CHECK(
-      r.out.starts_with("check: FAIL: cannot read the store: Corruption: block checksum mismatch"));
-  CHECK(r.err.empty());
+  damage_tables_then_check(server.data_dir(), "default");
 }
 
 // Events go with their projections in one synced batch, so no crash leaves the read model ahead
@@ -1004,12 +1001,8 @@ TEST_CASE("a log that lost events its read model saw: gatewayd refuses it, rebui
   CHECK(checked.out == "check: FAIL: projections: " + why + "\n");
   const std::string events_before = ctl({"events", "--data-dir", dir}).out;
   REQUIRE(!events_before.empty());
-  testing::CommandResult run =
-      testing::run_command({kGatewayd, "--listen", "127.0.0.1:0", "--data-dir", dir,
-                            "--tokens-file", server.tokens_file()},
-                           testing::ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(10));
+  const testing::CommandResult run = start_refused(server, dir);
   CAPTURE(run.err);
-  CHECK(run.status.describe() == "exit 1");
   CHECK(run.err.ends_with("gatewayd: cannot open " + dir + ": " + why + "\n"));
   // Refused before the read model was caught up or anything appended.
   CHECK(ctl({"events", "--data-dir", dir}).out == events_before);
