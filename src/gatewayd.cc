@@ -372,7 +372,7 @@ int main(int argc, char** argv) {
     return fail("cannot read the projections: " + other_layout.error().detail);
   // Refused before the writer would take the lost events' sequence numbers again.
   auto ahead = gw::read_model_ahead_of_log(*store.value());
-  if (!ahead.ok()) return fail("cannot read the projections: " + ahead.error().detail);
+  if (!ahead.ok()) return fail("cannot read the store: " + ahead.error().detail);
   if (ahead.value()) return fail("cannot open " + data_dir + ": " + *ahead.value());
   auto caught_up = gw::catch_up_projections(*store.value(), *ids, fold);
   if (!caught_up.ok())

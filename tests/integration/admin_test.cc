@@ -883,9 +883,6 @@ TEST_CASE("check passes on a live store and fails on a copy with a changed event
   CHECK(ctl({"check", "--data-dir", server.data_dir()}).status.success());
 }
 
-// A block of the read model that cannot be read (its checksum fails). check took the end of
-// what it could read for the end of the read model and reported a replay's key as missing, and
-// a GET that read the block was 503 "the service cannot accept writes right now".
 // The table files of a stopped server's data dir that hold column family `family`.
 std::vector<std::string> table_files_of(const std::string& data_dir, const std::string& family) {
   std::vector<std::string> tables;
@@ -918,6 +915,9 @@ void damage_tables_then_check(const std::string& data_dir, const std::string& fa
   CHECK(r.err.empty());
 }
 
+// A block of the read model that cannot be read (its checksum fails). check took the end of
+// what it could read for the end of the read model and reported a replay's key as missing, and
+// a GET that read the block was 503 "the service cannot accept writes right now".
 TEST_CASE(
     "a corrupt block of the read model: check cannot read the store, a GET says it cannot read") {
   Server server({"--read-cache-mb", "0"});
