@@ -12,6 +12,7 @@
 
 #include "projections/apply.h"
 #include "projections/keys.h"
+#include "projections/read_model.h"
 #include "store/writer.h"
 
 namespace gw {
@@ -142,14 +143,9 @@ Result<std::optional<std::string>> read_model_ahead_of_log(const Store& store) {
   if (!checkpoint.ok()) return std::move(checkpoint.error());
   if (!checkpoint.value()) return std::optional<std::string>();
   const uint64_t applied = decode_u64(*checkpoint.value());
-  auto it = store.iterate(Cf::kEvents);
-  it->SeekToLast();
-  if (!it->status().ok()) return io_error(it->status());
-  uint64_t last = 0;
-  if (it->Valid()) {
-    if (it->key().size() != 8) return make_error(Code::kInternal, "an event key is malformed");
-    last = decode_u64(std::string_view(it->key().data(), it->key().size()));
-  }
+  auto last_seq = ReadModel(store).last_seq();
+  if (!last_seq.ok()) return std::move(last_seq.error());
+  const uint64_t last = last_seq.value();
   if (applied <= last) return std::optional<std::string>();
   return std::optional<std::string>(
       "the read model has applied the log up to event " + std::to_string(applied) +
@@ -182,9 +178,6 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const Fold
     if (auto r = write_projections(store, *fold.value()); !r.ok()) return std::move(r.error());
     return fold.value()->events();
   }
-  auto ahead = read_model_ahead_of_log(store);
-  if (!ahead.ok()) return std::move(ahead.error());
-  if (ahead.value()) return make_error(Code::kUnavailable, *ahead.value());
   uint64_t after = decode_u64(*checkpoint.value());
   uint64_t applied = 0;
   auto it = store.iterate(Cf::kEvents);

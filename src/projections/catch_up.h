@@ -19,8 +19,8 @@ namespace gw {
 
 // Returns the number of events applied. With no checkpoint (empty projections) this is
 // rebuild_projections, folding where `options` say; otherwise the events past the checkpoint are
-// applied one by one. A read model ahead of the log (read_model_ahead_of_log) is kUnavailable,
-// and nothing is applied: restoring a backup, or `gatewayctl rebuild`, is the operator's choice.
+// applied one by one. A caller checks read_model_ahead_of_log first (gatewayd's start does):
+// catching up such a read model would let the writer take the lost events' numbers again.
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids,
                                       const FoldOptions& options = {});
 
