@@ -57,14 +57,7 @@ std::optional<Error> check_preconditions(const Preconditions& pre, uint64_t vers
     return make_error(Code::kPreconditionFailed, std::move(detail));
   };
   if (pre.if_match) {
-    switch (evaluate_if_match(*pre.if_match, version)) {
-      case IfMatch::kMatches:
-        break;
-      case IfMatch::kDiffers:
-        return failed("If-Match does not match the current ETag " + etag_of(version));
-      case IfMatch::kMalformed:
-        return malformed_precondition("If-Match");
-    }
+    if (auto e = if_match_failure(*pre.if_match, version)) return e;
   }
   if (pre.if_none_match) {
     switch (evaluate_if_none_match(*pre.if_none_match, version)) {
@@ -296,6 +289,21 @@ Error malformed_precondition(std::string_view header) {
 
 IfMatch evaluate_if_match(std::string_view header, uint64_t version) {
   return evaluate_tags(header, version, /*weak_comparison=*/false);
+}
+
+std::optional<Error> if_match_failure(std::string_view header, uint64_t version,
+                                      std::string_view tag_name) {
+  switch (evaluate_if_match(header, version)) {
+    case IfMatch::kMatches:
+      return std::nullopt;
+    case IfMatch::kDiffers:
+      return make_error(
+          Code::kPreconditionFailed,
+          "If-Match does not match the " + std::string(tag_name) + " " + etag_of(version));
+    case IfMatch::kMalformed:
+      return malformed_precondition("If-Match");
+  }
+  return std::nullopt;
 }
 
 IfMatch evaluate_if_none_match(std::string_view header, uint64_t version) {

@@ -108,6 +108,11 @@ IfMatch evaluate_if_none_match(std::string_view header, uint64_t version);
 // The 412 of an If-Match or If-None-Match header (`header`, its name) that is neither `*` alone nor
 // a list of quoted entity tags.
 Error malformed_precondition(std::string_view header);
+// The 412 of an If-Match header value that does not match `version` or is malformed, or nullopt
+// if it matches. `tag_name` names the ETag compared in the detail ("current ETag" for a write or
+// a GET of the record as it is, "ETag" for one as it was).
+std::optional<Error> if_match_failure(std::string_view header, uint64_t version,
+                                      std::string_view tag_name = "current ETag");
 
 // The preconditions a write on one record was sent with (RFC 9110 13.1): the raw If-Match and
 // If-None-Match headers, if sent. Either one that fails is 412 and changes nothing; a malformed

@@ -702,16 +702,9 @@ void Api::get(Context& ctx, Kind kind, const std::string& id) {
   // RFC 9110 13.1.1: If-Match is evaluated before any method is performed, GET included, and
   // first (13.2.2); the record was served whatever it said, a malformed one too (helper 158).
   if (ctx.request.if_match) {
-    switch (evaluate_if_match(*ctx.request.if_match, version)) {
-      case IfMatch::kMatches:
-        break;
-      case IfMatch::kDiffers:
-        return ctx.fail(
-            make_error(Code::kPreconditionFailed, std::string("If-Match does not match the ") +
-                                                      (as_of != 0 ? "" : "current ") + "ETag " +
-                                                      etag_of(version)));
-      case IfMatch::kMalformed:
-        return ctx.fail(malformed_precondition("If-Match"));
+    if (auto e = if_match_failure(*ctx.request.if_match, version,
+                                  as_of != 0 ? "ETag" : "current ETag")) {
+      return ctx.fail(*e);
     }
   }
   if (ctx.request.if_none_match) {
