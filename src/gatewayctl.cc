@@ -423,6 +423,12 @@ int rebuild(int argc, char** argv) {
             << " events replayed in " << r.seconds << " s (" << std::setprecision(0) << rate
             << " events/s, folded " << (r.on_disk ? "on disk" : "in memory") << ")\n"
             << "rebuild: " << gw::admin::describe(r.records) << "\n";
+  if (r.answers_dropped != 0) {
+    std::cout << "rebuild: dropped " << r.answers_dropped
+              << (r.answers_dropped == 1 ? " kept Idempotency-Key answer of a create"
+                                         : " kept Idempotency-Key answers of creates")
+              << " the log no longer holds\n";
+  }
   return 0;
 }
 

@@ -5,6 +5,8 @@
 #include "admin/interrupt_cleanup.h"
 #include "admin/read_only.h"
 #include "projections/catch_up.h"
+#include "projections/keys.h"
+#include "service/idempotency.h"
 #include "store/store.h"
 
 namespace gw::admin {
@@ -37,7 +39,15 @@ Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& op
       !r.ok()) {
     return std::move(r.error());
   }
+  // A kept answer whose create the log lost would answer a repeat 201 for a record that is gone.
+  auto dropped = drop_answers_of_lost_creates(s, [&s](std::string_view id) -> Result<bool> {
+    auto record = s.get(Cf::kProjections, keys::record(id));
+    if (!record.ok()) return std::move(record.error());
+    return record.value().has_value();
+  });
+  if (!dropped.ok()) return std::move(dropped.error());
   RebuildReport report;
+  report.answers_dropped = dropped.value();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.events = fold.value()->events();
   report.on_disk = fold.value()->on_disk();

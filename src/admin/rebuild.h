@@ -22,6 +22,9 @@ struct RebuildReport {
   double seconds = 0;         // dropping, replaying and writing the projections
   bool on_disk = false;       // the fold was on disk
   std::string recovery_note;  // Store::recovery_note() of the open
+  // Kept Idempotency-Key answers dropped because their creates are not in the log
+  // (drop_answers_of_lost_creates, service/idempotency.h).
+  uint64_t answers_dropped = 0;
 };
 
 // kUnavailable when the data dir cannot be opened for writing (the message says so when gatewayd,

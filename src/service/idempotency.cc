@@ -4,6 +4,9 @@
 #include <optional>
 #include <vector>
 
+#include <rapidjson/document.h>
+
+#include "commands/records.h"
 #include "core/hex.h"
 
 namespace gw {
@@ -35,6 +38,15 @@ std::optional<KeptAnswer> decode(std::string_view v) {
   a.version = decode_u64(v.substr(kFingerprintSize + 8, 8));
   a.json.assign(v.substr(kFingerprintSize + 16));
   return a;
+}
+
+// The id of the record a kept answer created ("webhook_id" and the like), or nullptr.
+const rapidjson::Value* created_id(const rapidjson::Value& record) {
+  for (Kind kind : {Kind::kProfile, Kind::kDomain, Kind::kWebhook}) {
+    auto m = record.FindMember(id_field(kind));
+    if (m != record.MemberEnd() && m->value.IsString()) return &m->value;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -76,6 +88,32 @@ Result<std::optional<KeptAnswer>> find_answer(Tx& tx, const IdempotencyKey& key,
 Result<std::optional<KeptAnswer>> find_written_answer(const Store& store, const IdempotencyKey& key,
                                                       int64_t now) {
   return live_answer(store.get(Cf::kMeta, answer_key(key)), now);
+}
+
+Result<uint64_t> drop_answers_of_lost_creates(
+    Store& store, const std::function<Result<bool>(std::string_view id)>& exists) {
+  const std::string prefix = std::string("i") + '\0';
+  std::vector<std::string> gone;  // the answers' keys, then their expiry entries'
+  auto it = store.iterate_under(Cf::kMeta, prefix);
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    auto answer = decode(std::string_view(it->value().data(), it->value().size()));
+    rapidjson::Document record;
+    if (answer) record.Parse(answer->json.data(), answer->json.size());
+    const auto* id = answer && record.IsObject() ? created_id(record) : nullptr;
+    if (id == nullptr) return make_error(Code::kInternal, "a kept idempotent answer is malformed");
+    auto found = exists(std::string_view(id->GetString(), id->GetStringLength()));
+    if (!found.ok()) return std::move(found.error());
+    if (found.value()) continue;
+    gone.emplace_back(key);
+    // i \0 <tenant> \0 <key>  ->  I \0 <time> \0 <tenant> \0 <key>
+    gone.push_back(expiry_prefix() + encode_u64(static_cast<uint64_t>(answer->time)) +
+                   std::string(key.substr(1)));
+  }
+  if (!it->status().ok()) return make_error(Code::kUnavailable, it->status().ToString());
+  if (gone.empty()) return uint64_t{0};
+  if (auto deleted = store.delete_meta(gone); !deleted.ok()) return std::move(deleted.error());
+  return uint64_t{gone.size() / 2};
 }
 
 bool scanned_by_keep_answer(std::string_view key) { return key.starts_with(expiry_prefix()); }

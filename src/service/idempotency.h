@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,14 @@ Result<std::optional<KeptAnswer>> find_written_answer(const Store& store, const 
 // `cursor` on; moves `cursor` past what it pruned.
 Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& answer, int64_t now,
                          PruneCursor& cursor);
+// Deletes every kept answer whose record `exists` says is not in the read model, with its expiry
+// entry, and returns how many it deleted. Answers are kept only for creates and written in the
+// batch of the create's event, so one whose record the read model lacks answers an event the log
+// lost (cut short or damaged by something other than a crash): a repeat got 201 for a record
+// that was gone, and now makes it again. For `gatewayctl rebuild`, with the server stopped.
+// kInternal for a malformed answer, kUnavailable on an I/O error (`exists`' errors too).
+Result<uint64_t> drop_answers_of_lost_creates(
+    Store& store, const std::function<Result<bool>(std::string_view id)>& exists);
 // True for the kMeta keys keep_answer scans (its expiry index) through Tx::scan.
 bool scanned_by_keep_answer(std::string_view key);
 

@@ -846,6 +846,19 @@ Result<bool> Store::put_meta(
   return true;
 }
 
+Result<bool> Store::delete_meta(const std::vector<std::string>& keys) {
+  rocksdb::WriteBatch batch;
+  for (const std::string& key : keys) {
+    auto s = batch.Delete(default_cf_, key);
+    if (!s.ok()) return io_error(s);
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;  // as put_meta's
+  auto s = db_->Write(wo, &batch);
+  if (!s.ok()) return io_error(s);
+  return true;
+}
+
 void disable_rocksdb_perf_counters() {
   thread_local bool disabled = false;
   if (disabled) return;

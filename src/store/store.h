@@ -152,6 +152,8 @@ class Store {
   // The same for several keys, in one atomic write.
   Result<bool> put_meta(
       std::initializer_list<std::pair<std::string_view, std::string_view>> entries);
+  // Deletes kMeta keys, in one synced atomic write. kUnavailable on an I/O error.
+  Result<bool> delete_meta(const std::vector<std::string>& keys);
   // Drops and recreates the projections column family (offline rebuild only).
   Result<bool> reset_projections();
   // The number of table files in L0 of `which`.

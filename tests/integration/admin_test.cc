@@ -964,6 +964,23 @@ TEST_CASE("a corrupt block of the kept Idempotency-Key answers: check cannot rea
   damage_tables_then_check(server.data_dir(), "default");
 }
 
+// Deletes the last `n` of the `events` events of the log of a stopped server's data dir, as
+// something other than a crash would (an edit), leaving the read model as it was.
+void cut_log(const std::string& dir, uint64_t events, uint64_t n) {
+  auto store = Store::open(dir);
+  REQUIRE(store.ok());
+  auto it = store.value()->iterate(Cf::kEvents);
+  it->SeekToLast();
+  REQUIRE(it->Valid());
+  REQUIRE(decode_u64(std::string_view(it->key().data(), it->key().size())) == events);
+  for (uint64_t seq = events - n + 1; seq <= events; ++seq) {
+    REQUIRE(store.value()
+                ->db()
+                ->Delete(rocksdb::WriteOptions(), store.value()->cf(Cf::kEvents), encode_u64(seq))
+                .ok());
+  }
+}
+
 // Events go with their projections in one synced batch, so no crash leaves the read model ahead
 // of the log; a log cut short by something else (a copy that stopped, a truncate, an edit) does.
 // gatewayd went on: the writer gave new events the lost ones' sequence numbers, lists served the
@@ -974,22 +991,7 @@ TEST_CASE("a log that lost events its read model saw: gatewayd refuses it, rebui
   create_webhooks(a, 10);
   REQUIRE(server.stop().success());
   const std::string dir = server.data_dir();
-  uint64_t last = 0;
-  {
-    auto store = Store::open(dir);
-    REQUIRE(store.ok());
-    auto it = store.value()->iterate(Cf::kEvents);
-    it->SeekToLast();
-    REQUIRE(it->Valid());
-    last = decode_u64(std::string_view(it->key().data(), it->key().size()));
-    REQUIRE(last == 10);
-    for (uint64_t seq = last - 2; seq <= last; ++seq) {
-      REQUIRE(store.value()
-                  ->db()
-                  ->Delete(rocksdb::WriteOptions(), store.value()->cf(Cf::kEvents), encode_u64(seq))
-                  .ok());
-    }
-  }
+  cut_log(dir, 10, 3);
   const std::string why =
       "the read model has applied the log up to event 10, but the log ends at event 7: events it "
       "acknowledged are gone from the log, which something other than a crash cut short or "
@@ -1017,6 +1019,52 @@ TEST_CASE("a log that lost events its read model saw: gatewayd refuses it, rebui
   Response feed = a.get("/v1/events?after=0");
   REQUIRE(feed.status == 200);
   CHECK(items(field(json(feed), "data")).size() == 7);
+}
+
+// An Idempotency-Key answer is kept in the batch of its create's event, so after a cut log took
+// the event the answer stayed (the default column family is not rebuilt), and a repeat of the
+// create got 201 for a record that was gone (helper 162). rebuild drops such answers.
+TEST_CASE("rebuild drops the kept Idempotency-Key answers of creates the cut log lost") {
+  Server server;
+  Api a(server, kTeamA);
+  std::vector<std::string> bodies, ids;
+  for (int n = 0; n < 5; ++n) {
+    bodies.push_back(webhook_body(kTeamA, "keyed-" + std::to_string(n)));
+    Response r =
+        a.post("/v1/webhook", bodies.back(), {{"Idempotency-Key", "k" + std::to_string(n)}});
+    REQUIRE(r.status == 201);
+    ids.push_back(str(json(r), "webhook_id"));
+  }
+  REQUIRE(server.stop().success());
+  const std::string dir = server.data_dir();
+  cut_log(dir, 5, 2);
+  auto rebuilt = ctl({"rebuild", "--data-dir", dir});
+  INFO(rebuilt.out, rebuilt.err);
+  REQUIRE(rebuilt.status.success());
+  CHECK(rebuilt.out.ends_with(
+      "rebuild: dropped 2 kept Idempotency-Key answers of creates the log no longer holds\n"));
+  CHECK(ctl({"check", "--data-dir", dir}).status.success());
+  server.restart();
+  // A create the log holds: its repeat is answered as before, with no new record.
+  Response kept = a.post("/v1/webhook", bodies[2], {{"Idempotency-Key", "k2"}});
+  CHECK(kept.status == 201);
+  CHECK(str(json(kept), "webhook_id") == ids[2]);
+  // A create the log lost: its repeat makes the record again, under a new id that GET serves.
+  for (int n = 3; n < 5; ++n) {
+    Response again =
+        a.post("/v1/webhook", bodies[n], {{"Idempotency-Key", "k" + std::to_string(n)}});
+    REQUIRE(again.status == 201);
+    const std::string id = str(json(again), "webhook_id");
+    CHECK(id != ids[n]);
+    CHECK(a.get("/v1/webhook/" + id).status == 200);
+    CHECK(a.get("/v1/webhook/" + ids[n]).status == 404);
+  }
+  CHECK(num(field(json(a.get("/v1/webhook")), "pagination"), "total") == 5);
+  // Nothing left to drop: a second rebuild says nothing of answers.
+  REQUIRE(server.stop().success());
+  auto again = ctl({"rebuild", "--data-dir", dir});
+  REQUIRE(again.status.success());
+  CHECK(again.out.find("Idempotency-Key") == std::string::npos);
 }
 
 // The read-only commands open the data dir as a RocksDB secondary, whose info log is in their
