@@ -325,22 +325,21 @@ int main(int argc, char** argv) {
   api_config.max_request_bytes = server_config.max_request_bytes;
   // As many WAF checks at once as HTTP threads, as when each ran on its HTTP thread.
   api_config.waf_check_threads = server_config.threads;
-  if (auto problem = domain_flag(flags, "platform-domain", &api_config.policy.platform_domain);
-      !problem.empty()) {
+  gw::PlatformNamespaces& platform = api_config.policy.platform;
+  if (auto problem = domain_flag(flags, "platform-domain", &platform.domain); !problem.empty()) {
     return fail(problem);
   }
   // Like --verification-domain, the run namespace follows --platform-domain unless given.
-  api_config.policy.platform_run_domain = "run." + api_config.policy.platform_domain;
+  platform.run_domain = "run." + platform.domain;
   if (!flags.get("platform-run-domain").empty()) {
-    auto problem =
-        domain_flag(flags, "platform-run-domain", &api_config.policy.platform_run_domain);
+    auto problem = domain_flag(flags, "platform-run-domain", &platform.run_domain);
     if (!problem.empty()) return fail(problem);
   }
   api_config.policy.check_waf_directives = [sandbox =
                                                 waf_sandbox.value().get()](std::string_view text) {
     return gw::sandbox::waf_problem(sandbox->run(text));
   };
-  std::string verification_domain = "verify." + api_config.policy.platform_domain;
+  std::string verification_domain = "verify." + platform.domain;
   if (!flags.get("verification-domain").empty()) {
     auto problem = domain_flag(flags, "verification-domain", &verification_domain);
     if (!problem.empty()) return fail(problem);
@@ -397,7 +396,7 @@ int main(int argc, char** argv) {
   gw::QuietCompaction quiet_compaction(*store.value(), [w] { return w->batches(); }, {});
   quiet_compaction.start();
 
-  gw::Service service(*writer.value(), clock, *ids, verification_domain);
+  gw::Service service(*writer.value(), clock, *ids, verification_domain, platform);
   gw::ResolverConfig resolver_config;
   resolver_config.servers = flags.get("dns-servers");
   resolver_config.timeout_ms = static_cast<int>(*dns_timeout);

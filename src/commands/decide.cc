@@ -123,15 +123,17 @@ Change domain_change(const char* verb, Domain d, uint64_t caused_by = 0) {
 }
 
 // The team's pending domains under `parent` (a verified subtree domain) become verified through it,
-// except those another team's verified domain covers: the takeover guard holds for inheritance as
-// for a verify, so they stay pending.
+// except those another team's verified domain covers (the takeover guard holds for inheritance as
+// for a verify) and those in a platform namespace (stored before it was reserved; helper 166 saw
+// them verified through a parent outside it): they stay pending.
 void inherit_children(const Domain& parent, int64_t now, Lookups& lookups,
-                      std::vector<Change>* out) {
+                      const PlatformNamespaces& reserved, std::vector<Change>* out) {
   for (const auto& id : lookups.team_domains_under(parent.meta.team_id, parent.hostname)) {
     auto child = lookups.load(id);
     if (!child) continue;
     auto* c = std::get_if<Domain>(&child->record);
     if (c == nullptr || c->meta.deleted_at != 0 || c->status != "pending") continue;
+    if (reserved.covers(c->hostname)) continue;
     if (other_team_claim(c->hostname, c->meta.team_id, lookups)) continue;
     c->status = "verified";
     c->verified_at = now;
@@ -143,10 +145,11 @@ void inherit_children(const Domain& parent, int64_t now, Lookups& lookups,
 }
 
 // Domains that inherited their verification from `parent` lose it: they inherit from another of
-// the team's directly verified subtree domains covering them if there is one and no other team's
-// verified domain covers them, else they go back to pending.
+// the team's directly verified subtree domains covering them if there is one, no other team's
+// verified domain covers them and they are not in a platform namespace, else they go back to
+// pending.
 void revoke_children(const Domain& parent, int64_t now, Lookups& lookups,
-                     std::vector<Change>* out) {
+                     const PlatformNamespaces& reserved, std::vector<Change>* out) {
   for (const auto& id : lookups.inherited_from(parent.meta.id)) {
     auto child = lookups.load(id);
     if (!child) continue;
@@ -165,7 +168,7 @@ void revoke_children(const Domain& parent, int64_t now, Lookups& lookups,
       }
     }
     c->meta.updated_at = now;
-    if (other && !foreign) {
+    if (other && !foreign && !reserved.covers(c->hostname)) {
       c->verification_parent_id = other->domain_id;
       out->push_back(domain_change("verification_inherited", std::move(*c)));
     } else {
@@ -204,8 +207,8 @@ Result<Decision> create_domain(const DomainSpec& s, const Actor& actor, const Fr
   return Decision{{Change{event_type(Kind::kDomain, "created"), r, 0, true}}, std::move(r)};
 }
 
-Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now,
-                               Lookups& lookups) {
+Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now, Lookups& lookups,
+                               const PlatformNamespaces& reserved) {
   FieldErrors errors;
   check_domain_update(s, current, errors);
   if (!errors.empty()) return errors.to_error();
@@ -224,9 +227,9 @@ Result<Decision> update_domain(const DomainSpec& s, Domain current, int64_t now,
         return make_error(Code::kHostnameConflict, "scope subtree would cover " + c->hostname +
                                                        ", which another team has verified");
       }
-      inherit_children(current, now, lookups, &d.changes);
+      inherit_children(current, now, lookups, reserved, &d.changes);
     } else {
-      revoke_children(current, now, lookups, &d.changes);
+      revoke_children(current, now, lookups, reserved, &d.changes);
     }
   }
   return d;
@@ -331,14 +334,14 @@ Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh
 
 Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spec,
                                const Actor& actor, const Preconditions& pre, int64_t now,
-                               Lookups& lookups) {
+                               Lookups& lookups, const PlatformNamespaces& reserved) {
   auto loaded = load_own(kind, id, actor, lookups);
   if (!loaded.ok()) return std::move(loaded.error());
   Stored& stored = loaded.value();
   if (spec_team(spec) != actor.tenant) return team_mismatch();
   if (auto e = check_preconditions(pre, stored.version)) return std::move(*e);
   if (const auto* ds = std::get_if<DomainSpec>(&spec)) {
-    return update_domain(*ds, std::get<Domain>(stored.record), now, lookups);
+    return update_domain(*ds, std::get<Domain>(stored.record), now, lookups, reserved);
   }
   const Meta old_meta = meta_of(stored.record);
   Record r = record_of(spec);
@@ -366,7 +369,8 @@ Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spe
 }
 
 Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& actor, int64_t now,
-                               Lookups& lookups, const Preconditions& pre) {
+                               Lookups& lookups, const Preconditions& pre,
+                               const PlatformNamespaces& reserved) {
   auto loaded = load_own(kind, id, actor, lookups);
   if (!loaded.ok()) return std::move(loaded.error());
   if (auto e = check_preconditions(pre, loaded.value().version)) return std::move(*e);
@@ -375,23 +379,33 @@ Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& ac
   m.deleted_at = now;
   m.updated_at = now;
   Decision d{{Change{event_type(kind, "deleted"), r}}, r};
-  if (const auto* dom = std::get_if<Domain>(&r)) revoke_children(*dom, now, lookups, &d.changes);
+  if (const auto* dom = std::get_if<Domain>(&r)) {
+    revoke_children(*dom, now, lookups, reserved, &d.changes);
+  }
   return d;
 }
 
 Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups,
-                               const Preconditions& pre) {
+                               const Preconditions& pre, const PlatformNamespaces& reserved) {
   auto loaded = load_own(Kind::kDomain, id, actor, lookups);
   if (!loaded.ok()) return std::move(loaded.error());
   if (auto e = check_preconditions(pre, loaded.value().version)) return std::move(*e);
   Record r = std::move(loaded.value().record);
-  if (std::get<Domain>(r).status == "verified") return Decision{{}, std::move(r)};
+  const Domain& d = std::get<Domain>(r);
+  if (d.status == "verified") return Decision{{}, std::move(r)};
+  // Stored before its namespace was reserved: it keeps its name, but no team may own it now.
+  if (reserved.covers(d.hostname)) {
+    FieldErrors errors;
+    errors.add("hostname", reserved.problem() + ", so " + d.hostname +
+                               " cannot be verified; this domain can only be deleted");
+    return errors.to_error();
+  }
   return Decision{{Change{event_type(Kind::kDomain, "verification_requested"), r}}, std::move(r)};
 }
 
 Result<Decision> decide_verification_outcome(const std::string& domain_id, uint64_t request_seq,
                                              const CheckResult& result, int64_t now,
-                                             Lookups& lookups) {
+                                             Lookups& lookups, const PlatformNamespaces& reserved) {
   auto stored = lookups.load(domain_id);
   if (!stored || kind_of(stored->record) != Kind::kDomain) {
     return make_error(Code::kInternal, "verification request for unknown domain " + domain_id);
@@ -402,7 +416,11 @@ Result<Decision> decide_verification_outcome(const std::string& domain_id, uint6
     return Decision{{domain_change("verification_superseded", d, request_seq)}, d};
   }
   CheckResult outcome = result;
-  if (outcome.ok && other_team_claim(d.hostname, d.meta.team_id, lookups)) {
+  if (outcome.ok && reserved.covers(d.hostname)) {
+    // Requested before a restart reserved its namespace (decide_verify refuses it since).
+    outcome = CheckResult{false, "reserved_for_platform",
+                          d.hostname + " " + reserved.problem() + " since it was created"};
+  } else if (outcome.ok && other_team_claim(d.hostname, d.meta.team_id, lookups)) {
     outcome = CheckResult{false, "claimed_by_another_team",
                           "another team has verified " + d.hostname + " or a domain above it"};
   } else if (outcome.ok && d.scope == "subtree") {
@@ -422,7 +440,7 @@ Result<Decision> decide_verification_outcome(const std::string& domain_id, uint6
   d.verification_error.clear();
   d.verification_parent_id.clear();
   Decision decision{{domain_change("verified", d, request_seq)}, d};
-  if (d.scope == "subtree") inherit_children(d, now, lookups, &decision.changes);
+  if (d.scope == "subtree") inherit_children(d, now, lookups, reserved, &decision.changes);
   return decision;
 }
 

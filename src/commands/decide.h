@@ -125,14 +125,19 @@ struct Preconditions {
 // Precondition: `spec` passed parse_spec in Mode::kCreate.
 Result<Decision> decide_create(const Spec& spec, const Actor& actor, const Fresh& fresh,
                                Lookups& lookups);
+// `reserved`, here and below: the platform namespaces (parse.h), in which no domain is verified,
+// directly or through a parent (default: none).
 Result<Decision> decide_update(Kind kind, const std::string& id, const Spec& spec,
                                const Actor& actor, const Preconditions& pre, int64_t now,
-                               Lookups& lookups);
+                               Lookups& lookups, const PlatformNamespaces& reserved = {});
 // DELETE and verify honour the preconditions as PUT does (412 when one fails).
 Result<Decision> decide_delete(Kind kind, const std::string& id, const Actor& actor, int64_t now,
-                               Lookups& lookups, const Preconditions& pre = {});
+                               Lookups& lookups, const Preconditions& pre = {},
+                               const PlatformNamespaces& reserved = {});
+// A verify of a pending domain in a platform namespace (stored before it was reserved) is 422.
 Result<Decision> decide_verify(const std::string& id, const Actor& actor, Lookups& lookups,
-                               const Preconditions& pre = {});
+                               const Preconditions& pre = {},
+                               const PlatformNamespaces& reserved = {});
 
 // What a DNS check of a domain's ownership CNAME found: ok, or a failure with a machine-readable
 // code (no_cname, wrong_value, nxdomain, servfail, timeout, unreachable) and a human detail.
@@ -147,12 +152,15 @@ struct CheckResult {
 // a subtree domain), domain.verification_failed (verification_error = "<code>: <detail>"; a
 // hostname another team has verified fails with claimed_by_another_team), or
 // domain.verification_superseded when the request is no longer the domain's open one, the domain
-// was deleted or is verified already (the record is then unchanged). A request names a domain
+// was deleted or is verified already (the record is then unchanged). A domain in a platform
+// namespace fails with reserved_for_platform (its request was made before a restart reserved
+// it). A request names a domain
 // that exists (both are written in one batch and domains are never erased), so an unknown id is
 // kInternal.
 Result<Decision> decide_verification_outcome(const std::string& domain_id, uint64_t request_seq,
                                              const CheckResult& result, int64_t now,
-                                             Lookups& lookups);
+                                             Lookups& lookups,
+                                             const PlatformNamespaces& reserved = {});
 // What a decide_verification_outcome decision writes, as a metric label: "verified",
 // "superseded", or the failure code of verification_error ("claimed_by_another_team", ...).
 std::string verification_outcome_label(const Decision& decision);

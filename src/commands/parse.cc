@@ -239,6 +239,18 @@ void read_team(BodyReader& r, Meta* meta) {
   }
 }
 
+}  // namespace
+
+bool PlatformNamespaces::covers(std::string_view hostname) const {
+  return fields::is_at_or_under(hostname, domain) || fields::is_at_or_under(hostname, run_domain);
+}
+
+std::string PlatformNamespaces::problem() const {
+  return "is reserved for platform-managed routes (" + domain + ", " + run_domain + ")";
+}
+
+namespace {
+
 // True when the body has a valid hostname (then normalized into `out`).
 bool read_hostname(BodyReader& r, std::string* out) {
   if (auto h = r.str("hostname")) {
@@ -254,12 +266,8 @@ bool read_hostname(BodyReader& r, std::string* out) {
 // True (and the field's problem noted) for a hostname equal to or under either platform
 // namespace.
 bool reserved_for_platform(BodyReader& r, const std::string& hostname, const FieldPolicy& policy) {
-  if (!fields::is_at_or_under(hostname, policy.platform_domain) &&
-      !fields::is_at_or_under(hostname, policy.platform_run_domain)) {
-    return false;
-  }
-  r.check("hostname", "is reserved for platform-managed routes (" + policy.platform_domain + ", " +
-                          policy.platform_run_domain + ")");
+  if (!policy.platform.covers(hostname)) return false;
+  r.check("hostname", policy.platform.problem());
   return true;
 }
 

@@ -16,10 +16,21 @@
 
 namespace gw {
 
+// The two namespaces reserved for platform-managed routes (--platform-domain and
+// --platform-run-domain; an empty one reserves nothing). No team's record may take a name equal to
+// or under either (parse refuses it), and no team's domain there is verified, directly or
+// through a parent (decide.h): one stored before its namespace was reserved keeps its name.
+struct PlatformNamespaces {
+  std::string domain;
+  std::string run_domain;
+  bool covers(std::string_view hostname) const;
+  // "is reserved for platform-managed routes (D, R)", a field problem's message.
+  std::string problem() const;
+};
+
 // Settings that field rules depend on.
 struct FieldPolicy {
-  std::string platform_domain = "platform.test";
-  std::string platform_run_domain = "run.platform.test";
+  PlatformNamespaces platform{"platform.test", "run.platform.test"};
   // Checks a non-empty waf_custom_directives: its problem, or an error that makes parse_spec fail
   // with it (kUnavailable: the check could not run). Unset: fields::waf_directives in this
   // process. gatewayd runs that function in a process of its own (src/sandbox/).

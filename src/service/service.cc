@@ -120,11 +120,12 @@ bool written_only_by_commands(Cf which, std::string_view key) {
 }
 
 Service::Service(Writer& writer, const Clock& clock, IdGenerator& ids,
-                 std::string verification_domain)
+                 std::string verification_domain, PlatformNamespaces reserved)
     : writer_(writer),
       clock_(clock),
       ids_(ids),
-      verification_domain_(std::move(verification_domain)) {}
+      verification_domain_(std::move(verification_domain)),
+      reserved_(std::move(reserved)) {}
 
 void Service::run(Actor actor, Decide decide, Done done,
                   std::optional<IdempotencyKey> idempotency) {
@@ -139,9 +140,10 @@ void Service::record_outcome(std::string domain_id, uint64_t request_seq, CheckR
   auto outcome = std::make_shared<std::string>();
   run(
       Actor{"", std::string(kVerifierActor)},
-      [id = std::move(domain_id), request_seq, result = std::move(result), outcome](
+      [this, id = std::move(domain_id), request_seq, result = std::move(result), outcome](
           Lookups& lookups, const Actor&, int64_t now) {
-        auto decision = decide_verification_outcome(id, request_seq, result, now, lookups);
+        auto decision =
+            decide_verification_outcome(id, request_seq, result, now, lookups, reserved_);
         *outcome = decision.ok() ? verification_outcome_label(decision.value()) : "";
         return decision;
       },
@@ -180,9 +182,9 @@ void Service::update(Kind kind, std::string id, Spec spec, Actor actor, Precondi
                      Done done) {
   run(
       std::move(actor),
-      [kind, id = std::move(id), spec = std::move(spec), pre = std::move(pre)](
+      [this, kind, id = std::move(id), spec = std::move(spec), pre = std::move(pre)](
           Lookups& lookups, const Actor& a, int64_t now) {
-        return decide_update(kind, id, spec, a, pre, now, lookups);
+        return decide_update(kind, id, spec, a, pre, now, lookups, reserved_);
       },
       std::move(done));
 }
@@ -190,9 +192,9 @@ void Service::update(Kind kind, std::string id, Spec spec, Actor actor, Precondi
 void Service::remove(Kind kind, std::string id, Actor actor, Done done, Preconditions pre) {
   run(
       std::move(actor),
-      [kind, id = std::move(id), pre = std::move(pre)](Lookups& lookups, const Actor& a,
-                                                       int64_t now) {
-        return decide_delete(kind, id, a, now, lookups, pre);
+      [this, kind, id = std::move(id), pre = std::move(pre)](Lookups& lookups, const Actor& a,
+                                                             int64_t now) {
+        return decide_delete(kind, id, a, now, lookups, pre, reserved_);
       },
       std::move(done));
 }
@@ -200,8 +202,8 @@ void Service::remove(Kind kind, std::string id, Actor actor, Done done, Precondi
 void Service::verify(std::string id, Actor actor, Done done, Preconditions pre) {
   run(
       std::move(actor),
-      [id = std::move(id), pre = std::move(pre)](Lookups& lookups, const Actor& a, int64_t) {
-        return decide_verify(id, a, lookups, pre);
+      [this, id = std::move(id), pre = std::move(pre)](Lookups& lookups, const Actor& a, int64_t) {
+        return decide_verify(id, a, lookups, pre, reserved_);
       },
       std::move(done));
 }

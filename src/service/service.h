@@ -39,7 +39,9 @@ class Service {
   // length.
   static constexpr size_t kRecordCacheBytes = 32 << 20;
 
-  Service(Writer& writer, const Clock& clock, IdGenerator& ids, std::string verification_domain);
+  // `reserved`: the platform namespaces, in which no domain is verified (decide.h).
+  Service(Writer& writer, const Clock& clock, IdGenerator& ids, std::string verification_domain,
+          PlatformNamespaces reserved);
 
   // With `idempotency`, a repeat of a create that succeeded in the last 24 hours gets its first
   // answer (replayed) and appends nothing; the same key with another request is
@@ -75,6 +77,7 @@ class Service {
   const Clock& clock_;
   IdGenerator& ids_;
   std::string verification_domain_;
+  PlatformNamespaces reserved_;
   std::atomic<uint64_t> events_appended_{0};
   EventCount verification_requests_;
   // Used by the jobs, on the writer thread. Every change of a record goes through them, which

@@ -76,9 +76,10 @@ class Verifier {
   Tally<7> lookups_{
       {"verified", "no_cname", "wrong_value", "nxdomain", "servfail", "timeout", "unreachable"}};
   // What was written for a request, as verification_outcome_label has it: a right CNAME can still
-  // end in claimed_by_another_team, or in superseded.
-  Tally<9> outcomes_{{"verified", "no_cname", "wrong_value", "nxdomain", "servfail", "timeout",
-                      "unreachable", "claimed_by_another_team", "superseded"}};
+  // end in claimed_by_another_team or reserved_for_platform, or in superseded.
+  Tally<10> outcomes_{{"verified", "no_cname", "wrong_value", "nxdomain", "servfail", "timeout",
+                       "unreachable", "claimed_by_another_team", "reserved_for_platform",
+                       "superseded"}};
   LatencyHistogram latency_;
 };
 

@@ -203,6 +203,80 @@ TEST_CASE("narrowing a verified domain to exact revokes its children; widening p
         std::vector<std::string>{"domain.updated", "domain.verification_inherited"});
 }
 
+// A domain stored before a restart reserved its namespace (another --platform-domain) kept its
+// name, and verified: directly, with the request it had open, and through a parent outside the
+// namespace, a team's claim inside the platform's own (helper 166).
+TEST_CASE("no domain in a platform namespace is verified, directly or through a parent") {
+  const PlatformNamespaces reserved{"plat.example.com", "run.plat.example.com"};
+  SUBCASE("its verify is 422 on its hostname") {
+    testing::FakeLookups given;
+    given.given(domain("dom_r", "team_a", "plat.example.com"));
+    auto d = decide_verify("dom_r", kOwner, given, {}, reserved);
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().code == Code::kValidationFailed);
+    REQUIRE(d.error().errors.size() == 1);
+    CHECK(d.error().errors[0].field == "hostname");
+    CHECK(d.error().errors[0].message ==
+          "is reserved for platform-managed routes (plat.example.com, run.plat.example.com), so "
+          "plat.example.com cannot be verified; this domain can only be deleted");
+    // Outside the namespaces, and with none reserved, the verify is requested.
+    CHECK(types(decide_verify("dom_r", kOwner, given).value()) ==
+          std::vector<std::string>{"domain.verification_requested"});
+    testing::FakeLookups outside;
+    outside.given(domain("dom_o", "team_a", "example.com"));
+    CHECK(decide_verify("dom_o", kOwner, outside, {}, reserved).ok());
+  }
+  SUBCASE("a request it had open fails with reserved_for_platform") {
+    testing::FakeLookups given;
+    given.given(domain("dom_r", "team_a", "app.run.plat.example.com", "pending", "exact"));
+    given.given_open_request("dom_r", 7);
+    auto d = decide_verification_outcome("dom_r", 7, kOk, 500, given, reserved);
+    REQUIRE(d.ok());
+    CHECK(types(d.value()) == std::vector<std::string>{"domain.verification_failed"});
+    const auto& dom = std::get<Domain>(d.value().result);
+    CHECK(dom.status == "pending");
+    CHECK(dom.verification_error ==
+          "reserved_for_platform: app.run.plat.example.com is reserved for platform-managed "
+          "routes (plat.example.com, run.plat.example.com) since it was created");
+    CHECK(verification_outcome_label(d.value()) == "reserved_for_platform");
+  }
+  SUBCASE("a parent outside the namespace passes nothing down into it") {
+    testing::FakeLookups given;
+    given.given(domain("dom_p", "team_a", "example.com"));
+    given.given_open_request("dom_p", 7);
+    given.given(domain("dom_r", "team_a", "app.plat.example.com", "pending", "exact"));
+    given.given(domain("dom_c", "team_a", "shop.example.com", "pending", "exact"));
+    auto d = decide_verification_outcome("dom_p", 7, kOk, 500, given, reserved);
+    REQUIRE(d.ok());
+    REQUIRE(types(d.value()) ==
+            std::vector<std::string>{"domain.verified", "domain.verification_inherited"});
+    CHECK(std::get<Domain>(d.value().changes[1].record).meta.id == "dom_c");
+    // Widened to subtree later, the same.
+    testing::FakeLookups exact;
+    exact.given(domain("dom_p", "team_a", "example.com", "verified", "exact"));
+    exact.given(domain("dom_r", "team_a", "app.plat.example.com", "pending", "exact"));
+    auto w = decide_update(Kind::kDomain, "dom_p", Spec{scope_change("example.com", "subtree")},
+                           kOwner, {}, 900, exact, reserved);
+    REQUIRE(w.ok());
+    CHECK(types(w.value()) == std::vector<std::string>{"domain.updated"});
+  }
+  SUBCASE("one that inherited before goes back to pending when its parent goes") {
+    testing::FakeLookups given;
+    given.given(domain("dom_p", "team_a", "example.com", "verified", "subtree"));
+    given.given(domain("dom_r", "team_a", "app.plat.example.com", "verified", "exact", "dom_p"));
+    given.given(domain("dom_s", "team_a", "plat.example.com", "verified", "subtree"));
+    given.given_claim(Claim{"team_a", "dom_p", "example.com", "subtree"});
+    given.given_claim(Claim{"team_a", "dom_s", "plat.example.com", "subtree"});
+    auto d = decide_delete(Kind::kDomain, "dom_p", kOwner, 900, given, {}, reserved);
+    REQUIRE(d.ok());
+    REQUIRE(types(d.value()) ==
+            std::vector<std::string>{"domain.deleted", "domain.verification_revoked"});
+    const auto& c = std::get<Domain>(d.value().changes[1].record);
+    CHECK(c.status == "pending");
+    CHECK(c.verification_parent_id.empty());
+  }
+}
+
 // A name is covered by the verified claims of one team at most. Before a subtree's verification
 // and a widening to subtree checked the claims under the name, team_a's subtree became verified
 // over team_b's verified names: neither team could then put a profile on them (each was covered by

@@ -474,6 +474,62 @@ TEST_CASE("verify: a request accepted before a crash is checked after restart") 
   CHECK(of(events, d.id).size() == 3);  // created, verification_requested, verified
 }
 
+// A domain created before a restart reserved its namespace (another --platform-domain) keeps its
+// name. It verified all the same, with the request it had open and with a new one, and a parent
+// outside the namespace passed its verification down into it: a team's claim inside the
+// platform's own namespace (helper 166).
+TEST_CASE("verify: a domain in a namespace reserved since it was created is never verified") {
+  Env env;
+  Api api(*env.server, kTeamA);
+  Domain plat = create_domain(api, "plat.example.com");
+  Domain app = create_domain(api, "app.plat.example.com");
+  Domain parent = create_domain(api, "example.com");       // a registrable name: scope subtree
+  Domain other = create_domain(api, "other.example.org");  // no record: for barrier()
+  env.dns.restart(DnsRecords{}
+                      .cname(plat.vhost, plat.vvalue)
+                      .cname(app.vhost, app.vvalue)
+                      .cname(parent.vhost, parent.vvalue));
+  env.dns.pause();
+  request_verify(api, plat);  // open while gatewayd stops: its lookup hangs
+  CHECK(env.server->kill().signal == SIGKILL);
+  env.dns.resume();
+  env.server->restart_with(
+      {"--dns-servers", env.dns.server(), "--platform-domain", "plat.example.com"});
+
+  // The request it had open fails, although its CNAME is right.
+  Events events = wait_outcomes(api, plat.id);
+  Event outcome = single_outcome(events, plat.id, kFailed);
+  check_failed(api, outcome, plat.id, "reserved_for_platform");
+  CHECK(outcome.error ==
+        "reserved_for_platform: plat.example.com is reserved for platform-managed routes "
+        "(plat.example.com, run.plat.example.com) since it was created");
+  // A new request is refused, and appends nothing.
+  Response refused = verify(api, app.id);
+  CHECK(refused.status == 422);
+  rapidjson::Document problem = json(refused);
+  CHECK(str(problem, "code") == "validation_failed");
+  REQUIRE(items(field(problem, "errors")).size() == 1);
+  CHECK(str(*items(field(problem, "errors"))[0], "field") == "hostname");
+  CHECK(str(*items(field(problem, "errors"))[0], "message") ==
+        "is reserved for platform-managed routes (plat.example.com, run.plat.example.com), so "
+        "app.plat.example.com cannot be verified; this domain can only be deleted");
+  // The parent outside the namespace verifies, and passes nothing down into it.
+  request_verify(api, parent);
+  events = wait_outcomes(api, parent.id);
+  check_verified(api, single_outcome(events, parent.id, kVerified), parent.id);
+  barrier(api, other);
+  events = feed(api);
+  INFO(dump(events));
+  CHECK(of(events, app.id).size() == 1);  // created, and nothing since
+  check_plain_pending(get_domain(api, app.id));
+  check_plain_pending(get_domain(api, plat.id));
+  // Deleting them still works.
+  CHECK(api.del("/v1/domain/" + app.id).status == 200);
+  std::string text = metrics_once(*env.server, {{outcomes("reserved_for_platform"), 1}});
+  CHECK(sample(text, outcomes("reserved_for_platform")) == 1);
+  CHECK(sample(text, lookups("verified")) >= 2);
+}
+
 TEST_CASE("verify: the verifier scans for requests when one is durable, not on every commit") {
   Env env;
   Api api(*env.server, kTeamA);

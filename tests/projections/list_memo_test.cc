@@ -175,7 +175,8 @@ class ListMemoFixture {
     writer_ = std::move(
         Writer::start(*store_, *ids_, scanned_by_commands, &watchers_, written_only_by_commands)
             .value());
-    service_ = std::make_unique<Service>(*writer_, clock_, *ids_, "verify.platform.test");
+    service_ = std::make_unique<Service>(*writer_, clock_, *ids_, "verify.platform.test",
+                                         FieldPolicy().platform);
     memo_reads_ = std::make_unique<ReadModel>(*store_, nullptr, &memo_);
     plain_reads_ = std::make_unique<ReadModel>(*store_);
   }

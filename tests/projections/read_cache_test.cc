@@ -168,7 +168,8 @@ class ReadCacheFixture {
     writer_ = std::move(
         Writer::start(*store_, *ids_, scanned_by_commands, &cache_, written_only_by_commands)
             .value());
-    service_ = std::make_unique<Service>(*writer_, clock_, *ids_, "verify.platform.test");
+    service_ = std::make_unique<Service>(*writer_, clock_, *ids_, "verify.platform.test",
+                                         FieldPolicy().platform);
     reads_ = std::make_unique<ReadModel>(*store_, &cache_);
   }
   ~ReadCacheFixture() { writer_->stop(); }

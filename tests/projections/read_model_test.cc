@@ -41,7 +41,8 @@ class ReadModelFixture {
     store_ = std::move(Store::open(dir_.path()).value());
     ids_ = ids ? std::move(ids) : make_system_id_generator(clock_);
     writer_ = std::move(Writer::start(*store_, *ids_).value());
-    service_ = std::make_unique<Service>(*writer_, clock_, *ids_, "verify.platform.test");
+    service_ = std::make_unique<Service>(*writer_, clock_, *ids_, "verify.platform.test",
+                                         FieldPolicy().platform);
   }
   ~ReadModelFixture() { writer_->stop(); }
 
@@ -523,7 +524,7 @@ TEST_CASE("a list whose reads fail is an error, never a short page") {
     SystemClock clock;
     auto ids = make_system_id_generator(clock);
     auto writer = std::move(Writer::start(*store, *ids).value());
-    Service service(*writer, clock, *ids, "verify.platform.test");
+    Service service(*writer, clock, *ids, "verify.platform.test", FieldPolicy().platform);
     testing::call_all(300, [&](size_t i, Done d) {
       service.create(ReadModelFixture::hook(i % 2 ? "active" : "inactive", i % 3 ? "a" : "b"),
                      Actor{"team_a", "t"}, std::nullopt, std::move(d));

@@ -20,7 +20,7 @@ struct ServiceFixture {
   std::unique_ptr<IdGenerator> ids = make_system_id_generator(clock);
   std::unique_ptr<Writer> writer = std::move(
       Writer::start(*store, *ids, scanned_by_commands, nullptr, written_only_by_commands).value());
-  Service service{*writer, clock, *ids, "verify.example.net"};
+  Service service{*writer, clock, *ids, "verify.example.net", FieldPolicy().platform};
 
   // Runs one command and waits for its answer (given after the write is durable).
   template <typename Submit>
