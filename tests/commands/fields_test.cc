@@ -2,6 +2,7 @@
 // it rejects with the reason. The WAF directive tables include one rejecting row per tenant-escape.
 #include "commands/fields.h"
 #include "commands/waf_scan.h"
+#include "core/error.h"
 
 #include <doctest/doctest.h>
 #include <modsecurity/intervention.h>
@@ -361,6 +362,13 @@ TEST_CASE("every bad item of a CORS list is a problem of its own, quoting the it
         " \"" + repeat("a", 63) + "...\": must list only header names (RFC 9110 tokens)\n");
   // A list over the limit is that one problem; its items are not looked at.
   CHECK(lines(cors_methods(repeat("get,", 1024) + "x")) == " must be at most 4096 bytes\n");
+  // A bad item given again is not a second entry: they were alike, byte for byte (helper 165).
+  CHECK(lines(cors_methods("GET,get,get,get")) ==
+        " \"get\": must list only GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)\n");
+  CHECK(lines(cors_origins("ftp://a.com,https://b.com,ftp://a.com")) ==
+        " \"ftp://a.com\": origins must start with http:// or https://\n");
+  CHECK(lines(cors_headers("a b,X,a b")) ==
+        " \"a b\": must list only header names (RFC 9110 tokens)\n");
 }
 
 TEST_CASE("geo_policy") {
@@ -418,6 +426,20 @@ TEST_CASE("geo_policy") {
   CHECK(lines(geo_policy(json("{}"))) ==
         " is missing member \"mode\"\n"
         " is missing member \"countries\"\n");
+  // Too many codes, and what is wrong with them: the count's problem hid the codes', so a client
+  // that fixed the count met them in a second 422 (helper 165).
+  std::vector<std::string> us(250, "\"US\"");
+  const Problems over =
+      geo_policy(json(R"({"mode":"allow","countries":["us",)" + join(us, ",") + "]}"));
+  REQUIRE(over.size() > 3);
+  CHECK(lines({over.begin(), over.begin() + 3}) ==
+        ".countries must hold 1-250 country codes\n"
+        ".countries[0] must be an assigned ISO 3166-1 alpha-2 code in upper case\n"
+        ".countries[2] repeats US\n");
+  // A list the body's size alone bounds stops once it has more problems than a reply lists.
+  std::vector<std::string> bad_codes(200000, "\"XX\"");
+  CHECK(geo_policy(json(R"({"mode":"allow","countries":[)" + join(bad_codes, ",") + "]}")).size() ==
+        gw::FieldErrors::kMaxFieldErrors + 1);
   CHECK(lines(geo_policy(json(R"({"countries":["xx"],"x":1,"countries":[]})"))) ==
         " has unknown member \"x\"\n"
         " has duplicate member \"countries\"\n"
@@ -562,6 +584,23 @@ TEST_CASE("waf_rule_exclusions") {
       "[1].path_prefix must start with '/'\n"
       "[2] is missing member \"path_prefix\"\n"
       "[2] is missing member \"remove_rule_ids\"\n");
+  // Too many entries or ids, and what is wrong with them, as geo_policy's countries (helper 165).
+  std::vector<std::string> entries(257, entry);
+  entries[0] = R"({"path_prefix":"nope","remove_rule_ids":[0]})";
+  CHECK(lines(waf_rule_exclusions(json("[" + join(entries, ",") + "]"))) ==
+        " must hold at most 256 entries\n"
+        "[0].path_prefix must start with '/'\n"
+        "[0].remove_rule_ids[0] must be an integer in 1..99999999\n");
+  std::vector<std::string> many_ids = ids;
+  many_ids[0] = "0";
+  CHECK(lines(waf_rule_exclusions(
+            json(R"([{"path_prefix":"/","remove_rule_ids":[)" + join(many_ids, ",") + "]}]"))) ==
+        "[0].remove_rule_ids must hold 1-256 rule ids\n"
+        "[0].remove_rule_ids[0] must be an integer in 1..99999999\n");
+  std::vector<std::string> zeros(200000, "0");
+  CHECK(waf_rule_exclusions(
+            json(R"([{"path_prefix":"/","remove_rule_ids":[)" + join(zeros, ",") + "]}]"))
+            .size() == gw::FieldErrors::kMaxFieldErrors + 1);
 }
 
 TEST_CASE("is_registrable_domain") {
