@@ -23,6 +23,11 @@ namespace {
 // stop looking for problems once they have more than the reply can list (FieldErrors): that many
 // already tell the client that some were left out.
 bool enough_found(const Problems& out) { return out.size() > FieldErrors::kMaxFieldErrors; }
+// The same for the items of one list, which the reply lists as one field (`from`: the size `out`
+// had before them).
+bool enough_of_one_field(const Problems& out, size_t from) {
+  return out.size() - from > FieldErrors::kMaxPerField;
+}
 
 constexpr size_t kMaxHostname = 253;
 constexpr size_t kMaxLabel = 63;
@@ -334,7 +339,8 @@ void exclusion(const rapidjson::Value& e, size_t i, Problems& out) {
     out.push_back({at + ".remove_rule_ids", "must hold 1-256 rule ids"});
   }
   std::set<int64_t> seen;
-  for (rapidjson::SizeType k = 0; k < ids.Size() && !enough_found(out); ++k) {
+  const size_t from = out.size();
+  for (rapidjson::SizeType k = 0; k < ids.Size() && !enough_of_one_field(out, from); ++k) {
     if (!ids[k].IsInt64() || ids[k].GetInt64() < 1 || ids[k].GetInt64() > kMaxExcludedRuleId) {
       out.push_back({at + ".remove_rule_ids" + index_prefix(k),
                      "must be an integer in 1..99999999"});
@@ -517,7 +523,8 @@ Problems geo_policy(const rapidjson::Value& v) {
       out.push_back({".countries", "must hold 1-250 country codes"});
     }
     std::set<std::string_view> seen;
-    for (rapidjson::SizeType i = 0; i < countries.Size() && !enough_found(out); ++i) {
+    const size_t from = out.size();
+    for (rapidjson::SizeType i = 0; i < countries.Size() && !enough_of_one_field(out, from); ++i) {
       const auto& c = countries[i];
       std::string_view code =
           c.IsString() ? std::string_view(c.GetString(), c.GetStringLength()) : std::string_view();

@@ -436,10 +436,11 @@ TEST_CASE("geo_policy") {
         ".countries must hold 1-250 country codes\n"
         ".countries[0] must be an assigned ISO 3166-1 alpha-2 code in upper case\n"
         ".countries[2] repeats US\n");
-  // A list the body's size alone bounds stops once it has more problems than a reply lists.
+  // A list the body's size alone bounds stops once it has more problems than a reply lists of
+  // one field: the count's entry and 11 of the codes'.
   std::vector<std::string> bad_codes(200000, "\"XX\"");
   CHECK(geo_policy(json(R"({"mode":"allow","countries":[)" + join(bad_codes, ",") + "]}")).size() ==
-        gw::FieldErrors::kMaxFieldErrors + 1);
+        gw::FieldErrors::kMaxPerField + 2);
   CHECK(lines(geo_policy(json(R"({"countries":["xx"],"x":1,"countries":[]})"))) ==
         " has unknown member \"x\"\n"
         " has duplicate member \"countries\"\n"
@@ -600,7 +601,7 @@ TEST_CASE("waf_rule_exclusions") {
   std::vector<std::string> zeros(200000, "0");
   CHECK(waf_rule_exclusions(
             json(R"([{"path_prefix":"/","remove_rule_ids":[)" + join(zeros, ",") + "]}]"))
-            .size() == gw::FieldErrors::kMaxFieldErrors + 1);
+            .size() == gw::FieldErrors::kMaxPerField + 2);
 }
 
 TEST_CASE("is_registrable_domain") {
