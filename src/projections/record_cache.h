@@ -1,7 +1,7 @@
 // The records the writer thread read or changed most recently, parsed, so that a command on a
 // record it has just seen does not read and parse it again (for an update that read and parse
 // were most of staging it). Least recently used records go first once the cache holds
-// `max_bytes` of them (counted by their stored JSON's length).
+// `max_bytes` of them (each weighed as the memory its entry takes, at most: see put()).
 //
 // Coherence is its users' part: an entry must be what a read through the writer's current Tx
 // would return. TxLookups (projections/apply.h) keeps that: it erases a record's entry before
@@ -31,9 +31,13 @@ class RecordCache {
   // next put() or erase().
   const Stored* find(const std::string& id);
   // Keeps `stored` under `id` (replacing what was there); `json_bytes` is the length of its
-  // stored JSON, its weight. A record heavier than the whole cache is not kept.
+  // stored JSON, which its weight counts for its strings. A record heavier than the whole cache
+  // is not kept.
   void put(const std::string& id, Stored stored, size_t json_bytes);
   void erase(const std::string& id);
+  // What put() counts for a record under `id` whose JSON is `json_bytes` long: at least the
+  // memory its entry takes.
+  static size_t weight(std::string_view id, size_t json_bytes);
 
   size_t size() const { return index_.size(); }
   size_t bytes() const { return bytes_; }
