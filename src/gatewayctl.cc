@@ -29,6 +29,7 @@
 #include "core/std_fds.h"
 #include "http/tokens.h"
 #include "sandbox/waf_check.h"
+#include "service/idempotency.h"
 
 namespace {
 
@@ -424,10 +425,7 @@ int rebuild(int argc, char** argv) {
             << " events/s, folded " << (r.on_disk ? "on disk" : "in memory") << ")\n"
             << "rebuild: " << gw::admin::describe(r.records) << "\n";
   if (r.answers_dropped != 0) {
-    std::cout << "rebuild: dropped " << r.answers_dropped
-              << (r.answers_dropped == 1 ? " kept Idempotency-Key answer of a create"
-                                         : " kept Idempotency-Key answers of creates")
-              << " the log no longer holds\n";
+    std::cout << "rebuild: " << gw::dropped_answers_note(r.answers_dropped) << "\n";
   }
   return 0;
 }

@@ -373,7 +373,16 @@ int main(int argc, char** argv) {
   auto ahead = gw::read_model_ahead_of_log(*store.value());
   if (!ahead.ok()) return fail("cannot read the store: " + ahead.error().detail);
   if (ahead.value()) return fail("cannot open " + data_dir + ": " + *ahead.value());
-  auto caught_up = gw::catch_up_projections(*store.value(), *ids, fold);
+  // Made from the log, the read model may lack records whose creates' answers are kept (a log cut
+  // short before a rebuild was killed): a repeat would get 201 for a record that is gone.
+  auto caught_up = gw::catch_up_projections(*store.value(), *ids, fold, [&]() -> gw::Result<bool> {
+    auto dropped = gw::drop_answers_of_lost_creates(*store.value());
+    if (!dropped.ok()) return std::move(dropped.error());
+    if (dropped.value() != 0) {
+      std::fprintf(stderr, "gatewayd: %s\n", gw::dropped_answers_note(dropped.value()).c_str());
+    }
+    return true;
+  });
   if (!caught_up.ok())
     return fail("cannot bring projections up to date: " + caught_up.error().detail);
   if (other_layout.value()) {

@@ -5,7 +5,6 @@
 #include "admin/interrupt_cleanup.h"
 #include "admin/read_only.h"
 #include "projections/catch_up.h"
-#include "projections/keys.h"
 #include "service/idempotency.h"
 #include "store/store.h"
 
@@ -40,11 +39,7 @@ Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& op
     return std::move(r.error());
   }
   // A kept answer whose create the log lost would answer a repeat 201 for a record that is gone.
-  auto dropped = drop_answers_of_lost_creates(s, [&s](std::string_view id) -> Result<bool> {
-    auto record = s.get(Cf::kProjections, keys::record(id));
-    if (!record.ok()) return std::move(record.error());
-    return record.value().has_value();
-  });
+  auto dropped = drop_answers_of_lost_creates(s);
   if (!dropped.ok()) return std::move(dropped.error());
   RebuildReport report;
   report.answers_dropped = dropped.value();

@@ -488,13 +488,14 @@ Problems cors_headers(std::string_view in) {
   Problems out;
   std::vector<std::string_view> items;
   split_list(in, &items, out);
-  std::set<std::string> seen;
+  std::set<std::string> seen;           // header names, which compare without case
+  std::set<std::string_view> seen_bad;  // bad items, byte for byte: `A B` and `a b` are two
   for (auto item : items) {
-    // Header names compare without case; a bad item is one entry, as an origin.
-    const bool first = seen.insert(ascii_lower(std::string(item))).second;
     if (!std::all_of(item.begin(), item.end(), is_tchar)) {
-      if (first) out.push_back(item_problem(item, "must list only header names (RFC 9110 tokens)"));
-    } else if (!first) {
+      if (seen_bad.insert(item).second) {
+        out.push_back(item_problem(item, "must list only header names (RFC 9110 tokens)"));
+      }
+    } else if (!seen.insert(ascii_lower(std::string(item))).second) {
       out.push_back(item_problem(item, "must not repeat a header name"));
     }
   }
@@ -585,7 +586,11 @@ Problems waf_rule_exclusions(const rapidjson::Value& v) {
   Problems out;
   // The count's problem and each entry's, as geo_policy's countries.
   if (v.Size() > kMaxExclusions) out.push_back({"", "must hold at most 256 entries"});
-  for (rapidjson::SizeType i = 0; i < v.Size() && !enough_found(out); ++i) exclusion(v[i], i, out);
+  // Past the 256 entries allowed only: up to them every entry's problems are looked for, as the
+  // reply lists 10 of each field (helper 168: 101 problems of one kind hid a later entry's other).
+  for (rapidjson::SizeType i = 0; i < v.Size() && (i < kMaxExclusions || !enough_found(out)); ++i) {
+    exclusion(v[i], i, out);
+  }
   return out;
 }
 

@@ -157,7 +157,8 @@ Result<std::optional<std::string>> read_model_ahead_of_log(const Store& store) {
       "read model again from the log as it is");
 }
 
-Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const FoldOptions& options) {
+Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const FoldOptions& options,
+                                      const std::function<Result<bool>()>& after_rebuild) {
   // What a rebuild stopped half way (a kill, a power cut) left: nothing reads it.
   for (const char* left : {kFoldDir, kRebuildDir}) {
     std::error_code ec;
@@ -176,6 +177,9 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const Fold
       if (auto r = store.reset_projections(); !r.ok()) return std::move(r.error());
     }
     if (auto r = write_projections(store, *fold.value()); !r.ok()) return std::move(r.error());
+    if (after_rebuild) {
+      if (auto r = after_rebuild(); !r.ok()) return std::move(r.error());
+    }
     return fold.value()->events();
   }
   uint64_t after = decode_u64(*checkpoint.value());

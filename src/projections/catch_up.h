@@ -21,8 +21,11 @@ namespace gw {
 // rebuild_projections, folding where `options` say; otherwise the events past the checkpoint are
 // applied one by one. A caller checks read_model_ahead_of_log first (gatewayd's start does):
 // catching up such a read model would let the writer take the lost events' numbers again.
+// `after_rebuild`, if given, runs once a read model made from empty is in place (gatewayd drops the
+// kept answers of lost creates there, as `gatewayctl rebuild` does); its error is returned.
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids,
-                                      const FoldOptions& options = {});
+                                      const FoldOptions& options = {},
+                                      const std::function<Result<bool>()>& after_rebuild = nullptr);
 
 // The layout of a read model another release wrote (keys.h: "2", say), which catch_up_projections
 // drops and rebuilds: the layout a checkpoint key names when none names this release's. nullopt

@@ -1,6 +1,7 @@
 // Idempotency-Key for creates: the first successful answer to (tenant, key) is kept for 24 hours
 // in the store's kMeta column family, written in the same atomic batch as the events it answers,
-// so it is exactly as durable as they are and survives restarts and `gatewayctl rebuild`.
+// so it is exactly as durable as they are and survives restarts and `gatewayctl rebuild` (but
+// for answers of creates the log lost: see drop_answers_of_lost_creates).
 // A request with the same key and the same fingerprint (method, path and body bytes) gets that
 // answer again without a new event; with another fingerprint it is refused. Failed requests keep
 // nothing, so a client may fix and retry under the same key.
@@ -13,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,14 +63,16 @@ Result<std::optional<KeptAnswer>> find_written_answer(const Store& store, const 
 // `cursor` on; moves `cursor` past what it pruned.
 Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& answer, int64_t now,
                          PruneCursor& cursor);
-// Deletes every kept answer whose record `exists` says is not in the read model, with its expiry
-// entry, and returns how many it deleted. Answers are kept only for creates and written in the
-// batch of the create's event, so one whose record the read model lacks answers an event the log
-// lost (cut short or damaged by something other than a crash): a repeat got 201 for a record
-// that was gone, and now makes it again. For `gatewayctl rebuild`, with the server stopped.
-// kInternal for a malformed answer, kUnavailable on an I/O error (`exists`' errors too).
-Result<uint64_t> drop_answers_of_lost_creates(
-    Store& store, const std::function<Result<bool>(std::string_view id)>& exists);
+// Deletes every kept answer whose record is not in the read model (deleted records are), with its
+// expiry entry, and returns how many it deleted. Answers are kept only for creates and written in
+// the batch of the create's event, so one whose record a read model made from the log lacks
+// answers an event the log lost (cut short or damaged by something other than a crash): a repeat
+// got 201 for a record that was gone, and now makes it again. Run after the read model is made
+// again from the log (`gatewayctl rebuild`, gatewayd's start without one), before any write. An
+// answer that cannot be read is left as it is. kUnavailable on an I/O error.
+Result<uint64_t> drop_answers_of_lost_creates(Store& store);
+// "dropped N kept Idempotency-Key answers of creates the log no longer holds" (N > 0).
+std::string dropped_answers_note(uint64_t n);
 // True for the kMeta keys keep_answer scans (its expiry index) through Tx::scan.
 bool scanned_by_keep_answer(std::string_view key);
 

@@ -367,8 +367,10 @@ TEST_CASE("every bad item of a CORS list is a problem of its own, quoting the it
         " \"get\": must list only GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)\n");
   CHECK(lines(cors_origins("ftp://a.com,https://b.com,ftp://a.com")) ==
         " \"ftp://a.com\": origins must start with http:// or https://\n");
-  CHECK(lines(cors_headers("a b,X,a b")) ==
-        " \"a b\": must list only header names (RFC 9110 tokens)\n");
+  CHECK(lines(cors_headers("a b,X,a b,A B,x")) ==
+        " \"a b\": must list only header names (RFC 9110 tokens)\n"
+        " \"A B\": must list only header names (RFC 9110 tokens)\n"
+        " \"x\": must not repeat a header name\n");
 }
 
 TEST_CASE("geo_policy") {
@@ -598,6 +600,13 @@ TEST_CASE("waf_rule_exclusions") {
             json(R"([{"path_prefix":"/","remove_rule_ids":[)" + join(many_ids, ",") + "]}]"))) ==
         "[0].remove_rule_ids must hold 1-256 rule ids\n"
         "[0].remove_rule_ids[0] must be an integer in 1..99999999\n");
+  // Up to the 256 entries allowed each is looked at, however many problems came before: 101 of
+  // one kind hid a later entry's other (helper 168).
+  std::vector<std::string> bad_ids(101, R"({"path_prefix":"/","remove_rule_ids":[0]})");
+  bad_ids.push_back(R"({"path_prefix":"nope","remove_rule_ids":[1]})");
+  CHECK(lines(waf_rule_exclusions(json("[" + join(bad_ids, ",") + "]")))
+            .ends_with("[100].remove_rule_ids[0] must be an integer in 1..99999999\n"
+                       "[101].path_prefix must start with '/'\n"));
   std::vector<std::string> zeros(200000, "0");
   CHECK(waf_rule_exclusions(
             json(R"([{"path_prefix":"/","remove_rule_ids":[)" + join(zeros, ",") + "]}]"))
