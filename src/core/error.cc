@@ -23,6 +23,8 @@ const char* code_name(Code code) {
       return "bad_request";
     case Code::kHeadersTooLarge:
       return "headers_too_large";
+    case Code::kUriTooLong:
+      return "uri_too_long";
     case Code::kNotImplemented:
       return "not_implemented";
     case Code::kVersionNotSupported:

@@ -29,6 +29,7 @@ enum class Code {
   kIdempotencyKeyReused,
   kBadRequest,
   kHeadersTooLarge,
+  kUriTooLong,
   kNotImplemented,
   kVersionNotSupported,
   kRequestTimeout,

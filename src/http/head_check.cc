@@ -334,6 +334,8 @@ Result<Head> parse_head(std::string_view head) {
       add_to_list(out.if_match, value);
     } else if (ascii_iequals(name, "If-None-Match")) {
       add_to_list(out.if_none_match, value);
+    } else if (ascii_iequals(name, "Content-Encoding")) {
+      add_to_list(out.content_encoding, value);
     } else if (ascii_iequals(name, "Connection")) {
       read_connection_options(value, &out);
     } else if (ascii_iequals(name, "Expect")) {

@@ -67,6 +67,8 @@ struct Head {
   // A list (RFC 9110 13.1.1): the values of all its lines, joined with ", ".
   std::optional<std::string> if_match;
   std::optional<std::string> if_none_match;
+  // The codings of the body, as a list too (RFC 9110 8.4.1).
+  std::optional<std::string> content_encoding;
   uint64_t content_length = 0;  // 0 without one
   // `Transfer-Encoding: chunked`: the body is in the chunked coding (chunked.h), and ends where
   // it says, not after a Content-Length (the head has none).

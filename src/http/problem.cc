@@ -33,6 +33,8 @@ int status_of(Code code) {
     case Code::kRateLimited: return 429;
     case Code::kHeadersTooLarge:
       return 431;
+    case Code::kUriTooLong:
+      return 414;
     case Code::kNotImplemented:
       return 501;
     case Code::kVersionNotSupported:
@@ -71,6 +73,8 @@ const char* title_of(Code code) {
       return "Bad request";
     case Code::kHeadersTooLarge:
       return "Request headers too large";
+    case Code::kUriTooLong:
+      return "URI too long";
     case Code::kNotImplemented:
       return "Not implemented";
     case Code::kVersionNotSupported:
@@ -189,6 +193,9 @@ Reply problem(const Error& error, std::string_view unavailable) {
   r.status = status_of(error.code);
   r.content_type = "application/problem+json";
   r.body.assign(buf.GetString(), buf.GetSize());
+  // RFC 9110 15.5.16: a 415 says which content codings a body may be in (gatewayd decodes none).
+  if (error.code == Code::kUnsupportedMediaType)
+    r.headers.emplace_back("Accept-Encoding", "identity");
   return r;
 }
 

@@ -20,6 +20,7 @@ struct Request {
   std::optional<std::string> authorization;
   std::optional<std::string> tenant;
   std::optional<std::string> content_type;
+  std::optional<std::string> content_encoding;
   std::optional<std::string> if_match;
   std::optional<std::string> if_none_match;
   std::optional<std::string> idempotency_key;

@@ -493,10 +493,20 @@ class Handler final : public P::Http::Handler {
       }
       if (end == std::string_view::npos && bytes.size() <= kMaxHeadBytes) return {Wait{}};
       if (end == std::string_view::npos || end > kMaxHeadBytes) {
+        // RFC 9112 3: a request-target longer than the server takes is 414; 431 told the client
+        // to shorten headers it may not have sent (helper 170). The request line with its CRLF
+        // and the empty line that ends a head is what the line takes of the limit.
+        const size_t line_end = bytes.find("\r\n");
+        const bool line_too_long =
+            line_end == std::string_view::npos || line_end + 4 > kMaxHeadBytes;
         refuse(peer, bytes,
-               problem(make_error(Code::kHeadersTooLarge, "the request line and headers exceed " +
-                                                              std::to_string(kMaxHeadBytes) +
-                                                              " bytes")));
+               problem(line_too_long
+                           ? make_error(Code::kUriTooLong, "the request line exceeds " +
+                                                               std::to_string(kMaxHeadBytes - 4) +
+                                                               " bytes: send a shorter target")
+                           : make_error(Code::kHeadersTooLarge,
+                                        "the request line and headers exceed " +
+                                            std::to_string(kMaxHeadBytes) + " bytes")));
         return {};
       }
     }
@@ -607,6 +617,7 @@ class Handler final : public P::Http::Handler {
       request.authorization = copy(head.authorization);
       request.tenant = copy(head.tenant);
       request.content_type = copy(head.content_type);
+      request.content_encoding = std::move(head.content_encoding);
       request.idempotency_key = copy(head.idempotency_key);
       request.if_match = head.if_match;
       request.if_none_match = head.if_none_match;
@@ -715,9 +726,16 @@ class Handler final : public P::Http::Handler {
     const std::string_view connection = close ? "close" : "keep-alive";
     const char* reason = P::Http::codeString(static_cast<P::Http::Code>(reply.status));
     const std::string length = std::to_string(reply.body.size());
-    // "HTTP/1.1 200 " and CRLF, the names of the four headers below with ": " and CRLF, and the
-    // blank line: what is not counted below, so that the string is allocated once.
-    constexpr size_t kFixed = 13 + 2 + (4 + 4) + (12 + 4) + (10 + 4) + (14 + 4) + 2;
+    // RFC 9111 4.2.2 lets a cache reuse a 200, 404, 405 or 501 without an expiry for as long as
+    // it guesses: a shared cache in front could have answered /readyz 200 after writes stopped
+    // (helper 170). No shared cache keeps an answer, and a client's own revalidates each use
+    // (a record's with its ETag).
+    constexpr std::string_view kCacheControl = "no-cache, private";
+    // "HTTP/1.1 200 " and CRLF, the names of the five headers below with ": " and CRLF, their
+    // fixed value, and the blank line: what is not counted below, so that the string is
+    // allocated once.
+    constexpr size_t kFixed =
+        13 + 2 + (4 + 4) + (13 + 4) + kCacheControl.size() + (12 + 4) + (10 + 4) + (14 + 4) + 2;
     const std::string& date = date_now();
     size_t size = kFixed + std::strlen(reason) + date.size() + reply.content_type.size() +
                   length.size() + connection.size() + (with_body ? reply.body.size() : 0);
@@ -735,6 +753,7 @@ class Handler final : public P::Http::Handler {
       out += "\r\n";
     };
     header("Date", date);
+    header("Cache-Control", kCacheControl);
     for (const auto& [name, value] : reply.headers) header(name, value);
     // A 304 carries no body, nor the metadata of one (RFC 9110 15.4.5); its Content-Length is the
     // 200's, as 8.6 allows.

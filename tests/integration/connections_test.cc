@@ -687,6 +687,52 @@ TEST_CASE("a request head over 64 KiB is 431 and ends the connection; one under 
         2);
 }
 
+// RFC 9112 3: a request-target longer than the server takes is 414. It was 431, which tells the
+// client to shorten its headers (helper 170).
+TEST_CASE("a request line over 64 KiB is 414 and ends the connection") {
+  Server server;
+  for (const std::string& request :
+       {"GET /healthz?" + std::string(70'000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /v1/webhook/whk_" + std::string(70'000, 'A')}) {
+    CAPTURE(request.size());
+    const int fd = connect_with_timeout(server);
+    const std::string reply = exchange_on(fd, request);
+    CHECK(reply.starts_with("HTTP/1.1 414 "));
+    CHECK(reply.find(R"("code":"uri_too_long")") != std::string::npos);
+    CHECK(reply.find("the request line exceeds 65532 bytes: send a shorter target") !=
+          std::string::npos);
+    char byte = 0;
+    CHECK(::recv(fd, &byte, 1, 0) == 0);
+    ::close(fd);
+  }
+  // A request line that fits, with headers that take the head over the limit, is 431.
+  const std::string head = "GET /healthz?" + std::string(60'000, 'a') +
+                           " HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(6'000, 'b') + "\r\n\r\n";
+  CHECK(raw_exchange(server, head).starts_with("HTTP/1.1 431 "));
+}
+
+// RFC 9111 4.2.2 lets a cache reuse a 200, 404, 405 or 501 without an expiry for as long as it
+// guesses, so a shared cache in front could answer /readyz 200 after writes stopped (helper 170).
+TEST_CASE("every answer says no shared cache may keep it and a client's must revalidate it") {
+  Server server;
+  Api api(server, kTeamA);
+  Response made = api.post("/v1/webhook", webhook_body(kTeamA, "cached"));
+  REQUIRE(made.status == 201);
+  const std::string id = str(json(made), "webhook_id");
+  testing::HttpClient client;
+  for (const Response& r :
+       {made, api.get("/v1/webhook/" + id), api.get("/v1/webhook"), api.get("/v1/webhook/whk_x"),
+        api.get("/v1/webhook/" + id, {{"If-None-Match", made.header("ETag").value_or("")}}),
+        client.request("GET", server.url() + "/readyz"),
+        client.request("GET", server.url() + "/metrics"),
+        client.request("DELETE", server.url() + "/healthz")}) {
+    CAPTURE(r.status);
+    CHECK(r.header_values("Cache-Control") == std::vector<std::string>{"no-cache, private"});
+  }
+  CHECK(raw_exchange(server, "GET /healthz HTTP/1.1\r\nHost: x\r\nBad\r\n\r\n")
+            .find("\r\nCache-Control: no-cache, private\r\n") != std::string::npos);
+}
+
 // Pistache ignored a header with a blank before its colon or at the start of its line, kept the
 // first of two different Content-Lengths and read a bare LF as part of a value: so it could take
 // a request as bodiless and run its body as a request of its own, where a proxy in front, or the

@@ -98,6 +98,38 @@ TEST_CASE("POST and PUT bodies without Content-Type: application/json are 415") 
   }
 }
 
+// gatewayd decodes no content coding, and read a body said to be coded as JSON all the same:
+// gzip's bytes were 400 invalid_json, and plain JSON labelled gzip was stored (helper 170).
+TEST_CASE("a body in a content coding is 415 with Accept-Encoding: identity; identity is read") {
+  Server server;
+  Api api(server, kTeamA);
+  for (const Kind* kind : kKinds) {
+    CAPTURE(kind->name);
+    std::string id = create(api, *kind, 1);
+    std::string body = kind->body(kTeamA, 2);
+    for (const char* coding : {"gzip", "br", "identity, gzip", "GZIP"}) {
+      CAPTURE(coding);
+      const Headers h = {{"Content-Type", "application/json"}, {"Content-Encoding", coding}};
+      for (Response r : {api.send("POST", std::string(kind->path), h, body),
+                         api.send("PUT", item_path(*kind, id), h, body)}) {
+        check_problem(r, 415, "unsupported_media_type");
+        CHECK(str(json(r), "detail") ==
+              "the body must be sent without a content coding (Content-Encoding: " +
+                  std::string(coding) + "): gatewayd decodes none");
+        CHECK(r.header("Accept-Encoding") == "identity");
+      }
+    }
+    CHECK(total(api, *kind) == 1);
+    const Headers identity = {{"Content-Type", "application/json"},
+                              {"Content-Encoding", "identity"}};
+    CHECK(api.send("POST", std::string(kind->path), identity, body).status == 201);
+  }
+  // A 415 for the media type says the same of codings.
+  Response plain =
+      api.send("POST", "/v1/webhook", {{"Content-Type", "text/plain"}}, webhook_body(kTeamA, "w"));
+  CHECK(plain.header("Accept-Encoding") == "identity");
+}
+
 TEST_CASE("verify reads no body: one sent anyway must be application/json and {}") {
   Server server;
   Api api(server, kTeamA);
