@@ -216,7 +216,8 @@ int main(int argc, char** argv) {
       {"idle-timeout-ms", "GATEWAY_IDLE_TIMEOUT_MS", "60000",
        "answer 408 and close a connection on which no whole request came for this long"},
       {"lingering-timeout-ms", "GATEWAY_LINGERING_TIMEOUT_MS", "5000",
-       "after a refused request (400, 413, 431, 501, 505), end the connection once its client has "
+       "after a refused request (400, 413, 414, 431, 501, 505), end the connection once its client "
+       "has "
        "sent nothing for this long"},
       {"lingering-time-ms", "GATEWAY_LINGERING_TIME_MS", "30000",
        "and at most this long after the refusal"},
@@ -373,18 +374,17 @@ int main(int argc, char** argv) {
   auto ahead = gw::read_model_ahead_of_log(*store.value());
   if (!ahead.ok()) return fail("cannot read the store: " + ahead.error().detail);
   if (ahead.value()) return fail("cannot open " + data_dir + ": " + *ahead.value());
-  // Made from the log, the read model may lack records whose creates' answers are kept (a log cut
-  // short before a rebuild was killed): a repeat would get 201 for a record that is gone.
-  auto caught_up = gw::catch_up_projections(*store.value(), *ids, fold, [&]() -> gw::Result<bool> {
-    auto dropped = gw::drop_answers_of_lost_creates(*store.value());
-    if (!dropped.ok()) return std::move(dropped.error());
-    if (dropped.value() != 0) {
-      std::fprintf(stderr, "gatewayd: %s\n", gw::dropped_answers_note(dropped.value()).c_str());
-    }
-    return true;
-  });
+  auto caught_up = gw::catch_up_projections(*store.value(), *ids, fold);
   if (!caught_up.ok())
     return fail("cannot bring projections up to date: " + caught_up.error().detail);
+  // A read model made from the log (here, or by a rebuild stopped before it checked them) may
+  // lack records whose creates' answers are kept: a repeat would get 201 for a record that is
+  // gone.
+  auto dropped = gw::drop_answers_of_lost_creates(*store.value());
+  if (!dropped.ok()) return fail("cannot read the store: " + dropped.error().detail);
+  if (dropped.value() != 0) {
+    std::fprintf(stderr, "gatewayd: %s\n", gw::dropped_answers_note(dropped.value()).c_str());
+  }
   if (other_layout.value()) {
     std::fprintf(stderr,
                  "gatewayd: the read model was of layout %s, not this release's %s: rebuilt from "

@@ -289,9 +289,12 @@ std::string clip(std::string_view name) {
 void check_members(const rapidjson::Value& obj, std::initializer_list<std::string_view> allowed,
                    const std::string& at, Problems& out) {
   std::set<std::string_view> seen;
+  const size_t from = out.size();
   for (const auto& m : obj.GetObject()) {
-    // Past what a reply lists, more entries only cost memory (a body may hold 60k members).
-    if (out.size() >= FieldErrors::kMaxFieldErrors) return;
+    // Past what a reply lists of this object, more entries only cost memory (a body may hold 60k
+    // members). Counted from this object's first: counted in all, 100 problems of earlier entries
+    // of a list hid a later entry's unknown member (helper 171).
+    if (enough_of_one_field(out, from)) return;
     std::string_view name(m.name.GetString(), m.name.GetStringLength());
     if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
       out.push_back({at, "has unknown member \"" + clip(name) + "\""});

@@ -1,6 +1,6 @@
-// Lingering after a refusal: a request refused before it was read whole (400, 413, 431, 501, 505)
-// is answered, the connection's write side is shut, and what the client still sends (the rest of a
-// refused body) is read and dropped, so that its close does not reset the connection and take
+// Lingering after a refusal: a request refused before it was read whole (400, 413, 414, 431, 501,
+// 505) is answered, the connection's write side is shut, and what the client still sends (the rest
+// of a refused body) is read and dropped, so that its close does not reset the connection and take
 // the answer with it. Without a bound, a client that keeps its side open held one of gatewayd's
 // descriptors for Pistache's idle limit of 300 s. As nginx's lingering close: the connection
 // ends once nothing has come from the client for `idle`, or `total` after the refusal, whichever

@@ -494,15 +494,16 @@ class Handler final : public P::Http::Handler {
       if (end == std::string_view::npos && bytes.size() <= kMaxHeadBytes) return {Wait{}};
       if (end == std::string_view::npos || end > kMaxHeadBytes) {
         // RFC 9112 3: a request-target longer than the server takes is 414; 431 told the client
-        // to shorten headers it may not have sent (helper 170). The request line with its CRLF
-        // and the empty line that ends a head is what the line takes of the limit.
+        // to shorten headers it may not have sent (helper 170). The line is too long where it
+        // leaves no room for the Host header HTTP/1.1 needs: its CRLF, `Host: x` and CRLF, and
+        // the empty line that ends a head.
+        constexpr size_t kLineRoom = kMaxHeadBytes - (2 + 9 + 2);
         const size_t line_end = bytes.find("\r\n");
-        const bool line_too_long =
-            line_end == std::string_view::npos || line_end + 4 > kMaxHeadBytes;
+        const bool line_too_long = line_end == std::string_view::npos || line_end > kLineRoom;
         refuse(peer, bytes,
                problem(line_too_long
                            ? make_error(Code::kUriTooLong, "the request line exceeds " +
-                                                               std::to_string(kMaxHeadBytes - 4) +
+                                                               std::to_string(kLineRoom) +
                                                                " bytes: send a shorter target")
                            : make_error(Code::kHeadersTooLarge,
                                         "the request line and headers exceed " +

@@ -25,8 +25,8 @@ struct ServerConfig {
   uint16_t port = 8080;
   int threads = 2;
   size_t max_request_bytes = 1 << 20;
-  // After a refusal (400, 413, 431, 501, 505), the connection waits for its client's end until its
-  // client has sent nothing for `lingering_timeout`, and at most `lingering_time` (linger.h).
+  // After a refusal (400, 413, 414, 431, 501, 505), the connection waits for its client's end until
+  // its client has sent nothing for `lingering_timeout`, and at most `lingering_time` (linger.h).
   std::chrono::milliseconds lingering_timeout{5000};
   std::chrono::milliseconds lingering_time{30000};
   // A connection on which no whole request has come for this long is answered 408 and closed:

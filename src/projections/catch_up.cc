@@ -112,6 +112,7 @@ Result<bool> write_projections(Store& store, const Fold& fold,
   auto files = write_tables_of(store, fold, dir);
   Result<bool> r = true;
   if (!files.ok()) r = std::move(files.error());
+  if (r.ok()) r = store.put_meta(kAnswersToCheckKey, "");
   if (r.ok() && before_ingest) r = before_ingest();
   if (r.ok()) r = ingest(store, files.value());
   std::error_code ec;
@@ -157,8 +158,7 @@ Result<std::optional<std::string>> read_model_ahead_of_log(const Store& store) {
       "read model again from the log as it is");
 }
 
-Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const FoldOptions& options,
-                                      const std::function<Result<bool>()>& after_rebuild) {
+Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const FoldOptions& options) {
   // What a rebuild stopped half way (a kill, a power cut) left: nothing reads it.
   for (const char* left : {kFoldDir, kRebuildDir}) {
     std::error_code ec;
@@ -177,9 +177,6 @@ Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids, const Fold
       if (auto r = store.reset_projections(); !r.ok()) return std::move(r.error());
     }
     if (auto r = write_projections(store, *fold.value()); !r.ok()) return std::move(r.error());
-    if (after_rebuild) {
-      if (auto r = after_rebuild(); !r.ok()) return std::move(r.error());
-    }
     return fold.value()->events();
   }
   uint64_t after = decode_u64(*checkpoint.value());

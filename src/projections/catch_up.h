@@ -21,11 +21,8 @@ namespace gw {
 // rebuild_projections, folding where `options` say; otherwise the events past the checkpoint are
 // applied one by one. A caller checks read_model_ahead_of_log first (gatewayd's start does):
 // catching up such a read model would let the writer take the lost events' numbers again.
-// `after_rebuild`, if given, runs once a read model made from empty is in place (gatewayd drops the
-// kept answers of lost creates there, as `gatewayctl rebuild` does); its error is returned.
 Result<uint64_t> catch_up_projections(Store& store, IdGenerator& ids,
-                                      const FoldOptions& options = {},
-                                      const std::function<Result<bool>()>& after_rebuild = nullptr);
+                                      const FoldOptions& options = {});
 
 // The layout of a read model another release wrote (keys.h: "2", say), which catch_up_projections
 // drops and rebuilds: the layout a checkpoint key names when none names this release's. nullopt
@@ -42,6 +39,13 @@ Result<std::optional<std::string>> other_projections_layout(const Store& store);
 // A sentence for gatewayd's refusal and for `gatewayctl check`'s finding, or nullopt when the
 // read model is not ahead (none at all, or of another layout, is not).
 Result<std::optional<std::string>> read_model_ahead_of_log(const Store& store);
+
+// The kMeta key write_projections sets (synced) before it changes the read model: a read model made
+// from the log may lack records the kept Idempotency-Key answers name (a log cut short), and
+// those answers are checked against it, and the key deleted, in the same write
+// (service/idempotency.h, drop_answers_of_lost_creates). Set, it tells every later start and
+// rebuild that the check is still to be done, whatever stopped the one before.
+inline constexpr char kAnswersToCheckKey[] = "projections/answers-to-check";
 
 // A fold on disk for a rebuild goes into <data-dir>/fold.tmp unless the options name another
 // scratch directory; the sorted table files into <data-dir>/rebuild.tmp. Both are removed once

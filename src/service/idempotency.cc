@@ -8,6 +8,7 @@
 
 #include "commands/records.h"
 #include "core/hex.h"
+#include "projections/catch_up.h"
 #include "projections/keys.h"
 
 namespace gw {
@@ -92,8 +93,11 @@ Result<std::optional<KeptAnswer>> find_written_answer(const Store& store, const 
 }
 
 Result<uint64_t> drop_answers_of_lost_creates(Store& store) {
+  auto to_check = store.get(Cf::kMeta, kAnswersToCheckKey);
+  if (!to_check.ok()) return std::move(to_check.error());
+  if (!to_check.value()) return uint64_t{0};
   const std::string prefix = std::string("i") + '\0';
-  std::vector<std::string> gone;  // the answers' keys, then their expiry entries'
+  std::vector<std::string> gone;  // the answers' keys and their expiry entries'
   auto it = store.iterate_under(Cf::kMeta, prefix);
   for (it->Seek(prefix); it->Valid(); it->Next()) {
     const std::string_view key(it->key().data(), it->key().size());
@@ -114,9 +118,10 @@ Result<uint64_t> drop_answers_of_lost_creates(Store& store) {
                    std::string(key.substr(1)));
   }
   if (!it->status().ok()) return make_error(Code::kUnavailable, it->status().ToString());
-  if (gone.empty()) return uint64_t{0};
+  const uint64_t dropped = gone.size() / 2;
+  gone.emplace_back(kAnswersToCheckKey);
   if (auto deleted = store.delete_meta(gone); !deleted.ok()) return std::move(deleted.error());
-  return uint64_t{gone.size() / 2};
+  return dropped;
 }
 
 std::string dropped_answers_note(uint64_t n) {

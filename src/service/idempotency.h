@@ -63,13 +63,15 @@ Result<std::optional<KeptAnswer>> find_written_answer(const Store& store, const 
 // `cursor` on; moves `cursor` past what it pruned.
 Result<bool> keep_answer(Tx& tx, const IdempotencyKey& key, const KeptAnswer& answer, int64_t now,
                          PruneCursor& cursor);
-// Deletes every kept answer whose record is not in the read model (deleted records are), with its
-// expiry entry, and returns how many it deleted. Answers are kept only for creates and written in
-// the batch of the create's event, so one whose record a read model made from the log lacks
-// answers an event the log lost (cut short or damaged by something other than a crash): a repeat
-// got 201 for a record that was gone, and now makes it again. Run after the read model is made
-// again from the log (`gatewayctl rebuild`, gatewayd's start without one), before any write. An
-// answer that cannot be read is left as it is. kUnavailable on an I/O error.
+// If the read model was made from the log since the kept answers were last checked against it
+// (kAnswersToCheckKey, projections/catch_up.h, is set), deletes every kept answer whose record it
+// does not hold (it holds deleted ones), with its expiry entry, and the key, in one synced write;
+// returns how many answers it deleted. Answers are kept only for creates and written in the
+// batch of the create's event, so one whose record a read model made from the log lacks answers
+// an event the log lost (cut short or damaged by something other than a crash): a repeat got 201
+// for a record that was gone, and now makes it again. gatewayd runs it at every start, before
+// any write, and `gatewayctl rebuild` after its read model is in. An answer that cannot be read
+// is left as it is. kUnavailable on an I/O error.
 Result<uint64_t> drop_answers_of_lost_creates(Store& store);
 // "dropped N kept Idempotency-Key answers of creates the log no longer holds" (N > 0).
 std::string dropped_answers_note(uint64_t n);

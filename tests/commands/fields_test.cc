@@ -607,6 +607,11 @@ TEST_CASE("waf_rule_exclusions") {
   CHECK(lines(waf_rule_exclusions(json("[" + join(bad_ids, ",") + "]")))
             .ends_with("[100].remove_rule_ids[0] must be an integer in 1..99999999\n"
                        "[101].path_prefix must start with '/'\n"));
+  // And an unknown member: the members' check counted the problems of every entry before, and
+  // stopped at 100 (helper 171).
+  bad_ids.back() = R"({"path_prefix":"/","remove_rule_ids":[1],"note":"x"})";
+  CHECK(lines(waf_rule_exclusions(json("[" + join(bad_ids, ",") + "]")))
+            .ends_with("[101] has unknown member \"note\"\n"));
   std::vector<std::string> zeros(200000, "0");
   CHECK(waf_rule_exclusions(
             json(R"([{"path_prefix":"/","remove_rule_ids":[)" + join(zeros, ",") + "]}]"))

@@ -1110,6 +1110,43 @@ TEST_CASE("gatewayd's start without a read model drops them too") {
   check_repeats(server, made);
 }
 
+// The read model is in before the answers are checked against it, so a rebuild (or a start)
+// stopped in between left them for good: the next start found a read model and checked nothing
+// (helper 171). The key set before the read model changes says the check is still to be done.
+TEST_CASE("a rebuild stopped before it checked the answers: the next start checks them") {
+  Server server;
+  const std::vector<KeyedCreate> made = keyed_creates_then_cut(server);
+  const std::string dir = server.data_dir();
+  std::vector<std::pair<std::string, std::string>> answers;  // the kept answers, as they were
+  {
+    auto store = Store::open(dir);
+    REQUIRE(store.ok());
+    const std::string prefix = std::string("i") + '\0';
+    auto it = store.value()->iterate_under(Cf::kMeta, prefix);
+    for (it->Seek(prefix); it->Valid(); it->Next()) {
+      answers.emplace_back(it->key().ToString(), it->value().ToString());
+    }
+  }
+  REQUIRE(answers.size() == 6);  // five and the one that cannot be read
+  REQUIRE(ctl({"rebuild", "--data-dir", dir}).status.success());
+  {
+    // As the rebuild left it had it stopped once its read model was in: the answers unchecked.
+    auto store = Store::open(dir);
+    REQUIRE(store.ok());
+    for (const auto& [key, value] : answers) REQUIRE(store.value()->put_meta(key, value).ok());
+    REQUIRE(store.value()->put_meta("projections/answers-to-check", "").ok());
+  }
+  server.restart();
+  CHECK(server.wait_for_line(
+      "gatewayd: dropped 2 kept Idempotency-Key answers of creates the log no longer holds"));
+  check_repeats(server, made);
+  // Checked once: the next start has nothing to say of answers.
+  REQUIRE(server.stop().success());
+  server.restart();
+  Api(server, kTeamA).get("/v1/webhook");
+  CHECK(server.output().find("Idempotency-Key") == std::string::npos);  // this run's output
+}
+
 // The read-only commands open the data dir as a RocksDB secondary, whose info log is in their
 // scratch directory. RocksDB's own logger aborts the process on its next write after a failed one
 // (Debian's build asserts), so with that directory on a full disk `check` died with SIGABRT.

@@ -120,10 +120,29 @@ TEST_CASE("a body in a content coding is 415 with Accept-Encoding: identity; ide
       }
     }
     CHECK(total(api, *kind) == 1);
-    const Headers identity = {{"Content-Type", "application/json"},
-                              {"Content-Encoding", "identity"}};
-    CHECK(api.send("POST", std::string(kind->path), identity, body).status == 201);
+    // identity, or a list of nothing but blanks and empty elements, names no coding.
+    int n = 3;
+    for (const char* none : {"identity", "Identity, ", " , ,"}) {
+      CAPTURE(none);
+      const Headers h = {{"Content-Type", "application/json"}, {"Content-Encoding", none}};
+      CHECK(api.send("POST", std::string(kind->path), h, kind->body(kTeamA, n++)).status == 201);
+      CHECK(api.send("DELETE", item_path(*kind, create(api, *kind, n++)), h, "{}").status == 200);
+    }
+    // A body sent to DELETE, which reads none, is checked as any other.
+    const Headers gzip = {{"Content-Type", "application/json"}, {"Content-Encoding", "gzip"}};
+    check_problem(api.send("DELETE", item_path(*kind, id), gzip, "{}"), 415,
+                  "unsupported_media_type");
+    CHECK(api.get(item_path(*kind, id)).status == 200);
   }
+  // So is a repeat of a keyed create, answered before the body's other checks.
+  const std::string keyed = webhook_body(kTeamA, "keyed");
+  REQUIRE(api.post("/v1/webhook", keyed, {{"Idempotency-Key", "coded"}}).status == 201);
+  check_problem(api.send("POST", "/v1/webhook",
+                         {{"Content-Type", "application/json"},
+                          {"Content-Encoding", "gzip"},
+                          {"Idempotency-Key", "coded"}},
+                         keyed),
+                415, "unsupported_media_type");
   // A 415 for the media type says the same of codings.
   Response plain =
       api.send("POST", "/v1/webhook", {{"Content-Type", "text/plain"}}, webhook_body(kTeamA, "w"));
