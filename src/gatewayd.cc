@@ -216,9 +216,8 @@ int main(int argc, char** argv) {
       {"idle-timeout-ms", "GATEWAY_IDLE_TIMEOUT_MS", "60000",
        "answer 408 and close a connection on which no whole request came for this long"},
       {"lingering-timeout-ms", "GATEWAY_LINGERING_TIMEOUT_MS", "5000",
-       "after a refused request (400, 413, 414, 431, 501, 505), end the connection once its client "
-       "has "
-       "sent nothing for this long"},
+       "after a refused request (400, 413, 414, 431, 501, 505), end the connection once its "
+       "client has sent nothing for this long"},
       {"lingering-time-ms", "GATEWAY_LINGERING_TIME_MS", "30000",
        "and at most this long after the refusal"},
       {"read-cache-mb", "GATEWAY_READ_CACHE_MB", "64",
