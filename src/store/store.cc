@@ -835,15 +835,7 @@ Result<bool> Store::put_meta(
                        rocksdb::Slice(value.data(), value.size()));
     if (!s.ok()) return io_error(s);
   }
-  // Synced, as every write to the log is: an unsynced record between two synced batches could be
-  // lost while the later batch was kept, damage a power loss left short of the log's last write,
-  // which the start refuses (store/wal_tail.h; helper 104 saw the mirror's checkpoint there in
-  // 141 of 2,162 sync windows). It is written every 100 ms at most.
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  auto s = db_->Write(wo, &batch);
-  if (!s.ok()) return io_error(s);
-  return true;
+  return write_meta(batch);
 }
 
 Result<bool> Store::delete_meta(const std::vector<std::string>& keys) {
@@ -852,8 +844,16 @@ Result<bool> Store::delete_meta(const std::vector<std::string>& keys) {
     auto s = batch.Delete(default_cf_, key);
     if (!s.ok()) return io_error(s);
   }
+  return write_meta(batch);
+}
+
+Result<bool> Store::write_meta(rocksdb::WriteBatch& batch) {
+  // Synced, as every write to the log is: an unsynced record between two synced batches could be
+  // lost while the later batch was kept, damage a power loss left short of the log's last write,
+  // which the start refuses (store/wal_tail.h; helper 104 saw the mirror's checkpoint there in
+  // 141 of 2,162 sync windows). The mirror's checkpoint is written every 100 ms at most.
   rocksdb::WriteOptions wo;
-  wo.sync = true;  // as put_meta's
+  wo.sync = true;
   auto s = db_->Write(wo, &batch);
   if (!s.ok()) return io_error(s);
   return true;

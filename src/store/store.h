@@ -200,6 +200,8 @@ class Store {
 
  private:
   static Result<std::unique_ptr<Store>> open_unchecked(const std::string& dir, rocksdb::Env* env);
+  // put_meta's and delete_meta's write of their batch, synced.
+  Result<bool> write_meta(rocksdb::WriteBatch& batch);
   Store() = default;
   static std::unique_ptr<Store> adopt(const std::string& dir, rocksdb::DB* raw,
                                       const std::vector<rocksdb::ColumnFamilyHandle*>& handles);
