@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -255,18 +256,21 @@ WalTail examine_wal_tail(const std::string& dir) {
     out.detail = std::move(detail);
     return out;
   };
-  // RocksDB names its logs by a number of six digits or more: 000012.log.
+  // RocksDB names its logs by a number of six digits or more: 000012.log. A name whose number
+  // does not fit 64 bits is not one of its files (its parser refuses it too), and is passed over.
   std::vector<std::pair<uint64_t, std::string>> logs;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.path().extension() != ".log") continue;
-    const std::string stem = entry.path().stem().string();
-    if (stem.empty() ||
-        !std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::filesystem::path& path = it->path();
+    if (path.extension() != ".log") continue;
+    const std::string stem = path.stem().string();
+    uint64_t number = 0;
+    const auto [ptr, err] = std::from_chars(stem.data(), stem.data() + stem.size(), number);
+    if (stem.empty() || stem[0] < '0' || stem[0] > '9' || err != std::errc() ||
+        ptr != stem.data() + stem.size()) {
       continue;
     }
-    logs.emplace_back(std::stoull(stem), name);
+    logs.emplace_back(number, path.filename().string());
   }
   if (ec) return damaged("cannot list " + dir + ": " + ec.message());
   std::sort(logs.begin(), logs.end());

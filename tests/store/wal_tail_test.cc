@@ -150,6 +150,27 @@ TEST_CASE("a damaged last batch of one record, or one whose first header is zero
   }
 }
 
+TEST_CASE("a file named like a log by a number past 64 bits is not RocksDB's, and is passed over") {
+  // RocksDB reads no such name as a log of its own; the tail's check threw on it (stoull), and
+  // gatewayd and gatewayctl ended with std::out_of_range on a torn last write.
+  Crashed c;
+  for (int i = 0; i < 3; ++i) c.write(i, 500);
+  c.write(3, 500);
+  c.crash();
+  overwrite(c.log, c.ends[3] - 100, 8, '\xff');  // the last batch torn
+  std::ofstream(c.dir.path() + "/18446744073709551616.log").put('x');
+  std::ofstream(c.dir.path() + "/99999999999999999999999.log").put('x');
+
+  const WalTail tail = examine_wal_tail(c.dir.path());
+  CHECK(tail.kind == WalTail::Kind::kTorn);
+  CHECK(tail.file == std::filesystem::path(c.log).filename().string());
+  auto store = Store::open(c.dir.path());
+  REQUIRE(store.ok());
+  CHECK_FALSE(store.value()->recovery_note().empty());
+  CHECK(has(*store.value(), 2));
+  CHECK_FALSE(has(*store.value(), 3));
+}
+
 TEST_CASE("damage to a batch before the last stops the open, also in the same block as the rest") {
   // Twenty batches of 500 bytes share the log's first block: RocksDB's reader, which skips the
   // rest of a block after a bad record, would not see the later ones. Nothing is dropped.
