@@ -260,7 +260,8 @@ std::string encode_u64(uint64_t v) {
 
 uint64_t decode_u64(std::string_view bytes) {
   uint64_t v = 0;
-  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[i]);
+  const size_t n = std::min<size_t>(bytes.size(), 8);
+  for (size_t i = 0; i < n; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[i]);
   return v;
 }
 

@@ -236,7 +236,9 @@ class Snapshot {
 
 // 8-byte big-endian encoding, so keys sort numerically.
 std::string encode_u64(uint64_t v);
-uint64_t decode_u64(std::string_view bytes);  // precondition: bytes.size() >= 8
+// The number in the first 8 bytes of `bytes`; a value cut short (a damaged store: gatewayd writes
+// 8 bytes) gives the number its own bytes make, never a read past them.
+uint64_t decode_u64(std::string_view bytes);
 
 // A projections counter (a `c` key of projections/keys.h) whose count came back to 0: it reads as
 // no counter, a replay of the log writes none, and a compaction drops it (see store.cc).
