@@ -63,12 +63,14 @@ class Service {
                       OutcomeDone done);
 
   uint64_t events_appended() const { return events_appended_.load(std::memory_order_relaxed); }
+  // False once the writer stopped writing after a failed write (Writer::writable).
+  bool writable() const { return writer_.writable(); }
   // Raised after each write that opened a verification request is durable (the verifier waits on
   // it instead of waking on every commit).
   EventCount& verification_requests() { return verification_requests_; }
 
  private:
-  // Runs on the writer thread with the job's actor and the time of the batch.
+  // Runs on the writer thread with the job's actor and the time read as the job is staged.
   using Decide = std::function<Result<Decision>(Lookups&, const Actor&, int64_t now)>;
   void run(Actor actor, Decide decide, Done done,
            std::optional<IdempotencyKey> idempotency = std::nullopt);

@@ -2,7 +2,9 @@
 
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <memory>
 #include <sstream>
 
@@ -73,9 +75,10 @@ void Verifier::run() {
     for (it->Seek(prefix + encode_u64(dispatched_up_to_ + 1));
          it->Valid() && it->key().starts_with(prefix); it->Next()) {
       uint64_t seq = decode_u64(std::string_view(it->key().data() + prefix.size(), 8));
-      dispatch(seq, it->value().ToString());
+      dispatch(seq, it->value().ToString(), 0);
       dispatched_up_to_ = seq;
     }
+    dispatch_due_retries();
     // Wake when a new request is durable, or now and then to notice a stop. Not on every commit:
     // a scan opens an iterator, which cost about a microsecond per create when creates came in
     // small batches.
@@ -83,18 +86,24 @@ void Verifier::run() {
   }
 }
 
-void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
-  open_.fetch_add(1, std::memory_order_relaxed);
+void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id, int attempt) {
+  if (attempt == 0) open_.fetch_add(1, std::memory_order_relaxed);
   auto raw = store_.get(Cf::kProjections, keys::record(domain_id));
+  if (!raw.ok()) {
+    // The store could not be read: not a deleted domain (answered `superseded` before, which
+    // the decision, finding the request open, wrote as a failure). Tried again later.
+    retry_later(request_seq, domain_id, attempt + 1);
+    return;
+  }
   keys::RecordHeader header;
   std::string_view json;
   rapidjson::Document doc;
-  if (raw.ok() && raw.value() && keys::decode_record(*raw.value(), &header, &json)) {
+  if (raw.value() && keys::decode_record(*raw.value(), &header, &json)) {
     doc.Parse(json.data(), json.size());
   }
   if (!doc.IsObject() || header.deleted || !doc.HasMember("verification_hostname")) {
     // Deleted: nothing to look up; the decision answers the request as superseded.
-    record(request_seq, domain_id, CheckResult{false, "superseded", ""});
+    record(request_seq, domain_id, attempt, CheckResult{false, "superseded", ""});
     return;
   }
   std::string name = doc["verification_hostname"].GetString();
@@ -116,7 +125,7 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
   };
   resolver_.lookup_cname(
       name, std::move(team),
-      [this, request_seq, domain_id, name, expected, started](CnameAnswer answer) {
+      [this, request_seq, domain_id, attempt, name, expected, started](CnameAnswer answer) {
         double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - *started).count();
         if (answer.status == Status::kCancelled) {
@@ -126,23 +135,55 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id) {
         }
         if (answer.status == Status::kSkipped) {
           // Superseded while it waited for a slot of the resolver.
-          record(request_seq, domain_id, CheckResult{false, "superseded", ""});
+          record(request_seq, domain_id, attempt, CheckResult{false, "superseded", ""});
           return;
         }
         CheckResult result = check(answer, name, expected);
         lookups_.add(result.ok ? std::string_view("verified") : std::string_view(result.code));
         latency_.observe(seconds);
-        record(request_seq, domain_id, std::move(result));
+        record(request_seq, domain_id, attempt, std::move(result));
       },
       std::move(wanted));
 }
 
-void Verifier::record(uint64_t request_seq, const std::string& domain_id, CheckResult result) {
-  service_.record_outcome(domain_id, request_seq, std::move(result),
-                          [this](Result<Written>, const std::string& outcome) {
-                            outcomes_.add(outcome);
-                            open_.fetch_sub(1, std::memory_order_relaxed);
-                          });
+void Verifier::record(uint64_t request_seq, const std::string& domain_id, int attempt,
+                      CheckResult result) {
+  service_.record_outcome(
+      domain_id, request_seq, std::move(result),
+      [this, request_seq, domain_id, attempt](Result<Written> written, const std::string& outcome) {
+        // Refused while writes go on (the decision's read of the store failed): the request is
+        // still open, and is tried again. Once writes stopped, or at a stop, it stays open for
+        // the restart that is needed, which looks it up again.
+        if (!written.ok() && service_.writable() && !stopping_.load()) {
+          retry_later(request_seq, domain_id, attempt + 1);
+          return;
+        }
+        outcomes_.add(outcome);
+        open_.fetch_sub(1, std::memory_order_relaxed);
+      });
+}
+
+void Verifier::retry_later(uint64_t request_seq, const std::string& domain_id, int attempt) {
+  retries_total_.fetch_add(1, std::memory_order_relaxed);
+  const auto backoff = std::chrono::seconds(1) * (1 << std::min(attempt - 1, 6));
+  std::lock_guard<std::mutex> lock(retry_mu_);
+  retries_.push_back(
+      Retry{request_seq, domain_id, attempt,
+            std::chrono::steady_clock::now() +
+                std::min<std::chrono::steady_clock::duration>(backoff, std::chrono::seconds(60))});
+}
+
+void Verifier::dispatch_due_retries() {
+  std::vector<Retry> due;
+  {
+    std::lock_guard<std::mutex> lock(retry_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    auto later = std::partition(retries_.begin(), retries_.end(),
+                                [now](const Retry& r) { return r.due <= now; });
+    due.assign(std::make_move_iterator(retries_.begin()), std::make_move_iterator(later));
+    retries_.erase(retries_.begin(), later);
+  }
+  for (const Retry& r : due) dispatch(r.request_seq, r.domain_id, r.attempt);
 }
 
 std::string Verifier::render_metrics() const {
@@ -156,7 +197,12 @@ std::string Verifier::render_metrics() const {
       << "gatewayd_verifier_lookups_waiting " << resolver_.waiting() << "\n"
       << "# HELP gatewayd_verifier_scans_total Scans of the open-request queue.\n"
       << "# TYPE gatewayd_verifier_scans_total counter\n"
-      << "gatewayd_verifier_scans_total " << scans_.load(std::memory_order_relaxed) << "\n";
+      << "gatewayd_verifier_scans_total " << scans_.load(std::memory_order_relaxed) << "\n"
+      << "# HELP gatewayd_verifier_retries_total Requests tried again after the store could not "
+         "be read for them.\n"
+      << "# TYPE gatewayd_verifier_retries_total counter\n"
+      << "gatewayd_verifier_retries_total " << retries_total_.load(std::memory_order_relaxed)
+      << "\n";
   lookups_.render(out, "gatewayd_verifier_lookups_total",
                   "DNS lookups by their result (verified: the CNAME is right).");
   outcomes_.render(out, "gatewayd_verifier_outcomes_total", "Outcome events written, by outcome.");

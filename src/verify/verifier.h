@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <ostream>
@@ -17,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "core/histogram.h"
 #include "service/service.h"
@@ -37,13 +39,28 @@ class Verifier {
 
   // Prometheus text: queue depth, lookups by outcome, lookup latency.
   std::string render_metrics() const;
-  // Requests seen and not yet answered.
+  // Requests seen and not yet answered, those waiting to be tried again among them.
   int64_t queue_depth() const { return open_.load(std::memory_order_relaxed); }
 
  private:
+  // A request whose record could not be read, or whose outcome was refused while writes go on
+  // (a read of the store that failed): tried again from the start once `due` has come.
+  struct Retry {
+    uint64_t request_seq;
+    std::string domain_id;
+    int attempt;  // 1 for the first retry
+    std::chrono::steady_clock::time_point due;
+  };
+
   void run();
-  void dispatch(uint64_t request_seq, const std::string& domain_id);
-  void record(uint64_t request_seq, const std::string& domain_id, CheckResult result);
+  // `attempt` is 0 for a request seen in the store, or that of the Retry that tries it again.
+  void dispatch(uint64_t request_seq, const std::string& domain_id, int attempt);
+  void record(uint64_t request_seq, const std::string& domain_id, int attempt, CheckResult result);
+  // Queues attempt `attempt` of a request after a backoff of 1 s doubled per attempt, at most
+  // 60 s; the request stays counted in queue_depth.
+  void retry_later(uint64_t request_seq, const std::string& domain_id, int attempt);
+  // Dispatches the retries that are due (the verifier thread).
+  void dispatch_due_retries();
 
   const Store& store_;
   Service& service_;
@@ -53,6 +70,9 @@ class Verifier {
   uint64_t dispatched_up_to_ = 0;  // verifier thread only
   std::atomic<int64_t> open_{0};
   std::atomic<uint64_t> scans_{0};
+  std::atomic<uint64_t> retries_total_{0};
+  std::mutex retry_mu_;
+  std::vector<Retry> retries_;  // GUARDED_BY(retry_mu_)
 
   // A Prometheus counter with one `outcome` label of a fixed set; other labels are not counted.
   template <size_t N>

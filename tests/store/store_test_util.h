@@ -1,6 +1,7 @@
 // Helpers for tests on a real RocksDB in a temporary directory.
 #pragma once
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -119,19 +120,22 @@ class Gate {
   int waiting_ = 0;    // GUARDED_BY(mu_)
 };
 
-// Wraps the real Env; while `fail` is set, reads of table files fail (a disk that cannot read).
+// Wraps the real Env; while `fail` is set, reads of table files fail (a disk that cannot read):
+// every thread's, or, if `only_thread` names one (set before `fail`, and not changed while reads
+// may run), only the reads of threads of that name (name_this_thread).
 class FailingReadsEnv final : public rocksdb::EnvWrapper {
  public:
   FailingReadsEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
   const char* Name() const override { return "FailingReadsEnv"; }
   std::atomic<bool> fail{false};
+  std::string only_thread;
 
   rocksdb::Status NewRandomAccessFile(const std::string& name,
                                       std::unique_ptr<rocksdb::RandomAccessFile>* result,
                                       const rocksdb::EnvOptions& options) override {
     std::unique_ptr<rocksdb::RandomAccessFile> file;
     auto s = target()->NewRandomAccessFile(name, &file, options);
-    if (s.ok() && name.ends_with(".sst")) file = std::make_unique<File>(std::move(file), fail);
+    if (s.ok() && name.ends_with(".sst")) file = std::make_unique<File>(std::move(file), *this);
     if (s.ok()) *result = std::move(file);
     return s;
   }
@@ -139,21 +143,28 @@ class FailingReadsEnv final : public rocksdb::EnvWrapper {
  private:
   class File final : public rocksdb::RandomAccessFileWrapper {
    public:
-    File(std::unique_ptr<rocksdb::RandomAccessFile> target, const std::atomic<bool>& fail)
-        : rocksdb::RandomAccessFileWrapper(target.get()), owned_(std::move(target)), fail_(fail) {}
+    File(std::unique_ptr<rocksdb::RandomAccessFile> target, const FailingReadsEnv& env)
+        : rocksdb::RandomAccessFileWrapper(target.get()), owned_(std::move(target)), env_(env) {}
     rocksdb::Status Read(uint64_t offset, size_t n, rocksdb::Slice* result,
                          char* scratch) const override {
-      if (fail_) return rocksdb::Status::IOError("injected: read failed");
+      if (failing()) return rocksdb::Status::IOError("injected: read failed");
       return rocksdb::RandomAccessFileWrapper::Read(offset, n, result, scratch);
     }
     rocksdb::Status MultiRead(rocksdb::ReadRequest* reqs, size_t num_reqs) override {
-      if (fail_) return rocksdb::Status::IOError("injected: read failed");
+      if (failing()) return rocksdb::Status::IOError("injected: read failed");
       return rocksdb::RandomAccessFileWrapper::MultiRead(reqs, num_reqs);
     }
 
    private:
+    bool failing() const {
+      if (!env_.fail) return false;
+      if (env_.only_thread.empty()) return true;
+      char name[16] = {};
+      pthread_getname_np(pthread_self(), name, sizeof name);
+      return env_.only_thread == name;
+    }
     std::unique_ptr<rocksdb::RandomAccessFile> owned_;
-    const std::atomic<bool>& fail_;
+    const FailingReadsEnv& env_;
   };
 };
 
