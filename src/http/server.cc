@@ -589,7 +589,10 @@ class Handler final : public P::Http::Handler {
       const std::shared_ptr<P::Tcp::Peer>& peer;
       const Exchange& exchange;
       // Replies that close are given before serve returns (the early answer below and the
-      // Api's 413), or the request asked for the close itself.
+      // Api's 413), or the request asked for the close itself. A write answered as the server
+      // drains (its 503 closes, from the writer's thread) is marked after serve returned: a
+      // request pipelined behind it is answered 503 too, which its shut connection drops; it
+      // is never run.
       ~MarkIfClosing() {
         if (exchange.closing.load(std::memory_order_acquire)) mark_closing(peer);
       }

@@ -94,6 +94,7 @@ struct Expected {
   bool read_ended = false;
   bool input_waits = false;  // the handler holds bytes until the answers are taken
   bool ending = false;       // to end at its next read (kEndNow)
+  bool write_shut = false;   // its sending side shut after a closing answer (kShutAfter)
   bool quiet = false;        // its input is dropped until its client's end (kQuietAfter)
   bool sends_more = false;   // no end at once after a closing answer (client_sends_more)
   bool paused = false;       // nothing more is read for now (pause_reading)
@@ -194,6 +195,13 @@ bool take_own_write(Pistache::Tcp::Transport& transport,
   const Pistache::RawBuffer& bytes = write.buffer.*member_of(BufferBytesTag{});
   if (!std::string_view(bytes.data()).starts_with("HTTP/1.1 408 ")) return true;
   const Expected* e = expected_of(peer->fd(), peer->getID());
+  if (e != nullptr && (e->write_shut || e->quiet || e->ending)) {
+    // A closing answer shut its sending side: it lingers for its client's end, or ends. No 408
+    // can be written there (it was counted, and failed with EPIPE); the connection's end is the
+    // lingering's, as if the timer had not fired.
+    peer->setIdle(false);
+    return false;
+  }
   const bool waited_for = e != nullptr && e->answers > 0;
   const bool waits = writing(transport, peer->fd());
   if (waits && !waited_for) {
@@ -390,6 +398,16 @@ void mark_and_shut(Pistache::Tcp::Transport& transport, Pistache::Fd fd, bool Ex
   if (peer == peers.end()) return;
   entry_of(*peer->second).*mark = true;
   ::shutdown(fd, how);
+}
+
+// On a transport's own thread: whether a closing answer shut descriptor `fd`'s sending side
+// (kShutAfter, kQuietAfter, kEndNow); the connection lingers for its client's end, or ends.
+bool write_side_shut(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
+  auto& peers = transport.*member_of(PeersTag{});
+  const auto peer = peers.find(fd);
+  if (peer == peers.end()) return false;
+  const Expected* e = expected_of(fd, peer->second->getID());
+  return e != nullptr && (e->write_shut || e->quiet || e->ending);
 }
 
 // On a transport's own thread, as a closing answer with kEndAfter is written on descriptor `fd`:
@@ -601,7 +619,9 @@ void Transport::asyncWriteImpl(Fd fd) {
     }
     if (written >= size) {
       if (entry.buffer.isFile()) ::close(entry.buffer.fd());
-      if ((entry.flags & gw::http::kShutAfter) != 0) ::shutdown(fd, SHUT_WR);
+      if ((entry.flags & gw::http::kShutAfter) != 0) {
+        gw::http::mark_and_shut(*this, fd, &gw::http::Expected::write_shut, SHUT_WR);
+      }
       if ((entry.flags & gw::http::kEndAfter) != 0) {
         // Shut for reading too, unless the client sent something not read yet or dropped
         // (closed with bytes unread, the connection would be reset, which could take the answer
@@ -642,12 +662,18 @@ void Transport::asyncWriteImpl(Fd fd) {
       // stream), and Pistache takes an event that is both readable and writable as a read: it is
       // watched for writing only, or the rest of the answer would never be written. So is one
       // whose reading is paused, whose unread bytes keep it readable.
-      reactor()->modifyFd(
-          key(), fd,
-          gw::http::read_ended(*this, fd) != nullptr || gw::http::reading_paused(*this, fd)
-              ? Polling::NotifyOn::Write
-              : Polling::NotifyOn::Read | Polling::NotifyOn::Write,
-          Polling::Mode::Edge);
+      try {
+        reactor()->modifyFd(
+            key(), fd,
+            gw::http::read_ended(*this, fd) != nullptr || gw::http::reading_paused(*this, fd)
+                ? Polling::NotifyOn::Write
+                : Polling::NotifyOn::Read | Polling::NotifyOn::Write,
+            Polling::Mode::Edge);
+      } catch (const std::exception&) {
+        // Not watched for the socket's room (the descriptor left the poller): the rest cannot
+        // be written, so the connection ends (the exception ended the HTTP thread, and gatewayd).
+        gw::http::mark_and_shut(*this, fd, &gw::http::Expected::ending, SHUT_RDWR);
+      }
       return;
     }
     // The connection is broken (reset, closed by the client, or its descriptor already closed):
@@ -661,6 +687,13 @@ void Transport::asyncWriteImpl(Fd fd) {
     }
     toWrite.erase(it);
     if (error != EBADF) {
+      // Ended, so that its client sees the answer lost (the end of the stream, or a reset), not
+      // a 408 a timeout later for a request that was run (an error such as ENOBUFS left the
+      // connection open); unless a closing answer shut its sending side before, whose
+      // lingering for the client's end goes on (ended now, a reset could take that answer).
+      if (!gw::http::write_side_shut(*this, fd)) {
+        gw::http::mark_and_shut(*this, fd, &gw::http::Expected::ending, SHUT_RDWR);
+      }
       try {
         reactor()->modifyFd(key(), fd, Polling::NotifyOn::Read, Polling::Mode::Edge);
       } catch (const std::exception&) {

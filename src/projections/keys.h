@@ -10,7 +10,7 @@
 //   c \0 <team> \0 <kind> [\0 <field> \0 <value>] -> count   number of l / f entries under it
 //   p \0 <hostname>                             -> profile id  (live profiles, all teams)
 //   d \0 <team> \0 <hostname>                   -> domain id   (live domains of a team)
-//   v \0 <hostname> \0 <domain id>              -> <team> \0 <scope>  live, directly verified
+//   v \0 <reversed hostname> \0 <domain id>     -> <team> \0 <scope>  live, directly verified
 //   n \0 <team> \0 <reversed hostname>          -> domain id   (live domains by name: subtrees)
 //   i \0 <parent id> \0 <child id>              -> ""          live domains verified through parent
 //   q \0 <request seq>                          -> domain id   open verification requests

@@ -73,6 +73,26 @@ TEST_CASE("a connection with no whole request for --idle-timeout-ms is answered 
   CHECK(api.get("/v1/webhook").status == 200);
 }
 
+// A refusal shuts the connection's sending side and lingers for the client's end, but did not
+// restart Pistache's clock: its timer's 408 came while the connection lingered, could not be
+// written (EPIPE), and was counted as an answer all the same.
+TEST_CASE("a connection lingering after a refusal gets no 408, and none is counted") {
+  Server server({"--idle-timeout-ms", "3000", "--lingering-timeout-ms", "5000",
+                 "--lingering-time-ms", "5000"});
+  const int fd = connect_with_timeout(server);
+  CHECK(exchange_on(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 "));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  const std::string refused =
+      exchange_on(fd, "POST /v1/webhook HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n");
+  CHECK(refused.starts_with("HTTP/1.1 400 "));
+  // Quiet past the idle timeout of the request before, while the connection lingers.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  CHECK_FALSE(sample(metrics(server), kTimeouts).has_value());
+  char byte = 0;
+  CHECK(::recv(fd, &byte, 1, MSG_DONTWAIT) == 0);  // the end after the 400, and nothing more
+  ::close(fd);
+}
+
 // Pistache's timer knows nothing of answers being made: a request served whose answer took
 // longer than the timeout (a create whose WAF check waits) had its connection answered 408 and
 // ended, and its own answer, 201 for a create that was applied, lost. And its clock counted from

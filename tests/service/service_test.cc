@@ -8,6 +8,7 @@
 
 #include "projections/keys.h"
 #include "service/service.h"
+#include "service/service_test_util.h"
 #include "store/store_test_util.h"
 
 namespace gw {
@@ -25,10 +26,7 @@ struct ServiceFixture {
   // Runs one command and waits for its answer (given after the write is durable).
   template <typename Submit>
   Result<Written> call(Submit submit) {
-    std::promise<Result<Written>> answer;
-    auto got = answer.get_future();
-    submit([&answer](Result<Written> r) { answer.set_value(std::move(r)); });
-    return got.get();
+    return testing::call_one(std::move(submit));
   }
 };
 

@@ -13,6 +13,15 @@
 
 namespace gw::testing {
 
+// Makes one Service call, `submit(done)`, and waits for its answer.
+template <typename Submit>
+Result<Written> call_one(Submit submit) {
+  std::promise<Result<Written>> answer;
+  auto got = answer.get_future();
+  submit([&answer](Result<Written> r) { answer.set_value(std::move(r)); });
+  return got.get();
+}
+
 // Makes the Service calls `call(i, done)` for i in [0, n) at once (they share the writer's
 // batches, in call order) and waits for every answer; each must succeed. Returns the records'
 // ids, in call order (the first member of each answer's JSON).

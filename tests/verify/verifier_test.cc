@@ -14,6 +14,7 @@
 
 #include "projections/keys.h"
 #include "service/service.h"
+#include "service/service_test_util.h"
 #include "store/store_test_util.h"
 #include "verify/verifier.h"
 
@@ -91,10 +92,7 @@ struct OpenRequest {
 
   template <typename Submit>
   Result<Written> call(Submit submit) {
-    std::promise<Result<Written>> answer;
-    auto got = answer.get_future();
-    submit([&answer](Result<Written> r) { answer.set_value(std::move(r)); });
-    return got.get();
+    return testing::call_one(std::move(submit));
   }
 
   // The domain as stored now: its status and verification_error. Read without filling the
