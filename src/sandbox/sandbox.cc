@@ -338,6 +338,10 @@ int receive_fd(int control, bool* eof) {
     if (worker == 0) {
       ::close(control);
       ::close(children);
+      // The other runs' sockets: a worker reaches its own run alone (it could read another's
+      // input or answer for it), and a run whose worker ends gets its answer without waiting
+      // for the end of every worker forked after it.
+      for (const auto& [pid, run] : runs) ::close(run.fd);
       die_with_parent(self);
       worker_main(fd, task, limits, confinement);
     }

@@ -46,6 +46,14 @@ std::string test_task(std::string_view in) {
   }
   if (in == "count") return std::to_string(runs_in_this_process);
   if (in == "big") return std::string(4097, 'x');
+  if (in == "sockets") {  // how many sockets the worker holds (fstat: what a parse may call)
+    int sockets = 0;
+    for (int fd = 0; fd < 1024; ++fd) {
+      struct stat st;
+      if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) ++sockets;
+    }
+    return "sockets " + std::to_string(sockets);
+  }
   if (in == "stdout") {
     std::printf("the engine's lexer prints here\n");
     std::fflush(stdout);
@@ -290,6 +298,17 @@ TEST_CASE("the zygote keeps none of the caller's descriptors") {
   char c;
   CHECK(::read(fds[0], &c, 1) == 0);
   ::close(fds[0]);
+}
+
+// The zygote forked each worker with the sockets of every run in progress, which the worker kept:
+// a worker taken over by its input could read another run's input, or answer for it, and a run
+// whose worker crashed got its answer only once every worker forked after it had ended.
+TEST_CASE("a worker holds no socket but its own run's") {
+  auto sandbox = start_test_sandbox(3000);
+  std::thread busy([&] { CHECK(sandbox->run("loop").kind == Outcome::Kind::kTimedOut); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its worker runs meanwhile
+  CHECK(sandbox->run("sockets").output == "sockets 1");
+  busy.join();
 }
 
 // Whether `pid` is gone and reaped (no zombie left).
