@@ -152,13 +152,16 @@ SubProblem item_problem(std::string_view item, std::string_view why) {
     shown = item.substr(0, cut);
   }
   std::string message = "\"";
-  for (char c : shown) {
-    const auto u = static_cast<unsigned char>(c);
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < shown.size(); ++i) {
+    const char c = shown[i];
     if (c == '"' || c == '\\') {
       message += '\\';
       message += c;
-    } else if (u < 0x20 || u == 0x7F) {
-      static constexpr char kHex[] = "0123456789abcdef";
+    } else if (control_at(shown, i)) {
+      // C0 and DEL are one byte; a C1 character (U+0080 to U+009F) is 0xC2 and a second byte.
+      const auto u =
+          static_cast<unsigned char>(static_cast<unsigned char>(c) == 0xc2 ? shown[++i] : c);
       message += "\\u00";
       message += kHex[u >> 4];
       message += kHex[u & 0xF];

@@ -356,6 +356,13 @@ TEST_CASE("every bad item of a CORS list is a problem of its own, quoting the it
         " \"a\\\\b\": must list only header names (RFC 9110 tokens)\n"
         " \"c\\u0009d\": must list only header names (RFC 9110 tokens)\n"
         " \"e\\u007f\": must list only header names (RFC 9110 tokens)\n");
+  // So is a C1 control character (U+0080 to U+009F, two bytes in UTF-8): U+009B, a terminal's
+  // CSI, was quoted raw, and "GE<U+009B>T" showed as "GET"; U+00A0 is no control character.
+  CHECK(
+      lines(cors_methods("GE\xc2\x9bT,a\xc2\x85,b\xc2\xa0")) ==
+      " \"GE\\u009bT\": must list only GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)\n"
+      " \"a\\u0085\": must list only GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)\n"
+      " \"b\xc2\xa0\": must list only GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS (upper case)\n");
   // A long item is quoted by its first 64 bytes, cut before a character that would not fit whole.
   const std::string long_item = repeat("a", 63) + "\xc3\xa9" + repeat("b", 100);
   CHECK(lines(cors_headers(long_item)) ==
