@@ -27,6 +27,7 @@
 #include "core/flags.h"
 #include "core/fsync_dir.h"
 #include "core/std_fds.h"
+#include "core/unique_fd.h"
 #include "http/tokens.h"
 #include "sandbox/waf_check.h"
 #include "service/idempotency.h"
@@ -286,12 +287,17 @@ int replay(int argc, char** argv) {
   auto until = gw::parse_uint(flags.get("until-seq"), 0, UINT64_MAX);
   if (!until) return bad_value("--until-seq must be a whole number from 0 to 18446744073709551615");
   if (auto exit = bad_fold(flags)) return *exit;
-  auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
-  if (!store.ok()) return fail("replay: " + store.error().detail);
   std::string out_path = flags.get("out");
   std::error_code ec;
-  // One of this process's descriptors is written through as it is open (its offset, O_APPEND).
+  // One of this process's descriptors is written through as it is open (its offset, O_APPEND):
+  // one it had at its start, looked at before the store is opened (/dev/fd/3 named the store's
+  // own LOG, into which the records went, and the command said it had written them).
   const std::optional<int> descriptor = named_descriptor(out_path);
+  const int descriptor_copy = descriptor ? ::fcntl(*descriptor, F_DUPFD_CLOEXEC, 3) : -1;
+  if (descriptor && descriptor_copy < 0) {
+    return fail("replay: cannot write " + out_path + ": " + std::strerror(errno));
+  }
+  const gw::UniqueFd descriptor_owner(descriptor_copy);
   const auto out_status = std::filesystem::status(out_path, ec);
   // So is a device, pipe or socket (`--out /dev/null`, a fifo): a rename would put a regular file
   // where the device's name was.
@@ -310,6 +316,14 @@ int replay(int argc, char** argv) {
   if (std::filesystem::is_directory(out_status)) {
     return fail("replay: cannot write " + out_path + ": it is a directory");
   }
+  // A file replaced inside the data dir could be one of the store's own (CURRENT, a MANIFEST):
+  // the database was lost, and the command said it had written the records.
+  if (!direct && gw::admin::inside_dir(flags.get("data-dir"), out_path)) {
+    return fail("replay: " + out_path + " is inside the data dir " + flags.get("data-dir") +
+                "; write it outside");
+  }
+  auto store = gw::admin::ReadOnlyStore::open(flags.get("data-dir"));
+  if (!store.ok()) return fail("replay: " + store.error().detail);
   // Otherwise written next to FILE and renamed over it, so FILE is the old one or the whole new
   // one. The name is this process's own: two replays into one FILE do not write into one file.
   // One left by a process that died with this pid is stale.
@@ -326,7 +340,7 @@ int replay(int argc, char** argv) {
   const std::string& written = direct ? out_path : tmp_path;
   int fd = -1;
   if (descriptor) {
-    fd = ::fcntl(*descriptor, F_DUPFD_CLOEXEC, 3);
+    fd = ::fcntl(descriptor_copy, F_DUPFD_CLOEXEC, 3);
   } else if (direct) {
     fd = ::open(out_path.c_str(), O_WRONLY | O_CLOEXEC);
   } else {

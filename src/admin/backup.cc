@@ -77,18 +77,22 @@ Result<BackupReport> copy_database(const std::string& data_dir, const std::strin
 
 }  // namespace
 
+bool inside_dir(const std::string& dir, const std::string& path) {
+  std::error_code ec;
+  const fs::path outer = fs::weakly_canonical(dir, ec);
+  const fs::path inner = fs::weakly_canonical(path, ec);
+  return !ec &&
+         std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
+}
+
 Result<BackupReport> backup(const std::string& data_dir, const std::string& out_dir) {
   std::error_code ec;
   // A copy inside the data dir would be a second database among gatewayd's own files, and copied
   // into the next backup of that dir (helper 48).
-  const fs::path store = fs::weakly_canonical(data_dir, ec);
-  const fs::path copy = fs::weakly_canonical(out_dir, ec);
-  if (!ec &&
-      std::mismatch(store.begin(), store.end(), copy.begin(), copy.end()).first == store.end()) {
+  if (inside_dir(data_dir, out_dir)) {
     return make_error(Code::kValidationFailed,
                       out_dir + " is inside the data dir " + data_dir + "; back up outside it");
   }
-  ec.clear();
   // `existed`: not made by this backup (also when another made it since the look).
   bool existed = fs::exists(out_dir, ec);
   // Its entry, and that of each parent made with it, is synced as it is made.

@@ -27,6 +27,10 @@ struct BackupReport {
   uint64_t meta = 0;
 };
 
+// Whether `path` is `dir` or under it, symlinks of the parts that exist resolved (a file written
+// there would be among gatewayd's own files: a copy, or a replay's output over CURRENT).
+bool inside_dir(const std::string& dir, const std::string& path);
+
 // Copies the database of `data_dir` into `out_dir`, created if missing.
 // kPreconditionFailed when `out_dir` exists and is not an empty directory; kUnavailable when the
 // source cannot be read or the copy cannot be written (what was written is removed again).

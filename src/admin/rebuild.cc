@@ -34,8 +34,20 @@ Result<RebuildReport> rebuild(const std::string& data_dir, const FoldOptions& op
   if (!counts.ok()) return std::move(counts.error());
   // The old read model is dropped only once the new one's table files are written.
   Store& s = *store.value();
-  if (auto r = write_projections(s, *fold.value(), [&s] { return s.reset_projections(); });
+  bool dropped_old = false;
+  if (auto r = write_projections(s, *fold.value(),
+                                 [&s, &dropped_old] {
+                                   dropped_old = true;
+                                   return s.reset_projections();
+                                 });
       !r.ok()) {
+    // Failed while the new read model went in (its table files' ingest): the old one is gone,
+    // and the message says so (the data dir read as empty to `check`, with no word of it here).
+    if (dropped_old) {
+      r.error().detail +=
+          "; the old read model was dropped before this failure: run gatewayctl rebuild again, or "
+          "start gatewayd, which builds it from the log";
+    }
     return std::move(r.error());
   }
   // A kept answer whose create the log lost would answer a repeat 201 for a record that is gone.

@@ -463,6 +463,31 @@ TEST_CASE("a rebuild interrupted while it writes leaves no rebuild.tmp or fold.t
 
 // A log too large for the memory there is is folded on disk (projections/fold.h); --fold disk
 // makes any log take that path.
+// The new read model's table files go in after the old one is dropped; a failure there (an
+// injected EIO on the first table file's link into the data dir) left an empty read model that
+// only `check` told of, and the message said nothing of it.
+TEST_CASE("a rebuild that fails once the old read model is dropped says so, and a start mends it") {
+  Server server;
+  Api api(server, kTeamA);
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(api.post("/v1/webhook", webhook_body(kTeamA, "wl" + std::to_string(i))).status == 201);
+  }
+  REQUIRE(server.stop().success());
+  auto failed = testing::run_command(
+      {"/usr/bin/strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=link", "-e",
+       "inject=link:error=EIO:when=1", kGatewayctl, "rebuild", "--data-dir", server.data_dir()},
+      testing::ChildEnv{{"GATEWAY_"}, traced_env()}, std::chrono::seconds(60));
+  CHECK(failed.status.code == 1);
+  CHECK(failed.err.find("Input/output error; the old read model was dropped before this failure: "
+                        "run gatewayctl rebuild again, or start gatewayd, which builds it from "
+                        "the log") != std::string::npos);
+  CHECK(ctl({"check", "--data-dir", server.data_dir()}).status.code == 1);
+  server.restart();
+  CHECK(num(field(json(Api(server, kTeamA).get("/v1/webhook")), "pagination"), "total") == 3);
+  REQUIRE(server.stop().success());
+  CHECK(ctl({"check", "--data-dir", server.data_dir()}).status.code == 0);
+}
+
 TEST_CASE("rebuild, check, replay and gatewayd's start fold the log on disk as in memory") {
   Churned fx;
   Server& server = fx.server;
@@ -1246,6 +1271,42 @@ TEST_CASE("check that cannot read a data dir says so on stderr: it is no FAIL of
 // replay --out wrote its file and renamed it over FILE with no sync of either: after a power loss
 // FILE could be empty or in part, where it was to be the old one or the whole new one (helper 104,
 // from a trace).
+// `/dev/fd/N` is written through descriptor N as the shell gave it. One the command was not given
+// was looked up once the store was open, where N could be the store's own LOG: the records went
+// into it, and the command said it had written them (exit 0). A FILE inside the data dir replaced
+// one of the store's files (`--out D/CURRENT`: the database lost, exit 0); it is refused as backup
+// refuses such a DIR.
+TEST_CASE("replay refuses a descriptor it was not given, and a FILE inside the data dir") {
+  Server server;
+  REQUIRE(Api(server, kTeamA).post("/v1/webhook", webhook_body(kTeamA, "wl")).status == 201);
+  const std::string dir = server.data_dir();
+  for (const std::string fd : {"3", "4", "9"}) {
+    CAPTURE(fd);
+    auto r = testing::run_command(
+        {"/bin/sh", "-c",
+         "exec 3>&- 4>&- 9>&-; exec " + std::string(kGatewayctl) + " replay --data-dir " + dir +
+             " --until-seq 1 --out /dev/fd/" + fd},
+        {}, std::chrono::seconds(120));
+    CHECK(r.status.code == 1);
+    CHECK(r.err == "gatewayctl: replay: cannot write /dev/fd/" + fd + ": Bad file descriptor\n");
+  }
+  std::ostringstream current_before;
+  current_before << std::ifstream(dir + "/CURRENT").rdbuf();
+  for (const std::string& inside : {dir + "/CURRENT", dir + "/replay.json",
+                                    dir + "/../" + fs::path(dir).filename().string() + "/x.json"}) {
+    CAPTURE(inside);
+    auto r = ctl({"replay", "--data-dir", dir, "--until-seq", "1", "--out", inside});
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("is inside the data dir " + dir + "; write it outside") != std::string::npos);
+  }
+  std::ostringstream current_after;
+  current_after << std::ifstream(dir + "/CURRENT").rdbuf();
+  CHECK(current_after.str() == current_before.str());
+  CHECK_FALSE(fs::exists(dir + "/replay.json"));
+  REQUIRE(server.stop().success());
+  CHECK(ctl({"check", "--data-dir", dir}).status.code == 0);
+}
+
 TEST_CASE("replay --out syncs its file before the rename, and the directory after it") {
   Server server;
   REQUIRE(Api(server, kTeamA).post("/v1/webhook", webhook_body(kTeamA, "wl")).status == 201);
