@@ -422,8 +422,13 @@ Result<std::string> create_token(const std::string& path, const std::string& ten
     line.insert(line.begin(), '\n');
   int error = write_all(fd, line);
   if (error == 0 && ::fsync(fd) != 0) error = errno;
-  // A file this made has its entry synced too, before the token is printed (helper 104).
-  const std::string dir = std::filesystem::path(path).parent_path().string();
+  // A file this made has its entry synced too, before the token is printed (helper 104): in the
+  // directory it was made in, which for a path through symlinks is where they lead (the
+  // descriptor's own path), not the one the path names first.
+  std::error_code ec;
+  const std::filesystem::path made =
+      std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
+  const std::string dir = (ec ? std::filesystem::path(path) : made).parent_path().string();
   const bool entry_synced = error != 0 || st.st_size > 0 || fsync_dir(dir.empty() ? "." : dir);
   if (error != 0) {
     // Part of a line (a full disk took the write up to the end of its last block) that gatewayd

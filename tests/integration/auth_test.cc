@@ -531,6 +531,19 @@ TEST_CASE(
   const size_t printed = first_line(t.lines, " write(1, \"gw_");
   REQUIRE(printed < t.lines.size());
   CHECK(dir_sync(t.lines, dir.path()) < printed);
+
+  // Named through a symlink, the file is made where the link points, and that directory is the
+  // one synced (the link's was: helper 175).
+  std::filesystem::create_directories(dir.file("sub/deeper"));
+  std::filesystem::create_symlink("sub/deeper/tokens", dir.file("link"));
+  Traced linked = run_traced({GATEWAYCTL_PATH, "token", "create", "--tokens-file", dir.file("link"),
+                              "--tenant", "team_a", "--name", "ci"});
+  INFO(linked.result.err);
+  REQUIRE(linked.result.status.success());
+  REQUIRE(std::filesystem::exists(dir.file("sub/deeper/tokens")));
+  const size_t linked_printed = first_line(linked.lines, " write(1, \"gw_");
+  REQUIRE(linked_printed < linked.lines.size());
+  CHECK(dir_sync(linked.lines, dir.file("sub/deeper")) < linked_printed);
 }
 
 // A token create whose token could not be printed (stdout on a full disk or closed) exited 0 with
