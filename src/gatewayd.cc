@@ -14,8 +14,10 @@
 #include <iostream>
 #include <optional>
 #include <string_view>
+#include <system_error>
 #include <thread>
 
+#include "commands/challenge.h"
 #include "commands/fields.h"
 #include "core/clock.h"
 #include "core/flags.h"
@@ -170,7 +172,21 @@ unsigned usable_cores() {
 
 }  // namespace
 
+int run_gatewayd(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  try {
+    return run_gatewayd(argc, argv);
+  } catch (const std::system_error& e) {
+    // A thread that could not be started (a limit on processes or memory: `ulimit -u`, `-v`),
+    // which aborted gatewayd (std::terminate). What was started was stopped as the exception
+    // left it.
+    std::fprintf(stderr, "gatewayd: cannot start a thread: %s\n", e.what());
+    return 1;
+  }
+}
+
+int run_gatewayd(int argc, char** argv) {
   // In the WAF sandbox's zygote process (a run of this program that Sandbox::start made), this
   // is all main() does.
   if (auto code = gw::sandbox::zygote_main_if_asked(argc, argv, {gw::sandbox::kWafTask})) {
@@ -334,6 +350,9 @@ int main(int argc, char** argv) {
   if (!flags.get("platform-run-domain").empty()) {
     auto problem = domain_flag(flags, "platform-run-domain", &platform.run_domain);
     if (!problem.empty()) return fail(problem);
+  } else if (platform.run_domain.size() > 253) {
+    return fail(flags.named("platform-domain") + " makes the run namespace " + platform.run_domain +
+                ", over 253 bytes; give a shorter one, or " + "--platform-run-domain");
   }
   api_config.policy.check_waf_directives = [sandbox =
                                                 waf_sandbox.value().get()](std::string_view text) {
@@ -343,6 +362,17 @@ int main(int argc, char** argv) {
   if (!flags.get("verification-domain").empty()) {
     auto problem = domain_flag(flags, "verification-domain", &verification_domain);
     if (!problem.empty()) return fail(problem);
+    if (verification_domain.size() > gw::kMaxVerificationDomainBytes) {
+      return fail(flags.named("verification-domain") + " is over " +
+                  std::to_string(gw::kMaxVerificationDomainBytes) +
+                  " bytes: a verification_value under it (gv-, 32 hex digits and a dot before "
+                  "it) would be no DNS name, and no domain could be verified");
+    }
+  } else if (verification_domain.size() > gw::kMaxVerificationDomainBytes) {
+    return fail(flags.named("platform-domain") + " makes the verification domain " +
+                verification_domain + ", over " + std::to_string(gw::kMaxVerificationDomainBytes) +
+                " bytes: no verification_value under it would be a DNS name; give a shorter "
+                "one, or --verification-domain");
   }
 
   gw::FoldOptions fold;

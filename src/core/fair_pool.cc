@@ -9,11 +9,18 @@ namespace gw {
 FairPool::FairPool(const char* thread_name, int threads, size_t max_waiting_per_owner)
     : max_waiting_per_owner_(max_waiting_per_owner) {
   threads_.reserve(static_cast<size_t>(threads));
-  for (int i = 0; i < threads; ++i) {
-    threads_.emplace_back([this, thread_name] {
-      name_this_thread(thread_name);
-      run();
-    });
+  try {
+    for (int i = 0; i < threads; ++i) {
+      threads_.emplace_back([this, thread_name] {
+        name_this_thread(thread_name);
+        run();
+      });
+    }
+  } catch (...) {
+    // A thread that cannot be started (a process or memory limit): those started are joined,
+    // or their destruction would end the program (std::terminate), and the caller is told.
+    stop();
+    throw;
   }
 }
 

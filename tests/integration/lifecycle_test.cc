@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "integration/fixture.h"
+#include "support/sanitized.h"
 
 namespace gw::itest::lifecycle_test {
 namespace {
@@ -958,6 +959,24 @@ TEST_CASE("gatewayd serves with --threads 255") {
   CHECK(api.get("/healthz").status == 200);
 }
 
+// A thread gatewayd could not start (a limit on its memory or processes) aborted it
+// (std::terminate, exit 134, no word of gatewayd's): 255 HTTP threads' WAF check pool under a
+// 1 GB address space limit. Not under the sanitizers, whose shadow memory such a limit refuses.
+TEST_CASE("gatewayd that cannot start a thread exits 1 and says why") {
+  if (testing::kSanitized) return;
+  testing::TempDir dir;
+  auto r = run_command({"/bin/sh", "-c",
+                        "ulimit -v 1000000; exec " + std::string(GATEWAYD_PATH) +
+                            " --listen 127.0.0.1:0 --threads 255 --data-dir " + dir.path()},
+                       ChildEnv{{"GATEWAY_"}, {}}, std::chrono::seconds(30));
+  INFO(r.err);
+  CHECK(r.status.exited);
+  CHECK(r.status.code == 1);
+  CHECK(r.err.find("gatewayd: cannot start a thread: Resource temporarily unavailable\n") !=
+        std::string::npos);
+  CHECK(r.out.find("listening on") == std::string::npos);
+}
+
 TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
   testing::TempDir dir;
   const std::string bin = GATEWAYD_PATH;
@@ -979,6 +998,15 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
     std::string flag;
     std::string value;
     std::string message;
+  };
+  // A hostname of `bytes` bytes: labels of up to 63 letters.
+  auto long_name = [](size_t bytes) {
+    std::string name;
+    while (name.size() < bytes) {
+      if (!name.empty()) name += '.';
+      name += std::string(std::min<size_t>(63, bytes - name.size()), 'a');
+    }
+    return name;
   };
   const Bad rows[] = {
       // Pistache takes at most 255 worker threads: 256 was let through and failed as "cannot
@@ -1003,6 +1031,16 @@ TEST_CASE("gatewayd refuses bad flags, a busy port and a data dir in use") {
       {"--platform-run-domain", "bad domain!", "--platform-run-domain may contain only letters"},
       {"--verification-domain", "bad domain!", "--verification-domain may contain only letters"},
       {"--verification-domain", "..", "--verification-domain must not contain empty labels"},
+      // A verification domain over 217 bytes made every verification_value (gv-, 32 hex digits
+      // and a dot before it) longer than a DNS name may be: no domain could be verified. So did
+      // a platform domain over 210 bytes (verify. before it), and over 249 its run. namespace
+      // was no hostname.
+      {"--verification-domain", long_name(218),
+       "--verification-domain is over 217 bytes: a verification_value under it"},
+      {"--platform-domain", long_name(211),
+       "--platform-domain makes the verification domain verify." + long_name(211) + ", over 217"},
+      {"--platform-domain", long_name(250),
+       "--platform-domain makes the run namespace run." + long_name(250) + ", over 253"},
       // A flag given twice: the last one was taken.
       {"--data-dir", dir.path(), "--data-dir is given more than once"},
       {"--listen", "127.0.0.1:0", "--listen is given more than once"},
