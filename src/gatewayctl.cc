@@ -359,10 +359,15 @@ int replay(int argc, char** argv) {
                               fold_options(flags, store.value()->scratch_dir() + "/fold", notes));
   // A file made here is synced before its rename, and the rename after it (helper 104: a power
   // loss could leave FILE empty or in part, where it was to be the old one or the whole new one).
+  errno = 0;
   const bool closed =
       out.flush() && (direct || ::fsync(buffer.fd()) == 0) && buffer.close() != nullptr;
+  const int close_error = errno;  // why, when the failing call said (an fsync's EIO)
   if (!records.ok()) return fail_output("replay", records.error());
-  if (!closed) return fail("replay: cannot write " + written);
+  if (!closed) {
+    return fail("replay: cannot write " + written +
+                (close_error != 0 ? std::string(": ") + std::strerror(close_error) : ""));
+  }
   if (!direct) {
     std::filesystem::rename(tmp_path, out_path, ec);
     if (ec) return fail("replay: cannot write " + out_path + ": " + ec.message());

@@ -316,7 +316,9 @@ Result<Spec> parse_profile(const rapidjson::Value& body, const FieldPolicy& poli
   if (auto d = r.str("waf_custom_directives")) {
     if (d->size() > kDirectivesMax) {
       r.check("waf_custom_directives", "must be at most 65536 bytes");
-    } else if (!d->empty() && p.waf_template != "custom") {
+    } else if (!d->empty() && r.str("waf_template") && p.waf_template != "custom") {
+      // Not when waf_template has a problem of its own (given twice, not a string): it reads as
+      // absent then, and this would be a second, false entry.
       r.check("waf_custom_directives", "must be empty unless waf_template is custom");
     } else if (!policy.check_waf_directives || d->empty()) {
       r.check("waf_custom_directives", fields::waf_directives(*d));

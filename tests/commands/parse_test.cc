@@ -378,6 +378,19 @@ TEST_CASE("a member given twice is refused, a response-only one too") {
     CHECK(r.error().errors[1].field == "status");
     CHECK(r.error().errors[1].message == "is given more than once");
   }
+  // waf_template given twice was read as no template, so directives given with it had a second,
+  // false entry: "must be empty unless waf_template is custom" (helper 176).
+  SUBCASE("a waf_template given twice is that problem alone, not also the directives'") {
+    auto r = parse(Kind::kProfile,
+                   std::string(kProfile)
+                       .insert(1, R"("waf_template":"custom",)"
+                                  R"("waf_custom_directives":"SecRule ARGS \"@rx a\" \"id:1\"",)")
+                       .c_str());
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().errors.size() == 1);
+    CHECK(r.error().errors[0].field == "waf_template");
+    CHECK(r.error().errors[0].message == "is given more than once");
+  }
   // Items are quoted by their first 64 bytes: two items alike that far are two problems still
   // (a review found the first version of the change above listing them as one).
   SUBCASE("distinct bad list items quoted alike are an entry each") {

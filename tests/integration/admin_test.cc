@@ -1307,6 +1307,24 @@ TEST_CASE("replay refuses a descriptor it was not given, and a FILE inside the d
   CHECK(ctl({"check", "--data-dir", dir}).status.code == 0);
 }
 
+// A replay whose file could not be synced said `cannot write FILE.tmp.PID` and not why.
+TEST_CASE("replay says why its file could not be written") {
+  Server server;
+  REQUIRE(Api(server, kTeamA).post("/v1/webhook", webhook_body(kTeamA, "wl")).status == 201);
+  REQUIRE(server.stop().success());
+  testing::TempDir out;
+  auto r = testing::run_command(
+      {"/usr/bin/strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=fsync", "-e",
+       "inject=fsync:error=EIO:when=1", kGatewayctl, "replay", "--data-dir", server.data_dir(),
+       "--until-seq", "1", "--out", out.file("replay.json")},
+      testing::ChildEnv{{"GATEWAY_"}, traced_env()}, std::chrono::seconds(60));
+  CHECK(r.status.code == 1);
+  CHECK(r.err.find("replay: cannot write " + out.file("replay.json") + ".tmp.") !=
+        std::string::npos);
+  CHECK(r.err.find(": Input/output error\n") != std::string::npos);
+  CHECK_FALSE(fs::exists(out.file("replay.json")));
+}
+
 TEST_CASE("replay --out syncs its file before the rename, and the directory after it") {
   Server server;
   REQUIRE(Api(server, kTeamA).post("/v1/webhook", webhook_body(kTeamA, "wl")).status == 201);
