@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string_view>
@@ -177,6 +178,10 @@ int run_gatewayd(int argc, char** argv);
 int main(int argc, char** argv) {
   try {
     return run_gatewayd(argc, argv);
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A system_error too, but of a file, not of a thread.
+    std::fprintf(stderr, "gatewayd: %s\n", e.what());
+    return 1;
   } catch (const std::system_error& e) {
     // A thread that could not be started (a limit on processes or memory: `ulimit -u`, `-v`),
     // which aborted gatewayd (std::terminate). What was started was stopped as the exception
@@ -352,7 +357,7 @@ int run_gatewayd(int argc, char** argv) {
     if (!problem.empty()) return fail(problem);
   } else if (platform.run_domain.size() > 253) {
     return fail(flags.named("platform-domain") + " makes the run namespace " + platform.run_domain +
-                ", over 253 bytes; give a shorter one, or " + "--platform-run-domain");
+                ", over 253 bytes; give a shorter one, or --platform-run-domain");
   }
   api_config.policy.check_waf_directives = [sandbox =
                                                 waf_sandbox.value().get()](std::string_view text) {
