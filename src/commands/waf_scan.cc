@@ -1643,6 +1643,13 @@ Problem check_directive(const Directive& d, Scan* scan) {
   } else if (name == "secruleremovebyid") {
     if (args.empty()) return "needs SecRuleRemoveById ID..." + at(line);
     for (const Arg& a : args) {
+      // The engine splits its value at spaces alone: `1<tab>99998-99999` is one range to it,
+      // 1..99999 (the text's own rules among them), where the scan read three ids.
+      if (&a != &args.front() && a.blanks.find('\t') != std::string::npos) {
+        return "SecRuleRemoveById takes ids separated by spaces (a tab joins two for the WAF "
+               "engine)" +
+               at(line);
+      }
       if (a.quoted || !local_id_or_range(a.text, &id))
         return "SecRuleRemoveById may only name rule ids in 1..99999" + at(line);
     }

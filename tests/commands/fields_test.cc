@@ -895,6 +895,10 @@ TEST_CASE("waf_directives refuses what reaches beyond the tenant") {
       {"SecRuleRemoveById \"5\"", "SecRuleRemoveById may only name"},
       {"SecRuleRemoveById 5,900000", "SecRuleRemoveById may only name"},
       {"SecRuleRemoveById 5 # 900000", "SecRuleRemoveById may only name"},
+      // The engine splits the ids at spaces alone: `1<tab>99998-99999` was the range 1..99999
+      // to it, three ids to the scan (helper 179).
+      {"SecRuleRemoveById 1\t99998-99999", "SecRuleRemoveById takes ids separated by spaces"},
+      {"SecRuleRemoveById 5 6\t7", "SecRuleRemoveById takes ids separated by spaces"},
       {"SecRuleRemoveById", "needs SecRuleRemoveById ID"},
       {"SecRuleUpdateTargetById 942100 !ARGS:x",
        "SecRuleUpdateTargetById may only name one rule id in 1..99999 (no range)"},
