@@ -59,6 +59,11 @@ CnameAnswer answer_of(int status, const unsigned char* abuf, int alen, std::stri
           a.status = CnameAnswer::Status::kServfail;
           a.detail = "malformed reply";
           break;
+        case CnameInMessage::kErrorCode:
+          a.status = CnameAnswer::Status::kServfail;
+          a.detail =
+              "the reply's error code is " + std::to_string(abuf[3] & 0x0f) + ", not NOERROR";
+          break;
       }
       break;
     case ARES_ENODATA: a.status = CnameAnswer::Status::kNoCname; break;

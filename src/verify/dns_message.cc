@@ -33,6 +33,8 @@ long expand_name(const unsigned char* p, const unsigned char* message, int lengt
 CnameInMessage cname_in_message(const unsigned char* message, int length, std::string_view owner,
                                 std::string* target) {
   if (message == nullptr || length < kHeaderBytes) return CnameInMessage::kMalformed;
+  // RFC 1035 4.1.1: a reply whose RCODE is not 0 (NOERROR) failed, whatever records it holds.
+  if ((message[3] & 0x0f) != 0) return CnameInMessage::kErrorCode;
   const unsigned char* end = message + length;
   const int questions = u16(message + 4);
   const int answers = u16(message + 6);

@@ -49,6 +49,8 @@ enum class CnameInMessage {
   kMalformed,  // a record the header counts cannot be read, before the answer or after it: cut
                // short, a name that does not expand (a compression loop), or an answer's CNAME
                // whose data is not exactly one name
+  kErrorCode,  // the header's RCODE is not NOERROR: the reply answers nothing, whatever its
+               // records (c-ares reports some codes as a success)
 };
 // Pure; thread-safe.
 CnameInMessage cname_in_message(const unsigned char* message, int length, std::string_view owner,

@@ -121,6 +121,22 @@ TEST_CASE("a CNAME of another name is not the asked name's") {
 }
 
 // A reply cut short or with a looping name was "no CNAME" (the README has it as servfail).
+// c-ares gives its own status for NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP and REFUSED only:
+// a reply with any other error code (YXDOMAIN, NOTAUTH, NOTZONE, 11 to 15) came as a success, and
+// a right CNAME in it verified the domain (helper 178).
+TEST_CASE("a reply whose error code is not NOERROR answers nothing, whatever it holds") {
+  for (int rcode = 1; rcode <= 15; ++rcode) {
+    CAPTURE(rcode);
+    auto m = response("shop.example.com", {{5, "gv-1.verify.example.net", ""}});
+    m[3] = static_cast<unsigned char>((m[3] & 0xf0) | rcode);
+    std::string target;
+    CHECK(read(m, "shop.example.com", &target) == CnameInMessage::kErrorCode);
+  }
+  std::string target;
+  CHECK(read(response("shop.example.com", {{5, "gv-1.verify.example.net", ""}}), "shop.example.com",
+             &target) == CnameInMessage::kFound);
+}
+
 TEST_CASE("a reply that cannot be read is malformed, not a name without a CNAME") {
   const std::string q = "x.example.com";
   std::string target;
