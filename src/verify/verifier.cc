@@ -101,7 +101,11 @@ void Verifier::dispatch(uint64_t request_seq, const std::string& domain_id, int 
   if (raw.value() && keys::decode_record(*raw.value(), &header, &json)) {
     doc.Parse(json.data(), json.size());
   }
-  if (!doc.IsObject() || header.deleted || !doc.HasMember("verification_hostname")) {
+  auto is_string = [&doc](const char* name) {
+    return doc.IsObject() && doc.HasMember(name) && doc[name].IsString();
+  };
+  if (!doc.IsObject() || header.deleted || !is_string("verification_hostname") ||
+      !is_string("verification_value")) {
     // Deleted: nothing to look up; the decision answers the request as superseded.
     record(request_seq, domain_id, attempt, CheckResult{false, "superseded", ""});
     return;
