@@ -297,7 +297,7 @@ int replay(int argc, char** argv) {
   if (descriptor && descriptor_copy < 0) {
     return fail("replay: cannot write " + out_path + ": " + std::strerror(errno));
   }
-  const gw::UniqueFd descriptor_owner(descriptor_copy);
+  gw::UniqueFd descriptor_owner(descriptor_copy);
   const auto out_status = std::filesystem::status(out_path, ec);
   // So is a device, pipe or socket (`--out /dev/null`, a fifo): a rename would put a regular file
   // where the device's name was.
@@ -340,7 +340,7 @@ int replay(int argc, char** argv) {
   const std::string& written = direct ? out_path : tmp_path;
   int fd = -1;
   if (descriptor) {
-    fd = ::fcntl(descriptor_copy, F_DUPFD_CLOEXEC, 3);
+    fd = descriptor_owner.release();  // the copy taken before the store opened
   } else if (direct) {
     fd = ::open(out_path.c_str(), O_WRONLY | O_CLOEXEC);
   } else {

@@ -105,6 +105,10 @@ struct Expected {
   bool blocked = false;
   std::optional<uint64_t> acked_at_timeout = std::nullopt;
   int64_t asked_ms = 0;  // when the last answer was expected (coarse_ms)
+
+  // Whether a closing answer shut its sending side (kShutAfter, kQuietAfter, kEndNow): it
+  // lingers for its client's end, or ends.
+  bool sending_shut() const { return write_shut || quiet || ending; }
 };
 
 thread_local std::vector<Expected> expected;
@@ -195,7 +199,7 @@ bool take_own_write(Pistache::Tcp::Transport& transport,
   const Pistache::RawBuffer& bytes = write.buffer.*member_of(BufferBytesTag{});
   if (!std::string_view(bytes.data()).starts_with("HTTP/1.1 408 ")) return true;
   const Expected* e = expected_of(peer->fd(), peer->getID());
-  if (e != nullptr && (e->write_shut || e->quiet || e->ending)) {
+  if (e != nullptr && e->sending_shut()) {
     // A closing answer shut its sending side: it lingers for its client's end, or ends. No 408
     // can be written there (it was counted, and failed with EPIPE); the connection's end is the
     // lingering's, as if the timer had not fired.
@@ -401,13 +405,13 @@ void mark_and_shut(Pistache::Tcp::Transport& transport, Pistache::Fd fd, bool Ex
 }
 
 // On a transport's own thread: whether a closing answer shut descriptor `fd`'s sending side
-// (kShutAfter, kQuietAfter, kEndNow); the connection lingers for its client's end, or ends.
+// (Expected::sending_shut).
 bool write_side_shut(Pistache::Tcp::Transport& transport, Pistache::Fd fd) {
   auto& peers = transport.*member_of(PeersTag{});
   const auto peer = peers.find(fd);
   if (peer == peers.end()) return false;
   const Expected* e = expected_of(fd, peer->second->getID());
-  return e != nullptr && (e->write_shut || e->quiet || e->ending);
+  return e != nullptr && e->sending_shut();
 }
 
 // On a transport's own thread, as a closing answer with kEndAfter is written on descriptor `fd`:
